@@ -1,0 +1,181 @@
+//! Reader configuration: [`CsvOptions`], [`ColumnKind`] and [`Atomicity`].
+
+use std::fmt;
+
+use arrow_schema::{DataType, TimeUnit};
+
+/// Column types the reader can produce, named after the database's SQL
+/// types. Each maps to exactly one Arrow [`DataType`] (see
+/// [`ColumnKind::arrow_type`]), which is how the database recognises them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ColumnKind {
+    /// `true` / `false` -> [`DataType::Boolean`].
+    Boolean,
+    /// 64-bit signed integer -> [`DataType::Int64`].
+    Long,
+    /// 64-bit float -> [`DataType::Float64`].
+    Double,
+    /// UTC instant -> `Timestamp(Nanosecond, None)`.
+    Timestamp,
+    /// UUID -> `FixedSizeBinary(16)`.
+    Uuid,
+    /// Low-cardinality string -> `Dictionary(Int32, Utf8)`.
+    Symbol,
+    /// Any other string -> [`DataType::LargeUtf8`].
+    Varchar,
+}
+
+impl ColumnKind {
+    /// All kinds, in detection order (narrowest first).
+    pub const ALL: [ColumnKind; 7] = [
+        ColumnKind::Boolean,
+        ColumnKind::Long,
+        ColumnKind::Double,
+        ColumnKind::Timestamp,
+        ColumnKind::Uuid,
+        ColumnKind::Symbol,
+        ColumnKind::Varchar,
+    ];
+
+    /// The Arrow type the reader emits for this kind.
+    pub fn arrow_type(&self) -> DataType {
+        match self {
+            ColumnKind::Boolean => DataType::Boolean,
+            ColumnKind::Long => DataType::Int64,
+            ColumnKind::Double => DataType::Float64,
+            ColumnKind::Timestamp => DataType::Timestamp(TimeUnit::Nanosecond, None),
+            ColumnKind::Uuid => DataType::FixedSizeBinary(16),
+            ColumnKind::Symbol => {
+                DataType::Dictionary(Box::new(DataType::Int32), Box::new(DataType::Utf8))
+            }
+            ColumnKind::Varchar => DataType::LargeUtf8,
+        }
+    }
+
+    /// The SQL name: `"BOOLEAN"`, `"LONG"`, `"DOUBLE"`, `"TIMESTAMP"`,
+    /// `"UUID"`, `"SYMBOL"` or `"VARCHAR"`.
+    pub fn name(&self) -> &'static str {
+        match self {
+            ColumnKind::Boolean => "BOOLEAN",
+            ColumnKind::Long => "LONG",
+            ColumnKind::Double => "DOUBLE",
+            ColumnKind::Timestamp => "TIMESTAMP",
+            ColumnKind::Uuid => "UUID",
+            ColumnKind::Symbol => "SYMBOL",
+            ColumnKind::Varchar => "VARCHAR",
+        }
+    }
+
+    /// Parses a type name, case-insensitively. Besides the canonical names
+    /// it accepts `INT`, `INTEGER`, `BIGINT` (LONG), `FLOAT` (DOUBLE),
+    /// `STRING` (VARCHAR) and `BOOL` (BOOLEAN).
+    pub fn parse_name(s: &str) -> Option<Self> {
+        let kind = match s.trim().to_ascii_uppercase().as_str() {
+            "BOOLEAN" | "BOOL" => ColumnKind::Boolean,
+            "LONG" | "INT" | "INTEGER" | "BIGINT" => ColumnKind::Long,
+            "DOUBLE" | "FLOAT" => ColumnKind::Double,
+            "TIMESTAMP" => ColumnKind::Timestamp,
+            "UUID" => ColumnKind::Uuid,
+            "SYMBOL" => ColumnKind::Symbol,
+            "VARCHAR" | "STRING" => ColumnKind::Varchar,
+            _ => return None,
+        };
+        Some(kind)
+    }
+
+    /// Whether values of this kind are text (kept verbatim, not trimmed).
+    pub fn is_string(&self) -> bool {
+        matches!(self, ColumnKind::Symbol | ColumnKind::Varchar)
+    }
+}
+
+impl fmt::Display for ColumnKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// What to do with a field that does not parse as its column's type.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Atomicity {
+    /// The value becomes NULL and is counted in
+    /// [`CsvStats::column_errors`](crate::CsvStats::column_errors).
+    #[default]
+    SkipColumn,
+    /// The whole row is dropped and counted in
+    /// [`CsvStats::rows_rejected`](crate::CsvStats::rows_rejected) (the
+    /// offending columns are also counted in `column_errors`).
+    SkipRow,
+    /// Reading stops with [`CsvError::BadValue`](crate::CsvError::BadValue)
+    /// (or [`CsvError::Malformed`](crate::CsvError::Malformed) for a record
+    /// with the wrong number of fields).
+    Abort,
+}
+
+/// Configuration of a [`CsvReader`](crate::CsvReader).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CsvOptions {
+    /// Field delimiter. Default `b','`.
+    pub delimiter: u8,
+    /// Whether the first record names the columns. Default `true`. Without a
+    /// header the columns are named `f0`, `f1`, ...
+    pub has_header: bool,
+    /// How many records are buffered and sampled for type detection.
+    /// Default 10 000. Without a header at least one record is sampled.
+    pub infer_rows: usize,
+    /// Maximum rows per emitted `RecordBatch`. Default 65 536; 0 is
+    /// treated as 1.
+    pub batch_rows: usize,
+    /// This column is forced to TIMESTAMP; [`CsvReader::new`](crate::CsvReader::new)
+    /// fails if the column is missing or one of its sample values does not parse.
+    pub timestamp_column: Option<String>,
+    /// Forced types by column name (QuestDB's `/imp` `schema` part).
+    /// Unknown names are an error.
+    pub type_overrides: Vec<(String, ColumnKind)>,
+    /// Handling of unparseable values. Default [`Atomicity::SkipColumn`].
+    pub atomicity: Atomicity,
+}
+
+impl Default for CsvOptions {
+    fn default() -> Self {
+        Self {
+            delimiter: b',',
+            has_header: true,
+            infer_rows: 10_000,
+            batch_rows: 65_536,
+            timestamp_column: None,
+            type_overrides: Vec::new(),
+            atomicity: Atomicity::SkipColumn,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_round_trip() {
+        for kind in ColumnKind::ALL {
+            assert_eq!(ColumnKind::parse_name(kind.name()), Some(kind));
+            assert_eq!(ColumnKind::parse_name(&kind.name().to_lowercase()), Some(kind));
+        }
+        assert_eq!(ColumnKind::parse_name("int"), Some(ColumnKind::Long));
+        assert_eq!(ColumnKind::parse_name("Integer"), Some(ColumnKind::Long));
+        assert_eq!(ColumnKind::parse_name("BIGINT"), Some(ColumnKind::Long));
+        assert_eq!(ColumnKind::parse_name("float"), Some(ColumnKind::Double));
+        assert_eq!(ColumnKind::parse_name("string"), Some(ColumnKind::Varchar));
+        assert_eq!(ColumnKind::parse_name("blob"), None);
+    }
+
+    #[test]
+    fn arrow_types() {
+        assert_eq!(ColumnKind::Long.arrow_type(), DataType::Int64);
+        assert_eq!(
+            ColumnKind::Timestamp.arrow_type(),
+            DataType::Timestamp(TimeUnit::Nanosecond, None)
+        );
+        assert_eq!(ColumnKind::Uuid.arrow_type(), DataType::FixedSizeBinary(16));
+        assert_eq!(ColumnKind::Varchar.arrow_type(), DataType::LargeUtf8);
+    }
+}

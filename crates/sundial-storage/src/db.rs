@@ -1,0 +1,313 @@
+//! The database: a data directory of tables, its lock, and the table catalog.
+
+use std::collections::BTreeMap;
+use std::fs::{File, OpenOptions};
+use std::io::{Read, Seek, Write};
+use std::os::fd::AsRawFd;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, RwLock, Weak};
+use std::time::Duration;
+
+use crate::error::{IoContext, Result, StorageError};
+use crate::files::sync_dir;
+use crate::partition::PartitionBy;
+use crate::table::{Durability, StorageOptions, Table};
+use crate::txn::{ColumnMeta, TableMeta};
+use crate::types::ColumnType;
+use crate::validate_name;
+
+const LOCK_FILE: &str = ".lock";
+const CREATING_PREFIX: &str = ".creating-";
+
+/// What `create_table` needs to know.
+#[derive(Debug, Clone)]
+pub struct TableDef {
+    pub name: String,
+    pub columns: Vec<(String, ColumnType)>,
+    /// The designated timestamp column (must be one of `columns`, of type TIMESTAMP).
+    pub timestamp: Option<String>,
+    pub partition_by: PartitionBy,
+}
+
+/// An open data directory. One process at a time may hold it.
+pub struct Database {
+    root: PathBuf,
+    options: Arc<StorageOptions>,
+    tables: RwLock<BTreeMap<String, Arc<Table>>>,
+    /// Serialises CREATE / DROP / RENAME TABLE.
+    ddl: Mutex<u64>,
+    committed_since_sync: Arc<AtomicBool>,
+    _lock: File,
+}
+
+impl std::fmt::Debug for Database {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Database").field("root", &self.root).finish()
+    }
+}
+
+fn catalog_key(name: &str) -> String {
+    name.to_lowercase()
+}
+
+impl Database {
+    /// Opens (creating if needed) a data directory, taking its lock and recovering every table.
+    pub fn open(root: impl AsRef<Path>, options: StorageOptions) -> Result<Arc<Database>> {
+        let root = root.as_ref().to_path_buf();
+        std::fs::create_dir_all(&root).at(&root)?;
+        let lock = lock_directory(&root)?;
+        let options = Arc::new(options);
+        let committed_since_sync = Arc::new(AtomicBool::new(false));
+        let mut tables = BTreeMap::new();
+        let mut max_id = 0u64;
+        for entry in std::fs::read_dir(&root).at(&root)? {
+            let entry = entry.at(&root)?;
+            let name = entry.file_name().to_string_lossy().into_owned();
+            let path = entry.path();
+            if name.starts_with(CREATING_PREFIX) {
+                std::fs::remove_dir_all(&path).at(&path)?;
+                continue;
+            }
+            let Some((_, id)) = name.rsplit_once('~') else {
+                continue;
+            };
+            let Ok(id) = id.parse::<u64>() else { continue };
+            max_id = max_id.max(id);
+            if let Some(table) = Table::open(path, options.clone(), committed_since_sync.clone())? {
+                tables.insert(catalog_key(&table.name()), table);
+            }
+        }
+        let db = Arc::new(Database {
+            root,
+            options,
+            tables: RwLock::new(tables),
+            ddl: Mutex::new(max_id + 1),
+            committed_since_sync,
+            _lock: lock,
+        });
+        if let Durability::Periodic { interval_ms } = db.options.durability {
+            start_periodic_sync(Arc::downgrade(&db), interval_ms)?;
+        }
+        Ok(db)
+    }
+
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    pub fn options(&self) -> &StorageOptions {
+        &self.options
+    }
+
+    /// A table by name (case-insensitive).
+    pub fn table(&self, name: &str) -> Option<Arc<Table>> {
+        self.tables
+            .read()
+            .ok()
+            .and_then(|t| t.get(&catalog_key(name)).cloned())
+    }
+
+    /// Every table, ordered by name.
+    pub fn tables(&self) -> Vec<Arc<Table>> {
+        self.tables
+            .read()
+            .map(|t| t.values().cloned().collect())
+            .unwrap_or_default()
+    }
+
+    pub fn table_names(&self) -> Vec<String> {
+        self.tables().iter().map(|t| t.name()).collect()
+    }
+
+    /// Creates a table; with `if_not_exists` an existing table of that name is returned instead.
+    pub fn create_table(&self, def: TableDef, if_not_exists: bool) -> Result<Arc<Table>> {
+        let meta = validate_def(&def)?;
+        let mut next_id = self
+            .ddl
+            .lock()
+            .map_err(|_| StorageError::Internal("catalog lock poisoned".into()))?;
+        if let Some(existing) = self.table(&def.name) {
+            if if_not_exists {
+                return Ok(existing);
+            }
+            return Err(StorageError::AlreadyExists(format!(
+                "table '{}' already exists",
+                def.name
+            )));
+        }
+        let id = *next_id;
+        *next_id += 1;
+        let sync = self.options.durability == Durability::Sync;
+        let tmp = self.root.join(format!("{CREATING_PREFIX}{id}"));
+        std::fs::create_dir(&tmp).at(&tmp)?;
+        Table::create_files(&tmp, meta, sync)?;
+        let path = self.root.join(format!("{}~{id}", def.name));
+        std::fs::rename(&tmp, &path).at(&path)?;
+        if sync {
+            sync_dir(&self.root)?;
+        }
+        let table = Table::open(path, self.options.clone(), self.committed_since_sync.clone())?
+            .ok_or_else(|| StorageError::Internal("new table opened as dropped".into()))?;
+        self.tables
+            .write()
+            .map_err(|_| StorageError::Internal("catalog lock poisoned".into()))?
+            .insert(catalog_key(&def.name), table.clone());
+        Ok(table)
+    }
+
+    /// Drops a table. Queries already reading it finish; its files go when they do.
+    pub fn drop_table(&self, name: &str) -> Result<()> {
+        let _ddl = self
+            .ddl
+            .lock()
+            .map_err(|_| StorageError::Internal("catalog lock poisoned".into()))?;
+        let table = self.table(name).ok_or_else(|| not_found(name))?;
+        table.writer()?.mark_dropped()?;
+        self.tables
+            .write()
+            .map_err(|_| StorageError::Internal("catalog lock poisoned".into()))?
+            .remove(&catalog_key(name));
+        Ok(())
+    }
+
+    pub fn rename_table(&self, from: &str, to: &str) -> Result<()> {
+        validate_name(to, "table")?;
+        let _ddl = self
+            .ddl
+            .lock()
+            .map_err(|_| StorageError::Internal("catalog lock poisoned".into()))?;
+        let table = self.table(from).ok_or_else(|| not_found(from))?;
+        if let Some(other) = self.table(to)
+            && !Arc::ptr_eq(&other, &table)
+        {
+            return Err(StorageError::AlreadyExists(format!("table '{to}' already exists")));
+        }
+        table.writer()?.rename_table(to)?;
+        let mut tables = self
+            .tables
+            .write()
+            .map_err(|_| StorageError::Internal("catalog lock poisoned".into()))?;
+        tables.remove(&catalog_key(from));
+        tables.insert(catalog_key(to), table);
+        Ok(())
+    }
+
+    /// Flushes every file system write (used by the periodic durability mode).
+    pub fn sync_all(&self) -> Result<()> {
+        let dir = File::open(&self.root).at(&self.root)?;
+        // SAFETY: syncfs only reads the descriptor, which `dir` keeps open.
+        if unsafe { libc::syncfs(dir.as_raw_fd()) } != 0 {
+            return Err(StorageError::io(&self.root, std::io::Error::last_os_error()));
+        }
+        Ok(())
+    }
+}
+
+fn not_found(name: &str) -> StorageError {
+    StorageError::NotFound(format!("table '{name}' does not exist"))
+}
+
+fn validate_def(def: &TableDef) -> Result<TableMeta> {
+    validate_name(&def.name, "table")?;
+    if def.columns.is_empty() {
+        return Err(StorageError::InvalidInput(format!(
+            "table '{}' needs at least one column",
+            def.name
+        )));
+    }
+    let mut columns: Vec<ColumnMeta> = Vec::with_capacity(def.columns.len());
+    for (i, (name, column_type)) in def.columns.iter().enumerate() {
+        validate_name(name, "column")?;
+        if columns.iter().any(|c| c.name.eq_ignore_ascii_case(name)) {
+            return Err(StorageError::InvalidInput(format!(
+                "duplicate column name '{name}'"
+            )));
+        }
+        columns.push(ColumnMeta {
+            id: i as u32,
+            name: name.clone(),
+            column_type: *column_type,
+        });
+    }
+    let timestamp_index = match &def.timestamp {
+        None => None,
+        Some(ts) => {
+            let i = columns
+                .iter()
+                .position(|c| c.name.eq_ignore_ascii_case(ts))
+                .ok_or_else(|| {
+                    StorageError::InvalidInput(format!(
+                        "designated timestamp column '{ts}' is not a column of the table"
+                    ))
+                })?;
+            if columns[i].column_type != ColumnType::Timestamp {
+                return Err(StorageError::InvalidInput(format!(
+                    "designated timestamp column '{ts}' must be of type TIMESTAMP, not {}",
+                    columns[i].column_type.name()
+                )));
+            }
+            Some(i)
+        }
+    };
+    if timestamp_index.is_none() && def.partition_by != PartitionBy::None {
+        return Err(StorageError::InvalidInput(format!(
+            "PARTITION BY {} needs a designated timestamp: add TIMESTAMP(column)",
+            def.partition_by.name()
+        )));
+    }
+    Ok(TableMeta {
+        name: def.name.clone(),
+        next_column_id: columns.len() as u32,
+        columns,
+        timestamp_index,
+        partition_by: def.partition_by,
+    })
+}
+
+fn lock_directory(root: &Path) -> Result<File> {
+    let path = root.join(LOCK_FILE);
+    let mut file = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(&path)
+        .at(&path)?;
+    // SAFETY: flock only uses the descriptor, which `file` keeps open.
+    if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
+        let mut holder = String::new();
+        let _ = file.read_to_string(&mut holder);
+        let holder = match holder.trim() {
+            "" => "unknown process".to_string(),
+            pid => format!("pid {pid}"),
+        };
+        return Err(StorageError::Locked {
+            path: root.to_path_buf(),
+            holder,
+        });
+    }
+    file.set_len(0).at(&path)?;
+    file.rewind().at(&path)?;
+    write!(file, "{}", std::process::id()).at(&path)?;
+    Ok(file)
+}
+
+fn start_periodic_sync(db: Weak<Database>, interval_ms: u64) -> Result<()> {
+    std::thread::Builder::new()
+        .name("sundial-sync".into())
+        .spawn(move || {
+            loop {
+                std::thread::sleep(Duration::from_millis(interval_ms.max(1)));
+                let Some(db) = db.upgrade() else { return };
+                if db.committed_since_sync.swap(false, Ordering::AcqRel)
+                    && let Err(e) = db.sync_all()
+                {
+                    tracing::error!("periodic sync failed: {e}");
+                    db.committed_since_sync.store(true, Ordering::Release);
+                }
+            }
+        })
+        .map(|_| ())
+        .map_err(|e| StorageError::io("sundial-sync thread", e))
+}

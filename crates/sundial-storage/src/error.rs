@@ -1,0 +1,77 @@
+//! The storage crate's error type: one enum, variants grouped by who is at fault.
+
+use std::path::PathBuf;
+
+/// Result alias used throughout the storage crate.
+pub type Result<T, E = StorageError> = std::result::Result<T, E>;
+
+/// Every error the storage engine reports, grouped by fault so that protocol layers can map each
+/// variant once to a SQLSTATE / HTTP status.
+#[derive(Debug, thiserror::Error)]
+pub enum StorageError {
+    /// The caller asked for something invalid: bad names, wrong types, NULL designated timestamps.
+    #[error("{0}")]
+    InvalidInput(String),
+    /// A table or column named by the caller does not exist.
+    #[error("{0}")]
+    NotFound(String),
+    /// A table or column the caller wants to create exists already.
+    #[error("{0}")]
+    AlreadyExists(String),
+    /// A configured bound was reached (uncommitted bytes, rows per partition, waiting for a writer).
+    #[error("{0}")]
+    ResourceExhausted(String),
+    /// Another process holds the data directory.
+    #[error("data directory {path} is locked by another process ({holder}); only one process may open it")]
+    Locked { path: PathBuf, holder: String },
+    /// The operating system refused an I/O operation.
+    #[error("I/O error on {path}: {source}")]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    /// Data read back from disk violates the on-disk format.
+    #[error("corrupt data in {path}: {message}")]
+    Corrupt { path: PathBuf, message: String },
+    /// An invariant of the engine itself was broken: a bug.
+    #[error("internal error: {0}")]
+    Internal(String),
+}
+
+impl StorageError {
+    pub(crate) fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
+        StorageError::Io {
+            path: path.into(),
+            source,
+        }
+    }
+
+    pub(crate) fn corrupt(path: impl Into<PathBuf>, message: impl Into<String>) -> Self {
+        StorageError::Corrupt {
+            path: path.into(),
+            message: message.into(),
+        }
+    }
+}
+
+/// Attaches a path to `std::io::Result`s.
+pub(crate) trait IoContext<T> {
+    fn at(self, path: &std::path::Path) -> Result<T>;
+}
+
+impl<T> IoContext<T> for std::io::Result<T> {
+    fn at(self, path: &std::path::Path) -> Result<T> {
+        self.map_err(|e| StorageError::io(path, e))
+    }
+}
+
+/// Returns `StorageError::Internal` when an engine invariant does not hold.
+macro_rules! ensure_invariant {
+    ($cond:expr, $($arg:tt)+) => {
+        if !$cond {
+            return Err($crate::error::StorageError::Internal(format!($($arg)+)));
+        }
+    };
+}
+pub(crate) use ensure_invariant;

@@ -1,0 +1,73 @@
+//! # sundial-storage
+//!
+//! Sundial's storage engine: tables partitioned by a designated timestamp, one append-only file
+//! per column per partition, memory-mapped for reading, with crash-safe atomic commits. It knows
+//! nothing of SQL; the query layer (`sundial-query`) reads [`Snapshot`]s and every ingestion path
+//! writes through a [`TableWriter`].
+//!
+//! ```text
+//!               ┌──────────── Database (data dir, .lock, catalog) ────────────┐
+//!  RecordBatch  │  Table "cpu"                                                 │
+//!  ──append──▶  │   TableWriter ─▶ cpu~1/2016-01-01.3/{0.d,1.d,5.o,5.v,..}     │
+//!  ──commit──▶  │              ─▶ cpu~1/_txn.{0,1}  (which rows are committed) │
+//!               │   snapshot() ─▶ Snapshot ─▶ read_column() ─▶ Arrow arrays    │
+//!               └──────────────────────────────(zero-copy over mmap)──────────┘
+//! ```
+//!
+//! * One writer per table, any number of readers. Readers hold an [`Snapshot`]: an immutable
+//!   commit, never blocked by or exposed to a running append.
+//! * In-order rows are written straight past the committed end of the files; rows older than a
+//!   partition's newest row are kept in memory and merged into a new version of that partition
+//!   at commit, so partitions are always sorted by timestamp.
+//! * Timestamps are `i64` nanoseconds since the Unix epoch (UTC), like ILP and Arrow.
+//!
+//! The exact on-disk format and the commit protocol are in `docs/design.md`.
+
+mod bits;
+mod column;
+mod db;
+mod error;
+mod files;
+mod partition;
+mod read;
+mod symbols;
+mod table;
+mod txn;
+mod types;
+
+pub use column::parse_uuid;
+pub use db::{Database, TableDef};
+pub use error::{Result, StorageError};
+pub use partition::PartitionBy;
+pub use table::{Durability, Snapshot, StorageOptions, Table, TableWriter};
+pub use txn::{ColumnMeta, PartitionMeta, TableMeta};
+pub use types::{ColumnType, SUNDIAL_TYPE_KEY, SymbolValues, arrow_field};
+
+/// Longest table or column name, in bytes.
+pub const NAME_BYTES_MAX: usize = 127;
+
+/// Checks a table or column name: non-empty, at most [`NAME_BYTES_MAX`] bytes, no control
+/// characters, nothing that is special in a path, and not starting with `.` or `_`.
+pub fn validate_name(name: &str, what: &str) -> Result<()> {
+    let bad = |why: &str| {
+        Err(StorageError::InvalidInput(format!(
+            "invalid {what} name '{name}': {why}"
+        )))
+    };
+    if name.is_empty() {
+        return bad("empty");
+    }
+    if name.len() > NAME_BYTES_MAX {
+        return bad(&format!("longer than {NAME_BYTES_MAX} bytes"));
+    }
+    if what == "table" && (name.starts_with('.') || name.starts_with('_')) {
+        return bad("must not start with '.' or '_'");
+    }
+    if let Some(c) = name
+        .chars()
+        .find(|c| c.is_control() || matches!(c, '/' | '\\' | '~' | ':' | '*' | '?' | '"' | '<' | '>' | '|' | '\0'))
+    {
+        return bad(&format!("contains {c:?}"));
+    }
+    Ok(())
+}

@@ -1,0 +1,154 @@
+//! Zero-copy reads: committed rows of a column become Arrow arrays over the mapped files.
+
+use std::sync::Arc;
+
+use arrow_array::types::{
+    Date64Type, Float32Type, Float64Type, Int8Type, Int16Type, Int32Type, Int64Type,
+    TimestampNanosecondType,
+};
+use arrow_array::{
+    ArrayRef, ArrowPrimitiveType, BooleanArray, DictionaryArray, FixedSizeBinaryArray,
+    LargeBinaryArray, LargeStringArray, PrimitiveArray, new_null_array,
+};
+use arrow_buffer::{BooleanBuffer, Buffer, NullBuffer, OffsetBuffer, ScalarBuffer};
+
+use crate::error::{Result, StorageError};
+use crate::files::{PartitionDir, data_file, offsets_file, validate_offsets};
+use crate::txn::ColumnMeta;
+use crate::types::{ColumnType, Layout, SymbolValues};
+
+/// Reads rows `[lo, hi)` of `column` from a partition version whose column starts at `top`.
+pub(crate) fn read_array(
+    dir: &PartitionDir,
+    column: &ColumnMeta,
+    top: u64,
+    lo: u64,
+    hi: u64,
+    symbols: Option<&SymbolValues>,
+) -> Result<ArrayRef> {
+    let data_type = column.column_type.arrow_type();
+    if hi <= top {
+        return Ok(new_null_array(&data_type, (hi - lo) as usize));
+    }
+    if lo < top {
+        let nulls = new_null_array(&data_type, (top - lo) as usize);
+        let rest = read_array(dir, column, top, top, hi, symbols)?;
+        return arrow_select::concat::concat(&[nulls.as_ref(), rest.as_ref()])
+            .map_err(|e| StorageError::Internal(e.to_string()));
+    }
+    let start = (lo - top) as usize;
+    let len = (hi - lo) as usize;
+    let id = column.id;
+    let path = || dir.path.join(data_file(id));
+    let missing = || StorageError::corrupt(path(), "missing column file");
+    let corrupt = |e: arrow_schema::ArrowError| StorageError::corrupt(path(), e.to_string());
+    let nulls = match dir.map_validity(id, start + len)? {
+        Some(b) => Some(NullBuffer::new(BooleanBuffer::new(b, start, len))).filter(|n| n.null_count() > 0),
+        None => None,
+    };
+    let array: ArrayRef = match column.column_type.layout() {
+        Layout::Fixed { width } => {
+            let buf = dir.map(&data_file(id), (start + len) * width)?.ok_or_else(missing)?;
+            match column.column_type {
+                ColumnType::Byte => primitive::<Int8Type>(buf, start, len, nulls),
+                ColumnType::Short => primitive::<Int16Type>(buf, start, len, nulls),
+                ColumnType::Int => primitive::<Int32Type>(buf, start, len, nulls),
+                ColumnType::Long => primitive::<Int64Type>(buf, start, len, nulls),
+                ColumnType::Float => primitive::<Float32Type>(buf, start, len, nulls),
+                ColumnType::Double => primitive::<Float64Type>(buf, start, len, nulls),
+                ColumnType::Timestamp => {
+                    primitive::<TimestampNanosecondType>(buf, start, len, nulls)
+                }
+                ColumnType::Date => primitive::<Date64Type>(buf, start, len, nulls),
+                ColumnType::Symbol => {
+                    let keys = PrimitiveArray::<Int32Type>::new(
+                        ScalarBuffer::new(buf, start, len),
+                        nulls,
+                    );
+                    let values = symbols.ok_or_else(|| {
+                        StorageError::Internal(format!("no dictionary for column {id}"))
+                    })?;
+                    let values: ArrayRef = values.clone();
+                    Arc::new(DictionaryArray::try_new(keys, values).map_err(corrupt)?)
+                }
+                ColumnType::Uuid => Arc::new(
+                    FixedSizeBinaryArray::try_new(16, buf.slice_with_length(start * 16, len * 16), nulls)
+                        .map_err(corrupt)?,
+                ),
+                other => {
+                    return Err(StorageError::Internal(format!("{other:?} is not fixed-width")));
+                }
+            }
+        }
+        Layout::Bits => {
+            let buf = dir.map(&data_file(id), (start + len).div_ceil(8))?.ok_or_else(missing)?;
+            Arc::new(BooleanArray::new(BooleanBuffer::new(buf, start, len), nulls))
+        }
+        Layout::Var => {
+            let o = dir.map(&offsets_file(id), (start + len + 1) * 8)?.ok_or_else(missing)?;
+            let offsets: ScalarBuffer<i64> = ScalarBuffer::new(o, start, len + 1);
+            check_offsets(&offsets, &dir.path.join(offsets_file(id)))?;
+            let end = offsets[len] as usize;
+            let data = dir.map(&data_file(id), end)?.ok_or_else(missing)?;
+            // SAFETY: check_offsets verified the offsets are non-negative and monotonic.
+            let offsets = unsafe { OffsetBuffer::new_unchecked(offsets) };
+            if column.column_type == ColumnType::Binary {
+                Arc::new(LargeBinaryArray::try_new(offsets, data, nulls).map_err(corrupt)?)
+            } else {
+                Arc::new(LargeStringArray::try_new(offsets, data, nulls).map_err(corrupt)?)
+            }
+        }
+    };
+    Ok(array)
+}
+
+fn primitive<T: ArrowPrimitiveType>(
+    buf: Buffer,
+    start: usize,
+    len: usize,
+    nulls: Option<NullBuffer>,
+) -> ArrayRef {
+    Arc::new(PrimitiveArray::<T>::new(ScalarBuffer::new(buf, start, len), nulls))
+}
+
+fn check_offsets(offsets: &ScalarBuffer<i64>, path: &std::path::Path) -> Result<()> {
+    if offsets.first().is_some_and(|o| *o < 0) || offsets.windows(2).any(|w| w[0] > w[1]) {
+        return Err(StorageError::corrupt(path, "offsets are not monotonic"));
+    }
+    Ok(())
+}
+
+/// Reads the committed symbols of a SYMBOL column's dictionary files.
+pub(crate) fn read_symbols(
+    dir: &std::path::Path,
+    column_id: u32,
+    count: u32,
+) -> Result<Vec<String>> {
+    let count = count as usize;
+    if count == 0 {
+        return Ok(Vec::new());
+    }
+    let offsets_path = dir.join(offsets_file(column_id));
+    let data_path = dir.join(data_file(column_id));
+    let raw = std::fs::read(&offsets_path).map_err(|e| StorageError::io(&offsets_path, e))?;
+    if raw.len() < (count + 1) * 8 {
+        return Err(StorageError::corrupt(&offsets_path, "symbol offsets truncated"));
+    }
+    let offsets: Vec<u64> = raw[..(count + 1) * 8]
+        .chunks_exact(8)
+        .map(|c| u64::from_le_bytes(c.try_into().unwrap_or([0; 8])))
+        .collect();
+    validate_offsets(&offsets, &offsets_path)?;
+    let data = std::fs::read(&data_path).map_err(|e| StorageError::io(&data_path, e))?;
+    if (data.len() as u64) < offsets[count] {
+        return Err(StorageError::corrupt(&data_path, "symbol data truncated"));
+    }
+    offsets
+        .windows(2)
+        .map(|w| {
+            std::str::from_utf8(&data[w[0] as usize..w[1] as usize])
+                .map(str::to_owned)
+                .map_err(|_| StorageError::corrupt(&data_path, "symbol is not UTF-8"))
+        })
+        .collect()
+}

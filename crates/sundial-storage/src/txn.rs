@@ -1,0 +1,400 @@
+//! The transaction file: the one place that says what a table is and which rows are committed.
+//!
+//! A table directory holds two slots, `_txn.0` and `_txn.1`. Commit `seq` overwrites slot
+//! `seq % 2`, so the previous commit's slot is intact while the new one is written. Each slot is
+//!
+//! ```text
+//! magic "SDTX" | format u16 | reserved u16 | seq u64 | payload_len u32 | payload | crc32 u32
+//! ```
+//!
+//! (little-endian; the CRC covers everything before it). Opening reads both slots and takes the
+//! valid one with the highest `seq`.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use crate::error::{Result, StorageError};
+use crate::partition::PartitionBy;
+use crate::types::ColumnType;
+
+const MAGIC: &[u8; 4] = b"SDTX";
+const FORMAT_VERSION: u16 = 1;
+const HEADER_BYTES: usize = 4 + 2 + 2 + 8 + 4;
+
+/// One column of a table.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ColumnMeta {
+    /// Stable identity: names the column's files; never reused within a table.
+    pub id: u32,
+    pub name: String,
+    pub column_type: ColumnType,
+}
+
+/// A table's schema and settings.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TableMeta {
+    pub name: String,
+    pub columns: Vec<ColumnMeta>,
+    /// Index into `columns` of the designated timestamp.
+    pub timestamp_index: Option<usize>,
+    pub partition_by: PartitionBy,
+    pub next_column_id: u32,
+}
+
+impl TableMeta {
+    /// Finds a column by name: exact match first, then ASCII case-insensitive.
+    pub fn column_index(&self, name: &str) -> Option<usize> {
+        self.columns
+            .iter()
+            .position(|c| c.name == name)
+            .or_else(|| {
+                self.columns
+                    .iter()
+                    .position(|c| c.name.eq_ignore_ascii_case(name))
+            })
+    }
+
+    pub fn timestamp_column(&self) -> Option<&ColumnMeta> {
+        self.timestamp_index.map(|i| &self.columns[i])
+    }
+
+    /// The table's Arrow schema (see [`crate::types::arrow_field`]).
+    pub fn arrow_schema(&self) -> arrow_schema::SchemaRef {
+        let fields: Vec<_> = self
+            .columns
+            .iter()
+            .map(|c| crate::types::arrow_field(&c.name, c.column_type))
+            .collect();
+        Arc::new(arrow_schema::Schema::new(fields))
+    }
+}
+
+/// A committed partition.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PartitionMeta {
+    /// First nanosecond of the partition (0 for unpartitioned tables).
+    pub key: i64,
+    /// Suffix of the partition's directory; a rewrite creates a new version.
+    pub version: u64,
+    pub row_count: u64,
+    pub min_ts: i64,
+    pub max_ts: i64,
+    /// Columns added after rows already existed: `(column id, rows before the column existed)`.
+    pub tops: Vec<(u32, u64)>,
+}
+
+impl PartitionMeta {
+    pub fn column_top(&self, column_id: u32) -> u64 {
+        self.tops
+            .iter()
+            .find(|(id, _)| *id == column_id)
+            .map_or(0, |(_, top)| *top)
+            .min(self.row_count)
+    }
+}
+
+/// Everything one commit makes true about a table.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TxnState {
+    pub seq: u64,
+    pub meta: Arc<TableMeta>,
+    pub partitions: Vec<PartitionMeta>,
+    /// Committed dictionary sizes of SYMBOL columns: `(column id, symbol count)`.
+    pub symbol_counts: Vec<(u32, u32)>,
+    /// Set by DROP TABLE; the directory is deleted once nothing reads it.
+    pub dropped: bool,
+}
+
+impl TxnState {
+    pub fn symbol_count(&self, column_id: u32) -> u32 {
+        self.symbol_counts
+            .iter()
+            .find(|(id, _)| *id == column_id)
+            .map_or(0, |(_, n)| *n)
+    }
+
+    pub fn row_count(&self) -> u64 {
+        self.partitions.iter().map(|p| p.row_count).sum()
+    }
+
+    pub fn encode(&self) -> Vec<u8> {
+        let mut p = Encoder::default();
+        let meta = &self.meta;
+        p.str(&meta.name);
+        p.u8(meta.partition_by as u8);
+        p.u32(meta.timestamp_index.map_or(u32::MAX, |i| meta.columns[i].id));
+        p.u32(meta.next_column_id);
+        p.u8(u8::from(self.dropped));
+        p.u32(meta.columns.len() as u32);
+        for c in &meta.columns {
+            p.u32(c.id);
+            p.u8(c.column_type as u8);
+            p.str(&c.name);
+        }
+        p.u32(self.symbol_counts.len() as u32);
+        for (id, n) in &self.symbol_counts {
+            p.u32(*id);
+            p.u32(*n);
+        }
+        p.u32(self.partitions.len() as u32);
+        for part in &self.partitions {
+            p.i64(part.key);
+            p.u64(part.version);
+            p.u64(part.row_count);
+            p.i64(part.min_ts);
+            p.i64(part.max_ts);
+            p.u32(part.tops.len() as u32);
+            for (id, top) in &part.tops {
+                p.u32(*id);
+                p.u64(*top);
+            }
+        }
+        let payload = p.0;
+        let mut out = Vec::with_capacity(HEADER_BYTES + payload.len() + 4);
+        out.extend_from_slice(MAGIC);
+        out.extend_from_slice(&FORMAT_VERSION.to_le_bytes());
+        out.extend_from_slice(&0u16.to_le_bytes());
+        out.extend_from_slice(&self.seq.to_le_bytes());
+        out.extend_from_slice(&(payload.len() as u32).to_le_bytes());
+        out.extend_from_slice(&payload);
+        let crc = crc32fast::hash(&out);
+        out.extend_from_slice(&crc.to_le_bytes());
+        out
+    }
+
+    /// Decodes and validates one slot; `path` is only used in error messages.
+    pub fn decode(bytes: &[u8], path: &Path) -> Result<TxnState> {
+        let bad = |m: &str| StorageError::corrupt(path, m.to_string());
+        if bytes.len() < HEADER_BYTES + 4 || &bytes[0..4] != MAGIC {
+            return Err(bad("not a transaction file"));
+        }
+        let body_len = bytes.len() - 4;
+        let stored_crc = u32::from_le_bytes(bytes[body_len..].try_into().map_err(|_| bad("crc"))?);
+        if crc32fast::hash(&bytes[..body_len]) != stored_crc {
+            return Err(bad("checksum mismatch"));
+        }
+        let mut d = Decoder {
+            bytes: &bytes[4..body_len],
+            path,
+        };
+        let format = d.u16()?;
+        if format != FORMAT_VERSION {
+            return Err(bad(&format!("unsupported format version {format}")));
+        }
+        d.u16()?;
+        let seq = d.u64()?;
+        let payload_len = d.u32()? as usize;
+        if payload_len != d.bytes.len() {
+            return Err(bad("payload length mismatch"));
+        }
+        let name = d.str()?;
+        let partition_by =
+            PartitionBy::from_code(d.u8()?).ok_or_else(|| bad("unknown partitioning"))?;
+        let timestamp_id = d.u32()?;
+        let next_column_id = d.u32()?;
+        let dropped = d.u8()? != 0;
+        let column_count = d.u32()? as usize;
+        let mut columns = Vec::with_capacity(column_count.min(4096));
+        for _ in 0..column_count {
+            let id = d.u32()?;
+            let column_type =
+                ColumnType::from_code(d.u8()?).ok_or_else(|| bad("unknown column type"))?;
+            let name = d.str()?;
+            if id >= next_column_id {
+                return Err(bad("column id beyond next_column_id"));
+            }
+            columns.push(ColumnMeta {
+                id,
+                name,
+                column_type,
+            });
+        }
+        let timestamp_index = if timestamp_id == u32::MAX {
+            None
+        } else {
+            let i = columns
+                .iter()
+                .position(|c| c.id == timestamp_id)
+                .ok_or_else(|| bad("designated timestamp column missing"))?;
+            if columns[i].column_type != ColumnType::Timestamp {
+                return Err(bad("designated timestamp is not a TIMESTAMP"));
+            }
+            Some(i)
+        };
+        let symbol_count_len = d.u32()? as usize;
+        let mut symbol_counts = Vec::with_capacity(symbol_count_len.min(4096));
+        for _ in 0..symbol_count_len {
+            symbol_counts.push((d.u32()?, d.u32()?));
+        }
+        let partition_count = d.u32()? as usize;
+        let mut partitions: Vec<PartitionMeta> = Vec::with_capacity(partition_count.min(1 << 16));
+        for _ in 0..partition_count {
+            let key = d.i64()?;
+            let version = d.u64()?;
+            let row_count = d.u64()?;
+            let min_ts = d.i64()?;
+            let max_ts = d.i64()?;
+            let top_count = d.u32()? as usize;
+            let mut tops = Vec::with_capacity(top_count.min(4096));
+            for _ in 0..top_count {
+                tops.push((d.u32()?, d.u64()?));
+            }
+            if let Some(prev) = partitions.last()
+                && prev.key >= key
+            {
+                return Err(bad("partitions out of order"));
+            }
+            if row_count > 0 && min_ts > max_ts {
+                return Err(bad("partition min_ts > max_ts"));
+            }
+            partitions.push(PartitionMeta {
+                key,
+                version,
+                row_count,
+                min_ts,
+                max_ts,
+                tops,
+            });
+        }
+        if !d.bytes.is_empty() {
+            return Err(bad("trailing bytes"));
+        }
+        Ok(TxnState {
+            seq,
+            meta: Arc::new(TableMeta {
+                name,
+                columns,
+                timestamp_index,
+                partition_by,
+                next_column_id,
+            }),
+            partitions,
+            symbol_counts,
+            dropped,
+        })
+    }
+}
+
+#[derive(Default)]
+struct Encoder(Vec<u8>);
+
+impl Encoder {
+    fn u8(&mut self, v: u8) {
+        self.0.push(v);
+    }
+    fn u16(&mut self, v: u16) {
+        self.0.extend_from_slice(&v.to_le_bytes());
+    }
+    fn u32(&mut self, v: u32) {
+        self.0.extend_from_slice(&v.to_le_bytes());
+    }
+    fn u64(&mut self, v: u64) {
+        self.0.extend_from_slice(&v.to_le_bytes());
+    }
+    fn i64(&mut self, v: i64) {
+        self.0.extend_from_slice(&v.to_le_bytes());
+    }
+    fn str(&mut self, s: &str) {
+        self.u16(s.len() as u16);
+        self.0.extend_from_slice(s.as_bytes());
+    }
+}
+
+struct Decoder<'a> {
+    bytes: &'a [u8],
+    path: &'a Path,
+}
+
+impl<'a> Decoder<'a> {
+    fn take(&mut self, n: usize) -> Result<&'a [u8]> {
+        if self.bytes.len() < n {
+            return Err(StorageError::corrupt(self.path, "truncated transaction"));
+        }
+        let (head, tail) = self.bytes.split_at(n);
+        self.bytes = tail;
+        Ok(head)
+    }
+    fn array<const N: usize>(&mut self) -> Result<[u8; N]> {
+        let mut out = [0u8; N];
+        out.copy_from_slice(self.take(N)?);
+        Ok(out)
+    }
+    fn u8(&mut self) -> Result<u8> {
+        Ok(self.take(1)?[0])
+    }
+    fn u16(&mut self) -> Result<u16> {
+        Ok(u16::from_le_bytes(self.array()?))
+    }
+    fn u32(&mut self) -> Result<u32> {
+        Ok(u32::from_le_bytes(self.array()?))
+    }
+    fn u64(&mut self) -> Result<u64> {
+        Ok(u64::from_le_bytes(self.array()?))
+    }
+    fn i64(&mut self) -> Result<i64> {
+        Ok(i64::from_le_bytes(self.array()?))
+    }
+    fn str(&mut self) -> Result<String> {
+        let len = self.u16()? as usize;
+        let bytes = self.take(len)?;
+        String::from_utf8(bytes.to_vec())
+            .map_err(|_| StorageError::corrupt(self.path, "name is not UTF-8"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample() -> TxnState {
+        TxnState {
+            seq: 7,
+            meta: Arc::new(TableMeta {
+                name: "cpu".into(),
+                columns: vec![
+                    ColumnMeta {
+                        id: 0,
+                        name: "ts".into(),
+                        column_type: ColumnType::Timestamp,
+                    },
+                    ColumnMeta {
+                        id: 2,
+                        name: "host".into(),
+                        column_type: ColumnType::Symbol,
+                    },
+                ],
+                timestamp_index: Some(0),
+                partition_by: PartitionBy::Day,
+                next_column_id: 3,
+            }),
+            partitions: vec![PartitionMeta {
+                key: 0,
+                version: 3,
+                row_count: 10,
+                min_ts: 1,
+                max_ts: 9,
+                tops: vec![(2, 4)],
+            }],
+            symbol_counts: vec![(2, 5)],
+            dropped: false,
+        }
+    }
+
+    #[test]
+    fn round_trip() {
+        let t = sample();
+        let bytes = t.encode();
+        assert_eq!(TxnState::decode(&bytes, Path::new("x")).unwrap(), t);
+    }
+
+    #[test]
+    fn every_flipped_byte_and_truncation_is_detected() {
+        let bytes = sample().encode();
+        for i in 0..bytes.len() {
+            let mut b = bytes.clone();
+            b[i] ^= 0x40;
+            assert!(TxnState::decode(&b, Path::new("x")).is_err(), "byte {i}");
+            assert!(TxnState::decode(&bytes[..i], Path::new("x")).is_err());
+        }
+    }
+}

@@ -1,0 +1,196 @@
+//! The storage engine against a simple model: random appends (in order and out of order),
+//! NULLs, symbols, schema changes and reopening.
+
+mod common;
+
+use common::*;
+use sundial_storage::{ColumnType, Database, Durability, PartitionBy, StorageOptions, TableDef};
+
+fn options() -> StorageOptions {
+    StorageOptions {
+        durability: Durability::None,
+        ..StorageOptions::default()
+    }
+}
+
+fn def(name: &str, partition_by: PartitionBy) -> TableDef {
+    TableDef {
+        name: name.into(),
+        columns: columns(),
+        timestamp: Some("ts".into()),
+        partition_by,
+    }
+}
+
+#[test]
+fn random_appends_match_the_model_across_reopens() {
+    for (seed, partition_by) in [
+        (1u64, PartitionBy::Hour),
+        (2, PartitionBy::Day),
+        (3, PartitionBy::None),
+        (4, PartitionBy::Hour),
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        let mut rng = Rng(seed * 7919);
+        let mut model: Vec<Row> = Vec::new();
+        let mut serial = 0;
+        let base = 1_451_606_400_000_000_000i64; // 2016-01-01
+        for round in 0..4 {
+            let db = Database::open(dir.path(), options()).unwrap();
+            let table = db.create_table(def("t", partition_by), true).unwrap();
+            assert_rows(&read_all(&table.snapshot()), &expected(&model), &format!("seed {seed} reopen {round}"));
+            let mut w = table.writer().unwrap();
+            let mut uncommitted = Vec::new();
+            for _ in 0..8 {
+                let n = 1 + rng.below(300) as usize;
+                // Mostly moving forward in time, sometimes far back (out of order).
+                let start = base + round * 2 * HOUR_NS + if rng.chance(30) { -HOUR_NS * 3 } else { 0 };
+                let rows: Vec<Row> = (0..n)
+                    .map(|_| {
+                        serial += 1;
+                        random_row(&mut rng, start, serial)
+                    })
+                    .collect();
+                w.append(&batch(&rows)).unwrap();
+                uncommitted.extend(rows);
+                if rng.chance(20) {
+                    w.rollback();
+                    uncommitted.clear();
+                } else if rng.chance(60) {
+                    w.commit().unwrap();
+                    model.append(&mut uncommitted);
+                }
+            }
+            w.commit().unwrap();
+            model.append(&mut uncommitted);
+            assert_rows(&read_all(&table.snapshot()), &expected(&model), &format!("seed {seed} round {round}"));
+        }
+    }
+}
+
+#[test]
+fn uncommitted_rows_are_invisible_and_rollback_forgets_symbols() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Database::open(dir.path(), options()).unwrap();
+    let table = db.create_table(def("t", PartitionBy::Day), false).unwrap();
+    let mut rng = Rng(42);
+    let rows: Vec<Row> = (0..10).map(|i| random_row(&mut rng, 0, i)).collect();
+    let mut w = table.writer().unwrap();
+    w.append(&batch(&rows)).unwrap();
+    assert_eq!(table.snapshot().row_count(), 0);
+    drop(w);
+    assert_eq!(table.snapshot().row_count(), 0);
+    let mut w = table.writer().unwrap();
+    w.commit().unwrap();
+    assert_eq!(table.snapshot().row_count(), 0);
+    assert_eq!(arrow_array::Array::len(table.snapshot().symbols(1).unwrap().as_ref()), 0);
+    w.append(&batch(&rows)).unwrap();
+    w.commit().unwrap();
+    assert_eq!(read_all(&table.snapshot()), expected(&rows));
+}
+
+#[test]
+fn schema_changes_keep_rows_and_read_new_columns_as_null() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut rng = Rng(9);
+    let rows: Vec<Row> = (0..50).map(|i| random_row(&mut rng, 0, i)).collect();
+    {
+        let db = Database::open(dir.path(), options()).unwrap();
+        let table = db
+            .create_table(
+                TableDef {
+                    name: "t".into(),
+                    columns: vec![("ts".into(), ColumnType::Timestamp), ("d".into(), ColumnType::Double)],
+                    timestamp: Some("ts".into()),
+                    partition_by: PartitionBy::Hour,
+                },
+                false,
+            )
+            .unwrap();
+        let mut w = table.writer().unwrap();
+        let only_ts_d = batch(&rows).project(&[0, 5]).unwrap();
+        w.append(&only_ts_d).unwrap();
+        w.commit().unwrap();
+        w.add_column("sym", ColumnType::Symbol).unwrap();
+        w.add_column("v", ColumnType::Long).unwrap();
+        w.add_column("s", ColumnType::Varchar).unwrap();
+        w.add_column("b", ColumnType::Boolean).unwrap();
+        assert!(w.add_column("B", ColumnType::Long).is_err());
+        let more: Vec<Row> = (50..80).map(|i| random_row(&mut rng, 0, i)).collect();
+        w.append(&batch(&more)).unwrap();
+        w.commit().unwrap();
+        let mut model: Vec<Row> = rows
+            .iter()
+            .map(|r| Row { sym: None, v: None, s: None, b: None, ..r.clone() })
+            .collect();
+        model.extend(more);
+        assert_eq!(read_all(&table.snapshot()), expected(&model));
+        w.rename_column("v", "value").unwrap();
+        w.drop_column("s").unwrap();
+        assert!(w.drop_column("ts").is_err());
+        drop(w);
+        let meta = table.meta();
+        let names: Vec<_> = meta.columns.iter().map(|c| c.name.as_str()).collect();
+        assert_eq!(names, ["ts", "d", "sym", "value", "b"]);
+    }
+    let db = Database::open(dir.path(), options()).unwrap();
+    let table = db.table("T").unwrap();
+    assert_eq!(table.snapshot().row_count(), 80);
+    db.rename_table("t", "t2").unwrap();
+    assert!(db.table("t").is_none());
+    let mut w = db.table("t2").unwrap().writer().unwrap();
+    let keys: Vec<i64> = w.table().snapshot().partitions().iter().map(|p| p.key).collect();
+    assert_eq!(w.drop_partitions(&keys[..1]).unwrap(), 1);
+    w.truncate().unwrap();
+    assert_eq!(w.table().snapshot().row_count(), 0);
+    drop(w);
+    db.drop_table("t2").unwrap();
+    assert!(db.table_names().is_empty());
+    drop(table);
+    drop(db);
+    let db = Database::open(dir.path(), options()).unwrap();
+    assert!(db.table_names().is_empty());
+    let left: Vec<_> = std::fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
+    assert_eq!(left.len(), 1, "only the lock file remains: {left:?}");
+}
+
+#[test]
+fn second_process_open_is_refused_clearly() {
+    let dir = tempfile::tempdir().unwrap();
+    let _db = Database::open(dir.path(), options()).unwrap();
+    // flock locks belong to the open file description, so a second open in this process
+    // conflicts just as another process would.
+    let err = Database::open(dir.path(), options()).unwrap_err().to_string();
+    assert!(err.contains("locked"), "{err}");
+}
+
+#[test]
+fn bad_input_changes_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Database::open(dir.path(), options()).unwrap();
+    assert!(db.create_table(TableDef { name: "a/b".into(), ..def("x", PartitionBy::Day) }, false).is_err());
+    assert!(db
+        .create_table(TableDef { timestamp: Some("d".into()), ..def("x", PartitionBy::Day) }, false)
+        .is_err());
+    assert!(db
+        .create_table(TableDef { timestamp: None, ..def("x", PartitionBy::Day) }, false)
+        .is_err());
+    let table = db.create_table(def("t", PartitionBy::Day), false).unwrap();
+    let mut w = table.writer().unwrap();
+    let good: Vec<Row> = (0..5).map(|i| random_row(&mut Rng(5), 0, i)).collect();
+    w.append(&batch(&good)).unwrap();
+    // A batch with a column the table lacks fails, and discards the pending rows too.
+    let bad = batch(&good);
+    let renamed = arrow_array::RecordBatch::try_new(
+        std::sync::Arc::new(arrow_schema::Schema::new(vec![arrow_schema::Field::new(
+            "nope",
+            arrow_schema::DataType::Int64,
+            true,
+        )])),
+        vec![bad.column(2).clone()],
+    )
+    .unwrap();
+    assert!(w.append(&renamed).is_err());
+    w.commit().unwrap();
+    assert_eq!(table.snapshot().row_count(), 0);
+}
