@@ -158,7 +158,10 @@ mod tests {
     fn names_round_trip() {
         for kind in ColumnKind::ALL {
             assert_eq!(ColumnKind::parse_name(kind.name()), Some(kind));
-            assert_eq!(ColumnKind::parse_name(&kind.name().to_lowercase()), Some(kind));
+            assert_eq!(
+                ColumnKind::parse_name(&kind.name().to_lowercase()),
+                Some(kind)
+            );
         }
         assert_eq!(ColumnKind::parse_name("int"), Some(ColumnKind::Long));
         assert_eq!(ColumnKind::parse_name("Integer"), Some(ColumnKind::Long));

@@ -116,18 +116,20 @@ fn hex_value(b: u8) -> Option<u8> {
 pub fn parse_timestamp_nanos(s: &[u8]) -> Option<i64> {
     let mut cur = Cursor { s, pos: 0 };
     let year = cur.digits(4)?;
-    cur.expect(b'-')?;
+    cur.eat(b'-')?;
     let month = cur.digits(2)?;
-    cur.expect(b'-')?;
+    cur.eat(b'-')?;
     let day = cur.digits(2)?;
     let date = NaiveDate::from_ymd_opt(i32::try_from(year).ok()?, month, day)?;
     let days = i64::from(date.num_days_from_ce()) - UNIX_EPOCH_DAYS_FROM_CE;
 
     let mut nanos_of_day: i64 = 0;
-    if matches!(cur.peek(), Some(b'T' | b't' | b' ')) && cur.peek_at(1).is_some_and(|b| b.is_ascii_digit()) {
+    if matches!(cur.peek(), Some(b'T' | b't' | b' '))
+        && cur.peek_at(1).is_some_and(|b| b.is_ascii_digit())
+    {
         cur.pos += 1;
         let hour = cur.digits(2)?;
-        cur.expect(b':')?;
+        cur.eat(b':')?;
         let minute = cur.digits(2)?;
         let mut second = 0;
         let mut fraction_nanos = 0;
@@ -176,7 +178,7 @@ impl Cursor<'_> {
         self.s.get(self.pos + ahead).copied()
     }
 
-    fn expect(&mut self, b: u8) -> Option<()> {
+    fn eat(&mut self, b: u8) -> Option<()> {
         if self.peek() == Some(b) {
             self.pos += 1;
             Some(())
@@ -322,9 +324,15 @@ mod tests {
         assert_eq!(ts("2016-01-01T02:17:08Z"), Some(1_451_614_628_000_000_000));
         assert_eq!(ts("2016-01-01 02:17:08"), Some(1_451_614_628_000_000_000));
         assert_eq!(ts("2016-01-01t02:17:08z"), Some(1_451_614_628_000_000_000));
-        assert_eq!(ts("2016-01-01T00:00:00.123456789Z"), Some(1_451_606_400_123_456_789));
+        assert_eq!(
+            ts("2016-01-01T00:00:00.123456789Z"),
+            Some(1_451_606_400_123_456_789)
+        );
         assert_eq!(ts("2016-01-01T00:00:00.5"), Some(1_451_606_400_500_000_000));
-        assert_eq!(ts("2016-01-01T00:00:00,25Z"), Some(1_451_606_400_250_000_000));
+        assert_eq!(
+            ts("2016-01-01T00:00:00,25Z"),
+            Some(1_451_606_400_250_000_000)
+        );
         assert_eq!(ts("2016-01-01"), Some(1_451_606_400_000_000_000));
         assert_eq!(ts("2016-01-01T02:17"), Some(1_451_614_620_000_000_000));
         assert_eq!(ts("1969-12-31T23:59:59.999999999Z"), Some(-1));
@@ -343,7 +351,10 @@ mod tests {
         assert_eq!(ts("2016-01-01T02:17:52.646325-05:30"), Some(expected));
         assert_eq!(ts("2016-01-01 07:47:52.646325 Z"), Some(expected));
         // crossing midnight backwards
-        assert_eq!(ts("2016-01-01T01:00:00+02:00"), Some(1_451_602_800_000_000_000));
+        assert_eq!(
+            ts("2016-01-01T01:00:00+02:00"),
+            Some(1_451_602_800_000_000_000)
+        );
     }
 
     #[test]

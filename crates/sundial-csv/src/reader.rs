@@ -110,7 +110,9 @@ impl<R: Read> CsvReader<R> {
         this.stats.column_errors = vec![0; names.len()];
 
         let mut record = ByteRecord::new();
-        while this.sample.len() < options.infer_rows && this.read_data_record(&mut record, names.len())? {
+        while this.sample.len() < options.infer_rows
+            && this.read_data_record(&mut record, names.len())?
+        {
             this.sample.push_back(std::mem::take(&mut record));
         }
 
@@ -150,7 +152,10 @@ impl<R: Read> CsvReader<R> {
             }
             let mut record = std::mem::take(&mut self.record);
             let result = match self.read_data_record(&mut record, columns) {
-                Ok(true) => self.batch.push(&record, self.atomicity, &mut self.stats).map(|()| true),
+                Ok(true) => self
+                    .batch
+                    .push(&record, self.atomicity, &mut self.stats)
+                    .map(|()| true),
                 other => other,
             };
             self.record = record;
@@ -193,7 +198,11 @@ impl<R: Read> CsvReader<R> {
     /// Reads the next data record with exactly `columns` fields, rejecting
     /// (or, under [`Atomicity::Abort`], failing on) records of another
     /// width. `false` at the end of the input.
-    fn read_data_record(&mut self, record: &mut ByteRecord, columns: usize) -> Result<bool, CsvError> {
+    fn read_data_record(
+        &mut self,
+        record: &mut ByteRecord,
+        columns: usize,
+    ) -> Result<bool, CsvError> {
         while self.read_raw(record)? {
             self.stats.rows_read += 1;
             if record.len() == columns {
@@ -211,14 +220,19 @@ impl<R: Read> CsvReader<R> {
     }
 
     /// Detected kinds, then overrides, then the forced timestamp column.
-    fn resolve_kinds(&self, names: &[String], options: &CsvOptions) -> Result<Vec<ColumnKind>, CsvError> {
+    fn resolve_kinds(
+        &self,
+        names: &[String],
+        options: &CsvOptions,
+    ) -> Result<Vec<ColumnKind>, CsvError> {
         let mut kinds: Vec<ColumnKind> = (0..names.len())
             .map(|i| detect_kind(self.sample.iter().map(|r| r.get(i).unwrap_or_default())))
             .collect();
         let mut overridden = vec![false; names.len()];
         for (name, kind) in &options.type_overrides {
-            let index = find_column(names, name)
-                .ok_or_else(|| CsvError::Schema(format!("type override for unknown column '{name}'")))?;
+            let index = find_column(names, name).ok_or_else(|| {
+                CsvError::Schema(format!("type override for unknown column '{name}'"))
+            })?;
             kinds[index] = *kind;
             overridden[index] = true;
         }
@@ -263,7 +277,10 @@ fn strip_bom<R: Read>(mut reader: R) -> io::Result<(Input<R>, u64)> {
         }
     }
     if head[..len] == UTF8_BOM {
-        Ok((io::Cursor::new(Vec::new()).chain(reader), UTF8_BOM.len() as u64))
+        Ok((
+            io::Cursor::new(Vec::new()).chain(reader),
+            UTF8_BOM.len() as u64,
+        ))
     } else {
         Ok((io::Cursor::new(head[..len].to_vec()).chain(reader), 0))
     }
@@ -276,9 +293,15 @@ fn column_names(header: &ByteRecord) -> Result<Vec<String>, CsvError> {
     let mut seen = HashSet::with_capacity(header.len());
     for (i, raw) in header.iter().enumerate() {
         let trimmed = String::from_utf8_lossy(raw).trim().to_string();
-        let name = if trimmed.is_empty() { format!("f{i}") } else { trimmed };
+        let name = if trimmed.is_empty() {
+            format!("f{i}")
+        } else {
+            trimmed
+        };
         if !seen.insert(name.to_lowercase()) {
-            return Err(CsvError::Schema(format!("duplicate column name '{name}' in header")));
+            return Err(CsvError::Schema(format!(
+                "duplicate column name '{name}' in header"
+            )));
         }
         names.push(name);
     }
@@ -352,10 +375,16 @@ impl ColumnBuilder {
             ColumnKind::Boolean => Self::Boolean(BooleanBuilder::with_capacity(rows)),
             ColumnKind::Long => Self::Long(Int64Builder::with_capacity(rows)),
             ColumnKind::Double => Self::Double(Float64Builder::with_capacity(rows)),
-            ColumnKind::Timestamp => Self::Timestamp(TimestampNanosecondBuilder::with_capacity(rows)),
+            ColumnKind::Timestamp => {
+                Self::Timestamp(TimestampNanosecondBuilder::with_capacity(rows))
+            }
             ColumnKind::Uuid => Self::Uuid(FixedSizeBinaryBuilder::with_capacity(rows, 16)),
-            ColumnKind::Symbol => Self::Symbol(StringDictionaryBuilder::with_capacity(rows, 256, 4096)),
-            ColumnKind::Varchar => Self::Varchar(LargeStringBuilder::with_capacity(rows, rows * 16)),
+            ColumnKind::Symbol => {
+                Self::Symbol(StringDictionaryBuilder::with_capacity(rows, 256, 4096))
+            }
+            ColumnKind::Varchar => {
+                Self::Varchar(LargeStringBuilder::with_capacity(rows, rows * 16))
+            }
         }
     }
 
@@ -432,7 +461,10 @@ impl BatchBuilder {
     fn new(schema: SchemaRef, kinds: Vec<ColumnKind>, batch_rows: usize) -> Self {
         let capacity = batch_rows.min(MAX_PREALLOCATED_ROWS);
         Self {
-            columns: kinds.iter().map(|&kind| ColumnBuilder::new(kind, capacity)).collect(),
+            columns: kinds
+                .iter()
+                .map(|&kind| ColumnBuilder::new(kind, capacity))
+                .collect(),
             cells: vec![Cell::Null; kinds.len()],
             schema,
             kinds,
@@ -442,7 +474,12 @@ impl BatchBuilder {
 
     /// Parses and appends one record that has the right number of fields,
     /// applying `atomicity` to values that do not parse.
-    fn push(&mut self, record: &ByteRecord, atomicity: Atomicity, stats: &mut CsvStats) -> Result<(), CsvError> {
+    fn push(
+        &mut self,
+        record: &ByteRecord,
+        atomicity: Atomicity,
+        stats: &mut CsvStats,
+    ) -> Result<(), CsvError> {
         let mut reject = false;
         for (index, (&kind, cell)) in self.kinds.iter().zip(&mut self.cells).enumerate() {
             let raw = record.get(index).unwrap_or_default();

@@ -1,1 +1,27 @@
-//! placeholder
+//! # sundial-query
+//!
+//! The thin seam between Sundial's storage and Apache DataFusion. It turns each table into a
+//! DataFusion `TableProvider` and runs Sundial's own statements (QuestDB-style DDL, SHOW,
+//! DESCRIBE) itself; everything else is DataFusion's SQL.
+//!
+//! ```text
+//!  SQL text ──split──▶ statement ──ddl::parse──▶ Command::CreateTable / Alter / Show ... ─▶ storage
+//!                                      └──────▶ Command::Sql ─▶ DataFusion planner
+//!                                                   │ scan:   SundialTable ─▶ SundialScanExec
+//!                                                   │          (ts pruning, frames on all cores)
+//!                                                   └ insert: SundialSink ─▶ TableWriter (1 commit)
+//! ```
+//!
+//! Every query plans against one snapshot per table, so it sees a consistent table however
+//! many commits land while it runs.
+
+mod ddl;
+mod engine;
+mod error;
+mod provider;
+pub mod scan;
+
+pub use ddl::{Command, CreateTable, Statement, parse, split_statements};
+pub use engine::{CATALOG, Collected, Engine, Output, SCHEMA, collect, conform};
+pub use error::{QueryError, Result};
+pub use provider::{SundialSchema, SundialSink, SundialTable};

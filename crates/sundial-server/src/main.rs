@@ -1,1 +1,162 @@
-fn main() {}
+//! # sundial
+//!
+//! The `sundial` command: an interactive SQL shell, one-shot SQL, and CSV import, all on an
+//! embedded data directory (default `./sundial-data`, or `$SUNDIAL_DATA_DIR`).
+//!
+//! ```text
+//!  sundial shell  ──▶ line editor ──▶ Engine (sundial-query) ──▶ Database (sundial-storage)
+//!  sundial sql    ──▶ statements  ──┘        │
+//!  sundial import ──▶ sundial-csv reader ──▶ TableWriter (streaming, one commit)
+//! ```
+
+mod import;
+mod output;
+mod shell;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use clap::{Parser, Subcommand, ValueEnum};
+use sundial_query::Engine;
+use sundial_storage::{Database, Durability, StorageOptions};
+
+use crate::output::Format;
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "sundial",
+    version,
+    about = "Sundial: a time-series SQL database"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+/// Options shared by every command that opens a data directory.
+#[derive(clap::Args, Debug, Clone)]
+struct DataOptions {
+    /// Data directory; created on first use.
+    #[arg(long, env = "SUNDIAL_DATA_DIR", default_value = "./sundial-data")]
+    data_dir: PathBuf,
+    /// What a commit waits for: `sync` (fsync before returning), `periodic` (file system
+    /// flushed every second), `none` (left to the kernel). All survive a crash of Sundial itself.
+    #[arg(long, env = "SUNDIAL_DURABILITY", value_enum, default_value_t = DurabilityArg::Periodic)]
+    durability: DurabilityArg,
+}
+
+#[derive(ValueEnum, Clone, Copy, Debug)]
+enum DurabilityArg {
+    Sync,
+    Periodic,
+    None,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Interactive SQL shell.
+    Shell {
+        #[command(flatten)]
+        data: DataOptions,
+    },
+    /// Run SQL statements and print their results.
+    Sql {
+        #[command(flatten)]
+        data: DataOptions,
+        #[arg(long, value_enum, default_value_t = Format::Table)]
+        format: Format,
+        /// One or more statements separated by `;`.
+        sql: String,
+    },
+    /// Load a CSV file (with a header row) into a table, creating it if needed.
+    Import {
+        #[command(flatten)]
+        data: DataOptions,
+        file: PathBuf,
+        #[arg(long)]
+        table: String,
+        /// Column to use as the designated timestamp.
+        #[arg(long)]
+        timestamp: Option<String>,
+        /// Partitioning of a new table (default DAY with --timestamp, otherwise NONE).
+        #[arg(long)]
+        partition_by: Option<String>,
+        /// Field delimiter.
+        #[arg(long, default_value = ",")]
+        delimiter: char,
+    },
+}
+
+fn open(data: &DataOptions) -> Result<(Arc<Database>, Engine), String> {
+    let durability = match data.durability {
+        DurabilityArg::Sync => Durability::Sync,
+        DurabilityArg::Periodic => Durability::Periodic { interval_ms: 1_000 },
+        DurabilityArg::None => Durability::None,
+    };
+    let options = StorageOptions {
+        durability,
+        ..StorageOptions::default()
+    };
+    let db = Database::open(&data.data_dir, options).map_err(|e| e.to_string())?;
+    let engine = Engine::new(db.clone()).map_err(|e| e.to_string())?;
+    Ok((db, engine))
+}
+
+fn main() -> ExitCode {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("SUNDIAL_LOG")
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let cli = Cli::parse();
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("error: cannot start the runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let result = runtime.block_on(async move {
+        match cli.command {
+            Command::Shell { data } => {
+                let (_db, engine) = open(&data)?;
+                shell::run(engine, &data.data_dir).await
+            }
+            Command::Sql { data, format, sql } => {
+                let (_db, engine) = open(&data)?;
+                output::run_script(&engine, &sql, format, false).await
+            }
+            Command::Import {
+                data,
+                file,
+                table,
+                timestamp,
+                partition_by,
+                delimiter,
+            } => {
+                let (db, engine) = open(&data)?;
+                let options = import::ImportOptions {
+                    file,
+                    table,
+                    timestamp,
+                    partition_by,
+                    delimiter,
+                };
+                import::run(&db, &engine, options).await
+            }
+        }
+    });
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(message) => {
+            eprintln!("error: {message}");
+            ExitCode::FAILURE
+        }
+    }
+}

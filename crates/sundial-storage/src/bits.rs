@@ -22,7 +22,7 @@ pub(crate) fn set(bits: &mut [u8], i: usize, value: bool) {
 /// Appends `len` bits of `src` starting at bit `src_offset` to a bitmap holding `dst_len` bits.
 pub(crate) fn append(dst: &mut Vec<u8>, dst_len: usize, src: &[u8], src_offset: usize, len: usize) {
     dst.resize(bytes_for(dst_len + len), 0);
-    if dst_len % 8 == 0 && src_offset % 8 == 0 {
+    if dst_len.is_multiple_of(8) && src_offset.is_multiple_of(8) {
         let start = src_offset / 8;
         let n = bytes_for(len);
         dst[dst_len / 8..dst_len / 8 + n].copy_from_slice(&src[start..start + n]);
@@ -46,7 +46,7 @@ pub(crate) fn append_constant(dst: &mut Vec<u8>, dst_len: usize, value: bool, le
 
 /// Zeroes the bits at and after `len` in the last byte, so files are deterministic.
 pub(crate) fn clear_tail(bits: &mut [u8], len: usize) {
-    if len % 8 != 0
+    if !len.is_multiple_of(8)
         && let Some(last) = bits.get_mut(len / 8)
     {
         *last &= (1u8 << (len % 8)) - 1;

@@ -16,10 +16,16 @@ use crate::types::{ColumnType, Layout};
 /// Values of one column for a run of rows, in the same byte layout as the column files.
 #[derive(Debug, Clone)]
 pub(crate) enum Values {
-    Fixed { width: usize, bytes: Vec<u8> },
+    Fixed {
+        width: usize,
+        bytes: Vec<u8>,
+    },
     Bits(Vec<u8>),
     /// `offsets` has `rows + 1` entries and starts at 0.
-    Var { offsets: Vec<u64>, data: Vec<u8> },
+    Var {
+        offsets: Vec<u64>,
+        data: Vec<u8>,
+    },
 }
 
 /// One column's pending rows: values plus an optional validity bitmap (`None`: no NULLs).
@@ -103,11 +109,21 @@ impl ColumnBuf {
             (Values::Bits(dst), Values::Bits(src)) => {
                 bits::append(dst, self.rows, src, range.start, n);
             }
-            (Values::Var { offsets, data }, Values::Var { offsets: so, data: sd }) => {
+            (
+                Values::Var { offsets, data },
+                Values::Var {
+                    offsets: so,
+                    data: sd,
+                },
+            ) => {
                 let base = *offsets.last().unwrap_or(&0);
                 let start = so[range.start];
                 data.extend_from_slice(&sd[start as usize..so[range.end] as usize]);
-                offsets.extend(so[range.start + 1..=range.end].iter().map(|o| base + o - start));
+                offsets.extend(
+                    so[range.start + 1..=range.end]
+                        .iter()
+                        .map(|o| base + o - start),
+                );
             }
             _ => {}
         }
@@ -226,11 +242,17 @@ pub(crate) fn from_arrow(
         }
         (ColumnType::Byte, DataType::Int8) => copy_native::<Int8Type>(array, &mut buf),
         (ColumnType::Short, DataType::Int16) => copy_native::<Int16Type>(array, &mut buf),
-        (ColumnType::Short, DataType::UInt8) => map_native::<UInt8Type, i16>(array, &mut buf, |v| v as i16),
+        (ColumnType::Short, DataType::UInt8) => {
+            map_native::<UInt8Type, i16>(array, &mut buf, |v| v as i16)
+        }
         (ColumnType::Int, DataType::Int32) => copy_native::<Int32Type>(array, &mut buf),
-        (ColumnType::Int, DataType::UInt16) => map_native::<UInt16Type, i32>(array, &mut buf, |v| v as i32),
+        (ColumnType::Int, DataType::UInt16) => {
+            map_native::<UInt16Type, i32>(array, &mut buf, |v| v as i32)
+        }
         (ColumnType::Long, DataType::Int64) => copy_native::<Int64Type>(array, &mut buf),
-        (ColumnType::Long, DataType::UInt32) => map_native::<UInt32Type, i64>(array, &mut buf, |v| v as i64),
+        (ColumnType::Long, DataType::UInt32) => {
+            map_native::<UInt32Type, i64>(array, &mut buf, |v| v as i64)
+        }
         (ColumnType::Long, DataType::UInt64) => {
             let a = array.as_primitive::<UInt64Type>();
             if a.iter().flatten().any(|v| v > i64::MAX as u64) {
@@ -279,7 +301,8 @@ pub(crate) fn from_arrow(
             symbols_to_keys(array, resolver, &mut buf)?;
         }
         (ColumnType::Varchar, _) if is_string(array.data_type()) => {
-            let (offsets, data) = var_values(array, |a, f| for_each_str(a, |s| f(s.map(str::as_bytes))))?;
+            let (offsets, data) =
+                var_values(array, |a, f| for_each_str(a, |s| f(s.map(str::as_bytes))))?;
             buf.values = Values::Var { offsets, data };
         }
         (ColumnType::Binary, DataType::Binary | DataType::LargeBinary | DataType::BinaryView) => {
@@ -287,7 +310,8 @@ pub(crate) fn from_arrow(
             buf.values = Values::Var { offsets, data };
         }
         (ColumnType::Binary, _) if is_string(array.data_type()) => {
-            let (offsets, data) = var_values(array, |a, f| for_each_str(a, |s| f(s.map(str::as_bytes))))?;
+            let (offsets, data) =
+                var_values(array, |a, f| for_each_str(a, |s| f(s.map(str::as_bytes))))?;
             buf.values = Values::Var { offsets, data };
         }
         (_, DataType::Null) => return Ok(ColumnBuf::nulls(column_type, rows)),
@@ -309,9 +333,8 @@ fn copy_native<T: ArrowPrimitiveType>(array: &ArrayRef, buf: &mut ColumnBuf) {
     let width = std::mem::size_of::<T::Native>();
     let values = a.values();
     // SAFETY: primitive native types are plain old data; viewing them as bytes is sound.
-    let bytes = unsafe {
-        std::slice::from_raw_parts(values.as_ptr().cast::<u8>(), values.len() * width)
-    };
+    let bytes =
+        unsafe { std::slice::from_raw_parts(values.as_ptr().cast::<u8>(), values.len() * width) };
     buf.values = Values::Fixed {
         width,
         bytes: bytes.to_vec(),
@@ -358,15 +381,27 @@ fn timestamps_to_nanos(
     buf: &mut ColumnBuf,
 ) -> Result<()> {
     let factor: i64 = match unit {
-        TimeUnit::Nanosecond => return Ok(copy_native::<TimestampNanosecondType>(array, buf)),
+        TimeUnit::Nanosecond => {
+            copy_native::<TimestampNanosecondType>(array, buf);
+            return Ok(());
+        }
         TimeUnit::Microsecond => 1_000,
         TimeUnit::Millisecond => 1_000_000,
         TimeUnit::Second => 1_000_000_000,
     };
     let raw: Vec<i64> = match unit {
-        TimeUnit::Microsecond => array.as_primitive::<TimestampMicrosecondType>().values().to_vec(),
-        TimeUnit::Millisecond => array.as_primitive::<TimestampMillisecondType>().values().to_vec(),
-        _ => array.as_primitive::<TimestampSecondType>().values().to_vec(),
+        TimeUnit::Microsecond => array
+            .as_primitive::<TimestampMicrosecondType>()
+            .values()
+            .to_vec(),
+        TimeUnit::Millisecond => array
+            .as_primitive::<TimestampMillisecondType>()
+            .values()
+            .to_vec(),
+        _ => array
+            .as_primitive::<TimestampSecondType>()
+            .values()
+            .to_vec(),
     };
     let mut bytes = Vec::with_capacity(raw.len() * 8);
     for (i, v) in raw.iter().enumerate() {
@@ -419,19 +454,20 @@ fn for_each_str_dyn(
             }
             Ok(())
         }
-        other => Err(StorageError::Internal(format!("not a string array: {other}"))),
+        other => Err(StorageError::Internal(format!(
+            "not a string array: {other}"
+        ))),
     }
 }
 
-fn for_each_bytes(
-    array: &dyn Array,
-    f: &mut dyn FnMut(Option<&[u8]>) -> Result<()>,
-) -> Result<()> {
+fn for_each_bytes(array: &dyn Array, f: &mut dyn FnMut(Option<&[u8]>) -> Result<()>) -> Result<()> {
     match array.data_type() {
         DataType::Binary => array.as_binary::<i32>().iter().try_for_each(f),
         DataType::LargeBinary => array.as_binary::<i64>().iter().try_for_each(f),
         DataType::BinaryView => array.as_binary_view().iter().try_for_each(f),
-        other => Err(StorageError::Internal(format!("not a binary array: {other}"))),
+        other => Err(StorageError::Internal(format!(
+            "not a binary array: {other}"
+        ))),
     }
 }
 
@@ -534,7 +570,12 @@ mod tests {
 
     #[test]
     fn converts_symbols_and_longs_with_nulls() {
-        let a: ArrayRef = Arc::new(StringArray::from(vec![Some("a"), None, Some("b"), Some("a")]));
+        let a: ArrayRef = Arc::new(StringArray::from(vec![
+            Some("a"),
+            None,
+            Some("b"),
+            Some("a"),
+        ]));
         let mut r = Seq(vec![]);
         let b = from_arrow(&a, ColumnType::Symbol, "s", Some(&mut r)).unwrap();
         assert_eq!(r.0, vec!["a", "b"]);

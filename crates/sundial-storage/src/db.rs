@@ -43,7 +43,9 @@ pub struct Database {
 
 impl std::fmt::Debug for Database {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Database").field("root", &self.root).finish()
+        f.debug_struct("Database")
+            .field("root", &self.root)
+            .finish()
     }
 }
 
@@ -147,8 +149,12 @@ impl Database {
         if sync {
             sync_dir(&self.root)?;
         }
-        let table = Table::open(path, self.options.clone(), self.committed_since_sync.clone())?
-            .ok_or_else(|| StorageError::Internal("new table opened as dropped".into()))?;
+        let table = Table::open(
+            path,
+            self.options.clone(),
+            self.committed_since_sync.clone(),
+        )?
+        .ok_or_else(|| StorageError::Internal("new table opened as dropped".into()))?;
         self.tables
             .write()
             .map_err(|_| StorageError::Internal("catalog lock poisoned".into()))?
@@ -181,7 +187,9 @@ impl Database {
         if let Some(other) = self.table(to)
             && !Arc::ptr_eq(&other, &table)
         {
-            return Err(StorageError::AlreadyExists(format!("table '{to}' already exists")));
+            return Err(StorageError::AlreadyExists(format!(
+                "table '{to}' already exists"
+            )));
         }
         table.writer()?.rename_table(to)?;
         let mut tables = self
@@ -198,7 +206,10 @@ impl Database {
         let dir = File::open(&self.root).at(&self.root)?;
         // SAFETY: syncfs only reads the descriptor, which `dir` keeps open.
         if unsafe { libc::syncfs(dir.as_raw_fd()) } != 0 {
-            return Err(StorageError::io(&self.root, std::io::Error::last_os_error()));
+            return Err(StorageError::io(
+                &self.root,
+                std::io::Error::last_os_error(),
+            ));
         }
         Ok(())
     }

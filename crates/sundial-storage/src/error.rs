@@ -22,7 +22,9 @@ pub enum StorageError {
     #[error("{0}")]
     ResourceExhausted(String),
     /// Another process holds the data directory.
-    #[error("data directory {path} is locked by another process ({holder}); only one process may open it")]
+    #[error(
+        "data directory {path} is locked by another process ({holder}); only one process may open it"
+    )]
     Locked { path: PathBuf, holder: String },
     /// The operating system refused an I/O operation.
     #[error("I/O error on {path}: {source}")]

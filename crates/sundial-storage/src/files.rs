@@ -32,7 +32,10 @@ impl Drop for TableDir {
         if self.dropped.load(Ordering::Acquire)
             && let Err(e) = std::fs::remove_dir_all(&self.path)
         {
-            tracing::warn!("could not remove dropped table {}: {e}", self.path.display());
+            tracing::warn!(
+                "could not remove dropped table {}: {e}",
+                self.path.display()
+            );
         }
     }
 }
@@ -63,7 +66,10 @@ impl Drop for PartitionDir {
             && let Err(e) = std::fs::remove_dir_all(&self.path)
             && e.kind() != std::io::ErrorKind::NotFound
         {
-            tracing::warn!("could not remove old partition {}: {e}", self.path.display());
+            tracing::warn!(
+                "could not remove old partition {}: {e}",
+                self.path.display()
+            );
         }
     }
 }
@@ -165,7 +171,8 @@ impl PartitionDir {
         let mut own = ColumnBuf::empty(column.column_type);
         own.rows = n;
         let id = column.id;
-        let missing = || StorageError::corrupt(self.path.join(data_file(id)), "missing column file");
+        let missing =
+            || StorageError::corrupt(self.path.join(data_file(id)), "missing column file");
         match column.column_type.layout() {
             Layout::Fixed { width } => {
                 let b = self.map(&data_file(id), n * width)?.ok_or_else(missing)?;
@@ -175,13 +182,17 @@ impl PartitionDir {
                 };
             }
             Layout::Bits => {
-                let b = self.map(&data_file(id), bits::bytes_for(n))?.ok_or_else(missing)?;
+                let b = self
+                    .map(&data_file(id), bits::bytes_for(n))?
+                    .ok_or_else(missing)?;
                 let mut v = b.as_slice().to_vec();
                 bits::clear_tail(&mut v, n);
                 own.values = Values::Bits(v);
             }
             Layout::Var => {
-                let o = self.map(&offsets_file(id), (n + 1) * 8)?.ok_or_else(missing)?;
+                let o = self
+                    .map(&offsets_file(id), (n + 1) * 8)?
+                    .ok_or_else(missing)?;
                 let offsets: Vec<u64> = o
                     .as_slice()
                     .chunks_exact(8)

@@ -63,10 +63,13 @@ pub fn validate_name(name: &str, what: &str) -> Result<()> {
     if what == "table" && (name.starts_with('.') || name.starts_with('_')) {
         return bad("must not start with '.' or '_'");
     }
-    if let Some(c) = name
-        .chars()
-        .find(|c| c.is_control() || matches!(c, '/' | '\\' | '~' | ':' | '*' | '?' | '"' | '<' | '>' | '|' | '\0'))
-    {
+    if let Some(c) = name.chars().find(|c| {
+        c.is_control()
+            || matches!(
+                c,
+                '/' | '\\' | '~' | ':' | '*' | '?' | '"' | '<' | '>' | '|' | '\0'
+            )
+    }) {
         return bad(&format!("contains {c:?}"));
     }
     Ok(())

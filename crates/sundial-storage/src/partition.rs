@@ -184,10 +184,19 @@ mod tests {
         assert_eq!(PartitionBy::Month.floor(t), ts("2016-01-01T00:00:00Z"));
         assert_eq!(PartitionBy::Year.floor(t), ts("2016-01-01T00:00:00Z"));
         assert_eq!(PartitionBy::None.floor(t), 0);
-        assert_eq!(PartitionBy::Week.dir_name(PartitionBy::Week.floor(t)), "2016-W01");
-        assert_eq!(PartitionBy::Hour.dir_name(PartitionBy::Hour.floor(t)), "2016-01-06T10");
+        assert_eq!(
+            PartitionBy::Week.dir_name(PartitionBy::Week.floor(t)),
+            "2016-W01"
+        );
+        assert_eq!(
+            PartitionBy::Hour.dir_name(PartitionBy::Hour.floor(t)),
+            "2016-01-06T10"
+        );
         let before_epoch = ts("1969-12-31T23:00:00Z");
-        assert_eq!(PartitionBy::Day.floor(before_epoch), ts("1969-12-31T00:00:00Z"));
+        assert_eq!(
+            PartitionBy::Day.floor(before_epoch),
+            ts("1969-12-31T00:00:00Z")
+        );
     }
 
     #[test]

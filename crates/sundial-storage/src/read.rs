@@ -43,12 +43,16 @@ pub(crate) fn read_array(
     let missing = || StorageError::corrupt(path(), "missing column file");
     let corrupt = |e: arrow_schema::ArrowError| StorageError::corrupt(path(), e.to_string());
     let nulls = match dir.map_validity(id, start + len)? {
-        Some(b) => Some(NullBuffer::new(BooleanBuffer::new(b, start, len))).filter(|n| n.null_count() > 0),
+        Some(b) => {
+            Some(NullBuffer::new(BooleanBuffer::new(b, start, len))).filter(|n| n.null_count() > 0)
+        }
         None => None,
     };
     let array: ArrayRef = match column.column_type.layout() {
         Layout::Fixed { width } => {
-            let buf = dir.map(&data_file(id), (start + len) * width)?.ok_or_else(missing)?;
+            let buf = dir
+                .map(&data_file(id), (start + len) * width)?
+                .ok_or_else(missing)?;
             match column.column_type {
                 ColumnType::Byte => primitive::<Int8Type>(buf, start, len, nulls),
                 ColumnType::Short => primitive::<Int16Type>(buf, start, len, nulls),
@@ -61,10 +65,8 @@ pub(crate) fn read_array(
                 }
                 ColumnType::Date => primitive::<Date64Type>(buf, start, len, nulls),
                 ColumnType::Symbol => {
-                    let keys = PrimitiveArray::<Int32Type>::new(
-                        ScalarBuffer::new(buf, start, len),
-                        nulls,
-                    );
+                    let keys =
+                        PrimitiveArray::<Int32Type>::new(ScalarBuffer::new(buf, start, len), nulls);
                     let values = symbols.ok_or_else(|| {
                         StorageError::Internal(format!("no dictionary for column {id}"))
                     })?;
@@ -72,20 +74,33 @@ pub(crate) fn read_array(
                     Arc::new(DictionaryArray::try_new(keys, values).map_err(corrupt)?)
                 }
                 ColumnType::Uuid => Arc::new(
-                    FixedSizeBinaryArray::try_new(16, buf.slice_with_length(start * 16, len * 16), nulls)
-                        .map_err(corrupt)?,
+                    FixedSizeBinaryArray::try_new(
+                        16,
+                        buf.slice_with_length(start * 16, len * 16),
+                        nulls,
+                    )
+                    .map_err(corrupt)?,
                 ),
                 other => {
-                    return Err(StorageError::Internal(format!("{other:?} is not fixed-width")));
+                    return Err(StorageError::Internal(format!(
+                        "{other:?} is not fixed-width"
+                    )));
                 }
             }
         }
         Layout::Bits => {
-            let buf = dir.map(&data_file(id), (start + len).div_ceil(8))?.ok_or_else(missing)?;
-            Arc::new(BooleanArray::new(BooleanBuffer::new(buf, start, len), nulls))
+            let buf = dir
+                .map(&data_file(id), (start + len).div_ceil(8))?
+                .ok_or_else(missing)?;
+            Arc::new(BooleanArray::new(
+                BooleanBuffer::new(buf, start, len),
+                nulls,
+            ))
         }
         Layout::Var => {
-            let o = dir.map(&offsets_file(id), (start + len + 1) * 8)?.ok_or_else(missing)?;
+            let o = dir
+                .map(&offsets_file(id), (start + len + 1) * 8)?
+                .ok_or_else(missing)?;
             let offsets: ScalarBuffer<i64> = ScalarBuffer::new(o, start, len + 1);
             check_offsets(&offsets, &dir.path.join(offsets_file(id)))?;
             let end = offsets[len] as usize;
@@ -108,7 +123,10 @@ fn primitive<T: ArrowPrimitiveType>(
     len: usize,
     nulls: Option<NullBuffer>,
 ) -> ArrayRef {
-    Arc::new(PrimitiveArray::<T>::new(ScalarBuffer::new(buf, start, len), nulls))
+    Arc::new(PrimitiveArray::<T>::new(
+        ScalarBuffer::new(buf, start, len),
+        nulls,
+    ))
 }
 
 fn check_offsets(offsets: &ScalarBuffer<i64>, path: &std::path::Path) -> Result<()> {
@@ -132,7 +150,10 @@ pub(crate) fn read_symbols(
     let data_path = dir.join(data_file(column_id));
     let raw = std::fs::read(&offsets_path).map_err(|e| StorageError::io(&offsets_path, e))?;
     if raw.len() < (count + 1) * 8 {
-        return Err(StorageError::corrupt(&offsets_path, "symbol offsets truncated"));
+        return Err(StorageError::corrupt(
+            &offsets_path,
+            "symbol offsets truncated",
+        ));
     }
     let offsets: Vec<u64> = raw[..(count + 1) * 8]
         .chunks_exact(8)

@@ -105,7 +105,12 @@ impl Snapshot {
     }
 
     /// Rows `rows` of column `column` of partition `partition`, without copying fixed-width data.
-    pub fn read_column(&self, partition: usize, column: usize, rows: Range<u64>) -> Result<ArrayRef> {
+    pub fn read_column(
+        &self,
+        partition: usize,
+        column: usize,
+        rows: Range<u64>,
+    ) -> Result<ArrayRef> {
         let part = self.partition(partition)?;
         let col = self.column(column)?;
         if rows.start > rows.end || rows.end > part.row_count {
@@ -146,17 +151,25 @@ impl Snapshot {
             .iter()
             .map(|c| self.read_column(partition, *c, rows.clone()))
             .collect::<Result<Vec<_>>>()?;
-        let options =
-            arrow_array::RecordBatchOptions::new().with_row_count(Some((rows.end - rows.start) as usize));
+        let options = arrow_array::RecordBatchOptions::new()
+            .with_row_count(Some((rows.end - rows.start) as usize));
         RecordBatch::try_new_with_options(schema, columns, &options)
             .map_err(|e| StorageError::Internal(e.to_string()))
     }
 
     /// Rows of a partition whose designated timestamp is in `[lo, hi)`, by binary search.
-    pub fn rows_in_range(&self, partition: usize, lo: Option<i64>, hi: Option<i64>) -> Result<Range<u64>> {
+    pub fn rows_in_range(
+        &self,
+        partition: usize,
+        lo: Option<i64>,
+        hi: Option<i64>,
+    ) -> Result<Range<u64>> {
         let part = self.partition(partition)?;
         let ts_index = self.state.meta.timestamp_index.ok_or_else(|| {
-            StorageError::InvalidInput(format!("table '{}' has no designated timestamp", self.meta().name))
+            StorageError::InvalidInput(format!(
+                "table '{}' has no designated timestamp",
+                self.meta().name
+            ))
         })?;
         if lo.is_none_or(|lo| lo <= part.min_ts) && hi.is_none_or(|hi| hi > part.max_ts) {
             return Ok(0..part.row_count);
@@ -175,9 +188,11 @@ impl Snapshot {
     }
 
     fn column(&self, column: usize) -> Result<&ColumnMeta> {
-        self.state.meta.columns.get(column).ok_or_else(|| {
-            StorageError::InvalidInput(format!("column {column} does not exist"))
-        })
+        self.state
+            .meta
+            .columns
+            .get(column)
+            .ok_or_else(|| StorageError::InvalidInput(format!("column {column} does not exist")))
     }
 }
 
@@ -193,7 +208,9 @@ pub struct Table {
 
 impl std::fmt::Debug for Table {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Table").field("dir", &self.dir.path).finish()
+        f.debug_struct("Table")
+            .field("dir", &self.dir.path)
+            .finish()
     }
 }
 
@@ -359,7 +376,11 @@ fn read_txn(dir: &Path) -> Result<TxnState> {
         match verify_files(dir, &state) {
             Ok(()) => return Ok(state),
             Err(e) => {
-                tracing::warn!("{}: commit {} is incomplete on disk ({e}); trying the previous one", dir.display(), state.seq);
+                tracing::warn!(
+                    "{}: commit {} is incomplete on disk ({e}); trying the previous one",
+                    dir.display(),
+                    state.seq
+                );
                 last_error = Some(e);
             }
         }
@@ -372,13 +393,19 @@ fn verify_files(dir: &Path, state: &TxnState) -> Result<()> {
     let len = |p: &Path| std::fs::metadata(p).map(|m| m.len()).unwrap_or(0);
     let need = |p: PathBuf, n: u64| {
         if len(&p) < n {
-            Err(StorageError::corrupt(&p, format!("shorter than the {n} committed bytes")))
+            Err(StorageError::corrupt(
+                &p,
+                format!("shorter than the {n} committed bytes"),
+            ))
         } else {
             Ok(())
         }
     };
     for part in &state.partitions {
-        let pdir = dir.join(partition_dir_name(&state.meta.partition_by.dir_name(part.key), part.version));
+        let pdir = dir.join(partition_dir_name(
+            &state.meta.partition_by.dir_name(part.key),
+            part.version,
+        ));
         for c in &state.meta.columns {
             let rows = part.row_count - part.column_top(c.id);
             if rows == 0 {
@@ -391,7 +418,10 @@ fn verify_files(dir: &Path, state: &TxnState) -> Result<()> {
             }
             let v = pdir.join(validity_file(c.id));
             if v.exists() && len(&v) < rows.div_ceil(8) {
-                return Err(StorageError::corrupt(&v, "validity shorter than committed rows"));
+                return Err(StorageError::corrupt(
+                    &v,
+                    "validity shorter than committed rows",
+                ));
             }
         }
     }
@@ -414,7 +444,11 @@ fn remove_unreferenced(dir: &Path, state: &TxnState) -> Result<()> {
     for entry in std::fs::read_dir(dir).at(dir)? {
         let entry = entry.at(dir)?;
         let name = entry.file_name().to_string_lossy().into_owned();
-        if name.starts_with('_') || live.contains(&name) {
+        if name.starts_with('_') {
+            continue;
+        }
+        if live.contains(&name) {
+            remove_dropped_column_files(&entry.path(), state)?;
             continue;
         }
         let path = entry.path();
@@ -424,6 +458,22 @@ fn remove_unreferenced(dir: &Path, state: &TxnState) -> Result<()> {
             std::fs::remove_file(&path)
         };
         result.at(&path)?;
+    }
+    Ok(())
+}
+
+/// Deletes files of columns the table no longer has, and unfinished temporary files.
+fn remove_dropped_column_files(dir: &Path, state: &TxnState) -> Result<()> {
+    for entry in std::fs::read_dir(dir).at(dir)? {
+        let entry = entry.at(dir)?;
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let id = name.split('.').next().and_then(|id| id.parse::<u32>().ok());
+        let live = !name.ends_with(".tmp")
+            && id.is_some_and(|id| state.meta.columns.iter().any(|c| c.id == id));
+        if !live {
+            let path = entry.path();
+            std::fs::remove_file(&path).at(&path)?;
+        }
     }
     Ok(())
 }
@@ -582,7 +632,9 @@ impl TableWriter {
             }
             let mut meta = (*state.meta).clone();
             let removed = meta.columns.remove(index);
-            meta.timestamp_index = meta.timestamp_index.map(|t| if t > index { t - 1 } else { t });
+            meta.timestamp_index = meta
+                .timestamp_index
+                .map(|t| if t > index { t - 1 } else { t });
             state.meta = Arc::new(meta);
             state.symbol_counts.retain(|(id, _)| *id != removed.id);
             for p in &mut state.partitions {
@@ -599,7 +651,9 @@ impl TableWriter {
             if let Some(other) = state.meta.column_index(to)
                 && other != index
             {
-                return Err(StorageError::AlreadyExists(format!("column '{to}' already exists")));
+                return Err(StorageError::AlreadyExists(format!(
+                    "column '{to}' already exists"
+                )));
             }
             let mut meta = (*state.meta).clone();
             meta.columns[index].name = to.to_string();
@@ -774,11 +828,9 @@ impl WriterState {
         if !self.pending.contains_key(&key) {
             let pending = match self.committed.partitions.iter().find(|p| p.key == key) {
                 Some(base) => Pending {
-                    dir: self
-                        .dirs
-                        .get(&key)
-                        .cloned()
-                        .ok_or_else(|| StorageError::Internal("partition without directory".into()))?,
+                    dir: self.dirs.get(&key).cloned().ok_or_else(|| {
+                        StorageError::Internal("partition without directory".into())
+                    })?,
                     is_new: false,
                     base: base.clone(),
                     tail_rows: 0,
@@ -830,7 +882,13 @@ impl WriterState {
         Ok(dir)
     }
 
-    fn append_run(&mut self, key: i64, columns: &[ColumnBuf], ts: &[i64], range: Range<usize>) -> Result<()> {
+    fn append_run(
+        &mut self,
+        key: i64,
+        columns: &[ColumnBuf],
+        ts: &[i64],
+        range: Range<usize>,
+    ) -> Result<()> {
         let meta = self.committed.meta.clone();
         let bytes_max = self.options.uncommitted_bytes_max;
         let n = range.len();
@@ -842,7 +900,8 @@ impl WriterState {
         let pending_bytes = self.pending_bytes;
         let pending = self.pending_partition(key)?;
         let rows_so_far = pending.base.row_count + pending.tail_rows;
-        let out_of_order = pending.o3.is_some() || (!ts.is_empty() && rows_so_far > 0 && run_min < pending.max_ts);
+        let out_of_order =
+            pending.o3.is_some() || (!ts.is_empty() && rows_so_far > 0 && run_min < pending.max_ts);
         if !ts.is_empty() {
             pending.min_ts = pending.min_ts.min(run_min);
             pending.max_ts = pending.max_ts.max(run_max);
@@ -856,9 +915,12 @@ impl WriterState {
                     "out-of-order rows awaiting commit exceed {bytes_max} bytes; commit more often"
                 )));
             }
-            let o3 = pending
-                .o3
-                .get_or_insert_with(|| meta.columns.iter().map(|c| ColumnBuf::empty(c.column_type)).collect());
+            let o3 = pending.o3.get_or_insert_with(|| {
+                meta.columns
+                    .iter()
+                    .map(|c| ColumnBuf::empty(c.column_type))
+                    .collect()
+            });
             for (dst, src) in o3.iter_mut().zip(columns) {
                 dst.extend_from(src, range.clone());
             }
@@ -969,7 +1031,11 @@ impl WriterState {
     }
 
     /// Writes `next` to the transaction file and makes it the committed state.
-    fn commit_state(&mut self, next: TxnState, adopted: Vec<(i64, Arc<PartitionDir>)>) -> Result<Snapshot> {
+    fn commit_state(
+        &mut self,
+        next: TxnState,
+        adopted: Vec<(i64, Arc<PartitionDir>)>,
+    ) -> Result<Snapshot> {
         let sync = self.options.durability == Durability::Sync;
         ensure_invariant!(next.seq == self.committed.seq + 1, "commit sequence gap");
         let slot = self.table_dir.path.join(TXN_SLOTS[(next.seq % 2) as usize]);
@@ -1001,10 +1067,11 @@ impl WriterState {
             d.mark_committed();
         }
         for c in &self.committed.meta.columns {
-            if c.column_type == ColumnType::Symbol && !self.symbols.contains_key(&c.id) {
-                if let Ok(d) = SymbolDict::load(&self.table_dir.path, c.id, 0) {
-                    self.symbols.insert(c.id, d);
-                }
+            if c.column_type == ColumnType::Symbol
+                && !self.symbols.contains_key(&c.id)
+                && let Ok(d) = SymbolDict::load(&self.table_dir.path, c.id, 0)
+            {
+                self.symbols.insert(c.id, d);
             }
         }
         let ids: Vec<u32> = self.committed.meta.columns.iter().map(|c| c.id).collect();
@@ -1015,10 +1082,12 @@ impl WriterState {
     /// Merges a partition's existing rows with its out-of-order rows into `dir`.
     fn rewrite(&self, p: &Pending, dir: &Arc<PartitionDir>, sync: bool) -> Result<PartitionMeta> {
         let meta = &self.committed.meta;
-        let ts_index = meta
-            .timestamp_index
-            .ok_or_else(|| StorageError::Internal("out-of-order rows without a timestamp".into()))?;
-        let o3 = p.o3.as_ref().ok_or_else(|| StorageError::Internal("no out-of-order rows".into()))?;
+        let ts_index = meta.timestamp_index.ok_or_else(|| {
+            StorageError::Internal("out-of-order rows without a timestamp".into())
+        })?;
+        let o3 =
+            p.o3.as_ref()
+                .ok_or_else(|| StorageError::Internal("no out-of-order rows".into()))?;
         let existing_rows = p.base.row_count + p.tail_rows;
         let total = existing_rows as usize + p.o3_ts.len();
         if total >= u32::MAX as usize {
@@ -1050,8 +1119,16 @@ impl WriterState {
         if sync {
             sync_dir(&dir.path)?;
         }
-        let first = existing_ts.first().copied().unwrap_or(i64::MAX).min(p.o3_ts.iter().copied().min().unwrap_or(i64::MAX));
-        let last = existing_ts.last().copied().unwrap_or(i64::MIN).max(p.o3_ts.iter().copied().max().unwrap_or(i64::MIN));
+        let first = existing_ts
+            .first()
+            .copied()
+            .unwrap_or(i64::MAX)
+            .min(p.o3_ts.iter().copied().min().unwrap_or(i64::MAX));
+        let last = existing_ts
+            .last()
+            .copied()
+            .unwrap_or(i64::MIN)
+            .max(p.o3_ts.iter().copied().max().unwrap_or(i64::MIN));
         Ok(PartitionMeta {
             key: p.base.key,
             version: version_of(&dir.path)?,
@@ -1089,7 +1166,9 @@ fn version_of(path: &Path) -> Result<u64> {
     path.extension()
         .and_then(|e| e.to_str())
         .and_then(|e| e.parse().ok())
-        .ok_or_else(|| StorageError::Internal(format!("bad partition directory {}", path.display())))
+        .ok_or_else(|| {
+            StorageError::Internal(format!("bad partition directory {}", path.display()))
+        })
 }
 
 #[cfg(test)]

@@ -122,7 +122,10 @@ impl TxnState {
         let meta = &self.meta;
         p.str(&meta.name);
         p.u8(meta.partition_by as u8);
-        p.u32(meta.timestamp_index.map_or(u32::MAX, |i| meta.columns[i].id));
+        p.u32(
+            meta.timestamp_index
+                .map_or(u32::MAX, |i| meta.columns[i].id),
+        );
         p.u32(meta.next_column_id);
         p.u8(u8::from(self.dropped));
         p.u32(meta.columns.len() as u32);

@@ -171,10 +171,7 @@ impl ColumnType {
 /// protocol layers can tell SYMBOL from VARCHAR without guessing.
 pub fn arrow_field(name: &str, column_type: ColumnType) -> arrow_schema::Field {
     let mut metadata = std::collections::HashMap::new();
-    metadata.insert(
-        SUNDIAL_TYPE_KEY.to_string(),
-        column_type.name().to_string(),
-    );
+    metadata.insert(SUNDIAL_TYPE_KEY.to_string(), column_type.name().to_string());
     arrow_schema::Field::new(name, column_type.arrow_type(), true).with_metadata(metadata)
 }
 
@@ -209,7 +206,10 @@ mod tests {
             assert_eq!(ColumnType::from_arrow(&t.arrow_type()), Some(t));
         }
         assert_eq!(ColumnType::from_code(0), None);
-        assert_eq!(ColumnType::parse("double precision"), Some(ColumnType::Double));
+        assert_eq!(
+            ColumnType::parse("double precision"),
+            Some(ColumnType::Double)
+        );
         assert_eq!(ColumnType::parse("nonsense"), None);
     }
 }

@@ -19,7 +19,10 @@ fn readers_see_whole_commits_while_a_writer_appends() {
     let dir = tempfile::tempdir().unwrap();
     let db = Database::open(
         dir.path(),
-        StorageOptions { durability: Durability::None, ..StorageOptions::default() },
+        StorageOptions {
+            durability: Durability::None,
+            ..StorageOptions::default()
+        },
     )
     .unwrap();
     let table = db

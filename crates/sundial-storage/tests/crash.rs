@@ -23,7 +23,9 @@ fn batch_rows(i: u64) -> Vec<Row> {
     if i % 5 == 3 {
         base -= 3 * HOUR_NS; // out of order: merged into older partitions
     }
-    (0..n).map(|k| random_row(&mut rng, base, i * 1000 + k)).collect()
+    (0..n)
+        .map(|k| random_row(&mut rng, base, i * 1000 + k))
+        .collect()
 }
 
 fn cumulative_rows(batches: u64) -> u64 {
@@ -45,8 +47,19 @@ fn batches_for_rows(rows: u64) -> Option<u64> {
 }
 
 fn open(dir: &std::path::Path, sync: bool) -> std::sync::Arc<Database> {
-    let durability = if sync { Durability::Sync } else { Durability::None };
-    Database::open(dir, StorageOptions { durability, ..StorageOptions::default() }).unwrap()
+    let durability = if sync {
+        Durability::Sync
+    } else {
+        Durability::None
+    };
+    Database::open(
+        dir,
+        StorageOptions {
+            durability,
+            ..StorageOptions::default()
+        },
+    )
+    .unwrap()
 }
 
 fn def() -> TableDef {
@@ -66,7 +79,8 @@ fn crash_child() {
     };
     let db = open(std::path::Path::new(&dir), std::env::var(SYNC_ENV).is_ok());
     let table = db.create_table(def(), true).unwrap();
-    let start = batches_for_rows(table.snapshot().row_count()).expect("row count matches no batch boundary");
+    let start = batches_for_rows(table.snapshot().row_count())
+        .expect("row count matches no batch boundary");
     let mut w = table.writer().unwrap();
     let mut out = std::io::stdout().lock();
     for i in start.. {
@@ -109,8 +123,9 @@ fn killed_writer_loses_nothing_committed_and_leaves_no_partial_commit() {
         let table = db.create_table(def(), true).unwrap();
         let snapshot = table.snapshot();
         let rows = snapshot.row_count();
-        let batches = batches_for_rows(rows)
-            .unwrap_or_else(|| panic!("iteration {iteration}: {rows} rows is not a whole number of batches"));
+        let batches = batches_for_rows(rows).unwrap_or_else(|| {
+            panic!("iteration {iteration}: {rows} rows is not a whole number of batches")
+        });
         let acked = acknowledged.map_or(0, |a| a + 1);
         assert!(
             batches >= acked,
@@ -120,8 +135,15 @@ fn killed_writer_loses_nothing_committed_and_leaves_no_partial_commit() {
         for i in 0..batches {
             model.extend(batch_rows(i));
         }
-        assert_rows(&read_all(&snapshot), &expected(&model), &format!("iteration {iteration}"));
+        assert_rows(
+            &read_all(&snapshot),
+            &expected(&model),
+            &format!("iteration {iteration}"),
+        );
         assert_eq!(rows, cumulative_rows(batches));
     }
-    assert!(acknowledged.unwrap_or(0) > 10, "the writer made too little progress to test anything");
+    assert!(
+        acknowledged.unwrap_or(0) > 10,
+        "the writer made too little progress to test anything"
+    );
 }

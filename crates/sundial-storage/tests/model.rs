@@ -38,13 +38,18 @@ fn random_appends_match_the_model_across_reopens() {
         for round in 0..4 {
             let db = Database::open(dir.path(), options()).unwrap();
             let table = db.create_table(def("t", partition_by), true).unwrap();
-            assert_rows(&read_all(&table.snapshot()), &expected(&model), &format!("seed {seed} reopen {round}"));
+            assert_rows(
+                &read_all(&table.snapshot()),
+                &expected(&model),
+                &format!("seed {seed} reopen {round}"),
+            );
             let mut w = table.writer().unwrap();
             let mut uncommitted = Vec::new();
             for _ in 0..8 {
                 let n = 1 + rng.below(300) as usize;
                 // Mostly moving forward in time, sometimes far back (out of order).
-                let start = base + round * 2 * HOUR_NS + if rng.chance(30) { -HOUR_NS * 3 } else { 0 };
+                let start =
+                    base + round * 2 * HOUR_NS + if rng.chance(30) { -HOUR_NS * 3 } else { 0 };
                 let rows: Vec<Row> = (0..n)
                     .map(|_| {
                         serial += 1;
@@ -63,7 +68,11 @@ fn random_appends_match_the_model_across_reopens() {
             }
             w.commit().unwrap();
             model.append(&mut uncommitted);
-            assert_rows(&read_all(&table.snapshot()), &expected(&model), &format!("seed {seed} round {round}"));
+            assert_rows(
+                &read_all(&table.snapshot()),
+                &expected(&model),
+                &format!("seed {seed} round {round}"),
+            );
         }
     }
 }
@@ -83,7 +92,10 @@ fn uncommitted_rows_are_invisible_and_rollback_forgets_symbols() {
     let mut w = table.writer().unwrap();
     w.commit().unwrap();
     assert_eq!(table.snapshot().row_count(), 0);
-    assert_eq!(arrow_array::Array::len(table.snapshot().symbols(1).unwrap().as_ref()), 0);
+    assert_eq!(
+        arrow_array::Array::len(table.snapshot().symbols(1).unwrap().as_ref()),
+        0
+    );
     w.append(&batch(&rows)).unwrap();
     w.commit().unwrap();
     assert_eq!(read_all(&table.snapshot()), expected(&rows));
@@ -100,7 +112,10 @@ fn schema_changes_keep_rows_and_read_new_columns_as_null() {
             .create_table(
                 TableDef {
                     name: "t".into(),
-                    columns: vec![("ts".into(), ColumnType::Timestamp), ("d".into(), ColumnType::Double)],
+                    columns: vec![
+                        ("ts".into(), ColumnType::Timestamp),
+                        ("d".into(), ColumnType::Double),
+                    ],
                     timestamp: Some("ts".into()),
                     partition_by: PartitionBy::Hour,
                 },
@@ -121,7 +136,13 @@ fn schema_changes_keep_rows_and_read_new_columns_as_null() {
         w.commit().unwrap();
         let mut model: Vec<Row> = rows
             .iter()
-            .map(|r| Row { sym: None, v: None, s: None, b: None, ..r.clone() })
+            .map(|r| Row {
+                sym: None,
+                v: None,
+                s: None,
+                b: None,
+                ..r.clone()
+            })
             .collect();
         model.extend(more);
         assert_eq!(read_all(&table.snapshot()), expected(&model));
@@ -139,7 +160,13 @@ fn schema_changes_keep_rows_and_read_new_columns_as_null() {
     db.rename_table("t", "t2").unwrap();
     assert!(db.table("t").is_none());
     let mut w = db.table("t2").unwrap().writer().unwrap();
-    let keys: Vec<i64> = w.table().snapshot().partitions().iter().map(|p| p.key).collect();
+    let keys: Vec<i64> = w
+        .table()
+        .snapshot()
+        .partitions()
+        .iter()
+        .map(|p| p.key)
+        .collect();
     assert_eq!(w.drop_partitions(&keys[..1]).unwrap(), 1);
     w.truncate().unwrap();
     assert_eq!(w.table().snapshot().row_count(), 0);
@@ -150,7 +177,10 @@ fn schema_changes_keep_rows_and_read_new_columns_as_null() {
     drop(db);
     let db = Database::open(dir.path(), options()).unwrap();
     assert!(db.table_names().is_empty());
-    let left: Vec<_> = std::fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
+    let left: Vec<_> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
     assert_eq!(left.len(), 1, "only the lock file remains: {left:?}");
 }
 
@@ -160,7 +190,9 @@ fn second_process_open_is_refused_clearly() {
     let _db = Database::open(dir.path(), options()).unwrap();
     // flock locks belong to the open file description, so a second open in this process
     // conflicts just as another process would.
-    let err = Database::open(dir.path(), options()).unwrap_err().to_string();
+    let err = Database::open(dir.path(), options())
+        .unwrap_err()
+        .to_string();
     assert!(err.contains("locked"), "{err}");
 }
 
@@ -168,13 +200,36 @@ fn second_process_open_is_refused_clearly() {
 fn bad_input_changes_nothing() {
     let dir = tempfile::tempdir().unwrap();
     let db = Database::open(dir.path(), options()).unwrap();
-    assert!(db.create_table(TableDef { name: "a/b".into(), ..def("x", PartitionBy::Day) }, false).is_err());
-    assert!(db
-        .create_table(TableDef { timestamp: Some("d".into()), ..def("x", PartitionBy::Day) }, false)
-        .is_err());
-    assert!(db
-        .create_table(TableDef { timestamp: None, ..def("x", PartitionBy::Day) }, false)
-        .is_err());
+    assert!(
+        db.create_table(
+            TableDef {
+                name: "a/b".into(),
+                ..def("x", PartitionBy::Day)
+            },
+            false
+        )
+        .is_err()
+    );
+    assert!(
+        db.create_table(
+            TableDef {
+                timestamp: Some("d".into()),
+                ..def("x", PartitionBy::Day)
+            },
+            false
+        )
+        .is_err()
+    );
+    assert!(
+        db.create_table(
+            TableDef {
+                timestamp: None,
+                ..def("x", PartitionBy::Day)
+            },
+            false
+        )
+        .is_err()
+    );
     let table = db.create_table(def("t", PartitionBy::Day), false).unwrap();
     let mut w = table.writer().unwrap();
     let good: Vec<Row> = (0..5).map(|i| random_row(&mut Rng(5), 0, i)).collect();

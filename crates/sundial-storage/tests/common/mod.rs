@@ -36,7 +36,11 @@ pub fn columns() -> Vec<(String, ColumnType)> {
 /// A batch of `rows` in the table's column order, named as the table's columns.
 pub fn batch(rows: &[Row]) -> RecordBatch {
     let schema = Arc::new(Schema::new(vec![
-        Field::new("ts", DataType::Timestamp(arrow_schema::TimeUnit::Nanosecond, None), false),
+        Field::new(
+            "ts",
+            DataType::Timestamp(arrow_schema::TimeUnit::Nanosecond, None),
+            false,
+        ),
         Field::new("sym", DataType::Utf8, true),
         Field::new("v", DataType::Int64, true),
         Field::new("s", DataType::Utf8, true),
@@ -44,7 +48,9 @@ pub fn batch(rows: &[Row]) -> RecordBatch {
         Field::new("d", DataType::Float64, false),
     ]));
     let cols: Vec<ArrayRef> = vec![
-        Arc::new(TimestampNanosecondArray::from_iter_values(rows.iter().map(|r| r.ts))),
+        Arc::new(TimestampNanosecondArray::from_iter_values(
+            rows.iter().map(|r| r.ts),
+        )),
         Arc::new(StringArray::from_iter(rows.iter().map(|r| r.sym.clone()))),
         Arc::new(Int64Array::from_iter(rows.iter().map(|r| r.v))),
         Arc::new(StringArray::from_iter(rows.iter().map(|r| r.s.clone()))),
@@ -86,7 +92,8 @@ pub fn read_all(snapshot: &Snapshot) -> Vec<Row> {
                     let a = a.as_boolean();
                     a.is_valid(i).then(|| a.value(i))
                 }),
-                d: d.as_ref().map_or(f64::NAN, |a| a.as_primitive::<Float64Type>().value(i)),
+                d: d.as_ref()
+                    .map_or(f64::NAN, |a| a.as_primitive::<Float64Type>().value(i)),
             });
         }
     }
@@ -137,7 +144,7 @@ pub fn random_row(rng: &mut Rng, base_ts: i64, serial: u64) -> Row {
     Row {
         ts: base_ts + rng.below(6 * HOUR_NS as u64) as i64,
         sym: (!rng.chance(10)).then(|| format!("host_{}", rng.below(20))),
-        v: (!rng.chance(20)).then(|| serial as i64),
+        v: (!rng.chance(20)).then_some(serial as i64),
         s: (!rng.chance(20)).then(|| format!("s{}", rng.below(1000)).repeat(rng.below(3) as usize)),
         b: (!rng.chance(30)).then(|| rng.chance(50)),
         d: serial as f64 * 0.5,

@@ -1,0 +1,652 @@
+//! Sundial's own statements — QuestDB-style DDL, SHOW and DESCRIBE — parsed from sqlparser's
+//! tokens. Everything else is left to DataFusion's SQL planner.
+
+use datafusion::sql::sqlparser::dialect::GenericDialect;
+use datafusion::sql::sqlparser::tokenizer::{Location, Token, TokenWithSpan, Tokenizer};
+use sundial_storage::{ColumnType, PartitionBy};
+
+use crate::error::{QueryError, Result};
+
+/// A statement Sundial runs itself, or SQL for DataFusion.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Command {
+    CreateTable(CreateTable),
+    AddColumns {
+        table: String,
+        columns: Vec<(String, ColumnType)>,
+        if_not_exists: bool,
+    },
+    DropColumns {
+        table: String,
+        columns: Vec<String>,
+    },
+    RenameColumn {
+        table: String,
+        from: String,
+        to: String,
+    },
+    RenameTable {
+        from: String,
+        to: String,
+    },
+    /// `DROP PARTITION LIST 'a', 'b'` (names) or `DROP PARTITION WHERE <predicate>`.
+    DropPartitions {
+        table: String,
+        names: Vec<String>,
+        predicate: Option<String>,
+    },
+    DropTables {
+        names: Vec<String>,
+        if_exists: bool,
+    },
+    Truncate {
+        tables: Vec<String>,
+    },
+    ShowTables,
+    ShowColumns {
+        table: String,
+    },
+    ShowPartitions {
+        table: String,
+    },
+    /// Any other statement, for DataFusion.
+    Sql,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct CreateTable {
+    pub name: String,
+    pub if_not_exists: bool,
+    pub columns: Vec<(String, ColumnType)>,
+    /// `CREATE TABLE ... AS (query)`: the query text.
+    pub as_query: Option<String>,
+    pub timestamp: Option<String>,
+    pub partition_by: Option<PartitionBy>,
+}
+
+/// One statement of a script, with the line it starts on (1-based).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Statement {
+    pub text: String,
+    pub line: u64,
+}
+
+fn tokenize(sql: &str) -> Result<Vec<TokenWithSpan>> {
+    Tokenizer::new(&GenericDialect {}, sql)
+        .tokenize_with_location()
+        .map_err(|e| QueryError::Syntax {
+            message: e.message,
+            line: e.location.line,
+            column: e.location.column,
+        })
+}
+
+/// Byte offset of a token location in `sql`.
+fn offset(sql: &str, loc: Location) -> usize {
+    let mut line = 1;
+    let mut line_start = 0;
+    if loc.line > 1 {
+        for (i, c) in sql.char_indices() {
+            if c == '\n' {
+                line += 1;
+                if line == loc.line {
+                    line_start = i + 1;
+                    break;
+                }
+            }
+        }
+    }
+    sql[line_start..]
+        .char_indices()
+        .nth(loc.column.saturating_sub(1) as usize)
+        .map_or(sql.len(), |(i, _)| line_start + i)
+}
+
+/// Splits a script at top-level semicolons.
+pub fn split_statements(sql: &str) -> Result<Vec<Statement>> {
+    let tokens = tokenize(sql)?;
+    let mut out = Vec::new();
+    let mut start: Option<Location> = None;
+    let push = |out: &mut Vec<Statement>, from: Location, to: usize| {
+        let begin = offset(sql, from);
+        let text = sql[begin..to].trim();
+        if !text.is_empty() {
+            out.push(Statement {
+                text: text.to_string(),
+                line: from.line,
+            });
+        }
+    };
+    for t in &tokens {
+        match &t.token {
+            Token::SemiColon => {
+                if let Some(s) = start.take() {
+                    push(&mut out, s, offset(sql, t.span.start));
+                }
+            }
+            Token::Whitespace(_) | Token::EOF => {}
+            _ => {
+                if start.is_none() {
+                    start = Some(t.span.start);
+                }
+            }
+        }
+    }
+    if let Some(s) = start {
+        push(&mut out, s, sql.len());
+    }
+    Ok(out)
+}
+
+struct Parser<'a> {
+    sql: &'a str,
+    tokens: Vec<TokenWithSpan>,
+    pos: usize,
+}
+
+/// Parses one statement into a [`Command`].
+pub fn parse(sql: &str) -> Result<Command> {
+    let tokens = tokenize(sql)?
+        .into_iter()
+        .filter(|t| !matches!(t.token, Token::Whitespace(_) | Token::EOF))
+        .collect();
+    let mut p = Parser {
+        sql,
+        tokens,
+        pos: 0,
+    };
+    let command = if p.eat_kw("CREATE") && p.eat_kw("TABLE") {
+        Command::CreateTable(p.create_table()?)
+    } else if p.reset() && p.eat_kw("ALTER") && p.eat_kw("TABLE") {
+        p.alter_table()?
+    } else if p.reset() && p.eat_kw("DROP") && p.eat_kw("TABLE") {
+        let if_exists = p.eat_kw("IF") && p.expect_kw("EXISTS").is_ok();
+        Command::DropTables {
+            names: p.name_list("table name")?,
+            if_exists,
+        }
+    } else if p.reset() && p.eat_kw("TRUNCATE") {
+        p.eat_kw("TABLE");
+        Command::Truncate {
+            tables: p.name_list("table name")?,
+        }
+    } else if p.reset() && p.eat_kw("RENAME") && p.eat_kw("TABLE") {
+        let from = p.name("table name")?;
+        p.expect_kw("TO")?;
+        Command::RenameTable {
+            from,
+            to: p.name("new table name")?,
+        }
+    } else if p.reset() && p.eat_kw("SHOW") && p.eat_kw("TABLES") {
+        Command::ShowTables
+    } else if p.reset() && p.eat_kw("SHOW") && p.eat_kw("COLUMNS") {
+        p.expect_from()?;
+        Command::ShowColumns {
+            table: p.name("table name")?,
+        }
+    } else if p.reset() && p.eat_kw("SHOW") && p.eat_kw("PARTITIONS") {
+        p.expect_from()?;
+        Command::ShowPartitions {
+            table: p.name("table name")?,
+        }
+    } else if p.reset() && (p.eat_kw("DESCRIBE") || p.eat_kw("DESC")) && p.peek_is_name() {
+        Command::ShowColumns {
+            table: p.name("table name")?,
+        }
+    } else {
+        return Ok(Command::Sql);
+    };
+    p.end()?;
+    Ok(command)
+}
+
+impl Parser<'_> {
+    fn reset(&mut self) -> bool {
+        self.pos = 0;
+        true
+    }
+
+    fn peek(&self) -> Option<&TokenWithSpan> {
+        self.tokens.get(self.pos)
+    }
+
+    fn location(&self) -> Location {
+        self.peek()
+            .map(|t| t.span.start)
+            .or_else(|| self.tokens.last().map(|t| t.span.end))
+            .unwrap_or(Location { line: 1, column: 1 })
+    }
+
+    fn error<T>(&self, message: impl Into<String>) -> Result<T> {
+        let loc = self.location();
+        let found = self.peek().map_or_else(
+            || "end of statement".to_string(),
+            |t| format!("'{}'", t.token),
+        );
+        Err(QueryError::Syntax {
+            message: format!("{}, found {found}", message.into()),
+            line: loc.line,
+            column: loc.column,
+        })
+    }
+
+    fn peek_kw(&self, kw: &str) -> bool {
+        matches!(self.peek().map(|t| &t.token), Some(Token::Word(w)) if w.quote_style.is_none() && w.value.eq_ignore_ascii_case(kw))
+    }
+
+    fn eat_kw(&mut self, kw: &str) -> bool {
+        let hit = self.peek_kw(kw);
+        if hit {
+            self.pos += 1;
+        }
+        hit
+    }
+
+    fn expect_kw(&mut self, kw: &str) -> Result<()> {
+        if self.eat_kw(kw) {
+            Ok(())
+        } else {
+            self.error(format!("expected {kw}"))
+        }
+    }
+
+    fn expect_from(&mut self) -> Result<()> {
+        if self.eat_kw("FROM") || self.eat_kw("IN") {
+            Ok(())
+        } else {
+            self.error("expected FROM")
+        }
+    }
+
+    fn eat(&mut self, token: &Token) -> bool {
+        let hit = self.peek().is_some_and(|t| &t.token == token);
+        if hit {
+            self.pos += 1;
+        }
+        hit
+    }
+
+    fn expect(&mut self, token: &Token) -> Result<()> {
+        if self.eat(token) {
+            Ok(())
+        } else {
+            self.error(format!("expected '{token}'"))
+        }
+    }
+
+    fn end(&self) -> Result<()> {
+        if self.pos < self.tokens.len() {
+            self.error("expected end of statement")
+        } else {
+            Ok(())
+        }
+    }
+
+    fn peek_is_name(&self) -> bool {
+        matches!(
+            self.peek().map(|t| &t.token),
+            Some(Token::Word(_) | Token::SingleQuotedString(_))
+        )
+    }
+
+    /// An identifier: quoted names keep their case, unquoted ones are folded to lower case
+    /// (as DataFusion folds identifiers in queries). QuestDB's `'quoted'` table names work too.
+    fn name(&mut self, what: &str) -> Result<String> {
+        let name = match self.peek().map(|t| &t.token) {
+            Some(Token::Word(w)) if w.quote_style.is_some() => w.value.clone(),
+            Some(Token::Word(w)) => w.value.to_lowercase(),
+            Some(Token::SingleQuotedString(s)) => s.clone(),
+            _ => return self.error(format!("expected {what}")),
+        };
+        self.pos += 1;
+        // schema-qualified names: public.t
+        if matches!(name.as_str(), "public" | "sundial") && self.eat(&Token::Period) {
+            return self.name(what);
+        }
+        Ok(name)
+    }
+
+    fn name_list(&mut self, what: &str) -> Result<Vec<String>> {
+        let mut names = vec![self.name(what)?];
+        while self.eat(&Token::Comma) {
+            names.push(self.name(what)?);
+        }
+        Ok(names)
+    }
+
+    fn string(&mut self, what: &str) -> Result<String> {
+        match self.peek().map(|t| &t.token) {
+            Some(Token::SingleQuotedString(s)) => {
+                let s = s.clone();
+                self.pos += 1;
+                Ok(s)
+            }
+            _ => self.error(format!("expected {what}")),
+        }
+    }
+
+    /// Source text from the current token to the end of the statement.
+    fn rest(&mut self) -> String {
+        let text = match self.peek() {
+            Some(t) => self.sql[offset(self.sql, t.span.start)..]
+                .trim()
+                .to_string(),
+            None => String::new(),
+        };
+        self.pos = self.tokens.len();
+        text
+    }
+
+    fn create_table(&mut self) -> Result<CreateTable> {
+        let if_not_exists = if self.eat_kw("IF") {
+            self.expect_kw("NOT")?;
+            self.expect_kw("EXISTS")?;
+            true
+        } else {
+            false
+        };
+        let name = self.name("table name")?;
+        let mut create = CreateTable {
+            name,
+            if_not_exists,
+            columns: Vec::new(),
+            as_query: None,
+            timestamp: None,
+            partition_by: None,
+        };
+        if self.eat_kw("AS") {
+            create.as_query = Some(self.query_text()?);
+        } else {
+            self.expect(&Token::LParen)?;
+            loop {
+                let column = self.name("column name")?;
+                let column_type = self.column_type()?;
+                create.columns.push((column, column_type));
+                if !self.eat(&Token::Comma) {
+                    break;
+                }
+            }
+            self.expect(&Token::RParen)?;
+        }
+        self.table_suffix(&mut create)?;
+        Ok(create)
+    }
+
+    /// The query of `CREATE TABLE ... AS`: a parenthesised query, or the rest up to the suffix.
+    fn query_text(&mut self) -> Result<String> {
+        let start = match self.peek() {
+            Some(t) => t.span.start,
+            None => return self.error("expected a query"),
+        };
+        if self.eat(&Token::LParen) {
+            let mut depth = 1;
+            let inner_start = self.location();
+            while depth > 0 {
+                match self.peek().map(|t| &t.token) {
+                    None => return self.error("unbalanced parenthesis"),
+                    Some(Token::LParen) => depth += 1,
+                    Some(Token::RParen) => depth -= 1,
+                    _ => {}
+                }
+                if depth == 0 {
+                    let end = offset(self.sql, self.location());
+                    self.pos += 1;
+                    return Ok(self.sql[offset(self.sql, inner_start)..end]
+                        .trim()
+                        .to_string());
+                }
+                self.pos += 1;
+            }
+        }
+        while self.peek().is_some() && !self.peek_kw("TIMESTAMP") && !self.peek_kw("PARTITION") {
+            self.pos += 1;
+        }
+        let end = self
+            .peek()
+            .map_or(self.sql.len(), |t| offset(self.sql, t.span.start));
+        Ok(self.sql[offset(self.sql, start)..end].trim().to_string())
+    }
+
+    fn column_type(&mut self) -> Result<ColumnType> {
+        let loc = self.location();
+        let mut words = Vec::new();
+        while let Some(Token::Word(w)) = self.peek().map(|t| &t.token) {
+            if ["CAPACITY", "CACHE", "NOCACHE", "INDEX", "NULL", "NOT"]
+                .iter()
+                .any(|k| w.value.eq_ignore_ascii_case(k))
+            {
+                break;
+            }
+            words.push(w.value.to_ascii_uppercase());
+            self.pos += 1;
+        }
+        // Sizes such as VARCHAR(20) or TIMESTAMP(6) are accepted and ignored.
+        if self.eat(&Token::LParen) {
+            while !self.eat(&Token::RParen) {
+                if self.peek().is_none() {
+                    return self.error("unbalanced parenthesis");
+                }
+                self.pos += 1;
+            }
+        }
+        let joined = words.join(" ");
+        let parsed = if joined.starts_with("TIMESTAMP") {
+            Some(ColumnType::Timestamp)
+        } else {
+            ColumnType::parse(&joined)
+        };
+        let column_type = match parsed {
+            Some(t) => t,
+            None => {
+                let names: Vec<_> = ColumnType::ALL.iter().map(|t| t.name()).collect();
+                return Err(QueryError::Syntax {
+                    message: format!(
+                        "unknown column type '{joined}'; expected one of {}",
+                        names.join(", ")
+                    ),
+                    line: loc.line,
+                    column: loc.column,
+                });
+            }
+        };
+        self.symbol_options()?;
+        Ok(column_type)
+    }
+
+    /// QuestDB's SYMBOL options: CAPACITY n, CACHE / NOCACHE are accepted (no effect here).
+    fn symbol_options(&mut self) -> Result<()> {
+        loop {
+            if self.eat_kw("CAPACITY") {
+                match self.peek().map(|t| &t.token) {
+                    Some(Token::Number(_, _)) => self.pos += 1,
+                    _ => return self.error("expected a number after CAPACITY"),
+                }
+            } else if self.eat_kw("CACHE") || self.eat_kw("NOCACHE") {
+            } else if self.peek_kw("INDEX") {
+                return Err(QueryError::NotSupported(
+                    "symbol indexes (INDEX) are not available yet".into(),
+                ));
+            } else {
+                return Ok(());
+            }
+        }
+    }
+
+    fn table_suffix(&mut self, create: &mut CreateTable) -> Result<()> {
+        loop {
+            if self.eat_kw("TIMESTAMP") {
+                self.expect(&Token::LParen)?;
+                create.timestamp = Some(self.name("designated timestamp column")?);
+                self.expect(&Token::RParen)?;
+            } else if self.eat_kw("PARTITION") {
+                self.expect_kw("BY")?;
+                let loc = self.location();
+                let unit = self.name("partition unit")?;
+                create.partition_by = Some(PartitionBy::parse(&unit).ok_or(QueryError::Syntax {
+                    message: format!("unknown partition unit '{unit}'; expected NONE, HOUR, DAY, WEEK, MONTH or YEAR"),
+                    line: loc.line,
+                    column: loc.column,
+                })?);
+            } else if self.eat_kw("WAL") || (self.eat_kw("BYPASS") && self.expect_kw("WAL").is_ok())
+            {
+                // QuestDB's WAL choice has no meaning here: every commit is crash-safe.
+            } else if self.eat(&Token::Comma) && self.peek_kw("INDEX") {
+                return Err(QueryError::NotSupported(
+                    "symbol indexes (INDEX) are not available yet".into(),
+                ));
+            } else {
+                return Ok(());
+            }
+        }
+    }
+
+    fn alter_table(&mut self) -> Result<Command> {
+        let table = self.name("table name")?;
+        if self.eat_kw("ADD") {
+            self.eat_kw("COLUMN");
+            let if_not_exists = if self.eat_kw("IF") {
+                self.expect_kw("NOT")?;
+                self.expect_kw("EXISTS")?;
+                true
+            } else {
+                false
+            };
+            let mut columns = Vec::new();
+            loop {
+                let name = self.name("column name")?;
+                columns.push((name, self.column_type()?));
+                if !self.eat(&Token::Comma) {
+                    break;
+                }
+                self.eat_kw("COLUMN");
+            }
+            return Ok(Command::AddColumns {
+                table,
+                columns,
+                if_not_exists,
+            });
+        }
+        if self.eat_kw("DROP") {
+            if self.eat_kw("PARTITION") {
+                if self.eat_kw("LIST") {
+                    let mut names = vec![self.string("partition name")?];
+                    while self.eat(&Token::Comma) {
+                        names.push(self.string("partition name")?);
+                    }
+                    return Ok(Command::DropPartitions {
+                        table,
+                        names,
+                        predicate: None,
+                    });
+                }
+                self.expect_kw("WHERE")?;
+                let predicate = self.rest();
+                if predicate.is_empty() {
+                    return self.error("expected a condition after WHERE");
+                }
+                return Ok(Command::DropPartitions {
+                    table,
+                    names: Vec::new(),
+                    predicate: Some(predicate),
+                });
+            }
+            self.eat_kw("COLUMN");
+            let mut columns = vec![self.name("column name")?];
+            while self.eat(&Token::Comma) {
+                self.eat_kw("COLUMN");
+                columns.push(self.name("column name")?);
+            }
+            return Ok(Command::DropColumns { table, columns });
+        }
+        if self.eat_kw("RENAME") {
+            if self.eat_kw("TO") {
+                return Ok(Command::RenameTable {
+                    from: table,
+                    to: self.name("new table name")?,
+                });
+            }
+            self.eat_kw("COLUMN");
+            let from = self.name("column name")?;
+            self.expect_kw("TO")?;
+            return Ok(Command::RenameColumn {
+                table,
+                from,
+                to: self.name("new column name")?,
+            });
+        }
+        if self.peek_kw("ALTER") {
+            return Err(QueryError::NotSupported(
+                "ALTER COLUMN (symbol indexes) is not available yet".into(),
+            ));
+        }
+        self.error("expected ADD COLUMN, DROP COLUMN, DROP PARTITION, RENAME COLUMN or RENAME TO")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn splits_scripts_respecting_strings() {
+        let s = split_statements("select 1;\n insert into t values ('a;b');;\nselect 2").unwrap();
+        let texts: Vec<_> = s.iter().map(|s| s.text.as_str()).collect();
+        assert_eq!(
+            texts,
+            ["select 1", "insert into t values ('a;b')", "select 2"]
+        );
+        assert_eq!(s[2].line, 3);
+    }
+
+    #[test]
+    fn parses_questdb_create_table() {
+        let c = parse("CREATE TABLE IF NOT EXISTS Cpu (ts TIMESTAMP, host SYMBOL CAPACITY 256 NOCACHE, v DOUBLE PRECISION, s VARCHAR(20)) TIMESTAMP(ts) PARTITION BY DAY WAL").unwrap();
+        let Command::CreateTable(c) = c else { panic!() };
+        assert_eq!(c.name, "cpu");
+        assert!(c.if_not_exists);
+        assert_eq!(c.columns[1], ("host".into(), ColumnType::Symbol));
+        assert_eq!(c.columns[2].1, ColumnType::Double);
+        assert_eq!(c.columns[3].1, ColumnType::Varchar);
+        assert_eq!(c.timestamp.as_deref(), Some("ts"));
+        assert_eq!(c.partition_by, Some(PartitionBy::Day));
+    }
+
+    #[test]
+    fn parses_create_as_and_alter() {
+        let Command::CreateTable(c) =
+            parse("create table t2 as (select * from (select 1) x) timestamp(ts)").unwrap()
+        else {
+            panic!()
+        };
+        assert_eq!(c.as_query.as_deref(), Some("select * from (select 1) x"));
+        assert_eq!(
+            parse("ALTER TABLE t DROP PARTITION LIST '2016-01-01', '2016-01-02'").unwrap(),
+            Command::DropPartitions {
+                table: "t".into(),
+                names: vec!["2016-01-01".into(), "2016-01-02".into()],
+                predicate: None
+            }
+        );
+        assert_eq!(
+            parse("alter table t rename column a to \"B\"").unwrap(),
+            Command::RenameColumn {
+                table: "t".into(),
+                from: "a".into(),
+                to: "B".into()
+            }
+        );
+        assert_eq!(parse("select * from t").unwrap(), Command::Sql);
+        assert_eq!(
+            parse("describe t").unwrap(),
+            Command::ShowColumns { table: "t".into() }
+        );
+    }
+
+    #[test]
+    fn errors_point_at_the_token() {
+        let e = parse("CREATE TABLE t (a FANCY)").unwrap_err();
+        assert_eq!(e.position(), Some((1, 19)), "{e}");
+        let e = parse("CREATE TABLE t (a INT) PARTITION BY FORTNIGHT").unwrap_err();
+        assert_eq!(e.position(), Some((1, 37)), "{e}");
+    }
+}

@@ -1,0 +1,514 @@
+//! The SQL engine: routes each statement to Sundial's own DDL or to DataFusion.
+
+use std::sync::Arc;
+
+use datafusion::arrow::array::{
+    ArrayRef, BooleanArray, Int64Array, RecordBatch, StringArray, TimestampNanosecondArray,
+    UInt64Array,
+};
+use datafusion::arrow::compute::cast;
+use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef, TimeUnit};
+use datafusion::execution::SendableRecordBatchStream;
+use datafusion::execution::context::{SQLOptions, SessionConfig, SessionContext};
+use datafusion::logical_expr::{DmlStatement, LogicalPlan, WriteOp};
+use datafusion::physical_plan::memory::MemoryStream;
+use futures::StreamExt;
+use sundial_storage::{ColumnType, Database, PartitionBy, Table, TableDef, TableMeta};
+
+use crate::ddl::{self, Command, CreateTable, Statement};
+use crate::error::{QueryError, Result};
+use crate::provider::SundialSchema;
+
+/// Catalog and schema names under which Sundial tables appear.
+pub const CATALOG: &str = "sundial";
+pub const SCHEMA: &str = "public";
+
+/// What a statement produced.
+pub enum Output {
+    /// A result set, streamed.
+    Rows(SendableRecordBatchStream),
+    /// A statement without a result set: its command tag (`CREATE TABLE`, `INSERT`, ...) and the
+    /// rows it affected where that means something.
+    Done { tag: String, rows: Option<u64> },
+}
+
+impl std::fmt::Debug for Output {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Output::Rows(_) => write!(f, "Rows(..)"),
+            Output::Done { tag, rows } => write!(f, "Done({tag}, {rows:?})"),
+        }
+    }
+}
+
+/// A collected result: the schema and every batch.
+#[derive(Debug, Clone)]
+pub struct Collected {
+    pub schema: SchemaRef,
+    pub batches: Vec<RecordBatch>,
+    pub tag: Option<String>,
+    pub rows_affected: Option<u64>,
+}
+
+/// Runs SQL against a [`Database`].
+pub struct Engine {
+    db: Arc<Database>,
+    ctx: SessionContext,
+}
+
+impl Engine {
+    pub fn new(db: Arc<Database>) -> Result<Engine> {
+        let config = SessionConfig::new()
+            .with_information_schema(true)
+            .with_default_catalog_and_schema(CATALOG, SCHEMA)
+            .with_create_default_catalog_and_schema(true);
+        let ctx = SessionContext::new_with_config(config);
+        let catalog = ctx
+            .catalog(CATALOG)
+            .ok_or_else(|| QueryError::Invalid("default catalog missing".into()))?;
+        catalog.register_schema(SCHEMA, Arc::new(SundialSchema::new(db.clone())))?;
+        Ok(Engine { db, ctx })
+    }
+
+    pub fn db(&self) -> &Arc<Database> {
+        &self.db
+    }
+
+    pub fn session(&self) -> &SessionContext {
+        &self.ctx
+    }
+
+    /// Splits a script into statements.
+    pub fn split(sql: &str) -> Result<Vec<Statement>> {
+        ddl::split_statements(sql)
+    }
+
+    /// Runs one statement.
+    pub async fn run(&self, sql: &str) -> Result<Output> {
+        match ddl::parse(sql)? {
+            Command::Sql => self.run_datafusion(sql).await,
+            Command::CreateTable(c) => self.create_table(c).await,
+            Command::ShowTables => rows(show_tables(&self.db)),
+            Command::ShowColumns { table } => {
+                let t = self.table(&table)?;
+                rows(show_columns(&t.meta()))
+            }
+            Command::ShowPartitions { table } => {
+                let t = self.table(&table)?;
+                rows(show_partitions(&t))
+            }
+            Command::AddColumns {
+                table,
+                columns,
+                if_not_exists,
+            } => {
+                let t = self.table(&table)?;
+                let mut w = t.writer()?;
+                for (name, column_type) in columns {
+                    if if_not_exists && w.meta().column_index(&name).is_some() {
+                        continue;
+                    }
+                    w.add_column(&name, column_type)?;
+                }
+                done("ALTER TABLE")
+            }
+            Command::DropColumns { table, columns } => {
+                let mut w = self.table(&table)?.writer()?;
+                for c in columns {
+                    w.drop_column(&c)?;
+                }
+                done("ALTER TABLE")
+            }
+            Command::RenameColumn { table, from, to } => {
+                self.table(&table)?.writer()?.rename_column(&from, &to)?;
+                done("ALTER TABLE")
+            }
+            Command::RenameTable { from, to } => {
+                self.db.rename_table(&from, &to)?;
+                done("RENAME TABLE")
+            }
+            Command::DropPartitions {
+                table,
+                names,
+                predicate,
+            } => self.drop_partitions(&table, names, predicate).await,
+            Command::DropTables { names, if_exists } => {
+                for name in names {
+                    if if_exists && self.db.table(&name).is_none() {
+                        continue;
+                    }
+                    self.db.drop_table(&name)?;
+                }
+                done("DROP TABLE")
+            }
+            Command::Truncate { tables } => {
+                let tables = tables
+                    .iter()
+                    .map(|t| self.table(t))
+                    .collect::<Result<Vec<_>>>()?;
+                for t in tables {
+                    t.writer()?.truncate()?;
+                }
+                done("TRUNCATE TABLE")
+            }
+        }
+    }
+
+    /// Runs a script and collects every statement's result; stops at the first error.
+    pub async fn execute(&self, sql: &str) -> Result<Vec<Collected>> {
+        let mut out = Vec::new();
+        for statement in Engine::split(sql)? {
+            out.push(
+                collect(
+                    self.run(&statement.text)
+                        .await
+                        .map_err(|e| shift_lines(e, statement.line))?,
+                )
+                .await?,
+            );
+        }
+        Ok(out)
+    }
+
+    fn table(&self, name: &str) -> Result<Arc<Table>> {
+        self.db.table(name).ok_or_else(|| {
+            QueryError::Storage(sundial_storage::StorageError::NotFound(format!(
+                "table '{name}' does not exist"
+            )))
+        })
+    }
+
+    async fn run_datafusion(&self, sql: &str) -> Result<Output> {
+        let state = self.ctx.state();
+        let plan = state.create_logical_plan(sql).await?;
+        SQLOptions::new()
+            .with_allow_ddl(false)
+            .verify_plan(&plan)
+            .map_err(|_| {
+                QueryError::NotSupported(
+                    "this DDL statement; Sundial supports CREATE/ALTER/DROP/TRUNCATE/RENAME TABLE"
+                        .into(),
+                )
+            })?;
+        let is_insert = matches!(
+            &plan,
+            LogicalPlan::Dml(DmlStatement {
+                op: WriteOp::Insert(_),
+                ..
+            })
+        );
+        let df = self.ctx.execute_logical_plan(plan).await?;
+        if is_insert {
+            let batches = df.collect().await?;
+            let rows = inserted_rows(&batches);
+            return Ok(Output::Done {
+                tag: "INSERT".into(),
+                rows: Some(rows),
+            });
+        }
+        Ok(Output::Rows(df.execute_stream().await?))
+    }
+
+    async fn create_table(&self, c: CreateTable) -> Result<Output> {
+        let partition_by = c.partition_by.unwrap_or(if c.timestamp.is_some() {
+            PartitionBy::Day
+        } else {
+            PartitionBy::None
+        });
+        let Some(query) = &c.as_query else {
+            let def = TableDef {
+                name: c.name,
+                columns: c.columns,
+                timestamp: c.timestamp,
+                partition_by,
+            };
+            self.db.create_table(def, c.if_not_exists)?;
+            return done("CREATE TABLE");
+        };
+        if c.if_not_exists && self.db.table(&c.name).is_some() {
+            return done("CREATE TABLE");
+        }
+        let df = self
+            .ctx
+            .sql_with_options(
+                query,
+                SQLOptions::new()
+                    .with_allow_ddl(false)
+                    .with_allow_dml(false),
+            )
+            .await?;
+        let mut columns = Vec::new();
+        for field in df.schema().fields() {
+            let column_type = ColumnType::from_arrow(field.data_type()).ok_or_else(|| {
+                QueryError::Invalid(format!(
+                    "column '{}' has type {}, which no Sundial column type can hold",
+                    field.name(),
+                    field.data_type()
+                ))
+            })?;
+            columns.push((field.name().clone(), column_type));
+        }
+        let def = TableDef {
+            name: c.name.clone(),
+            columns,
+            timestamp: c.timestamp,
+            partition_by,
+        };
+        let table = self.db.create_table(def, false)?;
+        let result = async {
+            let mut stream = df.execute_stream().await?;
+            let mut writer = table.writer()?;
+            let meta = writer.meta();
+            let mut rows = 0u64;
+            while let Some(batch) = stream.next().await {
+                let batch = conform(&batch?, &meta)?;
+                rows += batch.num_rows() as u64;
+                writer.append(&batch)?;
+            }
+            writer.commit()?;
+            Ok::<u64, QueryError>(rows)
+        }
+        .await;
+        match result {
+            Ok(rows) => Ok(Output::Done {
+                tag: "CREATE TABLE".into(),
+                rows: Some(rows),
+            }),
+            Err(e) => {
+                // The statement failed: leave no table behind.
+                drop(table);
+                let _ = self.db.drop_table(&c.name);
+                Err(e)
+            }
+        }
+    }
+
+    async fn drop_partitions(
+        &self,
+        table: &str,
+        names: Vec<String>,
+        predicate: Option<String>,
+    ) -> Result<Output> {
+        let t = self.table(table)?;
+        let snapshot = t.snapshot();
+        let meta = snapshot.meta().clone();
+        let mut keys = Vec::new();
+        for name in &names {
+            let key = meta
+                .partition_by
+                .parse_name(name)
+                .filter(|k| snapshot.partitions().iter().any(|p| p.key == *k))
+                .ok_or_else(|| {
+                    QueryError::Invalid(format!("table '{}' has no partition '{name}'", meta.name))
+                })?;
+            keys.push(key);
+        }
+        if let Some(predicate) = predicate {
+            let ts = meta.timestamp_column().ok_or_else(|| {
+                QueryError::Invalid(format!(
+                    "table '{}' has no designated timestamp, so no partitions",
+                    meta.name
+                ))
+            })?;
+            // A partition goes when every one of its rows satisfies the predicate.
+            for p in snapshot.partitions() {
+                let sql = format!(
+                    "SELECT count(*) FROM \"{}\" WHERE \"{}\" BETWEEN to_timestamp_nanos({}) AND to_timestamp_nanos({}) AND (({predicate}) IS NOT TRUE)",
+                    meta.name.replace('"', "\"\""),
+                    ts.name.replace('"', "\"\""),
+                    p.min_ts,
+                    p.max_ts
+                );
+                let batches = self.ctx.sql(&sql).await?.collect().await?;
+                if inserted_rows(&batches) == 0 {
+                    keys.push(p.key);
+                }
+            }
+        }
+        let dropped = t.writer()?.drop_partitions(&keys)?;
+        Ok(Output::Done {
+            tag: "ALTER TABLE".into(),
+            rows: Some(dropped as u64),
+        })
+    }
+}
+
+fn shift_lines(e: QueryError, first_line: u64) -> QueryError {
+    match e {
+        QueryError::Syntax {
+            message,
+            line,
+            column,
+        } => QueryError::Syntax {
+            message,
+            line: line + first_line - 1,
+            column,
+        },
+        other => other,
+    }
+}
+
+fn done(tag: &str) -> Result<Output> {
+    Ok(Output::Done {
+        tag: tag.into(),
+        rows: None,
+    })
+}
+
+fn rows(batch: RecordBatch) -> Result<Output> {
+    let schema = batch.schema();
+    Ok(Output::Rows(Box::pin(MemoryStream::try_new(
+        vec![batch],
+        schema,
+        None,
+    )?)))
+}
+
+/// Collects an output into memory.
+pub async fn collect(output: Output) -> Result<Collected> {
+    match output {
+        Output::Rows(mut stream) => {
+            let schema = stream.schema();
+            let mut batches = Vec::new();
+            while let Some(b) = stream.next().await {
+                batches.push(b?);
+            }
+            Ok(Collected {
+                schema,
+                batches,
+                tag: None,
+                rows_affected: None,
+            })
+        }
+        Output::Done { tag, rows } => Ok(Collected {
+            schema: Arc::new(Schema::empty()),
+            batches: Vec::new(),
+            tag: Some(tag),
+            rows_affected: rows,
+        }),
+    }
+}
+
+/// The single count DataFusion returns for DML and `count(*)`.
+fn inserted_rows(batches: &[RecordBatch]) -> u64 {
+    batches
+        .iter()
+        .filter(|b| b.num_columns() > 0 && b.num_rows() > 0)
+        .map(|b| {
+            let c = b.column(0);
+            if let Some(a) = c.as_any().downcast_ref::<UInt64Array>() {
+                a.value(0)
+            } else if let Some(a) = c.as_any().downcast_ref::<Int64Array>() {
+                a.value(0) as u64
+            } else {
+                0
+            }
+        })
+        .sum()
+}
+
+/// Casts a batch's columns to the types the table stores where the writer would not accept them.
+pub fn conform(batch: &RecordBatch, meta: &TableMeta) -> Result<RecordBatch> {
+    let mut fields = Vec::with_capacity(batch.num_columns());
+    let mut columns: Vec<ArrayRef> = Vec::with_capacity(batch.num_columns());
+    for (field, column) in batch.schema().fields().iter().zip(batch.columns()) {
+        let target = meta
+            .column_index(field.name())
+            .map(|i| meta.columns[i].column_type);
+        let keep = match target {
+            None => true,
+            Some(t) => {
+                let source = field.data_type();
+                source == &t.arrow_type()
+                    || matches!(source, DataType::Timestamp(_, _)) && t == ColumnType::Timestamp
+                    || matches!(
+                        source,
+                        DataType::Utf8
+                            | DataType::LargeUtf8
+                            | DataType::Utf8View
+                            | DataType::Dictionary(_, _)
+                    ) && matches!(t, ColumnType::Symbol | ColumnType::Varchar)
+            }
+        };
+        let column = match (keep, target) {
+            (false, Some(t)) => cast(column, &t.arrow_type())?,
+            _ => column.clone(),
+        };
+        fields.push(Field::new(field.name(), column.data_type().clone(), true));
+        columns.push(column);
+    }
+    Ok(RecordBatch::try_new(
+        Arc::new(Schema::new(fields)),
+        columns,
+    )?)
+}
+
+fn show_tables(db: &Database) -> RecordBatch {
+    let names = db.table_names();
+    let schema = Arc::new(Schema::new(vec![Field::new(
+        "table_name",
+        DataType::Utf8,
+        false,
+    )]));
+    RecordBatch::try_new(schema, vec![Arc::new(StringArray::from(names))])
+        .unwrap_or_else(|_| RecordBatch::new_empty(Arc::new(Schema::empty())))
+}
+
+fn show_columns(meta: &TableMeta) -> RecordBatch {
+    let schema = Arc::new(Schema::new(vec![
+        Field::new("column", DataType::Utf8, false),
+        Field::new("type", DataType::Utf8, false),
+        Field::new("indexed", DataType::Boolean, false),
+        Field::new("designated", DataType::Boolean, false),
+    ]));
+    let names: Vec<&str> = meta.columns.iter().map(|c| c.name.as_str()).collect();
+    let types: Vec<&str> = meta.columns.iter().map(|c| c.column_type.name()).collect();
+    let indexed = vec![false; names.len()];
+    let designated: Vec<bool> = (0..names.len())
+        .map(|i| meta.timestamp_index == Some(i))
+        .collect();
+    RecordBatch::try_new(
+        schema,
+        vec![
+            Arc::new(StringArray::from(names)),
+            Arc::new(StringArray::from(types)),
+            Arc::new(BooleanArray::from(indexed)),
+            Arc::new(BooleanArray::from(designated)),
+        ],
+    )
+    .unwrap_or_else(|_| RecordBatch::new_empty(Arc::new(Schema::empty())))
+}
+
+fn show_partitions(table: &Table) -> RecordBatch {
+    let snapshot = table.snapshot();
+    let meta = snapshot.meta();
+    let ts = DataType::Timestamp(TimeUnit::Nanosecond, None);
+    let schema = Arc::new(Schema::new(vec![
+        Field::new("index", DataType::Int64, false),
+        Field::new("name", DataType::Utf8, false),
+        Field::new("minTimestamp", ts.clone(), true),
+        Field::new("maxTimestamp", ts, true),
+        Field::new("numRows", DataType::Int64, false),
+    ]));
+    let parts = snapshot.partitions();
+    let has_ts = meta.timestamp_index.is_some();
+    RecordBatch::try_new(
+        schema,
+        vec![
+            Arc::new(Int64Array::from_iter_values(0..parts.len() as i64)),
+            Arc::new(StringArray::from_iter_values(
+                parts.iter().map(|p| meta.partition_by.dir_name(p.key)),
+            )),
+            Arc::new(TimestampNanosecondArray::from_iter(
+                parts.iter().map(|p| has_ts.then_some(p.min_ts)),
+            )),
+            Arc::new(TimestampNanosecondArray::from_iter(
+                parts.iter().map(|p| has_ts.then_some(p.max_ts)),
+            )),
+            Arc::new(Int64Array::from_iter_values(
+                parts.iter().map(|p| p.row_count as i64),
+            )),
+        ],
+    )
+    .unwrap_or_else(|_| RecordBatch::new_empty(Arc::new(Schema::empty())))
+}

@@ -1,0 +1,201 @@
+//! DataFusion's view of the database: a schema provider listing Sundial tables, a table provider
+//! per table (scan + insert), and the sink that writes INSERT results through the table writer.
+
+use std::fmt;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use datafusion::arrow::datatypes::SchemaRef;
+use datafusion::catalog::{SchemaProvider, Session, TableProvider};
+use datafusion::common::{DataFusionError, Result as DfResult};
+use datafusion::datasource::TableType;
+use datafusion::datasource::sink::{DataSink, DataSinkExec};
+use datafusion::execution::{SendableRecordBatchStream, TaskContext};
+use datafusion::logical_expr::dml::InsertOp;
+use datafusion::logical_expr::{Expr, TableProviderFilterPushDown};
+use datafusion::physical_plan::{DisplayAs, DisplayFormatType, ExecutionPlan};
+use futures::StreamExt;
+use sundial_storage::{Database, Snapshot, Table};
+
+use crate::error::external;
+use crate::scan::{SundialScanExec, is_time_filter, ranges, split_frames, time_bounds};
+
+/// The `public` schema: every table of the database.
+#[derive(Debug)]
+pub struct SundialSchema {
+    db: Arc<Database>,
+}
+
+impl SundialSchema {
+    pub fn new(db: Arc<Database>) -> Self {
+        SundialSchema { db }
+    }
+}
+
+#[async_trait]
+impl SchemaProvider for SundialSchema {
+    fn table_names(&self) -> Vec<String> {
+        self.db.table_names()
+    }
+
+    async fn table(&self, name: &str) -> DfResult<Option<Arc<dyn TableProvider>>> {
+        Ok(self
+            .db
+            .table(name)
+            .map(|t| Arc::new(SundialTable::new(t)) as Arc<dyn TableProvider>))
+    }
+
+    fn table_exist(&self, name: &str) -> bool {
+        self.db.table(name).is_some()
+    }
+}
+
+/// One table as DataFusion sees it, pinned to the snapshot current when the query was planned.
+#[derive(Debug)]
+pub struct SundialTable {
+    table: Arc<Table>,
+    snapshot: Arc<Snapshot>,
+    schema: SchemaRef,
+}
+
+impl SundialTable {
+    pub fn new(table: Arc<Table>) -> Self {
+        let snapshot = table.snapshot();
+        let schema = snapshot.meta().arrow_schema();
+        SundialTable {
+            table,
+            snapshot,
+            schema,
+        }
+    }
+
+    fn timestamp_name(&self) -> Option<&str> {
+        self.snapshot
+            .meta()
+            .timestamp_column()
+            .map(|c| c.name.as_str())
+    }
+}
+
+/// Rows per scan frame: enough frames for every core to get several, never tiny.
+fn frame_rows(total_rows: u64, target_partitions: usize, batch_rows: usize) -> u64 {
+    let batch_rows = batch_rows.max(1) as u64;
+    let wanted = total_rows / (target_partitions.max(1) as u64 * 4);
+    wanted.div_ceil(batch_rows).clamp(1, 128) * batch_rows
+}
+
+#[async_trait]
+impl TableProvider for SundialTable {
+    fn schema(&self) -> SchemaRef {
+        self.schema.clone()
+    }
+
+    fn table_type(&self) -> TableType {
+        TableType::Base
+    }
+
+    fn supports_filters_pushdown(
+        &self,
+        filters: &[&Expr],
+    ) -> DfResult<Vec<TableProviderFilterPushDown>> {
+        let ts = self.timestamp_name();
+        Ok(filters
+            .iter()
+            .map(|f| match ts {
+                Some(ts) if is_time_filter(f, ts) => TableProviderFilterPushDown::Inexact,
+                _ => TableProviderFilterPushDown::Unsupported,
+            })
+            .collect())
+    }
+
+    async fn scan(
+        &self,
+        state: &dyn Session,
+        projection: Option<&Vec<usize>>,
+        filters: &[Expr],
+        limit: Option<usize>,
+    ) -> DfResult<Arc<dyn ExecutionPlan>> {
+        let projection = projection
+            .cloned()
+            .unwrap_or_else(|| (0..self.schema.fields().len()).collect());
+        let schema = Arc::new(self.schema.project(&projection)?);
+        let bounds = match self.timestamp_name() {
+            Some(ts) => time_bounds(filters, ts),
+            None => Default::default(),
+        };
+        let ranges = ranges(&self.snapshot, bounds).map_err(external)?;
+        let total: u64 = ranges.iter().map(|r| r.rows.end - r.rows.start).sum();
+        let config = state.config();
+        let frames = split_frames(
+            ranges,
+            frame_rows(total, config.target_partitions(), config.batch_size()),
+        );
+        Ok(Arc::new(SundialScanExec::new(
+            self.snapshot.clone(),
+            projection,
+            schema,
+            frames,
+            limit,
+            config.target_partitions(),
+        )))
+    }
+
+    async fn insert_into(
+        &self,
+        _state: &dyn Session,
+        input: Arc<dyn ExecutionPlan>,
+        insert_op: InsertOp,
+    ) -> DfResult<Arc<dyn ExecutionPlan>> {
+        if insert_op != InsertOp::Append {
+            return Err(DataFusionError::NotImplemented(format!(
+                "{insert_op} is not supported; use INSERT INTO"
+            )));
+        }
+        let sink = SundialSink {
+            table: self.table.clone(),
+            schema: self.schema.clone(),
+        };
+        Ok(Arc::new(DataSinkExec::new(input, Arc::new(sink), None)))
+    }
+}
+
+/// Writes every batch of an INSERT through the table writer and commits once at the end, so
+/// the statement is atomic: it adds all its rows or none.
+#[derive(Debug)]
+pub struct SundialSink {
+    table: Arc<Table>,
+    schema: SchemaRef,
+}
+
+impl DisplayAs for SundialSink {
+    fn fmt_as(&self, _t: DisplayFormatType, f: &mut fmt::Formatter) -> fmt::Result {
+        write!(f, "SundialSink: table={}", self.table.name())
+    }
+}
+
+#[async_trait]
+impl DataSink for SundialSink {
+    fn schema(&self) -> &SchemaRef {
+        &self.schema
+    }
+
+    async fn write_all(
+        &self,
+        mut data: SendableRecordBatchStream,
+        _context: &Arc<TaskContext>,
+    ) -> DfResult<u64> {
+        let table = self.table.clone();
+        let mut writer = tokio::task::spawn_blocking(move || table.writer())
+            .await
+            .map_err(|e| DataFusionError::External(Box::new(e)))?
+            .map_err(external)?;
+        let mut rows = 0u64;
+        while let Some(batch) = data.next().await {
+            let batch = batch?;
+            rows += batch.num_rows() as u64;
+            writer.append(&batch).map_err(external)?;
+        }
+        writer.commit().map_err(external)?;
+        Ok(rows)
+    }
+}

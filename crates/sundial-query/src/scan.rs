@@ -1,0 +1,413 @@
+//! Scanning a table snapshot: designated-timestamp pruning and a parallel, zero-copy scan.
+//!
+//! ```text
+//! filters on ts ──▶ [lo, hi) ──▶ partitions pruned ──▶ binary search ──▶ row ranges
+//! row ranges ──▶ frames (≈ equal slices) ──▶ frame i runs in output partition i % N
+//!            ──▶ RecordBatches of `batch_size` rows, sliced from the mapped files
+//! ```
+
+use std::fmt;
+use std::ops::Range;
+use std::sync::Arc;
+
+use datafusion::arrow::datatypes::SchemaRef;
+use datafusion::arrow::record_batch::RecordBatch;
+use datafusion::common::tree_node::TreeNodeRecursion;
+use datafusion::common::{Result as DfResult, ScalarValue};
+use datafusion::execution::{SendableRecordBatchStream, TaskContext};
+use datafusion::logical_expr::{BinaryExpr, Expr, Operator};
+use datafusion::physical_expr::{EquivalenceProperties, PhysicalExpr};
+use datafusion::physical_plan::execution_plan::{Boundedness, EmissionType};
+use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
+use datafusion::physical_plan::{
+    ChildrenPropertiesMode, DisplayAs, DisplayFormatType, ExecutionPlan, Partitioning,
+    PlanProperties, ReplaceChildrenOptions,
+};
+use sundial_storage::Snapshot;
+
+use crate::error::external;
+
+/// Rows `rows` of partition `partition` of a snapshot.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Frame {
+    pub partition: usize,
+    pub rows: Range<u64>,
+}
+
+/// Bounds `[lo, hi)` on the designated timestamp implied by a conjunction of filters.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct TimeBounds {
+    pub lo: Option<i64>,
+    pub hi: Option<i64>,
+}
+
+impl TimeBounds {
+    fn raise_lo(&mut self, v: i64) {
+        self.lo = Some(self.lo.map_or(v, |lo| lo.max(v)));
+    }
+    fn lower_hi(&mut self, v: i64) {
+        self.hi = Some(self.hi.map_or(v, |hi| hi.min(v)));
+    }
+    pub fn is_empty(&self) -> bool {
+        matches!((self.lo, self.hi), (Some(lo), Some(hi)) if lo >= hi)
+    }
+}
+
+/// Whether `expr` constrains the designated timestamp `ts_column` in a way the scan applies.
+pub fn is_time_filter(expr: &Expr, ts_column: &str) -> bool {
+    let mut b = TimeBounds::default();
+    apply_time_filter(expr, ts_column, &mut b)
+}
+
+/// Narrows `bounds` by every conjunct of `filters` that compares the timestamp to a constant.
+pub fn time_bounds(filters: &[Expr], ts_column: &str) -> TimeBounds {
+    let mut bounds = TimeBounds::default();
+    for f in filters {
+        for conjunct in datafusion::logical_expr::utils::split_conjunction(f) {
+            apply_time_filter(conjunct, ts_column, &mut bounds);
+        }
+    }
+    bounds
+}
+
+fn apply_time_filter(expr: &Expr, ts_column: &str, b: &mut TimeBounds) -> bool {
+    match expr {
+        Expr::BinaryExpr(BinaryExpr { left, op, right }) => {
+            if *op == Operator::And {
+                let l = apply_time_filter(left, ts_column, b);
+                let r = apply_time_filter(right, ts_column, b);
+                return l || r;
+            }
+            let (op, value) = match (
+                column_name(left),
+                literal_ns(right),
+                column_name(right),
+                literal_ns(left),
+            ) {
+                (Some(c), Some(v), _, _) if c == ts_column => (*op, v),
+                (_, _, Some(c), Some(v)) if c == ts_column => match op.swap() {
+                    Some(op) => (op, v),
+                    None => return false,
+                },
+                _ => return false,
+            };
+            match op {
+                Operator::Gt => b.raise_lo(value.saturating_add(1)),
+                Operator::GtEq => b.raise_lo(value),
+                Operator::Lt => b.lower_hi(value),
+                Operator::LtEq => b.lower_hi(value.saturating_add(1)),
+                Operator::Eq => {
+                    b.raise_lo(value);
+                    b.lower_hi(value.saturating_add(1));
+                }
+                _ => return false,
+            }
+            true
+        }
+        Expr::Between(between) if !between.negated => {
+            match (
+                column_name(&between.expr),
+                literal_ns(&between.low),
+                literal_ns(&between.high),
+            ) {
+                (Some(c), Some(lo), Some(hi)) if c == ts_column => {
+                    b.raise_lo(lo);
+                    b.lower_hi(hi.saturating_add(1));
+                    true
+                }
+                _ => false,
+            }
+        }
+        _ => false,
+    }
+}
+
+fn column_name(expr: &Expr) -> Option<&str> {
+    match expr {
+        Expr::Column(c) => Some(c.name.as_str()),
+        _ => None,
+    }
+}
+
+/// A constant timestamp as nanoseconds.
+fn literal_ns(expr: &Expr) -> Option<i64> {
+    let Expr::Literal(value, _) = expr else {
+        return None;
+    };
+    match value {
+        ScalarValue::TimestampNanosecond(Some(v), _) => Some(*v),
+        ScalarValue::TimestampMicrosecond(Some(v), _) => v.checked_mul(1_000),
+        ScalarValue::TimestampMillisecond(Some(v), _) => v.checked_mul(1_000_000),
+        ScalarValue::TimestampSecond(Some(v), _) => v.checked_mul(1_000_000_000),
+        _ => None,
+    }
+}
+
+/// The row ranges of `snapshot` inside `bounds`, partition by partition.
+pub fn ranges(snapshot: &Snapshot, bounds: TimeBounds) -> sundial_storage::Result<Vec<Frame>> {
+    let mut out = Vec::new();
+    if bounds.is_empty() {
+        return Ok(out);
+    }
+    let has_ts = snapshot.meta().timestamp_index.is_some();
+    for (i, p) in snapshot.partitions().iter().enumerate() {
+        if p.row_count == 0 {
+            continue;
+        }
+        if has_ts {
+            if bounds.lo.is_some_and(|lo| p.max_ts < lo)
+                || bounds.hi.is_some_and(|hi| p.min_ts >= hi)
+            {
+                continue;
+            }
+            let rows = snapshot.rows_in_range(i, bounds.lo, bounds.hi)?;
+            if !rows.is_empty() {
+                out.push(Frame { partition: i, rows });
+            }
+        } else {
+            out.push(Frame {
+                partition: i,
+                rows: 0..p.row_count,
+            });
+        }
+    }
+    Ok(out)
+}
+
+/// Splits ranges into frames of about `frame_rows` rows (whole multiples of `batch_rows`).
+pub fn split_frames(ranges: Vec<Frame>, frame_rows: u64) -> Vec<Frame> {
+    let frame_rows = frame_rows.max(1);
+    let mut out = Vec::new();
+    for r in ranges {
+        let mut start = r.rows.start;
+        while start < r.rows.end {
+            let end = (start + frame_rows).min(r.rows.end);
+            out.push(Frame {
+                partition: r.partition,
+                rows: start..end,
+            });
+            start = end;
+        }
+    }
+    out
+}
+
+/// The physical scan of a Sundial table.
+#[derive(Debug)]
+pub struct SundialScanExec {
+    snapshot: Arc<Snapshot>,
+    projection: Vec<usize>,
+    schema: SchemaRef,
+    frames: Arc<Vec<Frame>>,
+    limit: Option<usize>,
+    partitions: usize,
+    properties: Arc<PlanProperties>,
+}
+
+impl SundialScanExec {
+    pub fn new(
+        snapshot: Arc<Snapshot>,
+        projection: Vec<usize>,
+        schema: SchemaRef,
+        frames: Vec<Frame>,
+        limit: Option<usize>,
+        target_partitions: usize,
+    ) -> Self {
+        let partitions = target_partitions.clamp(1, frames.len().max(1));
+        let properties = Arc::new(PlanProperties::new(
+            EquivalenceProperties::new(schema.clone()),
+            Partitioning::UnknownPartitioning(partitions),
+            EmissionType::Incremental,
+            Boundedness::Bounded,
+        ));
+        SundialScanExec {
+            snapshot,
+            projection,
+            schema,
+            frames: Arc::new(frames),
+            limit,
+            partitions,
+            properties,
+        }
+    }
+
+    pub fn frames(&self) -> &[Frame] {
+        &self.frames
+    }
+}
+
+impl DisplayAs for SundialScanExec {
+    fn fmt_as(&self, _t: DisplayFormatType, f: &mut fmt::Formatter) -> fmt::Result {
+        let rows: u64 = self
+            .frames
+            .iter()
+            .map(|fr| fr.rows.end - fr.rows.start)
+            .sum();
+        write!(
+            f,
+            "SundialScanExec: table={}, frames={}, rows={rows}, projection={:?}",
+            self.snapshot.meta().name,
+            self.frames.len(),
+            self.projection
+        )?;
+        if let Some(limit) = self.limit {
+            write!(f, ", limit={limit}")?;
+        }
+        Ok(())
+    }
+}
+
+impl ExecutionPlan for SundialScanExec {
+    fn name(&self) -> &'static str {
+        "SundialScanExec"
+    }
+
+    fn properties(&self) -> &Arc<PlanProperties> {
+        &self.properties
+    }
+
+    fn children(&self) -> Vec<&Arc<dyn ExecutionPlan>> {
+        vec![]
+    }
+
+    fn apply_expressions(
+        &self,
+        _f: &mut dyn FnMut(&Arc<dyn PhysicalExpr>) -> DfResult<TreeNodeRecursion>,
+    ) -> DfResult<TreeNodeRecursion> {
+        Ok(TreeNodeRecursion::Continue)
+    }
+
+    fn replace_children(
+        self: Arc<Self>,
+        _: Vec<Arc<dyn ExecutionPlan>>,
+        _: ReplaceChildrenOptions,
+    ) -> DfResult<Arc<dyn ExecutionPlan>> {
+        Ok(self)
+    }
+
+    fn with_new_children(
+        self: Arc<Self>,
+        children: Vec<Arc<dyn ExecutionPlan>>,
+    ) -> DfResult<Arc<dyn ExecutionPlan>> {
+        self.replace_children(
+            children,
+            ReplaceChildrenOptions::new(ChildrenPropertiesMode::Recompute),
+        )
+    }
+
+    fn execute(
+        &self,
+        partition: usize,
+        context: Arc<TaskContext>,
+    ) -> DfResult<SendableRecordBatchStream> {
+        let batch_rows = context.session_config().batch_size().max(1) as u64;
+        let mine: Vec<Frame> = self
+            .frames
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| i % self.partitions == partition)
+            .map(|(_, f)| f.clone())
+            .collect();
+        let snapshot = self.snapshot.clone();
+        let projection = self.projection.clone();
+        let mut remaining = self.limit.map_or(u64::MAX, |l| l as u64);
+        let batches = mine
+            .into_iter()
+            .flat_map(move |frame| {
+                let mut start = frame.rows.start;
+                std::iter::from_fn(move || {
+                    (start < frame.rows.end).then(|| {
+                        let end = (start + batch_rows).min(frame.rows.end);
+                        let piece = (frame.partition, start..end);
+                        start = end;
+                        piece
+                    })
+                })
+            })
+            .map_while(move |(p, rows)| {
+                if remaining == 0 {
+                    return None;
+                }
+                let rows = rows.start..rows.end.min(rows.start.saturating_add(remaining));
+                remaining -= rows.end - rows.start;
+                Some(read(&snapshot, p, &projection, rows))
+            });
+        Ok(Box::pin(RecordBatchStreamAdapter::new(
+            self.schema.clone(),
+            futures::stream::iter(batches),
+        )))
+    }
+}
+
+fn read(
+    snapshot: &Snapshot,
+    partition: usize,
+    projection: &[usize],
+    rows: Range<u64>,
+) -> DfResult<RecordBatch> {
+    snapshot
+        .read_batch(partition, projection, rows)
+        .map_err(external)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use datafusion::logical_expr::{col, lit};
+
+    fn ts(v: i64) -> Expr {
+        lit(ScalarValue::TimestampNanosecond(Some(v), None))
+    }
+
+    #[test]
+    fn bounds_from_comparisons() {
+        let f = vec![
+            col("ts").gt_eq(ts(10)).and(col("ts").lt(ts(20))),
+            ts(12).lt(col("ts")),
+        ];
+        assert_eq!(
+            time_bounds(&f, "ts"),
+            TimeBounds {
+                lo: Some(13),
+                hi: Some(20)
+            }
+        );
+        let f = vec![col("ts").between(ts(5), ts(7))];
+        assert_eq!(
+            time_bounds(&f, "ts"),
+            TimeBounds {
+                lo: Some(5),
+                hi: Some(8)
+            }
+        );
+        let f = vec![col("other").gt(ts(5)), col("ts").eq(ts(3))];
+        assert_eq!(
+            time_bounds(&f, "ts"),
+            TimeBounds {
+                lo: Some(3),
+                hi: Some(4)
+            }
+        );
+        assert!(!is_time_filter(&col("ts").not_eq(ts(1)), "ts"));
+        assert!(time_bounds(&[col("ts").gt(ts(5)).and(col("ts").lt(ts(3)))], "ts").is_empty());
+    }
+
+    #[test]
+    fn frames_split_evenly() {
+        let f = split_frames(
+            vec![
+                Frame {
+                    partition: 0,
+                    rows: 0..25,
+                },
+                Frame {
+                    partition: 1,
+                    rows: 5..9,
+                },
+            ],
+            10,
+        );
+        let sizes: Vec<u64> = f.iter().map(|f| f.rows.end - f.rows.start).collect();
+        assert_eq!(sizes, vec![10, 10, 5, 4]);
+    }
+}

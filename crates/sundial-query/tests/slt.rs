@@ -1,0 +1,142 @@
+//! Runs every `tests/slt/*.slt` sqllogictest file against a fresh database.
+//! `SUNDIAL_SLT_COMPLETE=1 cargo test -p sundial-query --test slt` rewrites the expected results.
+
+use std::path::PathBuf;
+
+use datafusion::arrow::array::Array;
+use datafusion::arrow::datatypes::DataType;
+use datafusion::arrow::util::display::{ArrayFormatter, FormatOptions};
+use sqllogictest::{AsyncDB, DBOutput, DefaultColumnType, Runner};
+use sundial_query::{Engine, QueryError};
+use sundial_storage::{Database, Durability, StorageOptions};
+
+struct SundialDb {
+    engine: Engine,
+    _dir: tempfile::TempDir,
+}
+
+#[derive(Debug)]
+struct SltError(QueryError);
+
+impl std::fmt::Display for SltError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}", self.0)
+    }
+}
+
+impl std::error::Error for SltError {}
+
+impl SundialDb {
+    fn new() -> SundialDb {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let options = StorageOptions {
+            durability: Durability::None,
+            ..StorageOptions::default()
+        };
+        let db = Database::open(dir.path(), options).expect("open database");
+        SundialDb {
+            engine: Engine::new(db).expect("engine"),
+            _dir: dir,
+        }
+    }
+}
+
+fn column_type(t: &DataType) -> DefaultColumnType {
+    match t {
+        t if t.is_integer() => DefaultColumnType::Integer,
+        t if t.is_floating() => DefaultColumnType::FloatingPoint,
+        _ => DefaultColumnType::Text,
+    }
+}
+
+#[async_trait::async_trait]
+impl AsyncDB for SundialDb {
+    type Error = SltError;
+    type ColumnType = DefaultColumnType;
+
+    async fn run(&mut self, sql: &str) -> Result<DBOutput<DefaultColumnType>, SltError> {
+        let mut results = self.engine.execute(sql).await.map_err(SltError)?;
+        let Some(last) = results.pop() else {
+            return Ok(DBOutput::StatementComplete(0));
+        };
+        if last.tag.is_some() {
+            return Ok(DBOutput::StatementComplete(last.rows_affected.unwrap_or(0)));
+        }
+        let types = last
+            .schema
+            .fields()
+            .iter()
+            .map(|f| column_type(f.data_type()))
+            .collect();
+        let options = FormatOptions::default().with_null("NULL");
+        let mut rows = Vec::new();
+        for batch in &last.batches {
+            let formatters: Vec<_> = batch
+                .columns()
+                .iter()
+                .map(|c| ArrayFormatter::try_new(c.as_ref() as &dyn Array, &options))
+                .collect::<Result<_, _>>()
+                .map_err(|e| SltError(QueryError::DataFusion(e.into())))?;
+            for row in 0..batch.num_rows() {
+                rows.push(
+                    formatters
+                        .iter()
+                        .map(|f| match f.value(row).to_string() {
+                            s if s.is_empty() => "(empty)".to_string(),
+                            s => s,
+                        })
+                        .collect(),
+                );
+            }
+        }
+        Ok(DBOutput::Rows { types, rows })
+    }
+
+    async fn shutdown(&mut self) {}
+
+    fn engine_name(&self) -> &str {
+        "sundial"
+    }
+}
+
+fn slt_files() -> Vec<PathBuf> {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/slt");
+    let mut files: Vec<_> = std::fs::read_dir(&dir)
+        .expect("tests/slt")
+        .map(|e| e.expect("entry").path())
+        .filter(|p| p.extension().is_some_and(|e| e == "slt"))
+        .collect();
+    files.sort();
+    files
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sqllogictest_files() {
+    let complete = std::env::var("SUNDIAL_SLT_COMPLETE").is_ok();
+    let mut failures = Vec::new();
+    let files = slt_files();
+    assert!(!files.is_empty(), "no .slt files found");
+    for file in files {
+        let mut runner = Runner::new(|| async { Ok::<_, SltError>(SundialDb::new()) });
+        if complete {
+            runner
+                .update_test_file(
+                    &file,
+                    " ",
+                    sqllogictest::default_validator,
+                    sqllogictest::default_normalizer,
+                    sqllogictest::default_column_validator,
+                )
+                .await
+                .unwrap_or_else(|e| panic!("{}: {e}", file.display()));
+        } else if let Err(e) = runner.run_file_async(&file).await {
+            failures.push(format!("{}: {e}", file.display()));
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "{} file(s) failed:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
+}
