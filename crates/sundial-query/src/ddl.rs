@@ -337,14 +337,18 @@ impl Parser<'_> {
         text
     }
 
+    /// An optional `IF NOT EXISTS`.
+    fn if_not_exists(&mut self) -> Result<bool> {
+        if !self.eat_kw("IF") {
+            return Ok(false);
+        }
+        self.expect_kw("NOT")?;
+        self.expect_kw("EXISTS")?;
+        Ok(true)
+    }
+
     fn create_table(&mut self) -> Result<CreateTable> {
-        let if_not_exists = if self.eat_kw("IF") {
-            self.expect_kw("NOT")?;
-            self.expect_kw("EXISTS")?;
-            true
-        } else {
-            false
-        };
+        let if_not_exists = self.if_not_exists()?;
         let name = self.name("table name")?;
         let mut create = CreateTable {
             name,
@@ -504,13 +508,7 @@ impl Parser<'_> {
         let table = self.name("table name")?;
         if self.eat_kw("ADD") {
             self.eat_kw("COLUMN");
-            let if_not_exists = if self.eat_kw("IF") {
-                self.expect_kw("NOT")?;
-                self.expect_kw("EXISTS")?;
-                true
-            } else {
-                false
-            };
+            let if_not_exists = self.if_not_exists()?;
             let mut columns = Vec::new();
             loop {
                 let name = self.name("column name")?;

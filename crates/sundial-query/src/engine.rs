@@ -62,6 +62,9 @@ impl Engine {
             .with_information_schema(true)
             .with_default_catalog_and_schema(CATALOG, SCHEMA)
             .with_create_default_catalog_and_schema(true);
+        let mut config = config;
+        // Spans let planning errors point at the offending identifier.
+        config.options_mut().sql_parser.collect_spans = true;
         let ctx = SessionContext::new_with_config(config);
         let catalog = ctx
             .catalog(CATALOG)
@@ -162,7 +165,7 @@ impl Engine {
                 collect(
                     self.run(&statement.text)
                         .await
-                        .map_err(|e| shift_lines(e, statement.line))?,
+                        .map_err(|e| e.in_statement_at_line(statement.line))?,
                 )
                 .await?,
             );
@@ -333,21 +336,6 @@ impl Engine {
     }
 }
 
-fn shift_lines(e: QueryError, first_line: u64) -> QueryError {
-    match e {
-        QueryError::Syntax {
-            message,
-            line,
-            column,
-        } => QueryError::Syntax {
-            message,
-            line: line + first_line - 1,
-            column,
-        },
-        other => other,
-    }
-}
-
 fn done(tag: &str) -> Result<Output> {
     Ok(Output::Done {
         tag: tag.into(),
@@ -427,7 +415,10 @@ pub fn conform(batch: &RecordBatch, meta: &TableMeta) -> Result<RecordBatch> {
                             | DataType::LargeUtf8
                             | DataType::Utf8View
                             | DataType::Dictionary(_, _)
-                    ) && matches!(t, ColumnType::Symbol | ColumnType::Varchar)
+                    ) && matches!(
+                        t,
+                        ColumnType::Symbol | ColumnType::Varchar | ColumnType::Uuid
+                    )
             }
         };
         let column = match (keep, target) {

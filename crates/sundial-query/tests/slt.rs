@@ -76,7 +76,7 @@ impl AsyncDB for SundialDb {
                 .iter()
                 .map(|c| ArrayFormatter::try_new(c.as_ref() as &dyn Array, &options))
                 .collect::<Result<_, _>>()
-                .map_err(|e| SltError(QueryError::DataFusion(e.into())))?;
+                .map_err(|e| SltError(QueryError::from(e)))?;
             for row in 0..batch.num_rows() {
                 rows.push(
                     formatters

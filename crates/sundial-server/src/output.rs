@@ -40,21 +40,10 @@ pub async fn run_script(
     let statements = Engine::split(sql).map_err(|e| describe(&e))?;
     for statement in statements {
         let started = Instant::now();
-        let output = engine.run(&statement.text).await.map_err(|e| {
-            let e = match e {
-                QueryError::Syntax {
-                    message,
-                    line,
-                    column,
-                } => QueryError::Syntax {
-                    message,
-                    line: line + statement.line - 1,
-                    column,
-                },
-                other => other,
-            };
-            describe(&e)
-        })?;
+        let output = engine
+            .run(&statement.text)
+            .await
+            .map_err(|e| describe(&e.in_statement_at_line(statement.line)))?;
         let rows = print(output, format).await.map_err(|e| describe(&e))?;
         if format == Format::Table {
             let mut footer = rows;

@@ -69,6 +69,20 @@ fn errors_exit_non_zero_with_the_position() {
         err.contains("unknown column type 'FANCY'") && err.contains("line 2, column 19"),
         "{err}"
     );
+    // Planning errors point at the offending identifier too.
+    let o = sundial(
+        dir.path(),
+        &[
+            "sql",
+            "CREATE TABLE t (ts TIMESTAMP, v LONG) TIMESTAMP(ts);\nSELECT v,\n  nope FROM t",
+        ],
+    );
+    assert!(!o.status.success());
+    let err = stderr(&o);
+    assert!(
+        err.contains("No field named nope") && err.contains("line 3, column 3"),
+        "{err}"
+    );
     let o = sundial(dir.path(), &["sql", "SELECT * FROM missing"]);
     assert!(!o.status.success());
     assert!(stderr(&o).contains("missing"), "{}", stderr(&o));

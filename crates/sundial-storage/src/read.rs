@@ -7,8 +7,8 @@ use arrow_array::types::{
     TimestampNanosecondType,
 };
 use arrow_array::{
-    ArrayRef, ArrowPrimitiveType, BooleanArray, DictionaryArray, FixedSizeBinaryArray,
-    LargeBinaryArray, LargeStringArray, PrimitiveArray, new_null_array,
+    ArrayRef, ArrowPrimitiveType, BooleanArray, DictionaryArray, LargeBinaryArray,
+    LargeStringArray, PrimitiveArray, new_null_array,
 };
 use arrow_buffer::{BooleanBuffer, Buffer, NullBuffer, OffsetBuffer, ScalarBuffer};
 
@@ -73,14 +73,9 @@ pub(crate) fn read_array(
                     let values: ArrayRef = values.clone();
                     Arc::new(DictionaryArray::try_new(keys, values).map_err(corrupt)?)
                 }
-                ColumnType::Uuid => Arc::new(
-                    FixedSizeBinaryArray::try_new(
-                        16,
-                        buf.slice_with_length(start * 16, len * 16),
-                        nulls,
-                    )
-                    .map_err(corrupt)?,
-                ),
+                ColumnType::Uuid => {
+                    uuid_strings(&buf.as_slice()[start * 16..(start + len) * 16], nulls)
+                }
                 other => {
                     return Err(StorageError::Internal(format!(
                         "{other:?} is not fixed-width"
@@ -115,6 +110,36 @@ pub(crate) fn read_array(
         }
     };
     Ok(array)
+}
+
+/// UUIDs as canonical text: the one type whose reads format (copy) instead of mapping.
+fn uuid_strings(bytes: &[u8], nulls: Option<NullBuffer>) -> ArrayRef {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    let rows = bytes.len() / 16;
+    let mut data = Vec::with_capacity(rows * 36);
+    let mut offsets = Vec::with_capacity(rows + 1);
+    offsets.push(0i32);
+    for (row, uuid) in bytes.chunks_exact(16).enumerate() {
+        if nulls.as_ref().is_none_or(|n| n.is_valid(row)) {
+            for (i, b) in uuid.iter().enumerate() {
+                if matches!(i, 4 | 6 | 8 | 10) {
+                    data.push(b'-');
+                }
+                data.push(HEX[usize::from(b >> 4)]);
+                data.push(HEX[usize::from(b & 0xf)]);
+            }
+        }
+        offsets.push(data.len() as i32);
+    }
+    // SAFETY: offsets start at 0 and never decrease; the data is ASCII.
+    let array = unsafe {
+        arrow_array::StringArray::new_unchecked(
+            OffsetBuffer::new_unchecked(ScalarBuffer::from(offsets)),
+            Buffer::from_vec(data),
+            nulls,
+        )
+    };
+    Arc::new(array)
 }
 
 fn primitive<T: ArrowPrimitiveType>(
