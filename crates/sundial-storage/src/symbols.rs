@@ -21,7 +21,8 @@ pub(crate) struct SymbolDict {
     column_id: u32,
     dir: PathBuf,
     values: Vec<String>,
-    keys: HashMap<String, i32>,
+    /// Symbol to key. Seeded per process, fast for the short strings symbols are.
+    keys: HashMap<String, i32, foldhash::fast::RandomState>,
     committed: usize,
     data_len: u64,
     published: SymbolValues,
@@ -31,11 +32,8 @@ impl SymbolDict {
     pub fn load(table_dir: &Path, column_id: u32, count: u32) -> Result<SymbolDict> {
         let dir = table_dir.join(SYMBOL_DIR);
         let values = crate::read::read_symbols(&dir, column_id, count)?;
-        let keys = values
-            .iter()
-            .enumerate()
-            .map(|(i, v)| (v.clone(), i as i32))
-            .collect();
+        let mut keys = HashMap::with_capacity_and_hasher(values.len(), Default::default());
+        keys.extend(values.iter().enumerate().map(|(i, v)| (v.clone(), i as i32)));
         let data_len = values.iter().map(|v| v.len() as u64).sum();
         let published = Arc::new(StringArray::from_iter_values(values.iter()));
         Ok(SymbolDict {
