@@ -11,6 +11,7 @@
 
 mod import;
 mod output;
+mod serve;
 mod shell;
 
 use std::path::PathBuf;
@@ -55,6 +56,13 @@ enum DurabilityArg {
 
 #[derive(Subcommand, Debug)]
 enum Command {
+    /// Run the server: ILP over TCP, UDP and HTTP (SQL over PostgreSQL and HTTP to come).
+    Serve {
+        #[command(flatten)]
+        data: DataOptions,
+        #[command(flatten)]
+        serve: serve::ServeArgs,
+    },
     /// Interactive SQL shell.
     Shell {
         #[command(flatten)]
@@ -107,7 +115,7 @@ fn main() -> ExitCode {
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_env("SUNDIAL_LOG")
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
         )
         .with_writer(std::io::stderr)
         .init();
@@ -124,6 +132,10 @@ fn main() -> ExitCode {
     };
     let result = runtime.block_on(async move {
         match cli.command {
+            Command::Serve { data, serve } => {
+                let (db, _engine) = open(&data)?;
+                serve::run(db, serve).await
+            }
             Command::Shell { data } => {
                 let (_db, engine) = open(&data)?;
                 shell::run(engine, &data.data_dir).await

@@ -33,7 +33,12 @@ impl SymbolDict {
         let dir = table_dir.join(SYMBOL_DIR);
         let values = crate::read::read_symbols(&dir, column_id, count)?;
         let mut keys = HashMap::with_capacity_and_hasher(values.len(), Default::default());
-        keys.extend(values.iter().enumerate().map(|(i, v)| (v.clone(), i as i32)));
+        keys.extend(
+            values
+                .iter()
+                .enumerate()
+                .map(|(i, v)| (v.clone(), i as i32)),
+        );
         let data_len = values.iter().map(|v| v.len() as u64).sum();
         let published = Arc::new(StringArray::from_iter_values(values.iter()));
         Ok(SymbolDict {

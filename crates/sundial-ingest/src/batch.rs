@@ -1,0 +1,355 @@
+//! One table's buffered rows: an Arrow builder per column, committed as one batch.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Instant;
+
+use arrow_array::builder::{
+    ArrayBuilder, BooleanBuilder, Date64Builder, Float32Builder, Float64Builder, Int8Builder,
+    Int16Builder, Int32Builder, Int64Builder, StringBuilder, TimestampNanosecondBuilder,
+};
+use arrow_array::{ArrayRef, RecordBatch};
+use arrow_schema::{Field, Schema};
+use sundial_storage::{ColumnType, StorageError, Table, TableMeta};
+
+use crate::{IngestError, Texts};
+
+/// A value of a parsed line: text by index into the line's [`Texts`], or a number.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum ValueRef {
+    Text(usize),
+    Int(i64),
+    Float(f64),
+    Bool(bool),
+}
+
+enum Builder {
+    Bool(BooleanBuilder),
+    I8(Int8Builder),
+    I16(Int16Builder),
+    I32(Int32Builder),
+    I64(Int64Builder),
+    F32(Float32Builder),
+    F64(Float64Builder),
+    Ts(TimestampNanosecondBuilder),
+    Date(Date64Builder),
+    /// SYMBOL, VARCHAR and UUID columns take text.
+    Text(StringBuilder),
+    /// Columns ILP cannot write (BINARY): always NULL.
+    Nulls(usize),
+}
+
+impl Builder {
+    fn new(column_type: ColumnType) -> Builder {
+        match column_type {
+            ColumnType::Boolean => Builder::Bool(BooleanBuilder::new()),
+            ColumnType::Byte => Builder::I8(Int8Builder::new()),
+            ColumnType::Short => Builder::I16(Int16Builder::new()),
+            ColumnType::Int => Builder::I32(Int32Builder::new()),
+            ColumnType::Long => Builder::I64(Int64Builder::new()),
+            ColumnType::Float => Builder::F32(Float32Builder::new()),
+            ColumnType::Double => Builder::F64(Float64Builder::new()),
+            ColumnType::Timestamp => Builder::Ts(TimestampNanosecondBuilder::new()),
+            ColumnType::Date => Builder::Date(Date64Builder::new()),
+            ColumnType::Symbol | ColumnType::Varchar | ColumnType::Uuid => {
+                Builder::Text(StringBuilder::new())
+            }
+            ColumnType::Binary => Builder::Nulls(0),
+        }
+    }
+
+    fn append_null(&mut self) {
+        match self {
+            Builder::Bool(b) => b.append_null(),
+            Builder::I8(b) => b.append_null(),
+            Builder::I16(b) => b.append_null(),
+            Builder::I32(b) => b.append_null(),
+            Builder::I64(b) => b.append_null(),
+            Builder::F32(b) => b.append_null(),
+            Builder::F64(b) => b.append_null(),
+            Builder::Ts(b) => b.append_null(),
+            Builder::Date(b) => b.append_null(),
+            Builder::Text(b) => b.append_null(),
+            Builder::Nulls(n) => *n += 1,
+        }
+    }
+
+    /// Appends a value already checked by [`check`].
+    fn append(&mut self, value: ValueRef, texts: &Texts) {
+        match (self, value) {
+            (Builder::Bool(b), ValueRef::Bool(v)) => b.append_value(v),
+            (Builder::I8(b), ValueRef::Int(v)) => b.append_value(v as i8),
+            (Builder::I16(b), ValueRef::Int(v)) => b.append_value(v as i16),
+            (Builder::I32(b), ValueRef::Int(v)) => b.append_value(v as i32),
+            (Builder::I64(b), ValueRef::Int(v)) => b.append_value(v),
+            (Builder::F32(b), ValueRef::Float(v)) => b.append_value(v as f32),
+            (Builder::F32(b), ValueRef::Int(v)) => b.append_value(v as f32),
+            (Builder::F64(b), ValueRef::Float(v)) => b.append_value(v),
+            (Builder::F64(b), ValueRef::Int(v)) => b.append_value(v as f64),
+            (Builder::Text(b), ValueRef::Text(i)) => b.append_value(texts.get(i)),
+            (other, _) => other.append_null(),
+        }
+    }
+
+    fn finish(&mut self, column_type: ColumnType) -> ArrayRef {
+        match self {
+            Builder::Bool(b) => Arc::new(b.finish()),
+            Builder::I8(b) => Arc::new(b.finish()),
+            Builder::I16(b) => Arc::new(b.finish()),
+            Builder::I32(b) => Arc::new(b.finish()),
+            Builder::I64(b) => Arc::new(b.finish()),
+            Builder::F32(b) => Arc::new(b.finish()),
+            Builder::F64(b) => Arc::new(b.finish()),
+            Builder::Ts(b) => Arc::new(b.finish()),
+            Builder::Date(b) => Arc::new(b.finish()),
+            Builder::Text(b) => Arc::new(b.finish()),
+            Builder::Nulls(n) => {
+                let rows = std::mem::take(n);
+                arrow_array::new_null_array(&column_type.arrow_type(), rows)
+            }
+        }
+    }
+
+    fn len(&self) -> usize {
+        match self {
+            Builder::Bool(b) => b.len(),
+            Builder::I8(b) => b.len(),
+            Builder::I16(b) => b.len(),
+            Builder::I32(b) => b.len(),
+            Builder::I64(b) => b.len(),
+            Builder::F32(b) => b.len(),
+            Builder::F64(b) => b.len(),
+            Builder::Ts(b) => b.len(),
+            Builder::Date(b) => b.len(),
+            Builder::Text(b) => b.len(),
+            Builder::Nulls(n) => *n,
+        }
+    }
+}
+
+/// Whether `value` can be stored in a column of `column_type` (with its range), else why not.
+fn check(column_type: ColumnType, value: ValueRef, texts: &Texts) -> Result<(), String> {
+    let ok = match (column_type, value) {
+        (ColumnType::Symbol | ColumnType::Varchar, ValueRef::Text(_)) => true,
+        (ColumnType::Uuid, ValueRef::Text(i)) => {
+            if sundial_storage::parse_uuid(texts.get(i)).is_none() {
+                return Err(format!("'{}' is not a UUID", texts.get(i)));
+            }
+            true
+        }
+        (ColumnType::Long, ValueRef::Int(_)) => true,
+        (ColumnType::Int, ValueRef::Int(v)) => {
+            i32::try_from(v).is_ok() || return Err(format!("{v} is out of range for INT"))
+        }
+        (ColumnType::Short, ValueRef::Int(v)) => {
+            i16::try_from(v).is_ok() || return Err(format!("{v} is out of range for SHORT"))
+        }
+        (ColumnType::Byte, ValueRef::Int(v)) => {
+            i8::try_from(v).is_ok() || return Err(format!("{v} is out of range for BYTE"))
+        }
+        (ColumnType::Double | ColumnType::Float, ValueRef::Float(_) | ValueRef::Int(_)) => true,
+        (ColumnType::Boolean, ValueRef::Bool(_)) => true,
+        _ => false,
+    };
+    if ok {
+        Ok(())
+    } else {
+        Err(format!(
+            "cannot store {} in a {} column",
+            value_kind(value),
+            column_type.name()
+        ))
+    }
+}
+
+fn value_kind(value: ValueRef) -> &'static str {
+    match value {
+        ValueRef::Text(_) => "a string",
+        ValueRef::Int(_) => "an integer",
+        ValueRef::Float(_) => "a float",
+        ValueRef::Bool(_) => "a boolean",
+    }
+}
+
+pub(crate) struct TableBatch {
+    table: Arc<Table>,
+    meta: Arc<TableMeta>,
+    /// Column name (lower case) to index, for case-insensitive matching without a scan.
+    index: HashMap<String, usize>,
+    builders: Vec<Builder>,
+    rows: usize,
+    oldest: Option<Instant>,
+    touched: Vec<bool>,
+    columns_of_line: Vec<usize>,
+}
+
+impl TableBatch {
+    pub fn new(table: Arc<Table>) -> TableBatch {
+        let mut batch = TableBatch {
+            meta: table.meta(),
+            table,
+            index: HashMap::new(),
+            builders: Vec::new(),
+            rows: 0,
+            oldest: None,
+            touched: Vec::new(),
+            columns_of_line: Vec::new(),
+        };
+        batch.reset_schema();
+        batch
+    }
+
+    fn reset_schema(&mut self) {
+        self.meta = self.table.meta();
+        self.index = self
+            .meta
+            .columns
+            .iter()
+            .enumerate()
+            .map(|(i, c)| (c.name.to_lowercase(), i))
+            .collect();
+        self.builders = self
+            .meta
+            .columns
+            .iter()
+            .map(|c| Builder::new(c.column_type))
+            .collect();
+        self.touched = vec![false; self.builders.len()];
+        self.rows = 0;
+        self.oldest = None;
+    }
+
+    pub fn rows(&self) -> usize {
+        self.rows
+    }
+
+    pub fn oldest(&self) -> Option<Instant> {
+        self.oldest
+    }
+
+    pub fn table_name(&self) -> &str {
+        &self.meta.name
+    }
+
+    fn column(&self, name: &str) -> Option<usize> {
+        self.meta
+            .columns
+            .iter()
+            .position(|c| c.name == name)
+            .or_else(|| self.index.get(&name.to_lowercase()).copied())
+    }
+
+    /// Checks and buffers one row; adds missing columns first (committing buffered rows).
+    pub fn add_row(
+        &mut self,
+        texts: &Texts,
+        values: &[(usize, ColumnType, ValueRef)],
+        timestamp: i64,
+    ) -> Result<(), IngestError> {
+        let missing: Vec<(String, ColumnType)> = values
+            .iter()
+            .filter(|(key, _, _)| self.column(texts.get(*key)).is_none())
+            .map(|(key, t, _)| (texts.get(*key).to_string(), *t))
+            .collect();
+        if !missing.is_empty() {
+            self.add_columns(&missing)?;
+        }
+        let ts_index = self.meta.timestamp_index;
+        self.columns_of_line.clear();
+        for (key, _, value) in values {
+            let name = texts.get(*key);
+            let i = self
+                .column(name)
+                .ok_or_else(|| StorageError::Internal(format!("column '{name}' vanished")))?;
+            if Some(i) == ts_index {
+                return Err(IngestError::Rejected(format!(
+                    "'{name}' is the designated timestamp column; it cannot be set as a tag or field"
+                )));
+            }
+            check(self.meta.columns[i].column_type, *value, texts)
+                .map_err(|why| IngestError::Rejected(format!("column '{name}': {why}")))?;
+            self.columns_of_line.push(i);
+        }
+        // Checked: from here the row is appended whole.
+        self.touched.iter_mut().for_each(|t| *t = false);
+        if let Some(ts) = ts_index {
+            if let Builder::Ts(b) = &mut self.builders[ts] {
+                b.append_value(timestamp);
+            }
+            self.touched[ts] = true;
+        }
+        for (i, (_, _, value)) in self.columns_of_line.iter().zip(values) {
+            if !self.touched[*i] {
+                self.builders[*i].append(*value, texts);
+                self.touched[*i] = true;
+            }
+        }
+        for (b, touched) in self.builders.iter_mut().zip(&self.touched) {
+            if !touched {
+                b.append_null();
+            }
+        }
+        debug_assert!(self.builders.iter().all(|b| b.len() == self.rows + 1));
+        self.rows += 1;
+        self.oldest.get_or_insert_with(Instant::now);
+        Ok(())
+    }
+
+    fn add_columns(&mut self, missing: &[(String, ColumnType)]) -> Result<(), IngestError> {
+        self.commit()?;
+        let mut writer = self.table.writer()?;
+        for (name, column_type) in missing {
+            match writer.add_column(name, *column_type) {
+                Ok(()) => {}
+                // Another receiver added it first.
+                Err(StorageError::AlreadyExists(_)) => {}
+                Err(e) => return Err(e.into()),
+            }
+        }
+        drop(writer);
+        self.reset_schema();
+        Ok(())
+    }
+
+    /// Appends the buffered rows to the table and commits them; returns how many.
+    pub fn commit(&mut self) -> Result<u64, IngestError> {
+        if self.rows == 0 {
+            return Ok(0);
+        }
+        let rows = self.rows;
+        let fields: Vec<Field> = self
+            .meta
+            .columns
+            .iter()
+            .map(|c| Field::new(&c.name, builder_type(c.column_type), true))
+            .collect();
+        let columns: Vec<ArrayRef> = self
+            .builders
+            .iter_mut()
+            .zip(&self.meta.columns)
+            .map(|(b, c)| b.finish(c.column_type))
+            .collect();
+        self.rows = 0;
+        self.oldest = None;
+        let batch = RecordBatch::try_new(Arc::new(Schema::new(fields)), columns)
+            .map_err(|e| StorageError::Internal(e.to_string()))?;
+        let mut writer = self.table.writer()?;
+        writer.append(&batch)?;
+        writer.commit()?;
+        Ok(rows as u64)
+    }
+
+    pub fn discard(&mut self) {
+        if self.rows > 0 {
+            self.reset_schema();
+        }
+    }
+}
+
+/// The Arrow type a column's builder produces.
+fn builder_type(column_type: ColumnType) -> arrow_schema::DataType {
+    match column_type {
+        ColumnType::Symbol | ColumnType::Varchar | ColumnType::Uuid => arrow_schema::DataType::Utf8,
+        other => other.arrow_type(),
+    }
+}

@@ -1,0 +1,314 @@
+//! # sundial-ingest
+//!
+//! Turns InfluxDB line protocol into committed rows. Every receiver (TCP, UDP, HTTP `/write`)
+//! owns an [`Ingestor`]: it parses each line, finds or creates the table and its columns, and
+//! appends the values to per-table Arrow builders; [`Ingestor::flush`] hands each table's batch to
+//! the table's writer in one commit.
+//!
+//! ```text
+//!  bytes ─▶ sundial_ilp::split_lines ─▶ LineParser ─▶ Ingestor::ingest_line
+//!                                                      │ table missing?  create (tags SYMBOL, fields
+//!                                                      │                 LONG/DOUBLE/VARCHAR/BOOLEAN)
+//!                                                      │ column missing? commit rows so far, ADD COLUMN
+//!                                                      ▼
+//!                                   per-table builders ─flush─▶ TableWriter::append + commit
+//! ```
+//!
+//! A line is all or nothing: it is checked completely (names, types, ranges) before any of its
+//! values is appended, so a rejected line leaves the buffers as they were.
+
+mod batch;
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Instant;
+
+use sundial_ilp::{FieldValue, LineParser, ParseError, Precision};
+use sundial_storage::{ColumnType, Database, PartitionBy, StorageError, TableDef};
+
+use crate::batch::{TableBatch, ValueRef};
+
+/// Settings of an [`Ingestor`].
+#[derive(Debug, Clone)]
+pub struct IngestOptions {
+    /// Name of the designated timestamp column of tables created by ILP.
+    pub timestamp_column: String,
+    /// Partitioning of tables created by ILP.
+    pub partition_by: PartitionBy,
+    /// Longest accepted line, in bytes.
+    pub line_bytes_max: usize,
+    /// A table's buffered rows are committed once there are this many...
+    pub commit_rows: usize,
+    /// ...or once the oldest has waited this long.
+    pub commit_interval_ms: u64,
+}
+
+impl Default for IngestOptions {
+    fn default() -> Self {
+        IngestOptions {
+            timestamp_column: "timestamp".into(),
+            partition_by: PartitionBy::Day,
+            line_bytes_max: 1 << 20,
+            commit_rows: 100_000,
+            commit_interval_ms: 1_000,
+        }
+    }
+}
+
+/// Why a line or a commit failed, by fault.
+#[derive(Debug, thiserror::Error)]
+pub enum IngestError {
+    #[error("{0}")]
+    Syntax(#[from] ParseError),
+    /// The line is well-formed but does not fit the table (type conflict, out of range).
+    #[error("{0}")]
+    Rejected(String),
+    #[error(transparent)]
+    Storage(#[from] StorageError),
+}
+
+/// Counters of one ingestor.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct IngestStats {
+    pub lines_accepted: u64,
+    pub lines_rejected: u64,
+    pub rows_committed: u64,
+}
+
+/// Buffers ILP lines per table and commits them. Not shared between threads: each receiver
+/// task has its own; they meet only at the table writers.
+pub struct Ingestor {
+    db: Arc<Database>,
+    options: IngestOptions,
+    parser: LineParser,
+    tables: HashMap<String, TableBatch>,
+    stats: IngestStats,
+    // Per-line scratch space, reused so that steady-state ingestion does not allocate.
+    texts: Texts,
+    values: Vec<(usize, ColumnType, ValueRef)>,
+    unescape_buf: String,
+}
+
+/// Reusable list of strings: `clear` keeps every string's capacity.
+#[derive(Default)]
+pub(crate) struct Texts {
+    items: Vec<String>,
+    used: usize,
+}
+
+impl Texts {
+    fn clear(&mut self) {
+        self.used = 0;
+    }
+
+    /// Stores a copy of `s`; returns its index.
+    fn push(&mut self, s: &str) -> usize {
+        if self.used == self.items.len() {
+            self.items.push(String::new());
+        }
+        let item = &mut self.items[self.used];
+        item.clear();
+        item.push_str(s);
+        self.used += 1;
+        self.used - 1
+    }
+
+    pub(crate) fn get(&self, i: usize) -> &str {
+        self.items.get(i).map_or("", String::as_str)
+    }
+}
+
+impl Ingestor {
+    pub fn new(db: Arc<Database>, options: IngestOptions) -> Ingestor {
+        let parser = LineParser::new(options.line_bytes_max);
+        Ingestor {
+            db,
+            options,
+            parser,
+            tables: HashMap::new(),
+            stats: IngestStats::default(),
+            texts: Texts::default(),
+            values: Vec::new(),
+            unescape_buf: String::new(),
+        }
+    }
+
+    pub fn options(&self) -> &IngestOptions {
+        &self.options
+    }
+
+    pub fn stats(&self) -> IngestStats {
+        self.stats
+    }
+
+    /// Rows buffered and not yet committed.
+    pub fn pending_rows(&self) -> usize {
+        self.tables.values().map(TableBatch::rows).sum()
+    }
+
+    /// Parses one line (without its newline) and buffers its row. `now_ns` is used when the
+    /// line has no timestamp. On error nothing of the line is kept.
+    pub fn ingest_line(
+        &mut self,
+        line: &[u8],
+        precision: Precision,
+        now_ns: i64,
+    ) -> Result<(), IngestError> {
+        let result = self.ingest(line, precision, now_ns);
+        match &result {
+            Ok(()) => self.stats.lines_accepted += 1,
+            Err(_) => self.stats.lines_rejected += 1,
+        }
+        result
+    }
+
+    fn ingest(
+        &mut self,
+        line: &[u8],
+        precision: Precision,
+        now_ns: i64,
+    ) -> Result<(), IngestError> {
+        let mut texts = std::mem::take(&mut self.texts);
+        let mut values = std::mem::take(&mut self.values);
+        let result = self.parse_into(line, precision, now_ns, &mut texts, &mut values);
+        let result = result.and_then(|timestamp| self.buffer_row(&texts, &values, timestamp));
+        self.texts = texts;
+        self.values = values;
+        result
+    }
+
+    /// Parses a line into unescaped texts (measurement first) and typed values; returns the
+    /// row's timestamp in nanoseconds.
+    fn parse_into(
+        &mut self,
+        line: &[u8],
+        precision: Precision,
+        now_ns: i64,
+        texts: &mut Texts,
+        values: &mut Vec<(usize, ColumnType, ValueRef)>,
+    ) -> Result<i64, IngestError> {
+        texts.clear();
+        values.clear();
+        let unescape = &mut self.unescape_buf;
+        let parsed = self.parser.parse_line(line)?;
+        let timestamp = match parsed.timestamp() {
+            Some(t) => precision
+                .to_nanos(t)
+                .ok_or_else(|| IngestError::Rejected(format!("timestamp {t} out of range")))?,
+            None => now_ns,
+        };
+        texts.push(parsed.measurement().unescape(unescape));
+        for (k, v) in parsed.tags() {
+            let key = texts.push(k.unescape(unescape));
+            let value = texts.push(v.unescape(unescape));
+            values.push((key, ColumnType::Symbol, ValueRef::Text(value)));
+        }
+        for (k, v) in parsed.fields() {
+            let key = texts.push(k.unescape(unescape));
+            let (column_type, value) = match v {
+                FieldValue::Float(f) => (ColumnType::Double, ValueRef::Float(f)),
+                FieldValue::Integer(i) => (ColumnType::Long, ValueRef::Int(i)),
+                FieldValue::UInteger(u) => match i64::try_from(u) {
+                    Ok(i) => (ColumnType::Long, ValueRef::Int(i)),
+                    Err(_) => {
+                        return Err(IngestError::Rejected(format!(
+                            "unsigned value {u} is out of range for LONG"
+                        )));
+                    }
+                },
+                FieldValue::Str(s) => (
+                    ColumnType::Varchar,
+                    ValueRef::Text(texts.push(s.unescape(unescape))),
+                ),
+                FieldValue::Bool(b) => (ColumnType::Boolean, ValueRef::Bool(b)),
+            };
+            values.push((key, column_type, value));
+        }
+        Ok(timestamp)
+    }
+
+    fn buffer_row(
+        &mut self,
+        texts: &Texts,
+        values: &[(usize, ColumnType, ValueRef)],
+        timestamp: i64,
+    ) -> Result<(), IngestError> {
+        let table_name = texts.get(0);
+        if !self.tables.contains_key(table_name) {
+            let table = match self.db.table(table_name) {
+                Some(t) => t,
+                None => {
+                    let mut columns =
+                        vec![(self.options.timestamp_column.clone(), ColumnType::Timestamp)];
+                    for (key, column_type, _) in values {
+                        let name = texts.get(*key);
+                        if !columns.iter().any(|(c, _)| c.eq_ignore_ascii_case(name)) {
+                            columns.push((name.to_string(), *column_type));
+                        }
+                    }
+                    let def = TableDef {
+                        name: table_name.to_string(),
+                        columns,
+                        timestamp: Some(self.options.timestamp_column.clone()),
+                        partition_by: self.options.partition_by,
+                    };
+                    self.db.create_table(def, true)?
+                }
+            };
+            self.tables
+                .insert(table_name.to_string(), TableBatch::new(table));
+        }
+        let batch = self
+            .tables
+            .get_mut(table_name)
+            .ok_or_else(|| StorageError::Internal("table batch vanished".into()))?;
+        batch.add_row(texts, values, timestamp)?;
+        if batch.rows() >= self.options.commit_rows {
+            self.stats.rows_committed += batch.commit()?;
+        }
+        Ok(())
+    }
+
+    /// Commits every table's buffered rows.
+    pub fn flush(&mut self) -> Result<u64, IngestError> {
+        let mut rows = 0;
+        let mut first_error = None;
+        for batch in self.tables.values_mut() {
+            match batch.commit() {
+                Ok(n) => rows += n,
+                Err(e) => {
+                    tracing::error!("commit to '{}' failed: {e}", batch.table_name());
+                    first_error.get_or_insert(e);
+                }
+            }
+        }
+        self.stats.rows_committed += rows;
+        match first_error {
+            Some(e) => Err(e),
+            None => Ok(rows),
+        }
+    }
+
+    /// Commits the tables whose oldest buffered row has waited `commit_interval_ms`.
+    pub fn flush_due(&mut self, now: Instant) -> Result<u64, IngestError> {
+        let interval = std::time::Duration::from_millis(self.options.commit_interval_ms);
+        let mut rows = 0;
+        for batch in self.tables.values_mut() {
+            if batch
+                .oldest()
+                .is_some_and(|t| now.duration_since(t) >= interval)
+            {
+                rows += batch.commit()?;
+            }
+        }
+        self.stats.rows_committed += rows;
+        Ok(rows)
+    }
+
+    /// Drops every buffered row.
+    pub fn discard(&mut self) {
+        for batch in self.tables.values_mut() {
+            batch.discard();
+        }
+    }
+}

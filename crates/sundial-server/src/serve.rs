@@ -1,0 +1,493 @@
+//! `sundial serve`: the network server. For now it receives InfluxDB line protocol over TCP,
+//! UDP and HTTP (`/write`, `/api/v2/write`, `/ping`); SQL over PostgreSQL and HTTP comes next.
+//!
+//! ```text
+//!  TCP conn ──▶ task: LineSplitter ─▶ Ingestor ──┐
+//!  UDP      ──▶ task: datagram lines ─▶ Ingestor ─┼─▶ TableWriter (per table, one at a time)
+//!  HTTP /write ─▶ blocking task: body ─▶ Ingestor ┘     commit: by rows, by time, at shutdown
+//! ```
+//!
+//! What a sender can rely on: HTTP answers 204 only once every good line is committed. TCP and
+//! UDP have no acknowledgement: a line is committed at the latest `commit_interval_ms` after it
+//! arrived while the server runs, and at graceful shutdown (Ctrl-C, SIGTERM); lines still
+//! buffered when the process is killed are lost. Bad lines are logged and counted, never
+//! stop the others.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use axum::Router;
+use axum::body::Bytes;
+use axum::extract::{DefaultBodyLimit, Query, State};
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use sundial_ilp::{LineSpan, LineSplitter, Precision};
+use sundial_ingest::{IngestError, IngestOptions, Ingestor};
+use sundial_storage::{Database, PartitionBy};
+use tokio::io::AsyncReadExt;
+use tokio::net::{TcpListener, TcpStream, UdpSocket};
+use tokio::sync::watch;
+use tokio::task::JoinSet;
+
+/// Listener and ingestion settings of `sundial serve`.
+#[derive(clap::Args, Debug, Clone)]
+pub struct ServeArgs {
+    /// HTTP listener (ILP `/write` now; the SQL API later).
+    #[arg(long, env = "SUNDIAL_HTTP_ADDR", default_value = "127.0.0.1:9000")]
+    pub http_addr: SocketAddr,
+    /// ILP over TCP listener.
+    #[arg(long, env = "SUNDIAL_ILP_TCP_ADDR", default_value = "127.0.0.1:9009")]
+    pub ilp_tcp_addr: SocketAddr,
+    /// ILP over UDP listener; off unless given (e.g. 127.0.0.1:9009).
+    #[arg(long, env = "SUNDIAL_ILP_UDP_ADDR")]
+    pub ilp_udp_addr: Option<SocketAddr>,
+    /// Largest accepted HTTP body (after gzip decoding), in bytes; larger ones get 413.
+    #[arg(long, env = "SUNDIAL_HTTP_BODY_BYTES_MAX", default_value_t = 256 << 20)]
+    pub http_body_bytes_max: usize,
+    /// Longest accepted ILP line, in bytes.
+    #[arg(long, env = "SUNDIAL_ILP_LINE_BYTES_MAX", default_value_t = 1 << 20)]
+    pub ilp_line_bytes_max: usize,
+    /// Commit a table's buffered ILP rows once there are this many...
+    #[arg(long, env = "SUNDIAL_ILP_COMMIT_ROWS", default_value_t = 100_000)]
+    pub ilp_commit_rows: usize,
+    /// ...or once the oldest has waited this long.
+    #[arg(long, env = "SUNDIAL_ILP_COMMIT_INTERVAL_MS", default_value_t = 1_000)]
+    pub ilp_commit_interval_ms: u64,
+    /// Close a TCP connection that sent nothing for this long.
+    #[arg(long, env = "SUNDIAL_ILP_IDLE_TIMEOUT_MS", default_value_t = 300_000)]
+    pub ilp_idle_timeout_ms: u64,
+    /// Designated timestamp column of tables created by ILP.
+    #[arg(
+        long,
+        env = "SUNDIAL_ILP_TIMESTAMP_COLUMN",
+        default_value = "timestamp"
+    )]
+    pub ilp_timestamp_column: String,
+    /// Partitioning of tables created by ILP.
+    #[arg(long, env = "SUNDIAL_ILP_PARTITION_BY", default_value = "DAY")]
+    pub ilp_partition_by: String,
+}
+
+/// Rows and lines per transport, for the logs (and later metrics).
+#[derive(Default)]
+struct Counters {
+    accepted: [AtomicU64; 3],
+    rejected: [AtomicU64; 3],
+}
+
+const TCP: usize = 0;
+const UDP: usize = 1;
+const HTTP: usize = 2;
+
+struct Shared {
+    db: Arc<Database>,
+    ingest: IngestOptions,
+    args: ServeArgs,
+    counters: Counters,
+}
+
+impl Shared {
+    fn count(&self, transport: usize, ingestor: &Ingestor, before: sundial_ingest::IngestStats) {
+        let now = ingestor.stats();
+        self.counters.accepted[transport].fetch_add(
+            now.lines_accepted - before.lines_accepted,
+            Ordering::Relaxed,
+        );
+        self.counters.rejected[transport].fetch_add(
+            now.lines_rejected - before.lines_rejected,
+            Ordering::Relaxed,
+        );
+    }
+}
+
+fn now_ns() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as i64)
+}
+
+pub async fn run(db: Arc<Database>, args: ServeArgs) -> Result<(), String> {
+    let partition_by = PartitionBy::parse(&args.ilp_partition_by)
+        .ok_or_else(|| format!("unknown partitioning '{}'", args.ilp_partition_by))?;
+    let ingest = IngestOptions {
+        timestamp_column: args.ilp_timestamp_column.clone(),
+        partition_by,
+        line_bytes_max: args.ilp_line_bytes_max,
+        commit_rows: args.ilp_commit_rows,
+        commit_interval_ms: args.ilp_commit_interval_ms,
+    };
+    let shared = Arc::new(Shared {
+        db,
+        ingest,
+        args: args.clone(),
+        counters: Counters::default(),
+    });
+    let (stop_tx, stop_rx) = watch::channel(false);
+    let mut tasks = JoinSet::new();
+
+    let tcp = TcpListener::bind(args.ilp_tcp_addr)
+        .await
+        .map_err(|e| format!("cannot listen on {} (ILP/TCP): {e}", args.ilp_tcp_addr))?;
+    let http = TcpListener::bind(args.http_addr)
+        .await
+        .map_err(|e| format!("cannot listen on {} (HTTP): {e}", args.http_addr))?;
+    tracing::info!("ILP over TCP on {}", args.ilp_tcp_addr);
+    tracing::info!("HTTP on {}", args.http_addr);
+    tasks.spawn(accept_tcp(tcp, shared.clone(), stop_rx.clone()));
+    if let Some(addr) = args.ilp_udp_addr {
+        let socket = UdpSocket::bind(addr)
+            .await
+            .map_err(|e| format!("cannot listen on {addr} (ILP/UDP): {e}"))?;
+        tracing::info!("ILP over UDP on {addr}");
+        tasks.spawn(receive_udp(socket, shared.clone(), stop_rx.clone()));
+    }
+    let app = Router::new()
+        .route("/ping", get(ping).head(ping))
+        .route("/write", post(write))
+        .route("/api/v2/write", post(write))
+        .layer(DefaultBodyLimit::max(args.http_body_bytes_max))
+        .with_state(shared.clone());
+    let mut http_stop = stop_rx.clone();
+    tasks.spawn(async move {
+        let served = axum::serve(http, app)
+            .with_graceful_shutdown(async move {
+                let _ = http_stop.wait_for(|stop| *stop).await;
+            })
+            .await;
+        if let Err(e) = served {
+            tracing::error!("HTTP server failed: {e}");
+        }
+    });
+    eprintln!(
+        "sundial serving: HTTP {}, ILP/TCP {}{}",
+        args.http_addr,
+        args.ilp_tcp_addr,
+        args.ilp_udp_addr
+            .map(|a| format!(", ILP/UDP {a}"))
+            .unwrap_or_default()
+    );
+
+    shutdown_signal().await;
+    tracing::info!("shutting down: committing what was received");
+    let _ = stop_tx.send(true);
+    while tasks.join_next().await.is_some() {}
+    let c = &shared.counters;
+    for (name, i) in [("TCP", TCP), ("UDP", UDP), ("HTTP", HTTP)] {
+        tracing::info!(
+            "ILP/{name}: {} lines accepted, {} rejected",
+            c.accepted[i].load(Ordering::Relaxed),
+            c.rejected[i].load(Ordering::Relaxed)
+        );
+    }
+    Ok(())
+}
+
+async fn shutdown_signal() {
+    let ctrl_c = tokio::signal::ctrl_c();
+    #[cfg(unix)]
+    {
+        let mut term =
+            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+                Ok(s) => s,
+                Err(_) => {
+                    let _ = ctrl_c.await;
+                    return;
+                }
+            };
+        tokio::select! {
+            _ = ctrl_c => {}
+            _ = term.recv() => {}
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = ctrl_c.await;
+}
+
+async fn accept_tcp(listener: TcpListener, shared: Arc<Shared>, mut stop: watch::Receiver<bool>) {
+    let mut connections = JoinSet::new();
+    let connection_stop = stop.clone();
+    loop {
+        tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok((stream, peer)) => {
+                    connections.spawn(tcp_connection(stream, peer, shared.clone(), connection_stop.clone()));
+                }
+                Err(e) => tracing::warn!("ILP/TCP accept failed: {e}"),
+            },
+            _ = stop.wait_for(|s| *s) => break,
+        }
+        while connections.try_join_next().is_some() {}
+    }
+    while connections.join_next().await.is_some() {}
+}
+
+/// Bytes read from a socket per read call.
+const READ_BYTES: usize = 64 << 10;
+
+async fn tcp_connection(
+    mut stream: TcpStream,
+    peer: SocketAddr,
+    shared: Arc<Shared>,
+    mut stop: watch::Receiver<bool>,
+) {
+    let mut ingestor = Ingestor::new(shared.db.clone(), shared.ingest.clone());
+    let mut splitter = LineSplitter::new(shared.ingest.line_bytes_max);
+    let mut buf: Vec<u8> = Vec::with_capacity(READ_BYTES * 2);
+    let idle = Duration::from_millis(shared.args.ilp_idle_timeout_ms);
+    let mut tick = tokio::time::interval(Duration::from_millis(
+        (shared.ingest.commit_interval_ms / 2).max(10),
+    ));
+    let mut last_read = Instant::now();
+    loop {
+        let start = buf.len();
+        buf.resize(start + READ_BYTES, 0);
+        tokio::select! {
+            read = stream.read(&mut buf[start..]) => {
+                match read {
+                    Ok(0) | Err(_) => {
+                        buf.truncate(start);
+                        break;
+                    }
+                    Ok(n) => {
+                        buf.truncate(start + n);
+                        last_read = Instant::now();
+                        let before = ingestor.stats();
+                        let consumed = ingest_lines(&mut ingestor, &mut splitter, &buf, false, peer);
+                        shared.count(TCP, &ingestor, before);
+                        buf.drain(..consumed);
+                    }
+                }
+            }
+            _ = tick.tick() => {
+                buf.truncate(start);
+                if last_read.elapsed() > idle {
+                    tracing::info!("ILP/TCP {peer}: idle for {} ms, closing", idle.as_millis());
+                    break;
+                }
+                commit(&mut ingestor, |i| i.flush_due(Instant::now()));
+            }
+            _ = stop.wait_for(|s| *s) => {
+                buf.truncate(start);
+                break;
+            }
+        }
+    }
+    // The stream ended (or the server stops): the unterminated tail is a last line.
+    let before = ingestor.stats();
+    ingest_lines(&mut ingestor, &mut splitter, &buf, true, peer);
+    shared.count(TCP, &ingestor, before);
+    commit(&mut ingestor, Ingestor::flush);
+}
+
+/// Feeds every complete line of `buf` to the ingestor; returns the bytes consumed.
+fn ingest_lines(
+    ingestor: &mut Ingestor,
+    splitter: &mut LineSplitter,
+    buf: &[u8],
+    last: bool,
+    peer: SocketAddr,
+) -> usize {
+    let now = now_ns();
+    let mut on_line = |span: LineSpan| match span {
+        LineSpan::Line(range) => {
+            if let Err(e) = tokio::task::block_in_place(|| {
+                ingestor.ingest_line(&buf[range], Precision::Nanos, now)
+            }) {
+                tracing::warn!("ILP from {peer}: line rejected: {e}");
+            }
+        }
+        LineSpan::TooLong(_) => tracing::warn!(
+            "ILP from {peer}: line longer than {} bytes rejected",
+            splitter_max(ingestor)
+        ),
+    };
+    if last {
+        splitter.split_final(buf, &mut on_line);
+        buf.len()
+    } else {
+        splitter.split(buf, &mut on_line)
+    }
+}
+
+fn splitter_max(ingestor: &Ingestor) -> usize {
+    ingestor.options().line_bytes_max
+}
+
+fn commit(ingestor: &mut Ingestor, f: impl FnOnce(&mut Ingestor) -> Result<u64, IngestError>) {
+    if let Err(e) = tokio::task::block_in_place(|| f(ingestor)) {
+        tracing::error!("ILP commit failed: {e}");
+    }
+}
+
+async fn receive_udp(socket: UdpSocket, shared: Arc<Shared>, mut stop: watch::Receiver<bool>) {
+    let mut ingestor = Ingestor::new(shared.db.clone(), shared.ingest.clone());
+    let mut splitter = LineSplitter::new(shared.ingest.line_bytes_max);
+    let mut datagram = vec![0u8; 64 << 10];
+    let mut tick = tokio::time::interval(Duration::from_millis(
+        (shared.ingest.commit_interval_ms / 2).max(10),
+    ));
+    loop {
+        tokio::select! {
+            received = socket.recv_from(&mut datagram) => match received {
+                Ok((n, peer)) => {
+                    let before = ingestor.stats();
+                    ingest_lines(&mut ingestor, &mut splitter, &datagram[..n], true, peer);
+                    shared.count(UDP, &ingestor, before);
+                }
+                Err(e) => tracing::warn!("ILP/UDP receive failed: {e}"),
+            },
+            _ = tick.tick() => commit(&mut ingestor, |i| i.flush_due(Instant::now())),
+            _ = stop.wait_for(|s| *s) => break,
+        }
+    }
+    commit(&mut ingestor, Ingestor::flush);
+}
+
+async fn ping() -> StatusCode {
+    StatusCode::NO_CONTENT
+}
+
+fn error_response(status: StatusCode, code: &str, message: &str, line: Option<usize>) -> Response {
+    let escaped: String = message
+        .chars()
+        .flat_map(|c| match c {
+            '"' => vec!['\\', '"'],
+            '\\' => vec!['\\', '\\'],
+            '\n' => vec!['\\', 'n'],
+            c if c.is_control() => vec![' '],
+            c => vec![c],
+        })
+        .collect();
+    let body = match line {
+        Some(line) => format!(r#"{{"code":"{code}","message":"{escaped}","line":{line}}}"#),
+        None => format!(r#"{{"code":"{code}","message":"{escaped}"}}"#),
+    };
+    (status, [(header::CONTENT_TYPE, "application/json")], body).into_response()
+}
+
+/// `POST /write` and `/api/v2/write`. Policy for bad lines (InfluxDB's): the good lines of the
+/// request are committed, and the answer is 400 naming the first bad line and how many were bad.
+async fn write(
+    State(shared): State<Arc<Shared>>,
+    Query(params): Query<HashMap<String, String>>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let precision = match params.get("precision").map(String::as_str) {
+        None => Precision::Nanos,
+        Some(p) => match Precision::parse(p) {
+            Some(p) => p,
+            None => {
+                return error_response(
+                    StatusCode::BAD_REQUEST,
+                    "invalid",
+                    &format!("unknown precision '{p}'; use n, u, ms or s"),
+                    None,
+                );
+            }
+        },
+    };
+    let gzip = headers
+        .get(header::CONTENT_ENCODING)
+        .is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"gzip"));
+    let limit = shared.args.http_body_bytes_max;
+    let result = tokio::task::spawn_blocking(move || {
+        if !gzip {
+            return write_lines(&shared, &body, precision);
+        }
+        match gunzip(&body, limit) {
+            Ok(body) => write_lines(&shared, &body, precision),
+            Err(response) => *response,
+        }
+    })
+    .await;
+    result.unwrap_or_else(|e| {
+        error_response(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "internal",
+            &e.to_string(),
+            None,
+        )
+    })
+}
+
+/// Decodes a gzip body of at most `limit` decoded bytes.
+fn gunzip(body: &[u8], limit: usize) -> Result<Vec<u8>, Box<Response>> {
+    let mut out = Vec::new();
+    let mut decoder = std::io::Read::take(flate2::read::GzDecoder::new(body), limit as u64 + 1);
+    if let Err(e) = std::io::Read::read_to_end(&mut decoder, &mut out) {
+        return Err(Box::new(error_response(
+            StatusCode::BAD_REQUEST,
+            "invalid",
+            &format!("bad gzip body: {e}"),
+            None,
+        )));
+    }
+    if out.len() > limit {
+        return Err(Box::new(error_response(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "too_large",
+            &format!("body over {limit} bytes"),
+            None,
+        )));
+    }
+    Ok(out)
+}
+
+fn write_lines(shared: &Shared, body: &[u8], precision: Precision) -> Response {
+    let options = IngestOptions {
+        commit_rows: usize::MAX,
+        ..shared.ingest.clone()
+    };
+    let mut ingestor = Ingestor::new(shared.db.clone(), options);
+    let mut first_error: Option<(usize, String)> = None;
+    let mut rejected = 0usize;
+    let now = now_ns();
+    let mut splitter = LineSplitter::new(shared.ingest.line_bytes_max);
+    splitter.split_final(body, |span| {
+        let (range, error) = match span {
+            LineSpan::Line(range) => {
+                let error = ingestor
+                    .ingest_line(&body[range.clone()], precision, now)
+                    .err()
+                    .map(|e| e.to_string());
+                (range, error)
+            }
+            LineSpan::TooLong(range) => (
+                range,
+                Some(format!(
+                    "line longer than {} bytes",
+                    shared.ingest.line_bytes_max
+                )),
+            ),
+        };
+        if let Some(message) = error {
+            rejected += 1;
+            if first_error.is_none() {
+                let line = 1 + body[..range.start].iter().filter(|b| **b == b'\n').count();
+                first_error = Some((line, message));
+            }
+        }
+    });
+    let before = sundial_ingest::IngestStats::default();
+    shared.count(HTTP, &ingestor, before);
+    if let Err(e) = ingestor.flush() {
+        return error_response(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "internal",
+            &format!("commit failed: {e}"),
+            None,
+        );
+    }
+    match first_error {
+        None => StatusCode::NO_CONTENT.into_response(),
+        Some((line, message)) => {
+            let message = format!("{rejected} line(s) rejected; first at line {line}: {message}");
+            error_response(StatusCode::BAD_REQUEST, "invalid", &message, Some(line))
+        }
+    }
+}
