@@ -174,8 +174,9 @@ fn value_kind(value: ValueRef) -> &'static str {
 pub(crate) struct TableBatch {
     table: Arc<Table>,
     meta: Arc<TableMeta>,
-    /// Column name (lower case) to index, for case-insensitive matching without a scan.
+    /// Column name to index, exact and lower-cased (case-insensitive fallback).
     index: HashMap<String, usize>,
+    index_lower: HashMap<String, usize>,
     builders: Vec<Builder>,
     rows: usize,
     oldest: Option<Instant>,
@@ -189,6 +190,7 @@ impl TableBatch {
             meta: table.meta(),
             table,
             index: HashMap::new(),
+            index_lower: HashMap::new(),
             builders: Vec::new(),
             rows: 0,
             oldest: None,
@@ -201,13 +203,9 @@ impl TableBatch {
 
     fn reset_schema(&mut self) {
         self.meta = self.table.meta();
-        self.index = self
-            .meta
-            .columns
-            .iter()
-            .enumerate()
-            .map(|(i, c)| (c.name.to_lowercase(), i))
-            .collect();
+        let columns = self.meta.columns.iter().enumerate();
+        self.index = columns.clone().map(|(i, c)| (c.name.clone(), i)).collect();
+        self.index_lower = columns.map(|(i, c)| (c.name.to_lowercase(), i)).collect();
         self.builders = self
             .meta
             .columns
@@ -232,11 +230,10 @@ impl TableBatch {
     }
 
     fn column(&self, name: &str) -> Option<usize> {
-        self.meta
-            .columns
-            .iter()
-            .position(|c| c.name == name)
-            .or_else(|| self.index.get(&name.to_lowercase()).copied())
+        self.index
+            .get(name)
+            .or_else(|| self.index_lower.get(&name.to_lowercase()))
+            .copied()
     }
 
     /// Checks and buffers one row; adds missing columns first (committing buffered rows).

@@ -160,7 +160,7 @@ pub fn parse(sql: &str) -> Result<Command> {
     } else if p.reset() && p.eat_kw("ALTER") && p.eat_kw("TABLE") {
         p.alter_table()?
     } else if p.reset() && p.eat_kw("DROP") && p.eat_kw("TABLE") {
-        let if_exists = p.eat_kw("IF") && p.expect_kw("EXISTS").is_ok();
+        let if_exists = p.if_exists()?;
         Command::DropTables {
             names: p.name_list("table name")?,
             if_exists,
@@ -335,6 +335,15 @@ impl Parser<'_> {
         };
         self.pos = self.tokens.len();
         text
+    }
+
+    /// An optional `IF EXISTS`.
+    fn if_exists(&mut self) -> Result<bool> {
+        if !self.eat_kw("IF") {
+            return Ok(false);
+        }
+        self.expect_kw("EXISTS")?;
+        Ok(true)
     }
 
     /// An optional `IF NOT EXISTS`.

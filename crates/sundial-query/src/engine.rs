@@ -203,7 +203,7 @@ impl Engine {
         let df = self.ctx.execute_logical_plan(plan).await?;
         if is_insert {
             let batches = df.collect().await?;
-            let rows = inserted_rows(&batches);
+            let rows = single_count(&batches);
             return Ok(Output::Done {
                 tag: "INSERT".into(),
                 rows: Some(rows),
@@ -323,7 +323,7 @@ impl Engine {
                     p.max_ts
                 );
                 let batches = self.ctx.sql(&sql).await?.collect().await?;
-                if inserted_rows(&batches) == 0 {
+                if single_count(&batches) == 0 {
                     keys.push(p.key);
                 }
             }
@@ -377,8 +377,8 @@ pub async fn collect(output: Output) -> Result<Collected> {
     }
 }
 
-/// The single count DataFusion returns for DML and `count(*)`.
-fn inserted_rows(batches: &[RecordBatch]) -> u64 {
+/// The one number in the result of DML or `SELECT count(*)`.
+fn single_count(batches: &[RecordBatch]) -> u64 {
     batches
         .iter()
         .filter(|b| b.num_columns() > 0 && b.num_rows() > 0)

@@ -9,7 +9,7 @@ use std::time::Instant;
 
 use indicatif::{ProgressBar, ProgressStyle};
 use sundial_csv::{CsvOptions, CsvReader};
-use sundial_query::{Engine, conform};
+use sundial_query::conform;
 use sundial_storage::{ColumnType, Database, PartitionBy, Table, TableDef};
 
 pub struct ImportOptions {
@@ -22,7 +22,7 @@ pub struct ImportOptions {
 
 const READ_BUFFER_BYTES: usize = 1 << 20;
 
-pub async fn run(db: &Arc<Database>, _engine: &Engine, o: ImportOptions) -> Result<(), String> {
+pub async fn run(db: &Arc<Database>, o: ImportOptions) -> Result<(), String> {
     let started = Instant::now();
     let file = File::open(&o.file).map_err(|e| format!("cannot open {}: {e}", o.file.display()))?;
     let file_bytes = file.metadata().map(|m| m.len()).unwrap_or(0);

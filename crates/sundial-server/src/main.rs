@@ -152,7 +152,7 @@ fn main() -> ExitCode {
                 partition_by,
                 delimiter,
             } => {
-                let (db, engine) = open(&data)?;
+                let (db, _engine) = open(&data)?;
                 let options = import::ImportOptions {
                     file,
                     table,
@@ -160,7 +160,7 @@ fn main() -> ExitCode {
                     partition_by,
                     delimiter,
                 };
-                import::run(&db, &engine, options).await
+                import::run(&db, options).await
             }
         }
     });

@@ -292,29 +292,26 @@ fn ingest_lines(
     peer: SocketAddr,
 ) -> usize {
     let now = now_ns();
+    let line_bytes_max = ingestor.options().line_bytes_max;
     let mut on_line = |span: LineSpan| match span {
         LineSpan::Line(range) => {
-            if let Err(e) = tokio::task::block_in_place(|| {
-                ingestor.ingest_line(&buf[range], Precision::Nanos, now)
-            }) {
+            if let Err(e) = ingestor.ingest_line(&buf[range], Precision::Nanos, now) {
                 tracing::warn!("ILP from {peer}: line rejected: {e}");
             }
         }
-        LineSpan::TooLong(_) => tracing::warn!(
-            "ILP from {peer}: line longer than {} bytes rejected",
-            splitter_max(ingestor)
-        ),
+        LineSpan::TooLong(_) => {
+            tracing::warn!("ILP from {peer}: line longer than {line_bytes_max} bytes rejected")
+        }
     };
-    if last {
-        splitter.split_final(buf, &mut on_line);
-        buf.len()
-    } else {
-        splitter.split(buf, &mut on_line)
-    }
-}
-
-fn splitter_max(ingestor: &Ingestor) -> usize {
-    ingestor.options().line_bytes_max
+    // Ingesting may commit (blocking file I/O): one hand-off per buffer, not per line.
+    tokio::task::block_in_place(|| {
+        if last {
+            splitter.split_final(buf, &mut on_line);
+            buf.len()
+        } else {
+            splitter.split(buf, &mut on_line)
+        }
+    })
 }
 
 fn commit(ingestor: &mut Ingestor, f: impl FnOnce(&mut Ingestor) -> Result<u64, IngestError>) {

@@ -444,6 +444,10 @@ fn remove_unreferenced(dir: &Path, state: &TxnState) -> Result<()> {
     for entry in std::fs::read_dir(dir).at(dir)? {
         let entry = entry.at(dir)?;
         let name = entry.file_name().to_string_lossy().into_owned();
+        if name == SYMBOL_DIR {
+            remove_dropped_column_files(&entry.path(), state)?;
+            continue;
+        }
         if name.starts_with('_') {
             continue;
         }
@@ -462,7 +466,8 @@ fn remove_unreferenced(dir: &Path, state: &TxnState) -> Result<()> {
     Ok(())
 }
 
-/// Deletes files of columns the table no longer has, and unfinished temporary files.
+/// Deletes files of columns the table no longer has (in a partition or the symbol directory),
+/// and unfinished temporary files.
 fn remove_dropped_column_files(dir: &Path, state: &TxnState) -> Result<()> {
     for entry in std::fs::read_dir(dir).at(dir)? {
         let entry = entry.at(dir)?;

@@ -249,3 +249,50 @@ fn bad_input_changes_nothing() {
     w.commit().unwrap();
     assert_eq!(table.snapshot().row_count(), 0);
 }
+
+#[test]
+fn reopening_deletes_the_files_of_dropped_columns() {
+    let dir = tempfile::tempdir().unwrap();
+    let rows: Vec<Row> = (0..20).map(|i| random_row(&mut Rng(11), 0, i)).collect();
+    let table_dir = {
+        let db = Database::open(dir.path(), options()).unwrap();
+        let table = db.create_table(def("t", PartitionBy::None), false).unwrap();
+        let mut w = table.writer().unwrap();
+        w.append(&batch(&rows)).unwrap();
+        w.commit().unwrap();
+        w.drop_column("sym").unwrap();
+        w.drop_column("s").unwrap();
+        std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .find(|p| p.is_dir())
+            .unwrap()
+    };
+    let files = |sub: &str| -> Vec<String> {
+        let mut all = Vec::new();
+        for e in std::fs::read_dir(&table_dir).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() && p.file_name().unwrap().to_string_lossy().starts_with(sub) {
+                all.extend(
+                    std::fs::read_dir(&p)
+                        .unwrap()
+                        .map(|f| f.unwrap().file_name().to_string_lossy().into_owned()),
+                );
+            }
+        }
+        all.sort();
+        all
+    };
+    // Column ids: ts 0, sym 1, v 2, s 3, b 4, d 5.
+    assert!(files("_sym").contains(&"1.d".to_string()));
+    let db = Database::open(dir.path(), options()).unwrap();
+    assert!(files("_sym").is_empty(), "{:?}", files("_sym"));
+    let partition = files("default");
+    assert!(
+        partition
+            .iter()
+            .all(|f| !f.starts_with("1.") && !f.starts_with("3.")),
+        "{partition:?}"
+    );
+    assert_eq!(db.table("t").unwrap().snapshot().row_count(), 20);
+}
