@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
 # Runs every test: unit and integration tests, sqllogictest files, crash and concurrency tests,
-# and end-to-end tests of the `sundial` binary. Installs what the tests need first.
+# end-to-end tests of the `sundial` binary, and the real client libraries (QuestDB's and
+# InfluxDB's Python clients) against the real server. Installs what the tests need first.
 set -euo pipefail
 cd "$(dirname "$0")"
 cargo test --workspace --all-targets
+cargo build --workspace --bins
+SUNDIAL_BIN="$PWD/target/debug/sundial" tests/clients/run.sh

@@ -9,6 +9,8 @@
 //!
 //! Figures are reported, never asserted: this machine is noisy, so compare runs side by side.
 
+mod load;
+
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -48,6 +50,8 @@ enum Command {
         #[arg(long, default_value_t = 5)]
         scan_runs: usize,
     },
+    /// Send an ILP file to a server (Sundial or QuestDB) over TCP or HTTP; time until queryable.
+    Load(load::LoadArgs),
 }
 
 const TAGS: [&str; 10] = [
@@ -244,5 +248,9 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             data_dir,
             scan_runs,
         } => storage(rows, hosts, batch_rows, commit_rows, data_dir, scan_runs).await,
+        Command::Load(args) => {
+            tokio::task::spawn_blocking(|| load::load(args)).await??;
+            Ok(())
+        }
     }
 }

@@ -32,11 +32,14 @@
 //! `measurement[,tag=value...] field=value[,field=value...] [timestamp]`, ended by `\n` or
 //! `\r\n`.
 //!
-//! * Escapes: `\,` and `\ ` in the measurement; `\,`, `\=` and `\ ` in tag keys, tag values and
-//!   field keys; `\"` and `\\` in quoted strings. Elsewhere a backslash and the byte after it
-//!   are kept as they are (but never split a name).
+//! * Escapes, as QuestDB's and InfluxDB's clients write them: `\,`, `\=`, `\ `, `\\` and a
+//!   backslash before a newline or carriage return in the measurement, tag keys, tag values and
+//!   field keys; `\"`, `\\` and a backslash before a newline or carriage return in quoted strings.
+//!   Elsewhere a backslash and the byte after it are kept as they are (but never split a name),
+//!   so `dc\rack` stays as written.
 //! * Field values: floats (`1`, `-1.5e10`, `1E-3`, `NaN`, `Infinity`, `-Infinity`), integers
-//!   (`-12i`, `i64`), unsigned integers (`12u`, `u64`), quoted strings (which may hold spaces,
+//!   (`-12i`, `i64`), unsigned integers (`12u`, `u64`), timestamps (QuestDB's `1451606400000000t`
+//!   in microseconds and `1451606400000000000n` in nanoseconds), quoted strings (which may hold spaces,
 //!   commas, `=` and newlines) and booleans (`t`, `T`, `true`, `True`, `TRUE` and the same for
 //!   false).
 //! * The timestamp is an optional, possibly negative `i64` in the unit given by [`Precision`].

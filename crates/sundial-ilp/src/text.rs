@@ -25,9 +25,10 @@ impl TextKind {
     #[inline]
     pub(crate) fn escapes(self, byte: u8) -> bool {
         match self {
-            TextKind::Measurement => matches!(byte, b',' | b' '),
-            TextKind::Name => matches!(byte, b',' | b'=' | b' '),
-            TextKind::Quoted => matches!(byte, b'"' | b'\\'),
+            TextKind::Measurement | TextKind::Name => {
+                matches!(byte, b',' | b'=' | b' ' | b'\\' | b'\n' | b'\r')
+            }
+            TextKind::Quoted => matches!(byte, b'"' | b'\\' | b'\n' | b'\r'),
         }
     }
 }
@@ -127,8 +128,6 @@ impl<'a> Text<'a> {
                     segment_start = at + 1;
                     i = at + 2;
                 }
-                // A literal `\\` pair (kinds where it is no escape): keep both, skip both.
-                Some(b'\\') => i = at + 2,
                 _ => i = at + 1,
             }
         }
@@ -189,11 +188,13 @@ mod tests {
         let mut scratch = String::new();
         let cases = [
             (r"a\,b\ c", TextKind::Measurement, "a,b c"),
-            (r"a\=b", TextKind::Measurement, r"a\=b"),
+            (r"a\=b", TextKind::Measurement, "a=b"),
             (r"a\=b\,c\ d", TextKind::Name, "a=b,c d"),
             (r"a\xb", TextKind::Name, r"a\xb"),
-            (r"a\\b", TextKind::Name, r"a\\b"),
-            (r"a\\\,b", TextKind::Name, r"a\\,b"),
+            (r"a\\b", TextKind::Name, r"a\b"),
+            (r"a\\\,b", TextKind::Name, r"a\,b"),
+            ("dc\\\nrack", TextKind::Name, "dc\nrack"),
+            ("one\\\ntwo", TextKind::Quoted, "one\ntwo"),
             (r#"say \"hi\" \\ \n"#, TextKind::Quoted, r#"say "hi" \ \n"#),
             (r"trailing\", TextKind::Name, r"trailing\"),
             (r"\,", TextKind::Name, ","),

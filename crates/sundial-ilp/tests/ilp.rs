@@ -14,6 +14,8 @@ enum V {
     U(u64),
     S(String),
     B(bool),
+    Micros(i64),
+    Nanos(i64),
 }
 
 #[derive(Debug, PartialEq)]
@@ -44,6 +46,8 @@ fn parse_bytes(line: &[u8]) -> Result<Parsed, ParseError> {
                     FieldValue::UInteger(u) => V::U(u),
                     FieldValue::Str(s) => V::S(s.to_string()),
                     FieldValue::Bool(b) => V::B(b),
+                    FieldValue::TimestampMicros(t) => V::Micros(t),
+                    FieldValue::TimestampNanos(t) => V::Nanos(t),
                 };
                 (k.to_string(), v)
             })
@@ -171,18 +175,18 @@ fn measurement_escapes() {
     assert_eq!(m.raw(), br"my\ meas\,ure=x");
     assert_eq!(m.as_str(), None);
     assert_eq!(m.to_string(), "my meas,ure=x");
-    // `\=` is no escape in a measurement, nor is any other `\x`.
+    // `\=` is an escape in a measurement too (QuestDB's clients write it); `\y` is none.
     let p = parse(r"m\=x\y f=1");
-    assert_eq!(p.measurement, r"m\=x\y");
+    assert_eq!(p.measurement, r"m=x\y");
     let mut parser = LineParser::new(MAX);
-    let line = parser.parse_line(br"m\=x f=1").unwrap();
+    let line = parser.parse_line(br"m\y f=1").unwrap();
     assert!(!line.measurement().is_escaped());
-    assert_eq!(line.measurement().as_str(), Some(r"m\=x"));
+    assert_eq!(line.measurement().as_str(), Some(r"m\y"));
     // Escapes at the start and end of the measurement, and before the tags.
     assert_eq!(parse(r"\ m\, f=1").measurement, " m,");
     assert_eq!(parse(r"m\ ,t=1 f=1").tags, tags(&[("t", "1")]));
-    // A trailing backslash is literal, but a backslash pairs with the next byte.
-    assert_eq!(parse(r"m\\ f=1").measurement, r"m\\");
+    // A backslash pairs with the next byte: `\\` is one backslash.
+    assert_eq!(parse(r"m\\ f=1").measurement, r"m\");
 }
 
 #[test]
@@ -261,6 +265,26 @@ fn quoted_strings() {
     assert_eq!((b.is_escaped(), b.raw()), (true, &br#"esc\"aped"#[..]));
     assert_eq!(b.to_cow(), "esc\"aped");
     assert_eq!(c.as_str(), Some(r"lit\eral"));
+}
+
+#[test]
+fn timestamp_fields() {
+    assert_eq!(
+        single_field("m t=1451606400000000t"),
+        V::Micros(1_451_606_400_000_000)
+    );
+    assert_eq!(single_field("m t=-5t"), V::Micros(-5));
+    assert_eq!(
+        single_field("m t=1451606400000000000n"),
+        V::Nanos(1_451_606_400_000_000_000)
+    );
+    assert_eq!(single_field("m t=t"), V::B(true));
+    assert_eq!(error(b"m t=12xt"), (ErrorKind::InvalidFieldValue, 4));
+    assert_eq!(error(b"m t=n"), (ErrorKind::InvalidFieldValue, 4));
+    assert_eq!(
+        error(b"m t=99999999999999999999t").0,
+        ErrorKind::IntegerOutOfRange
+    );
 }
 
 #[test]

@@ -21,6 +21,8 @@ pub(crate) enum ValueRef {
     Int(i64),
     Float(f64),
     Bool(bool),
+    /// Nanoseconds since the epoch.
+    Time(i64),
 }
 
 enum Builder {
@@ -87,6 +89,8 @@ impl Builder {
             (Builder::F64(b), ValueRef::Float(v)) => b.append_value(v),
             (Builder::F64(b), ValueRef::Int(v)) => b.append_value(v as f64),
             (Builder::Text(b), ValueRef::Text(i)) => b.append_value(texts.get(i)),
+            (Builder::Ts(b), ValueRef::Time(v)) => b.append_value(v),
+            (Builder::Date(b), ValueRef::Time(v)) => b.append_value(v.div_euclid(1_000_000)),
             (other, _) => other.append_null(),
         }
     }
@@ -149,6 +153,7 @@ fn check(column_type: ColumnType, value: ValueRef, texts: &Texts) -> Result<(), 
         }
         (ColumnType::Double | ColumnType::Float, ValueRef::Float(_) | ValueRef::Int(_)) => true,
         (ColumnType::Boolean, ValueRef::Bool(_)) => true,
+        (ColumnType::Timestamp | ColumnType::Date, ValueRef::Time(_)) => true,
         _ => false,
     };
     if ok {
@@ -168,6 +173,7 @@ fn value_kind(value: ValueRef) -> &'static str {
         ValueRef::Int(_) => "an integer",
         ValueRef::Float(_) => "a float",
         ValueRef::Bool(_) => "a boolean",
+        ValueRef::Time(_) => "a timestamp",
     }
 }
 

@@ -221,6 +221,15 @@ impl Ingestor {
                     ValueRef::Text(texts.push(s.unescape(unescape))),
                 ),
                 FieldValue::Bool(b) => (ColumnType::Boolean, ValueRef::Bool(b)),
+                FieldValue::TimestampNanos(ns) => (ColumnType::Timestamp, ValueRef::Time(ns)),
+                FieldValue::TimestampMicros(us) => match us.checked_mul(1_000) {
+                    Some(ns) => (ColumnType::Timestamp, ValueRef::Time(ns)),
+                    None => {
+                        return Err(IngestError::Rejected(format!(
+                            "timestamp {us}t is out of range"
+                        )));
+                    }
+                },
             };
             values.push((key, column_type, value));
         }

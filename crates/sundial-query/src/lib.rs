@@ -21,6 +21,7 @@ mod error;
 mod provider;
 pub mod scan;
 
+pub use datafusion::execution::SendableRecordBatchStream;
 pub use ddl::{Command, CreateTable, Statement, parse, split_statements};
 pub use engine::{CATALOG, Collected, Engine, Output, SCHEMA, collect, conform};
 pub use error::{QueryError, Result};

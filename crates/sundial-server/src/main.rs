@@ -9,6 +9,7 @@
 //!  sundial import ──▶ sundial-csv reader ──▶ TableWriter (streaming, one commit)
 //! ```
 
+mod exec;
 mod import;
 mod output;
 mod serve;
@@ -118,6 +119,7 @@ fn main() -> ExitCode {
                 .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
         )
         .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
     let cli = Cli::parse();
     let runtime = match tokio::runtime::Builder::new_multi_thread()

@@ -27,6 +27,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use sundial_ilp::{LineSpan, LineSplitter, Precision};
 use sundial_ingest::{IngestError, IngestOptions, Ingestor};
+use sundial_query::Engine;
 use sundial_storage::{Database, PartitionBy};
 use tokio::io::AsyncReadExt;
 use tokio::net::{TcpListener, TcpStream, UdpSocket};
@@ -145,12 +146,17 @@ pub async fn run(db: Arc<Database>, args: ServeArgs) -> Result<(), String> {
         tracing::info!("ILP over UDP on {addr}");
         tasks.spawn(receive_udp(socket, shared.clone(), stop_rx.clone()));
     }
+    let engine = Arc::new(Engine::new(shared.db.clone()).map_err(|e| e.to_string())?);
+    let sql = Router::new()
+        .route("/exec", get(crate::exec::exec))
+        .with_state(engine);
     let app = Router::new()
         .route("/ping", get(ping).head(ping))
         .route("/write", post(write))
         .route("/api/v2/write", post(write))
         .layer(DefaultBodyLimit::max(args.http_body_bytes_max))
-        .with_state(shared.clone());
+        .with_state(shared.clone())
+        .merge(sql);
     let mut http_stop = stop_rx.clone();
     tasks.spawn(async move {
         let served = axum::serve(http, app)
@@ -242,14 +248,21 @@ async fn tcp_connection(
         (shared.ingest.commit_interval_ms / 2).max(10),
     ));
     let mut last_read = Instant::now();
+    let mut closed_by_peer = false;
     loop {
         let start = buf.len();
         buf.resize(start + READ_BYTES, 0);
         tokio::select! {
             read = stream.read(&mut buf[start..]) => {
                 match read {
-                    Ok(0) | Err(_) => {
+                    Ok(0) => {
                         buf.truncate(start);
+                        closed_by_peer = true;
+                        break;
+                    }
+                    Err(e) => {
+                        buf.truncate(start);
+                        tracing::info!("ILP/TCP {peer}: connection failed: {e}");
                         break;
                     }
                     Ok(n) => {
@@ -272,15 +285,58 @@ async fn tcp_connection(
             }
             _ = stop.wait_for(|s| *s) => {
                 buf.truncate(start);
+                closed_by_peer = drain_received(&stream, &mut buf, &mut ingestor, &mut splitter, peer, &shared);
                 break;
             }
         }
     }
-    // The stream ended (or the server stops): the unterminated tail is a last line.
-    let before = ingestor.stats();
-    ingest_lines(&mut ingestor, &mut splitter, &buf, true, peer);
-    shared.count(TCP, &ingestor, before);
+    // Only a sender that closed its side has finished its last line, newline or not; otherwise
+    // an unterminated tail is a line cut short, and is dropped.
+    if closed_by_peer {
+        let before = ingestor.stats();
+        ingest_lines(&mut ingestor, &mut splitter, &buf, true, peer);
+        shared.count(TCP, &ingestor, before);
+    } else if !buf.is_empty() {
+        tracing::warn!(
+            "ILP/TCP {peer}: dropped an incomplete last line of {} bytes",
+            buf.len()
+        );
+        shared.counters.rejected[TCP].fetch_add(1, Ordering::Relaxed);
+    }
     commit(&mut ingestor, Ingestor::flush);
+}
+
+/// At shutdown: ingests what the kernel already received for this connection, without waiting
+/// for more. Returns whether the sender had closed its side.
+fn drain_received(
+    stream: &TcpStream,
+    buf: &mut Vec<u8>,
+    ingestor: &mut Ingestor,
+    splitter: &mut LineSplitter,
+    peer: SocketAddr,
+    shared: &Shared,
+) -> bool {
+    loop {
+        let start = buf.len();
+        buf.resize(start + READ_BYTES, 0);
+        match stream.try_read(&mut buf[start..]) {
+            Ok(0) => {
+                buf.truncate(start);
+                return true;
+            }
+            Ok(n) => {
+                buf.truncate(start + n);
+                let before = ingestor.stats();
+                let consumed = ingest_lines(ingestor, splitter, buf, false, peer);
+                shared.count(TCP, ingestor, before);
+                buf.drain(..consumed);
+            }
+            Err(_) => {
+                buf.truncate(start);
+                return false;
+            }
+        }
+    }
 }
 
 /// Feeds every complete line of `buf` to the ingestor; returns the bytes consumed.

@@ -1,0 +1,473 @@
+//! `GET /exec`: SQL over HTTP with QuestDB's JSON answer, so QuestDB's tools and loaders that
+//! poll it work unchanged.
+//!
+//! ```text
+//!  GET /exec?query=..&limit=..&count=..&nm=.. ─▶ Engine::run ─▶ record batches ─▶ JSON chunks
+//!  {"query":..,"columns":[{"name":..,"type":..}],"timestamp":-1,"dataset":[[..],..],"count":n}
+//!  DDL and INSERT: {"ddl":"OK"} / {"dml":"OK"};  errors: 400 {"query":..,"error":..,"position":n}
+//! ```
+//!
+//! The answer is streamed: `dataset` rows are written batch by batch, never gathered first.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use arrow::array::{
+    Array, AsArray, BooleanArray, Date64Array, Float32Array, Float64Array, Int8Array, Int16Array,
+    Int32Array, Int64Array, TimestampNanosecondArray,
+};
+use arrow::datatypes::{DataType, Int32Type, Schema, TimeUnit};
+use arrow::record_batch::RecordBatch;
+use axum::body::{Body, Bytes};
+use axum::extract::{Query, State};
+use axum::http::{StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use futures::StreamExt;
+use sundial_query::SendableRecordBatchStream;
+use sundial_query::{Engine, Output, QueryError};
+use sundial_storage::{ColumnType, SUNDIAL_TYPE_KEY};
+
+/// Rows `[first, end)` of the result to send, from QuestDB's `limit=n` (first n rows) or
+/// `limit=m,n` (rows m through n, 1-based, inclusive).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct RowRange {
+    first: u64,
+    end: u64,
+}
+
+impl RowRange {
+    fn parse(limit: Option<&str>) -> Result<RowRange, String> {
+        let Some(text) = limit else {
+            return Ok(RowRange {
+                first: 0,
+                end: u64::MAX,
+            });
+        };
+        let number = |s: &str| {
+            s.trim()
+                .parse::<u64>()
+                .map_err(|_| format!("bad limit '{text}': use n or m,n"))
+        };
+        match text.split_once(',') {
+            None => Ok(RowRange {
+                first: 0,
+                end: number(text)?,
+            }),
+            Some((m, n)) => {
+                let (m, n) = (number(m)?, number(n)?);
+                Ok(RowRange {
+                    first: m.saturating_sub(1),
+                    end: n.max(m.saturating_sub(1)),
+                })
+            }
+        }
+    }
+}
+
+pub async fn exec(
+    State(engine): State<Arc<Engine>>,
+    Query(params): Query<HashMap<String, String>>,
+) -> Response {
+    let Some(query) = params.get("query").cloned() else {
+        return error(StatusCode::BAD_REQUEST, "", "missing 'query' parameter", 0);
+    };
+    let range = match RowRange::parse(params.get("limit").map(String::as_str)) {
+        Ok(range) => range,
+        Err(message) => return error(StatusCode::BAD_REQUEST, &query, &message, 0),
+    };
+    let with_count = params.get("count").is_none_or(|v| v != "false");
+    let with_columns = params.get("nm").is_none_or(|v| v != "true");
+    match engine.run(&query).await {
+        Err(e) => query_error(&query, &e),
+        Ok(Output::Done { tag, .. }) => {
+            let kind = if tag.starts_with("INSERT") {
+                "dml"
+            } else {
+                "ddl"
+            };
+            json(StatusCode::OK, format!(r#"{{"{kind}":"OK"}}"#))
+        }
+        Ok(Output::Rows(stream)) => {
+            let schema = stream.schema();
+            let mut head = Vec::with_capacity(256);
+            head.extend_from_slice(b"{\"query\":");
+            write_json_string(&mut head, &query);
+            if with_columns {
+                head.extend_from_slice(b",\"columns\":[");
+                write_columns(&mut head, &schema);
+                head.push(b']');
+            }
+            head.extend_from_slice(b",\"timestamp\":-1,\"dataset\":[");
+            let body = dataset_chunks(stream, range, with_count, head);
+            Response::builder()
+                .status(StatusCode::OK)
+                .header(header::CONTENT_TYPE, "application/json")
+                .body(Body::from_stream(body))
+                .unwrap_or_else(|e| {
+                    error(StatusCode::INTERNAL_SERVER_ERROR, &query, &e.to_string(), 0)
+                })
+        }
+    }
+}
+
+/// Where the streamed answer stands.
+struct Progress {
+    stream: Option<SendableRecordBatchStream>,
+    head: Option<Vec<u8>>,
+    /// Rows of the result seen so far, sent or skipped.
+    row: u64,
+    /// Rows written to `dataset`.
+    sent: u64,
+    range: RowRange,
+    with_count: bool,
+}
+
+/// Bytes gathered before a chunk is handed to the socket.
+const CHUNK_BYTES: usize = 64 << 10;
+
+/// The answer after its head: chunks of about [`CHUNK_BYTES`], then the closing `count`. An
+/// error in the middle of the stream ends the dataset and is reported in an `error` member.
+fn dataset_chunks(
+    stream: SendableRecordBatchStream,
+    range: RowRange,
+    with_count: bool,
+    head: Vec<u8>,
+) -> impl futures::Stream<Item = Result<Bytes, std::io::Error>> {
+    let progress = Progress {
+        stream: Some(stream),
+        head: Some(head),
+        row: 0,
+        sent: 0,
+        range,
+        with_count,
+    };
+    futures::stream::unfold(progress, next_chunk)
+}
+
+async fn next_chunk(mut p: Progress) -> Option<(Result<Bytes, std::io::Error>, Progress)> {
+    let mut stream = p.stream.take()?;
+    let mut out = p.head.take().unwrap_or_default();
+    let mut failure = None;
+    while p.row < p.range.end {
+        match stream.next().await {
+            None => break,
+            Some(Err(e)) => {
+                failure = Some(QueryError::from(e).to_string());
+                break;
+            }
+            Some(Ok(batch)) => {
+                write_rows(&mut out, &batch, &mut p);
+                if out.len() >= CHUNK_BYTES {
+                    p.stream = Some(stream);
+                    return Some((Ok(Bytes::from(out)), p));
+                }
+            }
+        }
+    }
+    // The dataset is complete (or failed): close the object. `p.stream` stays empty, which ends
+    // the body after this chunk.
+    out.push(b']');
+    if p.with_count {
+        out.extend_from_slice(format!(",\"count\":{}", p.sent).as_bytes());
+    }
+    if let Some(message) = failure {
+        out.extend_from_slice(b",\"error\":");
+        write_json_string(&mut out, &message);
+    }
+    out.push(b'}');
+    Some((Ok(Bytes::from(out)), p))
+}
+
+fn write_rows(out: &mut Vec<u8>, batch: &RecordBatch, p: &mut Progress) {
+    let rows = batch.num_rows() as u64;
+    let start = p.range.first.saturating_sub(p.row).min(rows);
+    let end = p.range.end.saturating_sub(p.row).min(rows);
+    for row in start..end {
+        if p.sent > 0 {
+            out.push(b',');
+        }
+        out.push(b'[');
+        for (i, column) in batch.columns().iter().enumerate() {
+            if i > 0 {
+                out.push(b',');
+            }
+            write_json_value(out, column.as_ref(), row as usize);
+        }
+        out.push(b']');
+        p.sent += 1;
+    }
+    p.row += rows;
+}
+
+/// `[{"name":..,"type":..},..]` with Sundial's type names (QuestDB's, upper case).
+fn write_columns(out: &mut Vec<u8>, schema: &Schema) {
+    for (i, field) in schema.fields().iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        out.extend_from_slice(b"{\"name\":");
+        write_json_string(out, field.name());
+        out.extend_from_slice(b",\"type\":");
+        let declared = field
+            .metadata()
+            .get(SUNDIAL_TYPE_KEY)
+            .and_then(|t| ColumnType::parse(t));
+        let name = declared
+            .or_else(|| ColumnType::from_arrow(field.data_type()))
+            .map_or_else(
+                || field.data_type().to_string().to_uppercase(),
+                |t| t.name().to_string(),
+            );
+        write_json_string(out, &name);
+        out.push(b'}');
+    }
+}
+
+/// One value as JSON: numbers and booleans bare, NULL and non-finite floats as `null`,
+/// timestamps as ISO-8601 UTC text, everything else as a string.
+fn write_json_value(out: &mut Vec<u8>, array: &dyn Array, row: usize) {
+    use std::io::Write;
+    if array.is_null(row) {
+        out.extend_from_slice(b"null");
+        return;
+    }
+    let float = |out: &mut Vec<u8>, v: f64| {
+        if v.is_finite() {
+            let _ = write!(out, "{v}");
+        } else {
+            out.extend_from_slice(b"null");
+        }
+    };
+    match array.data_type() {
+        DataType::Boolean => {
+            let v = array
+                .as_any()
+                .downcast_ref::<BooleanArray>()
+                .map(|a| a.value(row));
+            out.extend_from_slice(if v == Some(true) { b"true" } else { b"false" });
+        }
+        DataType::Int8 => write_int(
+            out,
+            array
+                .as_any()
+                .downcast_ref::<Int8Array>()
+                .map(|a| a.value(row) as i64),
+        ),
+        DataType::Int16 => write_int(
+            out,
+            array
+                .as_any()
+                .downcast_ref::<Int16Array>()
+                .map(|a| a.value(row) as i64),
+        ),
+        DataType::Int32 => write_int(
+            out,
+            array
+                .as_any()
+                .downcast_ref::<Int32Array>()
+                .map(|a| a.value(row) as i64),
+        ),
+        DataType::Int64 => write_int(
+            out,
+            array
+                .as_any()
+                .downcast_ref::<Int64Array>()
+                .map(|a| a.value(row)),
+        ),
+        DataType::Float32 => float(
+            out,
+            array
+                .as_any()
+                .downcast_ref::<Float32Array>()
+                .map_or(f64::NAN, |a| a.value(row) as f64),
+        ),
+        DataType::Float64 => float(
+            out,
+            array
+                .as_any()
+                .downcast_ref::<Float64Array>()
+                .map_or(f64::NAN, |a| a.value(row)),
+        ),
+        DataType::Timestamp(TimeUnit::Nanosecond, _) => {
+            let ns = array
+                .as_any()
+                .downcast_ref::<TimestampNanosecondArray>()
+                .map_or(0, |a| a.value(row));
+            out.push(b'"');
+            write_timestamp(
+                out,
+                ns.div_euclid(1_000_000_000),
+                ns.rem_euclid(1_000_000_000) as u32,
+                6,
+            );
+            out.push(b'"');
+        }
+        DataType::Date64 => {
+            let ms = array
+                .as_any()
+                .downcast_ref::<Date64Array>()
+                .map_or(0, |a| a.value(row));
+            out.push(b'"');
+            write_timestamp(
+                out,
+                ms.div_euclid(1000),
+                (ms.rem_euclid(1000) * 1_000_000) as u32,
+                3,
+            );
+            out.push(b'"');
+        }
+        DataType::Utf8 => write_json_string(out, array.as_string::<i32>().value(row)),
+        DataType::LargeUtf8 => write_json_string(out, array.as_string::<i64>().value(row)),
+        DataType::Utf8View => write_json_string(out, array.as_string_view().value(row)),
+        DataType::Dictionary(key, value)
+            if **key == DataType::Int32 && **value == DataType::Utf8 =>
+        {
+            let dict = array.as_dictionary::<Int32Type>();
+            let key = dict.keys().value(row) as usize;
+            write_json_string(out, dict.values().as_string::<i32>().value(key));
+        }
+        _ => {
+            let text = arrow::util::display::array_value_to_string(array, row).unwrap_or_default();
+            write_json_string(out, &text);
+        }
+    }
+}
+
+fn write_int(out: &mut Vec<u8>, v: Option<i64>) {
+    use std::io::Write;
+    let _ = write!(out, "{}", v.unwrap_or_default());
+}
+
+/// `YYYY-MM-DDTHH:MM:SS.fffZ` with `digits` fraction digits, or 9 when the value has finer
+/// detail than that.
+fn write_timestamp(out: &mut Vec<u8>, seconds: i64, nanos: u32, digits: u32) {
+    use std::io::Write;
+    let days = seconds.div_euclid(86_400);
+    let second_of_day = seconds.rem_euclid(86_400);
+    let (year, month, day) = civil_from_days(days);
+    let _ = write!(
+        out,
+        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.",
+        second_of_day / 3600,
+        second_of_day / 60 % 60,
+        second_of_day % 60
+    );
+    let unit = 10u32.pow(9 - digits);
+    if nanos.is_multiple_of(unit) {
+        let _ = write!(out, "{:0width$}Z", nanos / unit, width = digits as usize);
+    } else {
+        let _ = write!(out, "{nanos:09}Z");
+    }
+}
+
+/// Proleptic Gregorian date of a day count since 1970-01-01 (Howard Hinnant's algorithm).
+fn civil_from_days(days: i64) -> (i64, u32, u32) {
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = (doy - (153 * mp + 2) / 5 + 1) as u32;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    (year, month, day)
+}
+
+pub fn write_json_string(out: &mut Vec<u8>, s: &str) {
+    use std::io::Write;
+    out.push(b'"');
+    for c in s.chars() {
+        match c {
+            '"' => out.extend_from_slice(b"\\\""),
+            '\\' => out.extend_from_slice(b"\\\\"),
+            '\n' => out.extend_from_slice(b"\\n"),
+            '\r' => out.extend_from_slice(b"\\r"),
+            '\t' => out.extend_from_slice(b"\\t"),
+            c if (c as u32) < 0x20 => {
+                let _ = write!(out, "\\u{:04x}", c as u32);
+            }
+            c => {
+                let mut buf = [0u8; 4];
+                out.extend_from_slice(c.encode_utf8(&mut buf).as_bytes());
+            }
+        }
+    }
+    out.push(b'"');
+}
+
+fn json(status: StatusCode, body: String) -> Response {
+    (status, [(header::CONTENT_TYPE, "application/json")], body).into_response()
+}
+
+fn error(status: StatusCode, query: &str, message: &str, position: usize) -> Response {
+    let mut body = Vec::with_capacity(message.len() + query.len() + 48);
+    body.extend_from_slice(b"{\"query\":");
+    write_json_string(&mut body, query);
+    body.extend_from_slice(b",\"error\":");
+    write_json_string(&mut body, message);
+    body.extend_from_slice(format!(",\"position\":{position}}}").as_bytes());
+    (status, [(header::CONTENT_TYPE, "application/json")], body).into_response()
+}
+
+/// A failed statement: 400 with the character offset its error points at (0 when unknown).
+fn query_error(query: &str, e: &QueryError) -> Response {
+    let position = match e {
+        QueryError::Syntax { line, column, .. } => offset_of(query, *line, *column),
+        QueryError::DataFusion {
+            position: Some((line, column)),
+            ..
+        } => offset_of(query, *line, *column),
+        _ => 0,
+    };
+    error(StatusCode::BAD_REQUEST, query, &e.to_string(), position)
+}
+
+/// Character offset of a 1-based line and column.
+fn offset_of(query: &str, line: u64, column: u64) -> usize {
+    let mut offset = 0;
+    for (i, text) in query.split('\n').enumerate() {
+        if i as u64 + 1 == line {
+            return offset + (column.saturating_sub(1) as usize).min(text.chars().count());
+        }
+        offset += text.chars().count() + 1;
+    }
+    0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn limits_follow_questdb() {
+        assert_eq!(
+            RowRange::parse(Some("5")),
+            Ok(RowRange { first: 0, end: 5 })
+        );
+        assert_eq!(
+            RowRange::parse(Some("3,4")),
+            Ok(RowRange { first: 2, end: 4 })
+        );
+        assert!(RowRange::parse(Some("x")).is_err());
+    }
+
+    #[test]
+    fn timestamps_are_iso_utc() {
+        let mut out = Vec::new();
+        write_timestamp(&mut out, 1_451_606_400, 0, 6);
+        assert_eq!(out, b"2016-01-01T00:00:00.000000Z");
+        out.clear();
+        write_timestamp(&mut out, -1, 999_999_999, 6);
+        assert_eq!(out, b"1969-12-31T23:59:59.999999999Z");
+        out.clear();
+        write_timestamp(&mut out, 951_782_400, 5_000_000, 3);
+        assert_eq!(out, b"2000-02-29T00:00:00.005Z");
+    }
+
+    #[test]
+    fn error_offsets_count_characters() {
+        assert_eq!(offset_of("select\n  x", 2, 3), 9);
+        assert_eq!(offset_of("sélect y", 1, 8), 7);
+    }
+}

@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# Runs the end-to-end client tests (tests/clients) against the built `sundial` binary
+# ($SUNDIAL_BIN, default target/debug/sundial). Extra arguments go to pytest.
+set -euo pipefail
+
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+root="$(cd "$here/../.." && pwd)"
+venv="${SUNDIAL_TEST_VENV:-target/test-venv}"
+case "$venv" in
+    /*) ;;
+    *) venv="$root/$venv" ;;
+esac
+
+bash "$here/setup.sh"
+cd "$root"
+exec "$venv/bin/python" -m pytest -q -p no:cacheprovider "$here" "$@"
