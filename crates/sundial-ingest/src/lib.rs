@@ -75,6 +75,13 @@ pub struct IngestStats {
     pub rows_committed: u64,
 }
 
+/// Rows committed and lines rejected for one table since the counts were last taken.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct TableCounts {
+    pub rows_committed: u64,
+    pub lines_rejected: u64,
+}
+
 /// Buffers ILP lines per table and commits them. Not shared between threads: each receiver
 /// task has its own; they meet only at the table writers.
 pub struct Ingestor {
@@ -83,6 +90,7 @@ pub struct Ingestor {
     parser: LineParser,
     tables: HashMap<String, TableBatch>,
     stats: IngestStats,
+    table_counts: HashMap<String, TableCounts>,
     // Per-line scratch space, reused so that steady-state ingestion does not allocate.
     texts: Texts,
     values: Vec<(usize, ColumnType, ValueRef)>,
@@ -127,6 +135,7 @@ impl Ingestor {
             parser,
             tables: HashMap::new(),
             stats: IngestStats::default(),
+            table_counts: HashMap::new(),
             texts: Texts::default(),
             values: Vec::new(),
             unescape_buf: String::new(),
@@ -139,6 +148,28 @@ impl Ingestor {
 
     pub fn stats(&self) -> IngestStats {
         self.stats
+    }
+
+    /// Per-table counts since the last call, by table name; the counts start again from zero.
+    pub fn take_table_counts(&mut self) -> HashMap<String, TableCounts> {
+        std::mem::take(&mut self.table_counts)
+    }
+
+    fn count_commit(&mut self, table: &str, rows: u64) {
+        if rows == 0 {
+            return;
+        }
+        self.stats.rows_committed += rows;
+        match self.table_counts.get_mut(table) {
+            Some(c) => c.rows_committed += rows,
+            None => {
+                let counts = TableCounts {
+                    rows_committed: rows,
+                    lines_rejected: 0,
+                };
+                self.table_counts.insert(table.to_string(), counts);
+            }
+        }
     }
 
     /// Rows buffered and not yet committed.
@@ -172,6 +203,16 @@ impl Ingestor {
         let mut values = std::mem::take(&mut self.values);
         let result = self.parse_into(line, precision, now_ns, &mut texts, &mut values);
         let result = result.and_then(|timestamp| self.buffer_row(&texts, &values, timestamp));
+        if result.is_err() && texts.used > 0 {
+            let table = texts.get(0);
+            if !self.table_counts.contains_key(table) {
+                self.table_counts
+                    .insert(table.to_string(), TableCounts::default());
+            }
+            if let Some(c) = self.table_counts.get_mut(table) {
+                c.lines_rejected += 1;
+            }
+        }
         self.texts = texts;
         self.values = values;
         result
@@ -273,45 +314,49 @@ impl Ingestor {
             .ok_or_else(|| StorageError::Internal("table batch vanished".into()))?;
         batch.add_row(texts, values, timestamp)?;
         if batch.rows() >= self.options.commit_rows {
-            self.stats.rows_committed += batch.commit()?;
+            let rows = batch.commit()?;
+            self.count_commit(table_name, rows);
         }
         Ok(())
     }
 
     /// Commits every table's buffered rows.
     pub fn flush(&mut self) -> Result<u64, IngestError> {
+        self.commit_where(|_| true)
+    }
+
+    /// Commits the tables whose oldest buffered row has waited `commit_interval_ms`.
+    pub fn flush_due(&mut self, now: Instant) -> Result<u64, IngestError> {
+        let interval = std::time::Duration::from_millis(self.options.commit_interval_ms);
+        self.commit_where(|batch| {
+            batch
+                .oldest()
+                .is_some_and(|t| now.duration_since(t) >= interval)
+        })
+    }
+
+    /// Commits the tables `due` picks; every one is tried even when one fails.
+    fn commit_where(&mut self, due: impl Fn(&TableBatch) -> bool) -> Result<u64, IngestError> {
         let mut rows = 0;
         let mut first_error = None;
-        for batch in self.tables.values_mut() {
+        let mut tables = std::mem::take(&mut self.tables);
+        for batch in tables.values_mut().filter(|b| due(b)) {
             match batch.commit() {
-                Ok(n) => rows += n,
+                Ok(n) => {
+                    rows += n;
+                    self.count_commit(batch.table_name(), n);
+                }
                 Err(e) => {
                     tracing::error!("commit to '{}' failed: {e}", batch.table_name());
                     first_error.get_or_insert(e);
                 }
             }
         }
-        self.stats.rows_committed += rows;
+        self.tables = tables;
         match first_error {
             Some(e) => Err(e),
             None => Ok(rows),
         }
-    }
-
-    /// Commits the tables whose oldest buffered row has waited `commit_interval_ms`.
-    pub fn flush_due(&mut self, now: Instant) -> Result<u64, IngestError> {
-        let interval = std::time::Duration::from_millis(self.options.commit_interval_ms);
-        let mut rows = 0;
-        for batch in self.tables.values_mut() {
-            if batch
-                .oldest()
-                .is_some_and(|t| now.duration_since(t) >= interval)
-            {
-                rows += batch.commit()?;
-            }
-        }
-        self.stats.rows_committed += rows;
-        Ok(rows)
     }
 
     /// Drops every buffered row.

@@ -9,11 +9,13 @@
 //!  sundial import ──▶ sundial-csv reader ──▶ TableWriter (streaming, one commit)
 //! ```
 
+mod config;
 mod exec;
 mod import;
 mod output;
 mod serve;
 mod shell;
+mod udp;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -59,6 +61,9 @@ enum DurabilityArg {
 enum Command {
     /// Run the server: ILP over TCP, UDP and HTTP (SQL over PostgreSQL and HTTP to come).
     Serve {
+        /// TOML file with any of these settings (flags and SUNDIAL_* variables override it).
+        #[arg(long, env = "SUNDIAL_CONFIG")]
+        config: Option<PathBuf>,
         #[command(flatten)]
         data: DataOptions,
         #[command(flatten)]
@@ -121,7 +126,10 @@ fn main() -> ExitCode {
         .with_writer(std::io::stderr)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
-    let cli = Cli::parse();
+    let cli: Cli = match config::parse(std::env::args_os().collect()) {
+        Ok(cli) => cli,
+        Err(e) => e.exit(),
+    };
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -134,7 +142,7 @@ fn main() -> ExitCode {
     };
     let result = runtime.block_on(async move {
         match cli.command {
-            Command::Serve { data, serve } => {
+            Command::Serve { data, serve, .. } => {
                 let (db, _engine) = open(&data)?;
                 serve::run(db, serve).await
             }

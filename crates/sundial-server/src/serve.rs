@@ -1,22 +1,24 @@
-//! `sundial serve`: the network server. For now it receives InfluxDB line protocol over TCP,
-//! UDP and HTTP (`/write`, `/api/v2/write`, `/ping`); SQL over PostgreSQL and HTTP comes next.
+//! `sundial serve`: the network server. It receives InfluxDB line protocol over TCP, UDP and
+//! HTTP (`/write`, `/api/v2/write`, `/ping`) and answers SQL over HTTP (`/exec`); the
+//! PostgreSQL protocol comes next.
 //!
 //! ```text
 //!  TCP conn ──▶ task: LineSplitter ─▶ Ingestor ──┐
-//!  UDP      ──▶ task: datagram lines ─▶ Ingestor ─┼─▶ TableWriter (per table, one at a time)
+//!  UDP ─recvmmsg─▶ thread ─chunks─▶ thread: Ingestor ┼─▶ TableWriter (per table, one at a time)
 //!  HTTP /write ─▶ blocking task: body ─▶ Ingestor ┘     commit: by rows, by time, at shutdown
+//!  HTTP /exec  ─▶ Engine (sundial-query) ─▶ JSON, streamed
 //! ```
 //!
 //! What a sender can rely on: HTTP answers 204 only once every good line is committed. TCP and
 //! UDP have no acknowledgement: a line is committed at the latest `commit_interval_ms` after it
-//! arrived while the server runs, and at graceful shutdown (Ctrl-C, SIGTERM); lines still
-//! buffered when the process is killed are lost. Bad lines are logged and counted, never
-//! stop the others.
+//! arrived while the server runs, and at graceful shutdown (Ctrl-C, SIGTERM), which first takes
+//! every byte the kernel already received; lines still buffered when the process is killed are
+//! lost. Bad lines are logged and counted, never stop the others.
 
-use std::collections::HashMap;
-use std::net::SocketAddr;
-use std::sync::Arc;
+use std::collections::{BTreeMap, HashMap};
+use std::net::{Ipv4Addr, SocketAddr};
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use axum::Router;
@@ -26,11 +28,13 @@ use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use sundial_ilp::{LineSpan, LineSplitter, Precision};
-use sundial_ingest::{IngestError, IngestOptions, Ingestor};
+use sundial_ingest::{IngestError, IngestOptions, Ingestor, TableCounts};
 use sundial_query::Engine;
 use sundial_storage::{Database, PartitionBy};
 use tokio::io::AsyncReadExt;
-use tokio::net::{TcpListener, TcpStream, UdpSocket};
+use tokio::net::{TcpListener, TcpStream};
+
+use crate::udp::{UdpOptions, UdpReceiver};
 use tokio::sync::watch;
 use tokio::task::JoinSet;
 
@@ -46,6 +50,25 @@ pub struct ServeArgs {
     /// ILP over UDP listener; off unless given (e.g. 127.0.0.1:9009).
     #[arg(long, env = "SUNDIAL_ILP_UDP_ADDR")]
     pub ilp_udp_addr: Option<SocketAddr>,
+    /// Receive ILP over UDP from this IPv4 multicast group (the port is --ilp-udp-addr's).
+    #[arg(long, env = "SUNDIAL_ILP_UDP_MULTICAST_GROUP")]
+    pub ilp_udp_multicast_group: Option<Ipv4Addr>,
+    /// Local interface address on which to join the multicast group.
+    #[arg(
+        long,
+        env = "SUNDIAL_ILP_UDP_MULTICAST_INTERFACE",
+        default_value = "0.0.0.0"
+    )]
+    pub ilp_udp_multicast_interface: Ipv4Addr,
+    /// Kernel receive buffer for the UDP socket (SO_RCVBUF), in bytes.
+    #[arg(long, env = "SUNDIAL_ILP_UDP_RECV_BUFFER_BYTES", default_value_t = 64 << 20)]
+    pub ilp_udp_recv_buffer_bytes: usize,
+    /// Datagrams taken per receive call (recvmmsg).
+    #[arg(long, env = "SUNDIAL_ILP_UDP_BATCH_DATAGRAMS", default_value_t = 32)]
+    pub ilp_udp_batch_datagrams: usize,
+    /// Batches of datagrams that may wait for the ingesting thread.
+    #[arg(long, env = "SUNDIAL_ILP_UDP_QUEUE_BATCHES", default_value_t = 16)]
+    pub ilp_udp_queue_batches: usize,
     /// Largest accepted HTTP body (after gzip decoding), in bytes; larger ones get 413.
     #[arg(long, env = "SUNDIAL_HTTP_BODY_BYTES_MAX", default_value_t = 256 << 20)]
     pub http_body_bytes_max: usize,
@@ -78,21 +101,33 @@ pub struct ServeArgs {
 struct Counters {
     accepted: [AtomicU64; 3],
     rejected: [AtomicU64; 3],
+    /// Rows committed and lines rejected per table, by transport.
+    tables: Mutex<BTreeMap<String, [TableCounts; 3]>>,
 }
 
+const TRANSPORTS: [(&str, usize); 3] = [("TCP", TCP), ("UDP", UDP), ("HTTP", HTTP)];
+
+/// How often the counters are logged while they change.
+const COUNTERS_LOG_INTERVAL_S: u64 = 60;
+
 const TCP: usize = 0;
-const UDP: usize = 1;
+pub(crate) const UDP: usize = 1;
 const HTTP: usize = 2;
 
-struct Shared {
-    db: Arc<Database>,
-    ingest: IngestOptions,
+pub(crate) struct Shared {
+    pub(crate) db: Arc<Database>,
+    pub(crate) ingest: IngestOptions,
     args: ServeArgs,
     counters: Counters,
 }
 
 impl Shared {
-    fn count(&self, transport: usize, ingestor: &Ingestor, before: sundial_ingest::IngestStats) {
+    pub(crate) fn count(
+        &self,
+        transport: usize,
+        ingestor: &Ingestor,
+        before: sundial_ingest::IngestStats,
+    ) {
         let now = ingestor.stats();
         self.counters.accepted[transport].fetch_add(
             now.lines_accepted - before.lines_accepted,
@@ -102,6 +137,62 @@ impl Shared {
             now.lines_rejected - before.lines_rejected,
             Ordering::Relaxed,
         );
+    }
+
+    /// Moves the ingestor's per-table counts into the server's.
+    pub(crate) fn count_tables(&self, transport: usize, ingestor: &mut Ingestor) {
+        let counts = ingestor.take_table_counts();
+        if counts.is_empty() {
+            return;
+        }
+        let Ok(mut tables) = self.counters.tables.lock() else {
+            return;
+        };
+        for (table, c) in counts {
+            let entry = tables.entry(table).or_default();
+            entry[transport].rows_committed += c.rows_committed;
+            entry[transport].lines_rejected += c.lines_rejected;
+        }
+    }
+
+    /// Changes whenever a line is counted.
+    fn fingerprint(&self) -> u64 {
+        TRANSPORTS.iter().fold(0u64, |f, (_, i)| {
+            let c = &self.counters;
+            f.wrapping_mul(31).wrapping_add(
+                c.accepted[*i].load(Ordering::Relaxed) + c.rejected[*i].load(Ordering::Relaxed),
+            )
+        })
+    }
+
+    /// Logs lines per transport and rows per table.
+    fn log_counters(&self) {
+        let c = &self.counters;
+        for (name, i) in TRANSPORTS {
+            let (accepted, rejected) = (
+                c.accepted[i].load(Ordering::Relaxed),
+                c.rejected[i].load(Ordering::Relaxed),
+            );
+            if accepted + rejected > 0 {
+                tracing::info!("ILP/{name}: {accepted} lines accepted, {rejected} rejected");
+            }
+        }
+        if let Ok(tables) = c.tables.lock() {
+            for (table, counts) in tables.iter() {
+                for (name, i) in TRANSPORTS {
+                    let TableCounts {
+                        rows_committed,
+                        lines_rejected,
+                    } = counts[i];
+                    if rows_committed + lines_rejected > 0 {
+                        tracing::info!(
+                            "ILP/{name} table '{table}': {rows_committed} rows committed, \
+                             {lines_rejected} lines rejected"
+                        );
+                    }
+                }
+            }
+        }
     }
 }
 
@@ -139,13 +230,28 @@ pub async fn run(db: Arc<Database>, args: ServeArgs) -> Result<(), String> {
     tracing::info!("ILP over TCP on {}", args.ilp_tcp_addr);
     tracing::info!("HTTP on {}", args.http_addr);
     tasks.spawn(accept_tcp(tcp, shared.clone(), stop_rx.clone()));
-    if let Some(addr) = args.ilp_udp_addr {
-        let socket = UdpSocket::bind(addr)
-            .await
-            .map_err(|e| format!("cannot listen on {addr} (ILP/UDP): {e}"))?;
-        tracing::info!("ILP over UDP on {addr}");
-        tasks.spawn(receive_udp(socket, shared.clone(), stop_rx.clone()));
-    }
+    let udp = match args.ilp_udp_addr {
+        Some(addr) => {
+            let options = UdpOptions {
+                addr,
+                multicast_group: args.ilp_udp_multicast_group,
+                multicast_interface: args.ilp_udp_multicast_interface,
+                recv_buffer_bytes: args.ilp_udp_recv_buffer_bytes,
+                datagrams_per_chunk: args.ilp_udp_batch_datagrams,
+                chunks: args.ilp_udp_queue_batches,
+            };
+            let receiver = UdpReceiver::start(options, shared.clone())?;
+            match args.ilp_udp_multicast_group {
+                Some(group) => tracing::info!(
+                    "ILP over UDP on multicast group {group}, port {}",
+                    addr.port()
+                ),
+                None => tracing::info!("ILP over UDP on {addr}"),
+            }
+            Some(receiver)
+        }
+        None => None,
+    };
     let engine = Arc::new(Engine::new(shared.db.clone()).map_err(|e| e.to_string())?);
     let sql = Router::new()
         .route("/exec", get(crate::exec::exec))
@@ -177,18 +283,33 @@ pub async fn run(db: Arc<Database>, args: ServeArgs) -> Result<(), String> {
             .unwrap_or_default()
     );
 
+    let reporter = shared.clone();
+    let mut reporter_stop = stop_rx.clone();
+    tasks.spawn(async move {
+        let mut tick = tokio::time::interval(Duration::from_secs(COUNTERS_LOG_INTERVAL_S));
+        tick.tick().await;
+        let mut last = 0;
+        loop {
+            tokio::select! {
+                _ = tick.tick() => {}
+                _ = reporter_stop.wait_for(|s| *s) => break,
+            }
+            let fingerprint = reporter.fingerprint();
+            if fingerprint != last {
+                reporter.log_counters();
+                last = fingerprint;
+            }
+        }
+    });
+
     shutdown_signal().await;
     tracing::info!("shutting down: committing what was received");
     let _ = stop_tx.send(true);
-    while tasks.join_next().await.is_some() {}
-    let c = &shared.counters;
-    for (name, i) in [("TCP", TCP), ("UDP", UDP), ("HTTP", HTTP)] {
-        tracing::info!(
-            "ILP/{name}: {} lines accepted, {} rejected",
-            c.accepted[i].load(Ordering::Relaxed),
-            c.rejected[i].load(Ordering::Relaxed)
-        );
+    if let Some(receiver) = udp {
+        let _ = tokio::task::spawn_blocking(move || receiver.stop()).await;
     }
+    while tasks.join_next().await.is_some() {}
+    shared.log_counters();
     Ok(())
 }
 
@@ -281,7 +402,7 @@ async fn tcp_connection(
                     tracing::info!("ILP/TCP {peer}: idle for {} ms, closing", idle.as_millis());
                     break;
                 }
-                commit(&mut ingestor, |i| i.flush_due(Instant::now()));
+                commit(&shared, TCP, &mut ingestor, |i| i.flush_due(Instant::now()));
             }
             _ = stop.wait_for(|s| *s) => {
                 buf.truncate(start);
@@ -303,7 +424,7 @@ async fn tcp_connection(
         );
         shared.counters.rejected[TCP].fetch_add(1, Ordering::Relaxed);
     }
-    commit(&mut ingestor, Ingestor::flush);
+    commit(&shared, TCP, &mut ingestor, Ingestor::flush);
 }
 
 /// At shutdown: ingests what the kernel already received for this connection, without waiting
@@ -339,8 +460,21 @@ fn drain_received(
     }
 }
 
-/// Feeds every complete line of `buf` to the ingestor; returns the bytes consumed.
+/// Feeds every complete line of `buf` to the ingestor; returns the bytes consumed. Ingesting
+/// may commit (blocking file I/O): one hand-off to the blocking pool per buffer, not per line.
 fn ingest_lines(
+    ingestor: &mut Ingestor,
+    splitter: &mut LineSplitter,
+    buf: &[u8],
+    last: bool,
+    peer: SocketAddr,
+) -> usize {
+    tokio::task::block_in_place(|| feed_lines(ingestor, splitter, buf, last, peer))
+}
+
+/// [`ingest_lines`] for threads outside the async runtime. With `last`, an unterminated last
+/// line counts as complete.
+pub(crate) fn feed_lines(
     ingestor: &mut Ingestor,
     splitter: &mut LineSplitter,
     buf: &[u8],
@@ -359,45 +493,24 @@ fn ingest_lines(
             tracing::warn!("ILP from {peer}: line longer than {line_bytes_max} bytes rejected")
         }
     };
-    // Ingesting may commit (blocking file I/O): one hand-off per buffer, not per line.
-    tokio::task::block_in_place(|| {
-        if last {
-            splitter.split_final(buf, &mut on_line);
-            buf.len()
-        } else {
-            splitter.split(buf, &mut on_line)
-        }
-    })
+    if last {
+        splitter.split_final(buf, &mut on_line);
+        buf.len()
+    } else {
+        splitter.split(buf, &mut on_line)
+    }
 }
 
-fn commit(ingestor: &mut Ingestor, f: impl FnOnce(&mut Ingestor) -> Result<u64, IngestError>) {
+fn commit(
+    shared: &Shared,
+    transport: usize,
+    ingestor: &mut Ingestor,
+    f: impl FnOnce(&mut Ingestor) -> Result<u64, IngestError>,
+) {
     if let Err(e) = tokio::task::block_in_place(|| f(ingestor)) {
         tracing::error!("ILP commit failed: {e}");
     }
-}
-
-async fn receive_udp(socket: UdpSocket, shared: Arc<Shared>, mut stop: watch::Receiver<bool>) {
-    let mut ingestor = Ingestor::new(shared.db.clone(), shared.ingest.clone());
-    let mut splitter = LineSplitter::new(shared.ingest.line_bytes_max);
-    let mut datagram = vec![0u8; 64 << 10];
-    let mut tick = tokio::time::interval(Duration::from_millis(
-        (shared.ingest.commit_interval_ms / 2).max(10),
-    ));
-    loop {
-        tokio::select! {
-            received = socket.recv_from(&mut datagram) => match received {
-                Ok((n, peer)) => {
-                    let before = ingestor.stats();
-                    ingest_lines(&mut ingestor, &mut splitter, &datagram[..n], true, peer);
-                    shared.count(UDP, &ingestor, before);
-                }
-                Err(e) => tracing::warn!("ILP/UDP receive failed: {e}"),
-            },
-            _ = tick.tick() => commit(&mut ingestor, |i| i.flush_due(Instant::now())),
-            _ = stop.wait_for(|s| *s) => break,
-        }
-    }
-    commit(&mut ingestor, Ingestor::flush);
+    shared.count_tables(transport, ingestor);
 }
 
 async fn ping() -> StatusCode {
@@ -528,7 +641,9 @@ fn write_lines(shared: &Shared, body: &[u8], precision: Precision) -> Response {
     });
     let before = sundial_ingest::IngestStats::default();
     shared.count(HTTP, &ingestor, before);
-    if let Err(e) = ingestor.flush() {
+    let flushed = ingestor.flush();
+    shared.count_tables(HTTP, &mut ingestor);
+    if let Err(e) = flushed {
         return error_response(
             StatusCode::INTERNAL_SERVER_ERROR,
             "internal",

@@ -5,6 +5,7 @@ use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream, UdpSocket};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 fn free_port() -> u16 {
@@ -20,19 +21,30 @@ struct Server {
     http: u16,
     tcp: u16,
     udp: u16,
+    /// Every line the server wrote to stderr so far.
+    log: Arc<Mutex<Vec<String>>>,
 }
 
 fn start(dir: &Path) -> Server {
     let (http, tcp, udp) = (free_port(), free_port(), free_port());
-    let mut child = Command::new(env!("CARGO_BIN_EXE_sundial"))
-        .args([
-            "serve",
+    start_with(
+        dir,
+        (http, tcp, udp),
+        &[
             "--http-addr",
             &format!("127.0.0.1:{http}"),
             "--ilp-tcp-addr",
             &format!("127.0.0.1:{tcp}"),
-        ])
-        .args(["--ilp-udp-addr", &format!("127.0.0.1:{udp}")])
+            "--ilp-udp-addr",
+            &format!("127.0.0.1:{udp}"),
+        ],
+    )
+}
+
+fn start_with(dir: &Path, (http, tcp, udp): (u16, u16, u16), args: &[&str]) -> Server {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_sundial"))
+        .arg("serve")
+        .args(args)
         .env("SUNDIAL_DATA_DIR", dir)
         .env("SUNDIAL_DURABILITY", "none")
         .stdout(Stdio::null())
@@ -42,21 +54,31 @@ fn start(dir: &Path) -> Server {
     // Ready once it says it is serving.
     let stderr = child.stderr.take().unwrap();
     let mut lines = BufReader::new(stderr).lines();
+    let log = Arc::new(Mutex::new(Vec::new()));
     for line in lines.by_ref() {
-        if line.unwrap().contains("sundial serving") {
+        let line = line.unwrap();
+        log.lock().unwrap().push(line.clone());
+        if line.contains("sundial serving") {
             break;
         }
     }
-    std::thread::spawn(move || for _ in lines {});
+    let more = log.clone();
+    std::thread::spawn(move || {
+        for line in lines.map_while(Result::ok) {
+            more.lock().unwrap().push(line);
+        }
+    });
     Server {
         child,
         http,
         tcp,
         udp,
+        log,
     }
 }
 
-fn stop(mut server: Server) {
+/// Stops the server; returns its whole log.
+fn stop(mut server: Server) -> String {
     let status = Command::new("kill")
         .args(["-TERM", &server.child.id().to_string()])
         .status()
@@ -66,7 +88,9 @@ fn stop(mut server: Server) {
     loop {
         if let Some(status) = server.child.try_wait().unwrap() {
             assert!(status.success(), "server exited with {status}");
-            return;
+            // The log thread reads to the end of the closed pipe.
+            std::thread::sleep(Duration::from_millis(200));
+            return server.log.lock().unwrap().join("\n");
         }
         assert!(
             started.elapsed() < Duration::from_secs(30),
@@ -98,11 +122,25 @@ fn http(
     let mut response = String::new();
     s.read_to_string(&mut response).unwrap();
     let status = response[9..12].parse().unwrap();
-    let body = response
-        .split_once("\r\n\r\n")
-        .map(|(_, b)| b.to_string())
-        .unwrap_or_default();
-    (status, body)
+    let (head, body) = response.split_once("\r\n\r\n").unwrap_or((&response, ""));
+    if !head
+        .to_ascii_lowercase()
+        .contains("transfer-encoding: chunked")
+    {
+        return (status, body.to_string());
+    }
+    // Chunked: `<hex size>\r\n<data>\r\n` until a size of zero.
+    let mut rest = body;
+    let mut decoded = String::new();
+    while let Some((size, after)) = rest.split_once("\r\n") {
+        let size = usize::from_str_radix(size.trim(), 16).unwrap();
+        if size == 0 {
+            break;
+        }
+        decoded.push_str(&after[..size]);
+        rest = &after[size + 2..];
+    }
+    (status, decoded)
 }
 
 fn sql(dir: &Path, query: &str) -> String {
@@ -215,4 +253,107 @@ fn ilp_over_tcp_udp_and_http_is_committed_by_shutdown() {
     );
     let columns = sql(dir.path(), "SHOW COLUMNS FROM cpu");
     assert!(columns.contains("timestamp,TIMESTAMP,false,true\nhost,SYMBOL,false,false\nusage_user,LONG,false,false\nnote,VARCHAR,false,false"), "{columns}");
+}
+
+#[test]
+fn config_file_multicast_exec_and_table_counters() {
+    let dir = tempfile::tempdir().unwrap();
+    let (http_port, tcp, udp) = (free_port(), free_port(), free_port());
+    let config = dir.path().join("sundial.toml");
+    // The file sets every listener; the flag beats the file for the TCP port.
+    std::fs::write(
+        &config,
+        format!(
+            "[http]\naddr = \"127.0.0.1:{http_port}\"\n[ilp]\ntcp_addr = \"127.0.0.1:1\"\n\
+             udp_addr = \"127.0.0.1:{udp}\"\nudp_multicast_group = \"239.255.70.7\"\n\
+             udp_multicast_interface = \"127.0.0.1\"\ncommit_interval_ms = 50\n"
+        ),
+    )
+    .unwrap();
+    let data = dir.path().join("data");
+    let server = start_with(
+        &data,
+        (http_port, tcp, udp),
+        &[
+            "--config",
+            config.to_str().unwrap(),
+            "--ilp-tcp-addr",
+            &format!("127.0.0.1:{tcp}"),
+        ],
+    );
+
+    let socket = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::DGRAM, None).unwrap();
+    socket
+        .set_multicast_if_v4(&"127.0.0.1".parse().unwrap())
+        .unwrap();
+    let sender: UdpSocket = socket.into();
+    sender
+        .send_to(
+            b"mc,src=a v=1i 1000\nmc,src=b v=2i 2000\n",
+            ("239.255.70.7", udp),
+        )
+        .unwrap();
+    sender
+        .send_to(b"mc,src=c v=\"bad\" 3000\n", ("239.255.70.7", udp))
+        .unwrap();
+    let mut tcp_stream = TcpStream::connect(("127.0.0.1", tcp)).unwrap();
+    tcp_stream.write_all(b"mc,src=t v=3i 4000\n").unwrap();
+    drop(tcp_stream);
+
+    // Rows become queryable over /exec within the commit interval.
+    let query = "/exec?query=select%20src,v%20from%20mc%20order%20by%20timestamp";
+    let expected = r#""dataset":[["a",1],["b",2],["t",3]],"count":3}"#;
+    let started = Instant::now();
+    let body = loop {
+        let (status, body) = http(server.http, "GET", query, &[], b"");
+        if (status == 200 && body.ends_with(expected))
+            || started.elapsed() > Duration::from_secs(10)
+        {
+            break body;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert!(body.ends_with(expected), "{body}");
+    assert!(
+        body.contains(r#""columns":[{"name":"src","type":"SYMBOL"},{"name":"v","type":"LONG"}]"#),
+        "{body}"
+    );
+    let (status, body) = http(
+        server.http,
+        "GET",
+        "/exec?query=select%20nope%20from%20mc",
+        &[],
+        b"",
+    );
+    assert_eq!(status, 400, "{body}");
+    assert!(body.contains(r#""position":7"#), "{body}");
+
+    let log = stop(server);
+    assert!(
+        log.contains("ILP/UDP: 2 lines accepted, 1 rejected"),
+        "{log}"
+    );
+    assert!(
+        log.contains("ILP/UDP table 'mc': 2 rows committed, 1 lines rejected"),
+        "{log}"
+    );
+    assert!(
+        log.contains("ILP/TCP table 'mc': 1 rows committed, 0 lines rejected"),
+        "{log}"
+    );
+}
+
+#[test]
+fn a_bad_config_file_is_a_clear_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("sundial.toml");
+    std::fs::write(&config, "[ilp]\ntcp_adr = \"127.0.0.1:1\"\n").unwrap();
+    let o = Command::new(env!("CARGO_BIN_EXE_sundial"))
+        .args(["serve", "--config", config.to_str().unwrap()])
+        .env("SUNDIAL_DATA_DIR", dir.path())
+        .output()
+        .unwrap();
+    assert!(!o.status.success());
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(stderr.contains("unknown setting 'ilp_tcp_adr'"), "{stderr}");
 }
