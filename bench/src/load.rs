@@ -266,13 +266,13 @@ fn wait_queryable(
     }
 }
 
-struct HttpClient {
+pub(crate) struct HttpClient {
     agent: ureq::Agent,
     base: String,
 }
 
 impl HttpClient {
-    fn new(addr: SocketAddr) -> HttpClient {
+    pub(crate) fn new(addr: SocketAddr) -> HttpClient {
         let config = ureq::Agent::config_builder()
             .http_status_as_error(false)
             .timeout_global(Some(Duration::from_secs(600)))
@@ -301,7 +301,7 @@ impl HttpClient {
     }
 
     /// `select count(*)` of a table, or `None` when the query fails (no such table yet).
-    fn count(&self, table: &str) -> Option<u64> {
+    pub(crate) fn count(&self, table: &str) -> Option<u64> {
         let query = format!("select count(*) from \"{table}\"");
         let mut response = self
             .agent

@@ -10,6 +10,7 @@
 //! Figures are reported, never asserted: this machine is noisy, so compare runs side by side.
 
 mod load;
+mod udp;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -52,6 +53,8 @@ enum Command {
     },
     /// Send an ILP file to a server (Sundial or QuestDB) over TCP or HTTP; time until queryable.
     Load(load::LoadArgs),
+    /// Blast ILP over UDP at rising rates; report the share of rows that arrived.
+    Udp(udp::UdpArgs),
 }
 
 const TAGS: [&str; 10] = [
@@ -250,6 +253,10 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         } => storage(rows, hosts, batch_rows, commit_rows, data_dir, scan_runs).await,
         Command::Load(args) => {
             tokio::task::spawn_blocking(|| load::load(args)).await??;
+            Ok(())
+        }
+        Command::Udp(args) => {
+            tokio::task::spawn_blocking(|| udp::udp(args)).await??;
             Ok(())
         }
     }

@@ -1,6 +1,6 @@
 //! One table's buffered rows: an Arrow builder per column, committed as one batch.
 
-use std::collections::HashMap;
+use foldhash::HashMap;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -12,6 +12,7 @@ use arrow_array::{ArrayRef, RecordBatch};
 use arrow_schema::{Field, Schema};
 use sundial_storage::{ColumnType, StorageError, Table, TableMeta};
 
+use crate::sink::TableSink;
 use crate::{IngestError, Texts};
 
 /// A value of a parsed line: text by index into the line's [`Texts`], or a number.
@@ -179,6 +180,7 @@ fn value_kind(value: ValueRef) -> &'static str {
 
 pub(crate) struct TableBatch {
     table: Arc<Table>,
+    sink: Arc<TableSink>,
     meta: Arc<TableMeta>,
     /// Column name to index, exact and lower-cased (case-insensitive fallback).
     index: HashMap<String, usize>,
@@ -191,12 +193,13 @@ pub(crate) struct TableBatch {
 }
 
 impl TableBatch {
-    pub fn new(table: Arc<Table>) -> TableBatch {
+    pub fn new(table: Arc<Table>, sink: Arc<TableSink>) -> TableBatch {
         let mut batch = TableBatch {
             meta: table.meta(),
             table,
-            index: HashMap::new(),
-            index_lower: HashMap::new(),
+            sink,
+            index: HashMap::default(),
+            index_lower: HashMap::default(),
             builders: Vec::new(),
             rows: 0,
             oldest: None,
@@ -299,7 +302,8 @@ impl TableBatch {
     }
 
     fn add_columns(&mut self, missing: &[(String, ColumnType)]) -> Result<(), IngestError> {
-        self.commit()?;
+        // The buffered rows go to the sink under the old schema; it takes mixed schemas.
+        self.hand_off(usize::MAX)?;
         let mut writer = self.table.writer()?;
         for (name, column_type) in missing {
             match writer.add_column(name, *column_type) {
@@ -314,12 +318,15 @@ impl TableBatch {
         Ok(())
     }
 
-    /// Appends the buffered rows to the table and commits them; returns how many.
-    pub fn commit(&mut self) -> Result<u64, IngestError> {
+    /// Hands the buffered rows to the table's sink, which commits once `commit_rows` are
+    /// pending there (and makes this wait while the table is far behind); returns the rows
+    /// handed off.
+    pub fn hand_off(&mut self, commit_rows: usize) -> Result<u64, IngestError> {
         if self.rows == 0 {
             return Ok(0);
         }
         let rows = self.rows;
+        let arrived = self.oldest.unwrap_or_else(Instant::now);
         let fields: Vec<Field> = self
             .meta
             .columns
@@ -336,10 +343,12 @@ impl TableBatch {
         self.oldest = None;
         let batch = RecordBatch::try_new(Arc::new(Schema::new(fields)), columns)
             .map_err(|e| StorageError::Internal(e.to_string()))?;
-        let mut writer = self.table.writer()?;
-        writer.append(&batch)?;
-        writer.commit()?;
+        self.sink.submit(batch, arrived, commit_rows)?;
         Ok(rows as u64)
+    }
+
+    pub fn sink(&self) -> &Arc<TableSink> {
+        &self.sink
     }
 
     pub fn discard(&mut self) {

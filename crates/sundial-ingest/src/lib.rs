@@ -18,15 +18,18 @@
 //! values is appended, so a rejected line leaves the buffers as they were.
 
 mod batch;
+mod sink;
 
 use std::collections::HashMap;
 use std::sync::Arc;
+use std::time::Duration;
 use std::time::Instant;
 
 use sundial_ilp::{FieldValue, LineParser, ParseError, Precision};
 use sundial_storage::{ColumnType, Database, PartitionBy, StorageError, TableDef};
 
 use crate::batch::{TableBatch, ValueRef};
+pub use crate::sink::Sinks;
 
 /// Settings of an [`Ingestor`].
 #[derive(Debug, Clone)]
@@ -75,10 +78,11 @@ pub struct IngestStats {
     pub rows_committed: u64,
 }
 
-/// Rows committed and lines rejected for one table since the counts were last taken.
+/// Lines accepted (handed to the table) and rejected for one table since the counts were last
+/// taken.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct TableCounts {
-    pub rows_committed: u64,
+    pub lines_accepted: u64,
     pub lines_rejected: u64,
 }
 
@@ -86,9 +90,10 @@ pub struct TableCounts {
 /// task has its own; they meet only at the table writers.
 pub struct Ingestor {
     db: Arc<Database>,
+    sinks: Arc<Sinks>,
     options: IngestOptions,
     parser: LineParser,
-    tables: HashMap<String, TableBatch>,
+    tables: foldhash::HashMap<String, TableBatch>,
     stats: IngestStats,
     table_counts: HashMap<String, TableCounts>,
     // Per-line scratch space, reused so that steady-state ingestion does not allocate.
@@ -127,13 +132,20 @@ impl Texts {
 }
 
 impl Ingestor {
+    /// An ingestor of its own; receivers of one server share their [`Sinks`] instead
+    /// ([`Ingestor::with_sinks`]) so that their rows for a table are committed together.
     pub fn new(db: Arc<Database>, options: IngestOptions) -> Ingestor {
+        Ingestor::with_sinks(Sinks::new(db), options)
+    }
+
+    pub fn with_sinks(sinks: Arc<Sinks>, options: IngestOptions) -> Ingestor {
         let parser = LineParser::new(options.line_bytes_max);
         Ingestor {
-            db,
+            db: sinks.db().clone(),
+            sinks,
             options,
             parser,
-            tables: HashMap::new(),
+            tables: foldhash::HashMap::default(),
             stats: IngestStats::default(),
             table_counts: HashMap::new(),
             texts: Texts::default(),
@@ -155,16 +167,15 @@ impl Ingestor {
         std::mem::take(&mut self.table_counts)
     }
 
-    fn count_commit(&mut self, table: &str, rows: u64) {
+    fn count_hand_off(&mut self, table: &str, rows: u64) {
         if rows == 0 {
             return;
         }
-        self.stats.rows_committed += rows;
         match self.table_counts.get_mut(table) {
-            Some(c) => c.rows_committed += rows,
+            Some(c) => c.lines_accepted += rows,
             None => {
                 let counts = TableCounts {
-                    rows_committed: rows,
+                    lines_accepted: rows,
                     lines_rejected: 0,
                 };
                 self.table_counts.insert(table.to_string(), counts);
@@ -305,47 +316,55 @@ impl Ingestor {
                     self.db.create_table(def, true)?
                 }
             };
+            let sink = self.sinks.sink(&table);
             self.tables
-                .insert(table_name.to_string(), TableBatch::new(table));
+                .insert(table_name.to_string(), TableBatch::new(table, sink));
         }
+        let hand_off_rows = self.hand_off_rows();
         let batch = self
             .tables
             .get_mut(table_name)
             .ok_or_else(|| StorageError::Internal("table batch vanished".into()))?;
         batch.add_row(texts, values, timestamp)?;
-        if batch.rows() >= self.options.commit_rows {
-            let rows = batch.commit()?;
-            self.count_commit(table_name, rows);
+        if batch.rows() >= hand_off_rows {
+            let rows = batch.hand_off(self.options.commit_rows)?;
+            self.count_hand_off(table_name, rows);
         }
         Ok(())
     }
 
-    /// Commits every table's buffered rows.
-    pub fn flush(&mut self) -> Result<u64, IngestError> {
-        self.commit_where(|_| true)
+    /// Rows a table buffers before they go to its sink: a fraction of `commit_rows`, so that
+    /// the rows of parallel receivers meet in the sink before a commit.
+    fn hand_off_rows(&self) -> usize {
+        (self.options.commit_rows / 8).max(1)
     }
 
-    /// Commits the tables whose oldest buffered row has waited `commit_interval_ms`.
+    /// Commits every table's buffered rows (and whatever other receivers left pending for the
+    /// same tables); returns the rows committed.
+    pub fn flush(&mut self) -> Result<u64, IngestError> {
+        self.hand_off_where(|_| true)?;
+        self.commit_sinks(|sink| sink.commit_all())
+    }
+
+    /// Commits the tables whose oldest buffered or pending row has waited `commit_interval_ms`.
     pub fn flush_due(&mut self, now: Instant) -> Result<u64, IngestError> {
-        let interval = std::time::Duration::from_millis(self.options.commit_interval_ms);
-        self.commit_where(|batch| {
+        let interval = Duration::from_millis(self.options.commit_interval_ms);
+        self.hand_off_where(|batch| {
             batch
                 .oldest()
                 .is_some_and(|t| now.duration_since(t) >= interval)
-        })
+        })?;
+        self.commit_sinks(|sink| sink.commit_due(now, interval))
     }
 
-    /// Commits the tables `due` picks; every one is tried even when one fails.
-    fn commit_where(&mut self, due: impl Fn(&TableBatch) -> bool) -> Result<u64, IngestError> {
-        let mut rows = 0;
+    /// Hands the tables `due` picks to their sinks; every one is tried even when one fails.
+    fn hand_off_where(&mut self, due: impl Fn(&TableBatch) -> bool) -> Result<(), IngestError> {
         let mut first_error = None;
+        let commit_rows = self.options.commit_rows;
         let mut tables = std::mem::take(&mut self.tables);
         for batch in tables.values_mut().filter(|b| due(b)) {
-            match batch.commit() {
-                Ok(n) => {
-                    rows += n;
-                    self.count_commit(batch.table_name(), n);
-                }
+            match batch.hand_off(commit_rows) {
+                Ok(n) => self.count_hand_off(batch.table_name(), n),
                 Err(e) => {
                     tracing::error!("commit to '{}' failed: {e}", batch.table_name());
                     first_error.get_or_insert(e);
@@ -353,10 +372,26 @@ impl Ingestor {
             }
         }
         self.tables = tables;
-        match first_error {
-            Some(e) => Err(e),
-            None => Ok(rows),
+        first_error.map_or(Ok(()), Err)
+    }
+
+    fn commit_sinks(
+        &mut self,
+        commit: impl Fn(&sink::TableSink) -> Result<u64, IngestError>,
+    ) -> Result<u64, IngestError> {
+        let mut rows = 0;
+        let mut first_error = None;
+        for batch in self.tables.values() {
+            match commit(batch.sink()) {
+                Ok(n) => rows += n,
+                Err(e) => {
+                    tracing::error!("commit to '{}' failed: {e}", batch.table_name());
+                    first_error.get_or_insert(e);
+                }
+            }
         }
+        self.stats.rows_committed += rows;
+        first_error.map_or(Ok(rows), Err)
     }
 
     /// Drops every buffered row.

@@ -28,7 +28,7 @@ use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use sundial_ilp::{LineSpan, LineSplitter, Precision};
-use sundial_ingest::{IngestError, IngestOptions, Ingestor, TableCounts};
+use sundial_ingest::{IngestError, IngestOptions, Ingestor, Sinks, TableCounts};
 use sundial_query::Engine;
 use sundial_storage::{Database, PartitionBy};
 use tokio::io::AsyncReadExt;
@@ -116,6 +116,8 @@ const HTTP: usize = 2;
 
 pub(crate) struct Shared {
     pub(crate) db: Arc<Database>,
+    /// Where every receiver's rows for a table meet before a commit.
+    pub(crate) sinks: Arc<Sinks>,
     pub(crate) ingest: IngestOptions,
     args: ServeArgs,
     counters: Counters,
@@ -150,7 +152,7 @@ impl Shared {
         };
         for (table, c) in counts {
             let entry = tables.entry(table).or_default();
-            entry[transport].rows_committed += c.rows_committed;
+            entry[transport].lines_accepted += c.lines_accepted;
             entry[transport].lines_rejected += c.lines_rejected;
         }
     }
@@ -181,13 +183,13 @@ impl Shared {
             for (table, counts) in tables.iter() {
                 for (name, i) in TRANSPORTS {
                     let TableCounts {
-                        rows_committed,
+                        lines_accepted,
                         lines_rejected,
                     } = counts[i];
-                    if rows_committed + lines_rejected > 0 {
+                    if lines_accepted + lines_rejected > 0 {
                         tracing::info!(
-                            "ILP/{name} table '{table}': {rows_committed} rows committed, \
-                             {lines_rejected} lines rejected"
+                            "ILP/{name} table '{table}': {lines_accepted} lines accepted, \
+                             {lines_rejected} rejected"
                         );
                     }
                 }
@@ -213,6 +215,7 @@ pub async fn run(db: Arc<Database>, args: ServeArgs) -> Result<(), String> {
         commit_interval_ms: args.ilp_commit_interval_ms,
     };
     let shared = Arc::new(Shared {
+        sinks: Sinks::new(db.clone()),
         db,
         ingest,
         args: args.clone(),
@@ -361,7 +364,7 @@ async fn tcp_connection(
     shared: Arc<Shared>,
     mut stop: watch::Receiver<bool>,
 ) {
-    let mut ingestor = Ingestor::new(shared.db.clone(), shared.ingest.clone());
+    let mut ingestor = Ingestor::with_sinks(shared.sinks.clone(), shared.ingest.clone());
     let mut splitter = LineSplitter::new(shared.ingest.line_bytes_max);
     let mut buf: Vec<u8> = Vec::with_capacity(READ_BYTES * 2);
     let idle = Duration::from_millis(shared.args.ilp_idle_timeout_ms);
@@ -609,7 +612,7 @@ fn write_lines(shared: &Shared, body: &[u8], precision: Precision) -> Response {
         commit_rows: usize::MAX,
         ..shared.ingest.clone()
     };
-    let mut ingestor = Ingestor::new(shared.db.clone(), options);
+    let mut ingestor = Ingestor::with_sinks(shared.sinks.clone(), options);
     let mut first_error: Option<(usize, String)> = None;
     let mut rejected = 0usize;
     let now = now_ns();

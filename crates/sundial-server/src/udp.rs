@@ -224,7 +224,7 @@ fn receive(socket: Socket, empty: Receiver<Chunk>, full: SyncSender<Chunk>, stop
 
 /// The ingesting thread: parses every datagram of every chunk, commits by rows and time.
 fn ingest(shared: Arc<Shared>, full: Receiver<Chunk>, empty: SyncSender<Chunk>) {
-    let mut ingestor = Ingestor::new(shared.db.clone(), shared.ingest.clone());
+    let mut ingestor = Ingestor::with_sinks(shared.sinks.clone(), shared.ingest.clone());
     let mut splitter = LineSplitter::new(shared.ingest.line_bytes_max);
     let unknown = SocketAddr::V4(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 0));
     loop {

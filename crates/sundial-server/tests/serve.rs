@@ -334,11 +334,11 @@ fn config_file_multicast_exec_and_table_counters() {
         "{log}"
     );
     assert!(
-        log.contains("ILP/UDP table 'mc': 2 rows committed, 1 lines rejected"),
+        log.contains("ILP/UDP table 'mc': 2 lines accepted, 1 rejected"),
         "{log}"
     );
     assert!(
-        log.contains("ILP/TCP table 'mc': 1 rows committed, 0 lines rejected"),
+        log.contains("ILP/TCP table 'mc': 1 lines accepted, 0 rejected"),
         "{log}"
     );
 }
