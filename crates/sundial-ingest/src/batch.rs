@@ -190,6 +190,9 @@ pub(crate) struct TableBatch {
     oldest: Option<Instant>,
     touched: Vec<bool>,
     columns_of_line: Vec<usize>,
+    /// The previous line's keys and their columns: senders repeat the same keys in the same
+    /// order, so the n-th key is usually found by one comparison, without hashing.
+    last_keys: Vec<(String, usize)>,
 }
 
 impl TableBatch {
@@ -205,6 +208,7 @@ impl TableBatch {
             oldest: None,
             touched: Vec::new(),
             columns_of_line: Vec::new(),
+            last_keys: Vec::new(),
         };
         batch.reset_schema();
         batch
@@ -212,6 +216,7 @@ impl TableBatch {
 
     fn reset_schema(&mut self) {
         self.meta = self.table.meta();
+        self.last_keys.clear();
         let columns = self.meta.columns.iter().enumerate();
         self.index = columns.clone().map(|(i, c)| (c.name.clone(), i)).collect();
         self.index_lower = columns.map(|(i, c)| (c.name.to_lowercase(), i)).collect();
@@ -245,6 +250,35 @@ impl TableBatch {
             .copied()
     }
 
+    /// Finds the column of every value into `columns_of_line`; false if one is missing.
+    fn resolve_columns(&mut self, texts: &Texts, values: &[(usize, ColumnType, ValueRef)]) -> bool {
+        self.columns_of_line.clear();
+        for (position, (key, _, _)) in values.iter().enumerate() {
+            let name = texts.get(*key);
+            let cached = self
+                .last_keys
+                .get(position)
+                .filter(|(k, _)| k == name)
+                .map(|(_, i)| *i);
+            let i = match cached.or_else(|| self.column(name)) {
+                Some(i) => i,
+                None => return false,
+            };
+            if cached.is_none() {
+                if position < self.last_keys.len() {
+                    let slot = &mut self.last_keys[position];
+                    slot.0.clear();
+                    slot.0.push_str(name);
+                    slot.1 = i;
+                } else {
+                    self.last_keys.push((name.to_string(), i));
+                }
+            }
+            self.columns_of_line.push(i);
+        }
+        true
+    }
+
     /// Checks and buffers one row; adds missing columns first (committing buffered rows).
     pub fn add_row(
         &mut self,
@@ -252,21 +286,21 @@ impl TableBatch {
         values: &[(usize, ColumnType, ValueRef)],
         timestamp: i64,
     ) -> Result<(), IngestError> {
-        let missing: Vec<(String, ColumnType)> = values
-            .iter()
-            .filter(|(key, _, _)| self.column(texts.get(*key)).is_none())
-            .map(|(key, t, _)| (texts.get(*key).to_string(), *t))
-            .collect();
-        if !missing.is_empty() {
+        if !self.resolve_columns(texts, values) {
+            let missing: Vec<(String, ColumnType)> = values
+                .iter()
+                .filter(|(key, _, _)| self.column(texts.get(*key)).is_none())
+                .map(|(key, t, _)| (texts.get(*key).to_string(), *t))
+                .collect();
             self.add_columns(&missing)?;
+            if !self.resolve_columns(texts, values) {
+                return Err(StorageError::Internal("added columns vanished".into()).into());
+            }
         }
         let ts_index = self.meta.timestamp_index;
-        self.columns_of_line.clear();
-        for (key, _, value) in values {
+        for (position, (key, _, value)) in values.iter().enumerate() {
             let name = texts.get(*key);
-            let i = self
-                .column(name)
-                .ok_or_else(|| StorageError::Internal(format!("column '{name}' vanished")))?;
+            let i = self.columns_of_line[position];
             if Some(i) == ts_index {
                 return Err(IngestError::Rejected(format!(
                     "'{name}' is the designated timestamp column; it cannot be set as a tag or field"
@@ -274,7 +308,6 @@ impl TableBatch {
             }
             check(self.meta.columns[i].column_type, *value, texts)
                 .map_err(|why| IngestError::Rejected(format!("column '{name}': {why}")))?;
-            self.columns_of_line.push(i);
         }
         // Checked: from here the row is appended whole.
         self.touched.iter_mut().for_each(|t| *t = false);
