@@ -208,26 +208,31 @@ fn sort_and_split(
     timestamp: &str,
     take: Take,
 ) -> Result<(Vec<RecordBatch>, Vec<RecordBatch>), IngestError> {
-    let mut order: Vec<(i64, u32, u32)> = Vec::new();
-    let mut sorted = true;
-    let mut last = i64::MIN;
-    for (b, batch) in batches.iter().enumerate() {
-        let ts = batch
-            .column_by_name(timestamp)
-            .and_then(|c| c.as_any().downcast_ref::<TimestampNanosecondArray>())
-            .ok_or_else(|| internal(format!("batch without timestamp column '{timestamp}'")))?;
-        for (r, t) in ts.values().iter().enumerate() {
-            sorted &= *t >= last;
-            last = *t;
-            order.push((*t, b as u32, r as u32));
-        }
+    let mut spans = Vec::with_capacity(batches.len());
+    for batch in batches {
+        spans.push(TimeSpan::of(timestamps_of(batch, timestamp)?));
     }
+    let rows: usize = batches.iter().map(RecordBatch::num_rows).sum();
     let keep_back = match take {
         Take::All => 0,
-        Take::Older => order.len() / 4,
+        Take::Older => rows / 4,
     };
-    if sorted {
-        return Ok(split_sorted(batches, order.len() - keep_back));
+    // Batches that are each in order and do not overlap (the usual case: receivers sending
+    // consecutive stretches of time) only need putting in order, not copying.
+    let mut by_start: Vec<usize> = (0..batches.len()).collect();
+    by_start.sort_by_key(|&i| (spans[i].min, i));
+    let disjoint = by_start
+        .windows(2)
+        .all(|w| spans[w[0]].max <= spans[w[1]].min);
+    if disjoint && spans.iter().all(|s| s.sorted) {
+        let ordered: Vec<RecordBatch> = by_start.iter().map(|&i| batches[i].clone()).collect();
+        return Ok(split_sorted(&ordered, rows - keep_back));
+    }
+    let mut order: Vec<(i64, u32, u32)> = Vec::with_capacity(rows);
+    for (b, batch) in batches.iter().enumerate() {
+        for (r, t) in timestamps_of(batch, timestamp)?.iter().enumerate() {
+            order.push((*t, b as u32, r as u32));
+        }
     }
     order.sort_by_key(|(t, b, r)| (*t, *b, *r));
     let (now, later) = order.split_at(order.len() - keep_back);
@@ -239,6 +244,39 @@ fn sort_and_split(
         vec![gather(batches, &schema, later)?]
     };
     Ok((vec![now], later))
+}
+
+fn timestamps_of<'a>(batch: &'a RecordBatch, timestamp: &str) -> Result<&'a [i64], IngestError> {
+    batch
+        .column_by_name(timestamp)
+        .and_then(|c| c.as_any().downcast_ref::<TimestampNanosecondArray>())
+        .map(|ts| ts.values().as_ref())
+        .ok_or_else(|| internal(format!("batch without timestamp column '{timestamp}'")))
+}
+
+/// The time a batch covers, and whether its rows are in order.
+struct TimeSpan {
+    min: i64,
+    max: i64,
+    sorted: bool,
+}
+
+impl TimeSpan {
+    fn of(ts: &[i64]) -> TimeSpan {
+        let mut span = TimeSpan {
+            min: i64::MAX,
+            max: i64::MIN,
+            sorted: true,
+        };
+        let mut last = i64::MIN;
+        for &t in ts {
+            span.sorted &= t >= last;
+            last = t;
+            span.min = span.min.min(t);
+            span.max = span.max.max(t);
+        }
+        span
+    }
 }
 
 /// Already in order: the first `rows` rows, and the rest, without copying.
@@ -340,24 +378,19 @@ mod tests {
             .to_vec()
     }
 
+    fn all_timestamps(batches: &[RecordBatch]) -> Vec<i64> {
+        batches.iter().flat_map(timestamps).collect()
+    }
+
     #[test]
     fn interleaved_batches_are_sorted_and_the_newest_quarter_waits() {
         let batches = [
-            batch(&[5, 6, 7, 8], Some(&[50, 60, 70, 80])),
-            batch(&[1, 2, 3, 4], None),
+            batch(&[1, 3, 5, 7], Some(&[10, 30, 50, 70])),
+            batch(&[2, 4, 6, 8], None),
         ];
         let (now, later) = sort_and_split(&batches, "timestamp", Take::Older).unwrap();
-        assert_eq!(timestamps(&now[0]), vec![1, 2, 3, 4, 5, 6]);
-        // Already sorted: split without copying.
-        let sorted = [batch(&[1, 2, 3], None), batch(&[4], None)];
-        let (now, later_sorted) = sort_and_split(&sorted, "timestamp", Take::Older).unwrap();
-        assert_eq!(
-            now.iter().map(timestamps).collect::<Vec<_>>(),
-            vec![vec![1, 2, 3]]
-        );
-        assert_eq!(timestamps(&later_sorted[0]), vec![4]);
-        let (now, _) = sort_and_split(&batches, "timestamp", Take::Older).unwrap();
-        assert_eq!(timestamps(&later[0]), vec![7, 8]);
+        assert_eq!(all_timestamps(&now), vec![1, 2, 3, 4, 5, 6]);
+        assert_eq!(all_timestamps(&later), vec![7, 8]);
         let v = now[0]
             .column_by_name("v")
             .unwrap()
@@ -367,11 +400,24 @@ mod tests {
             .clone();
         assert_eq!(
             v.iter().collect::<Vec<_>>(),
-            vec![None, None, None, None, Some(50), Some(60)]
+            vec![Some(10), None, Some(30), None, Some(50), None]
         );
         let (now, later) = sort_and_split(&batches, "timestamp", Take::All).unwrap();
-        assert_eq!(timestamps(&now[0]), (1..=8).collect::<Vec<_>>());
+        assert_eq!(all_timestamps(&now), (1..=8).collect::<Vec<_>>());
         assert!(later.is_empty());
+    }
+
+    #[test]
+    fn disjoint_batches_are_reordered_without_copying() {
+        let batches = [
+            batch(&[5, 6, 7, 8], Some(&[50, 60, 70, 80])),
+            batch(&[1, 2, 3, 4], None),
+        ];
+        let (now, later) = sort_and_split(&batches, "timestamp", Take::Older).unwrap();
+        assert_eq!(now.len(), 2);
+        assert_eq!(now[1].num_columns(), 2);
+        assert_eq!(all_timestamps(&now), vec![1, 2, 3, 4, 5, 6]);
+        assert_eq!(all_timestamps(&later), vec![7, 8]);
     }
 
     #[test]
