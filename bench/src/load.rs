@@ -80,6 +80,12 @@ pub fn load(args: LoadArgs) -> Result<(), String> {
         workload.batches.len(),
         started.elapsed().as_secs_f64()
     );
+    let per_table: Vec<String> = workload
+        .rows_by_table
+        .iter()
+        .map(|(t, n)| format!("{t}={n}"))
+        .collect();
+    eprintln!("rows per table: {}", per_table.join(" "));
     let http = HttpClient::new(args.http_addr);
     let mut expected = BTreeMap::new();
     for (table, rows) in &workload.rows_by_table {
@@ -238,7 +244,7 @@ fn send_batches(args: &LoadArgs, workload: &Workload, next: &AtomicUsize) -> Res
     Ok(())
 }
 
-/// Polls row counts until every table has at least its expected rows; returns the wait.
+/// Polls row counts until every table has exactly its expected rows; returns the wait.
 fn wait_queryable(
     http: &HttpClient,
     expected: &BTreeMap<String, u64>,
@@ -249,6 +255,9 @@ fn wait_queryable(
         let mut behind = Vec::new();
         for (table, rows) in expected {
             let have = http.count(table).unwrap_or(0);
+            if have > *rows {
+                return Err(format!("{table} has {have} rows, more than the {rows} expected"));
+            }
             if have < *rows {
                 behind.push(format!("{table}: {have} of {rows}"));
             }

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import os
 import socket
+import subprocess
 import threading
 import time
 
@@ -18,6 +20,8 @@ from influxdb_client import InfluxDBClient, Point, WritePrecision
 from influxdb_client.client.write_api import SYNCHRONOUS
 from influxdb_client.rest import ApiException
 from questdb import QuestDBError, Sender, ServerTimestamp, TimestampNanos
+
+from conftest import REPO_ROOT
 
 # A base time well inside the supported range, with all nine fractional digits in use.
 T0 = 1_700_000_000_123_456_789
@@ -393,3 +397,39 @@ def test_concurrent_tcp_senders(server):
         'max(CAST("timestamp" AS BIGINT)) AS hi FROM many'
     ) == [{"n": total, "lo": T0, "hi": T0 + total - 1}]
     assert f"ILP/TCP: {total} lines accepted, 0 rejected" in server.log()
+
+
+TSBS_DIR = REPO_ROOT / ".." / "shared" / "tsbs"
+
+
+@pytest.mark.parametrize(
+    "file", ["devops-cpu-s100-1d.ilp.zst", "iot-s100-3d.ilp.zst"]
+)
+def test_tsbs_files_over_tcp_and_http_with_our_loader(server, file):
+    """Our loader sends the TSBS file over TCP, then again over HTTP, and waits until every
+    table has exactly the rows of the file (twice), failing on a shortfall or an excess."""
+    path = TSBS_DIR / file
+    assert path.exists(), f"{path} is missing"
+    loader = os.environ.get("SUNDIAL_BENCH_BIN", str(REPO_ROOT / "target" / "debug" / "sundial-bench"))
+    for protocol in ["tcp", "http"]:
+        run = subprocess.run(
+            [
+                loader, "load", "--file", str(path), "--protocol", protocol,
+                "--workers", "2", "--batch-lines", "5000",
+                "--ilp-addr", f"127.0.0.1:{server.tcp_port}",
+                "--http-addr", f"127.0.0.1:{server.http_port}",
+                "--queryable-timeout-s", "120",
+            ],
+            capture_output=True, text=True, timeout=900,
+        )
+        assert run.returncode == 0, f"{protocol}: {run.stderr}"
+        assert "result:" in run.stdout
+    expected = {"devops-cpu-s100-1d.ilp.zst": {"cpu": 2 * 864000},
+                "iot-s100-3d.ilp.zst": None}[file]
+    server.stop()
+    if expected:
+        for table, rows in expected.items():
+            assert server.sql(f"SELECT count(*) AS n FROM {table}") == [{"n": rows}]
+    else:
+        total = sum(server.sql(f"SELECT count(*) AS n FROM {t}")[0]["n"] for t in ["readings", "diagnostics"])
+        assert total == 2 * 777196

@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# UDP overload test, Sundial and QuestDB side by side (after QuestDB's published test): the same
+# sender blasts ILP over loopback UDP at rising rates; reports the share of rows that arrived.
+#
+#   bench/udp.sh                       2M lines at 100k, 250k, 500k, 1M lines/s and unpaced
+#   LINES=5000000 RATES=500000,0 bench/udp.sh
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+LINES=${LINES:-2000000}
+RATES=${RATES:-100000,250000,500000,1000000,0}
+RCVBUF=${RCVBUF:-8388608}
+WORK=${WORK:-$(mktemp -d /tmp/sundial-udp-bench.XXXXXX)}
+mkdir -p bench/results
+OUT=bench/results/udp-$(date +%Y%m%d-%H%M%S).txt
+
+cargo build --release -p sundial-server -p sundial-bench
+bench/peers/questdb.sh install >/dev/null
+export QDB_HTTP_PORT=19000 QDB_ILP_PORT=19009 QDB_PG_PORT=18812 QDB_UDP=1 QDB_UDP_PORT=19009
+export QDB_UDP_RCVBUF=$RCVBUF
+
+{
+    echo "# bench/udp.sh on $(date -u +%FT%TZ), $(nproc) cores; LINES=$LINES RCVBUF=$RCVBUF"
+    target/release/sundial serve --data-dir "$WORK/sundial-data" --http-addr 127.0.0.1:29000 \
+        --ilp-tcp-addr 127.0.0.1:29009 --ilp-udp-addr 127.0.0.1:29009 \
+        --ilp-udp-recv-buffer-bytes "$RCVBUF" 2>"$WORK/sundial.log" &
+    pid=$!
+    for _ in $(seq 200); do
+        grep -q "sundial serving" "$WORK/sundial.log" 2>/dev/null && break
+        sleep 0.05
+    done
+    target/release/sundial-bench udp --udp-addr 127.0.0.1:29009 --http-addr 127.0.0.1:29000 \
+        --lines "$LINES" --rates "$RATES" --label sundial
+    kill -TERM $pid
+    wait $pid
+
+    bench/peers/questdb.sh start "$WORK/questdb-root" >/dev/null
+    target/release/sundial-bench udp --udp-addr 127.0.0.1:$QDB_UDP_PORT \
+        --http-addr 127.0.0.1:$QDB_HTTP_PORT --lines "$LINES" --rates "$RATES" --label questdb
+    bench/peers/questdb.sh stop "$WORK/questdb-root"
+} | tee "$OUT"
+echo "figures in $OUT"
