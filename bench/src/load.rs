@@ -256,7 +256,9 @@ fn wait_queryable(
         for (table, rows) in expected {
             let have = http.count(table).unwrap_or(0);
             if have > *rows {
-                return Err(format!("{table} has {have} rows, more than the {rows} expected"));
+                return Err(format!(
+                    "{table} has {have} rows, more than the {rows} expected"
+                ));
             }
             if have < *rows {
                 behind.push(format!("{table}: {have} of {rows}"));
