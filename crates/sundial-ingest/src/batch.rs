@@ -383,12 +383,6 @@ impl TableBatch {
     pub fn sink(&self) -> &Arc<TableSink> {
         &self.sink
     }
-
-    pub fn discard(&mut self) {
-        if self.rows > 0 {
-            self.reset_schema();
-        }
-    }
 }
 
 /// The Arrow type a column's builder produces.

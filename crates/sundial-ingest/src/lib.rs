@@ -393,11 +393,4 @@ impl Ingestor {
         self.stats.rows_committed += rows;
         first_error.map_or(Ok(rows), Err)
     }
-
-    /// Drops every buffered row.
-    pub fn discard(&mut self) {
-        for batch in self.tables.values_mut() {
-            batch.discard();
-        }
-    }
 }

@@ -433,4 +433,47 @@ mod tests {
             .to_vec();
         assert_eq!(v, vec![2, 3, 1]);
     }
+
+    #[test]
+    fn senders_wait_while_a_table_is_far_behind() {
+        use sundial_storage::{ColumnType, Durability, PartitionBy, StorageOptions, TableDef};
+        let dir = tempfile::tempdir().unwrap();
+        let options = StorageOptions {
+            durability: Durability::None,
+            ..StorageOptions::default()
+        };
+        let db = Database::open(dir.path(), options).unwrap();
+        let def = TableDef {
+            name: "t".into(),
+            columns: vec![("timestamp".into(), ColumnType::Timestamp)],
+            timestamp: Some("timestamp".into()),
+            partition_by: PartitionBy::Day,
+        };
+        let table = db.create_table(def, false).unwrap();
+        let sink = Arc::new(TableSink::new(table.clone()));
+        // Another receiver is committing: submissions pile up until 4 x commit_rows...
+        let committing = lock(&sink.committing);
+        for i in 0..4 {
+            let ts: Vec<i64> = (i * 4..i * 4 + 4).collect();
+            assert_eq!(sink.submit(batch(&ts, None), Instant::now(), 4).unwrap(), 0);
+        }
+        // ...then the next sender waits.
+        let done = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let sender = {
+            let (sink, done) = (sink.clone(), done.clone());
+            std::thread::spawn(move || {
+                let committed = sink.submit(batch(&[16, 17, 18, 19], None), Instant::now(), 4);
+                done.store(true, std::sync::atomic::Ordering::SeqCst);
+                committed.unwrap()
+            })
+        };
+        std::thread::sleep(Duration::from_millis(300));
+        assert!(!done.load(std::sync::atomic::Ordering::SeqCst));
+        drop(committing);
+        // Once the commit is over, the waiting sender commits all but the newest quarter.
+        assert_eq!(sender.join().unwrap(), 15);
+        assert_eq!(table.snapshot().row_count(), 15);
+        assert_eq!(sink.commit_all().unwrap(), 5);
+        assert_eq!(table.snapshot().row_count(), 20);
+    }
 }

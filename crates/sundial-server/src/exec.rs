@@ -12,11 +12,11 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use arrow::array::{
-    Array, AsArray, BooleanArray, Date64Array, Float32Array, Float64Array, Int8Array, Int16Array,
-    Int32Array, Int64Array, TimestampNanosecondArray,
+use arrow::array::{Array, AsArray};
+use arrow::datatypes::{
+    DataType, Date64Type, Float32Type, Float64Type, Int8Type, Int16Type, Int32Type, Int64Type,
+    Schema, TimeUnit, TimestampNanosecondType,
 };
-use arrow::datatypes::{DataType, Int32Type, Schema, TimeUnit};
 use arrow::record_batch::RecordBatch;
 use axum::body::{Body, Bytes};
 use axum::extract::{Query, State};
@@ -240,59 +240,17 @@ fn write_json_value(out: &mut Vec<u8>, array: &dyn Array, row: usize) {
     };
     match array.data_type() {
         DataType::Boolean => {
-            let v = array
-                .as_any()
-                .downcast_ref::<BooleanArray>()
-                .map(|a| a.value(row));
-            out.extend_from_slice(if v == Some(true) { b"true" } else { b"false" });
+            let v = array.as_boolean().value(row);
+            out.extend_from_slice(if v { b"true" } else { b"false" });
         }
-        DataType::Int8 => write_int(
-            out,
-            array
-                .as_any()
-                .downcast_ref::<Int8Array>()
-                .map(|a| a.value(row) as i64),
-        ),
-        DataType::Int16 => write_int(
-            out,
-            array
-                .as_any()
-                .downcast_ref::<Int16Array>()
-                .map(|a| a.value(row) as i64),
-        ),
-        DataType::Int32 => write_int(
-            out,
-            array
-                .as_any()
-                .downcast_ref::<Int32Array>()
-                .map(|a| a.value(row) as i64),
-        ),
-        DataType::Int64 => write_int(
-            out,
-            array
-                .as_any()
-                .downcast_ref::<Int64Array>()
-                .map(|a| a.value(row)),
-        ),
-        DataType::Float32 => float(
-            out,
-            array
-                .as_any()
-                .downcast_ref::<Float32Array>()
-                .map_or(f64::NAN, |a| a.value(row) as f64),
-        ),
-        DataType::Float64 => float(
-            out,
-            array
-                .as_any()
-                .downcast_ref::<Float64Array>()
-                .map_or(f64::NAN, |a| a.value(row)),
-        ),
+        DataType::Int8 => write_int(out, array.as_primitive::<Int8Type>().value(row).into()),
+        DataType::Int16 => write_int(out, array.as_primitive::<Int16Type>().value(row).into()),
+        DataType::Int32 => write_int(out, array.as_primitive::<Int32Type>().value(row).into()),
+        DataType::Int64 => write_int(out, array.as_primitive::<Int64Type>().value(row)),
+        DataType::Float32 => float(out, array.as_primitive::<Float32Type>().value(row).into()),
+        DataType::Float64 => float(out, array.as_primitive::<Float64Type>().value(row)),
         DataType::Timestamp(TimeUnit::Nanosecond, _) => {
-            let ns = array
-                .as_any()
-                .downcast_ref::<TimestampNanosecondArray>()
-                .map_or(0, |a| a.value(row));
+            let ns = array.as_primitive::<TimestampNanosecondType>().value(row);
             out.push(b'"');
             write_timestamp(
                 out,
@@ -303,10 +261,7 @@ fn write_json_value(out: &mut Vec<u8>, array: &dyn Array, row: usize) {
             out.push(b'"');
         }
         DataType::Date64 => {
-            let ms = array
-                .as_any()
-                .downcast_ref::<Date64Array>()
-                .map_or(0, |a| a.value(row));
+            let ms = array.as_primitive::<Date64Type>().value(row);
             out.push(b'"');
             write_timestamp(
                 out,
@@ -333,9 +288,9 @@ fn write_json_value(out: &mut Vec<u8>, array: &dyn Array, row: usize) {
     }
 }
 
-fn write_int(out: &mut Vec<u8>, v: Option<i64>) {
+fn write_int(out: &mut Vec<u8>, v: i64) {
     use std::io::Write;
-    let _ = write!(out, "{}", v.unwrap_or_default());
+    let _ = write!(out, "{v}");
 }
 
 /// `YYYY-MM-DDTHH:MM:SS.fffZ` with `digits` fraction digits, or 9 when the value has finer

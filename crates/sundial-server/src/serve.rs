@@ -34,6 +34,7 @@ use sundial_storage::{Database, PartitionBy};
 use tokio::io::AsyncReadExt;
 use tokio::net::{TcpListener, TcpStream};
 
+use crate::exec::write_json_string;
 use crate::udp::{UdpOptions, UdpReceiver};
 use tokio::sync::watch;
 use tokio::task::JoinSet;
@@ -358,109 +359,137 @@ async fn accept_tcp(listener: TcpListener, shared: Arc<Shared>, mut stop: watch:
 /// Bytes read from a socket per read call.
 const READ_BYTES: usize = 64 << 10;
 
+/// One TCP connection's state: its ingestor, and the bytes after the last complete line.
+struct TcpConnection {
+    ingestor: Ingestor,
+    splitter: LineSplitter,
+    buf: Vec<u8>,
+    peer: SocketAddr,
+    shared: Arc<Shared>,
+}
+
+impl TcpConnection {
+    /// Room for the next read at the end of `buf`; returns where it starts.
+    fn reserve(&mut self) -> usize {
+        let start = self.buf.len();
+        self.buf.resize(start + READ_BYTES, 0);
+        start
+    }
+
+    /// Takes the `n` bytes read into the room at `start`: ingests every complete line and keeps
+    /// the incomplete last one.
+    fn received(&mut self, start: usize, n: usize) {
+        self.buf.truncate(start + n);
+        if n == 0 {
+            return;
+        }
+        let before = self.ingestor.stats();
+        let consumed = ingest_lines(
+            &mut self.ingestor,
+            &mut self.splitter,
+            &self.buf,
+            false,
+            self.peer,
+        );
+        self.shared.count(TCP, &self.ingestor, before);
+        self.buf.drain(..consumed);
+    }
+
+    /// At shutdown: ingests what the kernel already received, without waiting for more.
+    /// Returns whether the sender had closed its side.
+    fn drain_received(&mut self, stream: &TcpStream) -> bool {
+        loop {
+            let start = self.reserve();
+            match stream.try_read(&mut self.buf[start..]) {
+                Ok(0) => {
+                    self.received(start, 0);
+                    return true;
+                }
+                Ok(n) => self.received(start, n),
+                Err(_) => {
+                    self.received(start, 0);
+                    return false;
+                }
+            }
+        }
+    }
+
+    /// Only a sender that closed its side has finished its last line, newline or not;
+    /// otherwise an unterminated tail is a line cut short, and is dropped. Then commits.
+    fn finish(mut self, closed_by_peer: bool) {
+        let peer = self.peer;
+        if closed_by_peer {
+            let before = self.ingestor.stats();
+            ingest_lines(
+                &mut self.ingestor,
+                &mut self.splitter,
+                &self.buf,
+                true,
+                peer,
+            );
+            self.shared.count(TCP, &self.ingestor, before);
+        } else if !self.buf.is_empty() {
+            tracing::warn!(
+                "ILP/TCP {peer}: dropped an incomplete last line of {} bytes",
+                self.buf.len()
+            );
+            self.shared.counters.rejected[TCP].fetch_add(1, Ordering::Relaxed);
+        }
+        commit(&self.shared, TCP, &mut self.ingestor, Ingestor::flush);
+    }
+}
+
 async fn tcp_connection(
     mut stream: TcpStream,
     peer: SocketAddr,
     shared: Arc<Shared>,
     mut stop: watch::Receiver<bool>,
 ) {
-    let mut ingestor = Ingestor::with_sinks(shared.sinks.clone(), shared.ingest.clone());
-    let mut splitter = LineSplitter::new(shared.ingest.line_bytes_max);
-    let mut buf: Vec<u8> = Vec::with_capacity(READ_BYTES * 2);
     let idle = Duration::from_millis(shared.args.ilp_idle_timeout_ms);
     let mut tick = tokio::time::interval(Duration::from_millis(
         (shared.ingest.commit_interval_ms / 2).max(10),
     ));
+    let mut conn = TcpConnection {
+        ingestor: Ingestor::with_sinks(shared.sinks.clone(), shared.ingest.clone()),
+        splitter: LineSplitter::new(shared.ingest.line_bytes_max),
+        buf: Vec::with_capacity(READ_BYTES * 2),
+        peer,
+        shared,
+    };
     let mut last_read = Instant::now();
-    let mut closed_by_peer = false;
-    loop {
-        let start = buf.len();
-        buf.resize(start + READ_BYTES, 0);
+    let closed_by_peer = loop {
+        let start = conn.reserve();
         tokio::select! {
-            read = stream.read(&mut buf[start..]) => {
-                match read {
-                    Ok(0) => {
-                        buf.truncate(start);
-                        closed_by_peer = true;
-                        break;
-                    }
-                    Err(e) => {
-                        buf.truncate(start);
-                        tracing::info!("ILP/TCP {peer}: connection failed: {e}");
-                        break;
-                    }
-                    Ok(n) => {
-                        buf.truncate(start + n);
-                        last_read = Instant::now();
-                        let before = ingestor.stats();
-                        let consumed = ingest_lines(&mut ingestor, &mut splitter, &buf, false, peer);
-                        shared.count(TCP, &ingestor, before);
-                        buf.drain(..consumed);
-                    }
+            read = stream.read(&mut conn.buf[start..]) => match read {
+                Ok(0) => {
+                    conn.received(start, 0);
+                    break true;
                 }
-            }
+                Ok(n) => {
+                    conn.received(start, n);
+                    last_read = Instant::now();
+                }
+                Err(e) => {
+                    conn.received(start, 0);
+                    tracing::info!("ILP/TCP {peer}: connection failed: {e}");
+                    break false;
+                }
+            },
             _ = tick.tick() => {
-                buf.truncate(start);
+                conn.received(start, 0);
                 if last_read.elapsed() > idle {
                     tracing::info!("ILP/TCP {peer}: idle for {} ms, closing", idle.as_millis());
-                    break;
+                    break false;
                 }
-                commit(&shared, TCP, &mut ingestor, |i| i.flush_due(Instant::now()));
+                commit(&conn.shared, TCP, &mut conn.ingestor, |i| i.flush_due(Instant::now()));
             }
             _ = stop.wait_for(|s| *s) => {
-                buf.truncate(start);
-                closed_by_peer = drain_received(&stream, &mut buf, &mut ingestor, &mut splitter, peer, &shared);
-                break;
+                conn.received(start, 0);
+                break conn.drain_received(&stream);
             }
         }
-    }
-    // Only a sender that closed its side has finished its last line, newline or not; otherwise
-    // an unterminated tail is a line cut short, and is dropped.
-    if closed_by_peer {
-        let before = ingestor.stats();
-        ingest_lines(&mut ingestor, &mut splitter, &buf, true, peer);
-        shared.count(TCP, &ingestor, before);
-    } else if !buf.is_empty() {
-        tracing::warn!(
-            "ILP/TCP {peer}: dropped an incomplete last line of {} bytes",
-            buf.len()
-        );
-        shared.counters.rejected[TCP].fetch_add(1, Ordering::Relaxed);
-    }
-    commit(&shared, TCP, &mut ingestor, Ingestor::flush);
-}
-
-/// At shutdown: ingests what the kernel already received for this connection, without waiting
-/// for more. Returns whether the sender had closed its side.
-fn drain_received(
-    stream: &TcpStream,
-    buf: &mut Vec<u8>,
-    ingestor: &mut Ingestor,
-    splitter: &mut LineSplitter,
-    peer: SocketAddr,
-    shared: &Shared,
-) -> bool {
-    loop {
-        let start = buf.len();
-        buf.resize(start + READ_BYTES, 0);
-        match stream.try_read(&mut buf[start..]) {
-            Ok(0) => {
-                buf.truncate(start);
-                return true;
-            }
-            Ok(n) => {
-                buf.truncate(start + n);
-                let before = ingestor.stats();
-                let consumed = ingest_lines(ingestor, splitter, buf, false, peer);
-                shared.count(TCP, ingestor, before);
-                buf.drain(..consumed);
-            }
-            Err(_) => {
-                buf.truncate(start);
-                return false;
-            }
-        }
-    }
+    };
+    conn.finish(closed_by_peer);
 }
 
 /// Feeds every complete line of `buf` to the ingestor; returns the bytes consumed. Ingesting
@@ -521,20 +550,15 @@ async fn ping() -> StatusCode {
 }
 
 fn error_response(status: StatusCode, code: &str, message: &str, line: Option<usize>) -> Response {
-    let escaped: String = message
-        .chars()
-        .flat_map(|c| match c {
-            '"' => vec!['\\', '"'],
-            '\\' => vec!['\\', '\\'],
-            '\n' => vec!['\\', 'n'],
-            c if c.is_control() => vec![' '],
-            c => vec![c],
-        })
-        .collect();
-    let body = match line {
-        Some(line) => format!(r#"{{"code":"{code}","message":"{escaped}","line":{line}}}"#),
-        None => format!(r#"{{"code":"{code}","message":"{escaped}"}}"#),
-    };
+    let mut body = Vec::with_capacity(message.len() + 48);
+    body.extend_from_slice(b"{\"code\":");
+    write_json_string(&mut body, code);
+    body.extend_from_slice(b",\"message\":");
+    write_json_string(&mut body, message);
+    if let Some(line) = line {
+        body.extend_from_slice(format!(",\"line\":{line}").as_bytes());
+    }
+    body.push(b'}');
     (status, [(header::CONTENT_TYPE, "application/json")], body).into_response()
 }
 

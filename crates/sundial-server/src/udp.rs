@@ -266,11 +266,6 @@ struct RecvBatch {
     addrs: Vec<libc::sockaddr_storage>,
 }
 
-// SAFETY: the raw pointers in the headers point into this struct's own vectors and the chunk
-// being filled, both only touched by the thread that owns them.
-#[cfg(target_os = "linux")]
-unsafe impl Send for RecvBatch {}
-
 #[cfg(target_os = "linux")]
 impl RecvBatch {
     fn new() -> RecvBatch {
