@@ -63,6 +63,7 @@ class Server:
     http_port: int
     tcp_port: int
     udp_port: int
+    pg_port: int = 0
     proc: subprocess.Popen | None = None
     exit_code: int | None = None
     extra_args: list[str] = field(default_factory=list)
@@ -74,6 +75,11 @@ class Server:
     @property
     def http_url(self) -> str:
         return f"http://127.0.0.1:{self.http_port}"
+
+    @property
+    def dsn(self) -> str:
+        """libpq connection string for the PostgreSQL listener (default user admin/quest)."""
+        return f"host=127.0.0.1 port={self.pg_port} user=admin password=quest dbname=qdb"
 
     def log(self) -> str:
         try:
@@ -89,6 +95,7 @@ class Server:
             "--http-addr", f"127.0.0.1:{self.http_port}",
             "--ilp-tcp-addr", f"127.0.0.1:{self.tcp_port}",
             "--ilp-udp-addr", f"127.0.0.1:{self.udp_port}",
+            "--pg-addr", f"127.0.0.1:{self.pg_port}",
             "--ilp-commit-interval-ms", "100",
             *self.extra_args,
         ]
@@ -192,33 +199,38 @@ class Server:
 
 
 @pytest.fixture
-def server(tmp_path: Path, request: pytest.FixtureRequest):
+def start_server(tmp_path: Path, request: pytest.FixtureRequest):
+    """Starts servers with extra `serve` flags: `start_server(["--pg-auth-method", "md5"])`."""
     binary = sundial_bin()
     if not binary.is_file():
         pytest.fail(f"sundial binary not found at {binary} (set SUNDIAL_BIN)")
-    http_port, tcp_port = free_ports(2)
-    udp_port = free_port(socket.SOCK_DGRAM)
-    srv = Server(
-        binary=binary,
-        data_dir=tmp_path / "data",
-        log_path=tmp_path / "serve.log",
-        http_port=http_port,
-        tcp_port=tcp_port,
-        udp_port=udp_port,
-    )
-    srv.start()
+    started: list[Server] = []
+
+    def start(extra_args: list[str] | None = None) -> Server:
+        http_port, tcp_port, pg_port = free_ports(3)
+        udp_port = free_port(socket.SOCK_DGRAM)
+        n = len(started)
+        srv = Server(
+            binary=binary,
+            data_dir=tmp_path / f"data{n}",
+            log_path=tmp_path / f"serve{n}.log",
+            http_port=http_port,
+            tcp_port=tcp_port,
+            udp_port=udp_port,
+            pg_port=pg_port,
+            extra_args=list(extra_args or []),
+        )
+        started.append(srv)
+        srv.start()
+        return srv
+
     try:
-        yield srv
+        yield start
     finally:
-        srv.kill()
+        for srv in started:
+            srv.kill()
 
 
-@pytest.hookimpl(tryfirst=True, hookwrapper=True)
-def pytest_runtest_makereport(item, call):
-    """Attach the server's output to a failing test's report."""
-    outcome = yield
-    report = outcome.get_result()
-    if report.failed:
-        srv = item.funcargs.get("server") if hasattr(item, "funcargs") else None
-        if isinstance(srv, Server):
-            report.sections.append(("sundial serve output", srv.log()[-20000:]))
+@pytest.fixture
+def server(start_server):
+    return start_server()

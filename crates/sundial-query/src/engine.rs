@@ -12,6 +12,8 @@ use datafusion::execution::SendableRecordBatchStream;
 use datafusion::execution::context::{SQLOptions, SessionConfig, SessionContext};
 use datafusion::logical_expr::{DmlStatement, LogicalPlan, WriteOp};
 use datafusion::physical_plan::memory::MemoryStream;
+use datafusion::scalar::ScalarValue;
+use datafusion::sql::parser::Statement as DFStatement;
 use futures::StreamExt;
 use sundial_storage::{ColumnType, Database, PartitionBy, Table, TableDef, TableMeta};
 
@@ -50,6 +52,34 @@ pub struct Collected {
     pub rows_affected: Option<u64>,
 }
 
+/// A statement planned once by [`Engine::prepare`].
+#[derive(Debug, Clone)]
+pub struct Prepared {
+    kind: PreparedKind,
+    /// The type of each parameter (`$1` first) where the planner could infer it.
+    pub param_types: Vec<Option<DataType>>,
+    /// The result's columns; `None` for statements that return no rows.
+    pub schema: Option<SchemaRef>,
+}
+
+#[derive(Debug, Clone)]
+enum PreparedKind {
+    /// One of Sundial's own statements, kept as text.
+    Own(String),
+    /// A DataFusion plan, possibly with placeholders.
+    Plan(LogicalPlan),
+}
+
+fn is_insert(plan: &LogicalPlan) -> bool {
+    matches!(
+        plan,
+        LogicalPlan::Dml(DmlStatement {
+            op: WriteOp::Insert(_),
+            ..
+        })
+    )
+}
+
 /// Runs SQL against a [`Database`].
 pub struct Engine {
     db: Arc<Database>,
@@ -70,6 +100,7 @@ impl Engine {
             .catalog(CATALOG)
             .ok_or_else(|| QueryError::Invalid("default catalog missing".into()))?;
         catalog.register_schema(SCHEMA, Arc::new(SundialSchema::new(db.clone())))?;
+        crate::pg_catalog::register(&ctx, db.clone())?;
         Ok(Engine { db, ctx })
     }
 
@@ -182,8 +213,103 @@ impl Engine {
     }
 
     async fn run_datafusion(&self, sql: &str) -> Result<Output> {
+        let plan = self.plan_sql(sql).await?;
+        self.run_plan(plan).await
+    }
+
+    /// Parses and plans one statement once, for running many times with parameters (`$1`, ...).
+    ///
+    /// Sundial's own statements take no parameters; those that return rows (SHOW, DESCRIBE)
+    /// are run once here to learn their result's shape, which is safe as they only read.
+    pub async fn prepare(&self, sql: &str) -> Result<Prepared> {
+        let command = ddl::parse(sql)?;
+        if command != Command::Sql {
+            let schema = match command {
+                Command::ShowTables
+                | Command::ShowColumns { .. }
+                | Command::ShowPartitions { .. } => match self.run(sql).await? {
+                    Output::Rows(stream) => Some(stream.schema()),
+                    Output::Done { .. } => None,
+                },
+                _ => None,
+            };
+            return Ok(Prepared {
+                kind: PreparedKind::Own(sql.to_string()),
+                param_types: Vec::new(),
+                schema,
+            });
+        }
+        let plan = self.plan_sql(sql).await?;
+        let mut param_types = Vec::new();
+        for (name, data_type) in plan.get_parameter_types()? {
+            let index = name
+                .strip_prefix('$')
+                .and_then(|n| n.parse::<usize>().ok())
+                .filter(|n| *n >= 1)
+                .ok_or_else(|| {
+                    QueryError::Invalid(format!(
+                        "parameter '{name}': parameters are written $1, $2, ..."
+                    ))
+                })?;
+            if param_types.len() < index {
+                param_types.resize(index, None);
+            }
+            param_types[index - 1] = data_type;
+        }
+        let schema = if is_insert(&plan) || plan.schema().fields().is_empty() {
+            None
+        } else {
+            Some(Arc::new(plan.schema().as_arrow().clone()))
+        };
+        Ok(Prepared {
+            kind: PreparedKind::Plan(plan),
+            param_types,
+            schema,
+        })
+    }
+
+    /// Runs a prepared statement with values for its parameters (`params[0]` is `$1`).
+    pub async fn run_prepared(
+        &self,
+        prepared: &Prepared,
+        params: Vec<ScalarValue>,
+    ) -> Result<Output> {
+        match &prepared.kind {
+            PreparedKind::Own(sql) => {
+                if !params.is_empty() {
+                    return Err(QueryError::Invalid(
+                        "this statement takes no parameters".into(),
+                    ));
+                }
+                self.run(sql).await
+            }
+            PreparedKind::Plan(plan) => {
+                let plan = if params.is_empty() && prepared.param_types.is_empty() {
+                    plan.clone()
+                } else {
+                    if params.len() != prepared.param_types.len() {
+                        return Err(QueryError::Invalid(format!(
+                            "the statement has {} parameters but {} values were given",
+                            prepared.param_types.len(),
+                            params.len()
+                        )));
+                    }
+                    plan.clone().with_param_values(params)?
+                };
+                self.run_plan(plan).await
+            }
+        }
+    }
+
+    /// Parses, rewrites PostgreSQL catalog idioms DataFusion lacks (see `compat`), and plans.
+    async fn plan_sql(&self, sql: &str) -> Result<LogicalPlan> {
         let state = self.ctx.state();
-        let plan = state.create_logical_plan(sql).await?;
+        let dialect = state.config().options().sql_parser.dialect;
+        let mut statement = state.sql_to_statement(sql, &dialect)?;
+        if let DFStatement::Statement(s) = &mut statement {
+            crate::compat::rewrite(s);
+        }
+        let plan = state.statement_to_plan(statement).await?;
         SQLOptions::new()
             .with_allow_ddl(false)
             .verify_plan(&plan)
@@ -193,15 +319,13 @@ impl Engine {
                         .into(),
                 )
             })?;
-        let is_insert = matches!(
-            &plan,
-            LogicalPlan::Dml(DmlStatement {
-                op: WriteOp::Insert(_),
-                ..
-            })
-        );
+        Ok(plan)
+    }
+
+    async fn run_plan(&self, plan: LogicalPlan) -> Result<Output> {
+        let insert = is_insert(&plan);
         let df = self.ctx.execute_logical_plan(plan).await?;
-        if is_insert {
+        if insert {
             let batches = df.collect().await?;
             let rows = single_count(&batches);
             return Ok(Output::Done {

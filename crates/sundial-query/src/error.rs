@@ -63,7 +63,8 @@ impl QueryError {
             .diagnostic()
             .and_then(|d| d.span)
             .filter(|s| s.start.line > 0)
-            .map(|s| (s.start.line, s.start.column));
+            .map(|s| (s.start.line, s.start.column))
+            .or_else(|| parser_position(&error));
         QueryError::DataFusion { error, position }
     }
 
@@ -90,6 +91,48 @@ impl QueryError {
         }
     }
 
+    /// The PostgreSQL SQLSTATE for this error: the one place faults map to error codes.
+    pub fn sqlstate(&self) -> &'static str {
+        match self {
+            QueryError::Syntax { .. } => "42601",
+            QueryError::Invalid(_) => "42000",
+            QueryError::NotSupported(_) => "0A000",
+            QueryError::Storage(e) => match e {
+                StorageError::InvalidInput(_) => "22023",
+                StorageError::NotFound(m) if m.contains("column") => "42703",
+                StorageError::NotFound(_) => "42P01",
+                StorageError::AlreadyExists(_) => "42P07",
+                StorageError::ResourceExhausted(_) => "53000",
+                StorageError::Locked { .. } => "55006",
+                StorageError::Io { .. } => "58030",
+                StorageError::Corrupt { .. } => "XX001",
+                StorageError::Internal(_) => "XX000",
+            },
+            QueryError::DataFusion { error, .. } => datafusion_sqlstate(error),
+        }
+    }
+
+    /// Whether the fault lies with the request (a 4xx answer) rather than the server.
+    pub fn is_user_error(&self) -> bool {
+        let class = &self.sqlstate()[..2];
+        !matches!(class, "53" | "55" | "58" | "XX")
+    }
+
+    /// The 0-based character offset in `query` the error points at, if known.
+    pub fn char_offset(&self, query: &str) -> Option<usize> {
+        let (line, column) = self.position()?;
+        let mut offset = 0;
+        for (i, text) in query.split('\n').enumerate() {
+            if i as u64 + 1 == line {
+                return Some(
+                    offset + (column.saturating_sub(1) as usize).min(text.chars().count()),
+                );
+            }
+            offset += text.chars().count() + 1;
+        }
+        None
+    }
+
     /// The position in the SQL text the error refers to, if known.
     pub fn position(&self) -> Option<(u64, u64)> {
         match self {
@@ -103,4 +146,45 @@ impl QueryError {
 /// Wraps a storage error for transport through DataFusion.
 pub(crate) fn external(e: StorageError) -> DataFusionError {
     DataFusionError::External(Box::new(e))
+}
+
+/// sqlparser reports where parsing failed only in its message: `... at Line: 1, Column: 8`.
+fn parser_position(error: &DataFusionError) -> Option<(u64, u64)> {
+    let DataFusionError::SQL(e, _) = error else {
+        return None;
+    };
+    let message = e.to_string();
+    let (_, at) = message.rsplit_once("Line: ")?;
+    let (line, rest) = at.split_once(", Column: ")?;
+    let column: String = rest.chars().take_while(char::is_ascii_digit).collect();
+    Some((line.parse().ok()?, column.parse().ok()?))
+}
+
+fn datafusion_sqlstate(error: &DataFusionError) -> &'static str {
+    use datafusion::common::SchemaError;
+    match error {
+        DataFusionError::SQL(..) => "42601",
+        DataFusionError::SchemaError(e, _) => match e.as_ref() {
+            SchemaError::FieldNotFound { .. } => "42703",
+            SchemaError::AmbiguousReference { .. } => "42702",
+            SchemaError::DuplicateQualifiedField { .. }
+            | SchemaError::DuplicateUnqualifiedField { .. } => "42701",
+        },
+        DataFusionError::Plan(m) if m.contains("table") && m.contains("not found") => "42P01",
+        DataFusionError::Plan(m) if m.contains("Invalid function") => "42883",
+        DataFusionError::Plan(_) => "42000",
+        DataFusionError::NotImplemented(_) => "0A000",
+        DataFusionError::ResourcesExhausted(_) => "53200",
+        DataFusionError::ArrowError(e, _) => match e.as_ref() {
+            datafusion::arrow::error::ArrowError::DivideByZero => "22012",
+            datafusion::arrow::error::ArrowError::CastError(_)
+            | datafusion::arrow::error::ArrowError::ParseError(_) => "22P02",
+            _ => "22000",
+        },
+        DataFusionError::Context(_, inner) | DataFusionError::Diagnostic(_, inner) => {
+            datafusion_sqlstate(inner)
+        }
+        DataFusionError::Execution(_) => "22000",
+        _ => "XX000",
+    }
 }

@@ -15,14 +15,19 @@
 //! Every query plans against one snapshot per table, so it sees a consistent table however
 //! many commits land while it runs.
 
+mod compat;
 mod ddl;
 mod engine;
 mod error;
+mod pg_catalog;
 mod provider;
 pub mod scan;
+pub mod text;
 
 pub use datafusion::execution::SendableRecordBatchStream;
+pub use datafusion::scalar::ScalarValue;
 pub use ddl::{Command, CreateTable, Statement, parse, split_statements};
-pub use engine::{CATALOG, Collected, Engine, Output, SCHEMA, collect, conform};
+pub use engine::{CATALOG, Collected, Engine, Output, Prepared, SCHEMA, collect, conform};
 pub use error::{QueryError, Result};
+pub use pg_catalog::{SERVER_VERSION, pg_setting, pg_type_for_arrow, pg_type_of, table_oid};
 pub use provider::{SundialSchema, SundialSink, SundialTable};

@@ -24,6 +24,7 @@ use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use futures::StreamExt;
 use sundial_query::SendableRecordBatchStream;
+use sundial_query::text::{Fraction, push_timestamp};
 use sundial_query::{Engine, Output, QueryError};
 use sundial_storage::{ColumnType, SUNDIAL_TYPE_KEY};
 
@@ -252,23 +253,15 @@ fn write_json_value(out: &mut Vec<u8>, array: &dyn Array, row: usize) {
         DataType::Timestamp(TimeUnit::Nanosecond, _) => {
             let ns = array.as_primitive::<TimestampNanosecondType>().value(row);
             out.push(b'"');
-            write_timestamp(
-                out,
-                ns.div_euclid(1_000_000_000),
-                ns.rem_euclid(1_000_000_000) as u32,
-                6,
-            );
+            push_timestamp(out, ns, b'T', Fraction::Fixed(6));
+            out.push(b'Z');
             out.push(b'"');
         }
         DataType::Date64 => {
             let ms = array.as_primitive::<Date64Type>().value(row);
             out.push(b'"');
-            write_timestamp(
-                out,
-                ms.div_euclid(1000),
-                (ms.rem_euclid(1000) * 1_000_000) as u32,
-                3,
-            );
+            push_timestamp(out, ms.saturating_mul(1_000_000), b'T', Fraction::Fixed(3));
+            out.push(b'Z');
             out.push(b'"');
         }
         DataType::Utf8 => write_json_string(out, array.as_string::<i32>().value(row)),
@@ -291,42 +284,6 @@ fn write_json_value(out: &mut Vec<u8>, array: &dyn Array, row: usize) {
 fn write_int(out: &mut Vec<u8>, v: i64) {
     use std::io::Write;
     let _ = write!(out, "{v}");
-}
-
-/// `YYYY-MM-DDTHH:MM:SS.fffZ` with `digits` fraction digits, or 9 when the value has finer
-/// detail than that.
-fn write_timestamp(out: &mut Vec<u8>, seconds: i64, nanos: u32, digits: u32) {
-    use std::io::Write;
-    let days = seconds.div_euclid(86_400);
-    let second_of_day = seconds.rem_euclid(86_400);
-    let (year, month, day) = civil_from_days(days);
-    let _ = write!(
-        out,
-        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.",
-        second_of_day / 3600,
-        second_of_day / 60 % 60,
-        second_of_day % 60
-    );
-    let unit = 10u32.pow(9 - digits);
-    if nanos.is_multiple_of(unit) {
-        let _ = write!(out, "{:0width$}Z", nanos / unit, width = digits as usize);
-    } else {
-        let _ = write!(out, "{nanos:09}Z");
-    }
-}
-
-/// Proleptic Gregorian date of a day count since 1970-01-01 (Howard Hinnant's algorithm).
-fn civil_from_days(days: i64) -> (i64, u32, u32) {
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = (doy - (153 * mp + 2) / 5 + 1) as u32;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    (year, month, day)
 }
 
 pub fn write_json_string(out: &mut Vec<u8>, s: &str) {
@@ -365,29 +322,20 @@ fn error(status: StatusCode, query: &str, message: &str, position: usize) -> Res
     (status, [(header::CONTENT_TYPE, "application/json")], body).into_response()
 }
 
-/// A failed statement: 400 with the character offset its error points at (0 when unknown).
+/// A failed statement: 400 (500 for a server fault) with the character offset its error
+/// points at (0 when unknown).
 fn query_error(query: &str, e: &QueryError) -> Response {
-    let position = match e {
-        QueryError::Syntax { line, column, .. } => offset_of(query, *line, *column),
-        QueryError::DataFusion {
-            position: Some((line, column)),
-            ..
-        } => offset_of(query, *line, *column),
-        _ => 0,
+    let status = if e.is_user_error() {
+        StatusCode::BAD_REQUEST
+    } else {
+        StatusCode::INTERNAL_SERVER_ERROR
     };
-    error(StatusCode::BAD_REQUEST, query, &e.to_string(), position)
-}
-
-/// Character offset of a 1-based line and column.
-fn offset_of(query: &str, line: u64, column: u64) -> usize {
-    let mut offset = 0;
-    for (i, text) in query.split('\n').enumerate() {
-        if i as u64 + 1 == line {
-            return offset + (column.saturating_sub(1) as usize).min(text.chars().count());
-        }
-        offset += text.chars().count() + 1;
-    }
-    0
+    error(
+        status,
+        query,
+        &e.to_string(),
+        e.char_offset(query).unwrap_or(0),
+    )
 }
 
 #[cfg(test)]
@@ -408,21 +356,13 @@ mod tests {
     }
 
     #[test]
-    fn timestamps_are_iso_utc() {
-        let mut out = Vec::new();
-        write_timestamp(&mut out, 1_451_606_400, 0, 6);
-        assert_eq!(out, b"2016-01-01T00:00:00.000000Z");
-        out.clear();
-        write_timestamp(&mut out, -1, 999_999_999, 6);
-        assert_eq!(out, b"1969-12-31T23:59:59.999999999Z");
-        out.clear();
-        write_timestamp(&mut out, 951_782_400, 5_000_000, 3);
-        assert_eq!(out, b"2000-02-29T00:00:00.005Z");
-    }
-
-    #[test]
     fn error_offsets_count_characters() {
-        assert_eq!(offset_of("select\n  x", 2, 3), 9);
-        assert_eq!(offset_of("sélect y", 1, 8), 7);
+        let at = |line, column| QueryError::Syntax {
+            message: String::new(),
+            line,
+            column,
+        };
+        assert_eq!(at(2, 3).char_offset("select\n  x"), Some(9));
+        assert_eq!(at(1, 8).char_offset("sélect y"), Some(7));
     }
 }

@@ -59,7 +59,7 @@ enum DurabilityArg {
 
 #[derive(Subcommand, Debug)]
 enum Command {
-    /// Run the server: ILP over TCP, UDP and HTTP (SQL over PostgreSQL and HTTP to come).
+    /// Run the server: SQL over PostgreSQL's protocol and HTTP, ILP over TCP, UDP and HTTP.
     Serve {
         /// TOML file with any of these settings (flags and SUNDIAL_* variables override it).
         #[arg(long, env = "SUNDIAL_CONFIG")]
@@ -67,7 +67,7 @@ enum Command {
         #[command(flatten)]
         data: DataOptions,
         #[command(flatten)]
-        serve: serve::ServeArgs,
+        serve: Box<serve::ServeArgs>,
     },
     /// Interactive SQL shell.
     Shell {
@@ -144,7 +144,7 @@ fn main() -> ExitCode {
         match cli.command {
             Command::Serve { data, serve, .. } => {
                 let (db, _engine) = open(&data)?;
-                serve::run(db, serve).await
+                serve::run(db, *serve).await
             }
             Command::Shell { data } => {
                 let (_db, engine) = open(&data)?;

@@ -36,13 +36,14 @@ use tokio::net::{TcpListener, TcpStream};
 
 use crate::exec::write_json_string;
 use crate::udp::{UdpOptions, UdpReceiver};
+use sundial_pgwire::{AuthMethod, PgOptions, PgServer, Users};
 use tokio::sync::watch;
 use tokio::task::JoinSet;
 
 /// Listener and ingestion settings of `sundial serve`.
 #[derive(clap::Args, Debug, Clone)]
 pub struct ServeArgs {
-    /// HTTP listener (ILP `/write` now; the SQL API later).
+    /// HTTP listener: ILP `/write` and the SQL API (`/exec`).
     #[arg(long, env = "SUNDIAL_HTTP_ADDR", default_value = "127.0.0.1:9000")]
     pub http_addr: SocketAddr,
     /// ILP over TCP listener.
@@ -95,6 +96,30 @@ pub struct ServeArgs {
     /// Partitioning of tables created by ILP.
     #[arg(long, env = "SUNDIAL_ILP_PARTITION_BY", default_value = "DAY")]
     pub ilp_partition_by: String,
+    /// PostgreSQL wire protocol listener.
+    #[arg(long, env = "SUNDIAL_PG_ADDR", default_value = "127.0.0.1:8812")]
+    pub pg_addr: SocketAddr,
+    /// User name PostgreSQL clients log in as.
+    #[arg(long, env = "SUNDIAL_PG_USER", default_value = "admin")]
+    pub pg_user: String,
+    /// That user's password.
+    #[arg(long, env = "SUNDIAL_PG_PASSWORD", default_value = "quest")]
+    pub pg_password: String,
+    /// How PostgreSQL clients prove the password: scram-sha-256, md5 or password (cleartext).
+    #[arg(long, env = "SUNDIAL_PG_AUTH_METHOD", default_value = "scram-sha-256")]
+    pub pg_auth_method: String,
+    /// PostgreSQL connections served at once; more are refused (SQLSTATE 53300).
+    #[arg(long, env = "SUNDIAL_PG_CONNECTIONS_MAX", default_value_t = 256)]
+    pub pg_connections_max: usize,
+    /// Largest PostgreSQL protocol message accepted (query text, Bind, COPY data), in bytes.
+    #[arg(long, env = "SUNDIAL_PG_MESSAGE_BYTES_MAX", default_value_t = 16 << 20)]
+    pub pg_message_bytes_max: usize,
+    /// Default statement timeout in milliseconds (0: none); sessions may SET their own.
+    #[arg(long, env = "SUNDIAL_STATEMENT_TIMEOUT_MS", default_value_t = 0)]
+    pub statement_timeout_ms: u64,
+    /// Threads executing queries, apart from the threads serving connections (0: one per core).
+    #[arg(long, env = "SUNDIAL_QUERY_THREADS", default_value_t = 0)]
+    pub query_threads: usize,
 }
 
 /// Rows and lines per transport, for the logs (and later metrics).
@@ -257,6 +282,14 @@ pub async fn run(db: Arc<Database>, args: ServeArgs) -> Result<(), String> {
         None => None,
     };
     let engine = Arc::new(Engine::new(shared.db.clone()).map_err(|e| e.to_string())?);
+    let queries = query_runtime(args.query_threads)?;
+    let pg = pg_server(&args, engine.clone(), queries.handle().clone())?;
+    let pg_listener = TcpListener::bind(args.pg_addr)
+        .await
+        .map_err(|e| format!("cannot listen on {} (PostgreSQL): {e}", args.pg_addr))?;
+    tracing::info!("PostgreSQL wire protocol on {}", args.pg_addr);
+    let pg_stop = stop_rx.clone();
+    tasks.spawn(async move { pg.serve(pg_listener, pg_stop).await });
     let sql = Router::new()
         .route("/exec", get(crate::exec::exec))
         .with_state(engine);
@@ -279,8 +312,9 @@ pub async fn run(db: Arc<Database>, args: ServeArgs) -> Result<(), String> {
         }
     });
     eprintln!(
-        "sundial serving: HTTP {}, ILP/TCP {}{}",
+        "sundial serving: HTTP {}, PostgreSQL {}, ILP/TCP {}{}",
         args.http_addr,
+        args.pg_addr,
         args.ilp_tcp_addr,
         args.ilp_udp_addr
             .map(|a| format!(", ILP/UDP {a}"))
@@ -313,8 +347,45 @@ pub async fn run(db: Arc<Database>, args: ServeArgs) -> Result<(), String> {
         let _ = tokio::task::spawn_blocking(move || receiver.stop()).await;
     }
     while tasks.join_next().await.is_some() {}
+    queries.shutdown_background();
     shared.log_counters();
     Ok(())
+}
+
+/// The runtime statements execute on, apart from the one serving connections.
+fn query_runtime(threads: usize) -> Result<tokio::runtime::Runtime, String> {
+    let threads = if threads == 0 {
+        std::thread::available_parallelism().map_or(2, |n| n.get())
+    } else {
+        threads
+    };
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(threads)
+        .thread_name("sundial-query")
+        .enable_all()
+        .build()
+        .map_err(|e| format!("cannot start the query runtime: {e}"))
+}
+
+fn pg_server(
+    args: &ServeArgs,
+    engine: Arc<Engine>,
+    queries: tokio::runtime::Handle,
+) -> Result<PgServer, String> {
+    let method = AuthMethod::parse(&args.pg_auth_method).ok_or_else(|| {
+        format!(
+            "unknown PostgreSQL auth method '{}': use scram-sha-256, md5 or password",
+            args.pg_auth_method
+        )
+    })?;
+    let users = Users::new(method, &[(args.pg_user.clone(), args.pg_password.clone())]);
+    let options = PgOptions {
+        connections_max: args.pg_connections_max,
+        message_bytes_max: args.pg_message_bytes_max,
+        statement_timeout_ms: args.statement_timeout_ms,
+        ..PgOptions::default()
+    };
+    Ok(PgServer::new(engine, users, options, queries))
 }
 
 async fn shutdown_signal() {

@@ -42,8 +42,10 @@ fn start(dir: &Path) -> Server {
 }
 
 fn start_with(dir: &Path, (http, tcp, udp): (u16, u16, u16), args: &[&str]) -> Server {
+    let pg = format!("127.0.0.1:{}", free_port());
     let mut child = Command::new(env!("CARGO_BIN_EXE_sundial"))
         .arg("serve")
+        .args(["--pg-addr", &pg])
         .args(args)
         .env("SUNDIAL_DATA_DIR", dir)
         .env("SUNDIAL_DURABILITY", "none")

@@ -1,0 +1,77 @@
+//! The wire layer's error type. Each variant is mapped once to a SQLSTATE in [`PgError::sqlstate`].
+
+use sundial_query::QueryError;
+
+#[derive(Debug, thiserror::Error)]
+pub enum PgError {
+    /// The client broke the protocol: the connection cannot continue.
+    #[error("protocol violation: {0}")]
+    Protocol(String),
+    /// A message longer than the configured bound.
+    #[error("message of {bytes} bytes exceeds the limit of {limit} bytes")]
+    TooLarge { bytes: usize, limit: usize },
+    /// Wrong user or password.
+    #[error("password authentication failed for user \"{0}\"")]
+    Auth(String),
+    /// The statement failed; the session continues.
+    #[error(transparent)]
+    Query(#[from] QueryError),
+    /// A parameter value that does not decode as its declared type.
+    #[error("{0}")]
+    BadValue(String),
+    /// A statement or portal name that does not exist.
+    #[error("{0}")]
+    Undefined(String),
+    /// A setting name that does not exist.
+    #[error("unrecognized configuration parameter \"{0}\"")]
+    UnknownSetting(String),
+    /// Valid input the server does not implement.
+    #[error("not supported: {0}")]
+    NotSupported(String),
+    /// A configured limit was reached (connections, result size).
+    #[error("{0}")]
+    Limit(String),
+    /// The statement was cancelled by a CancelRequest.
+    #[error("canceling statement due to user request")]
+    Canceled,
+    /// The statement ran past its `statement_timeout`.
+    #[error("canceling statement due to statement timeout")]
+    Timeout,
+    /// Statements are refused until the failed transaction block ends.
+    #[error("current transaction is aborted, commands ignored until end of transaction block")]
+    InFailedTransaction,
+    /// The socket failed or the peer went away.
+    #[error("I/O error: {0}")]
+    Io(#[from] std::io::Error),
+    /// A bug in Sundial.
+    #[error("internal error: {0}")]
+    Internal(String),
+}
+
+impl PgError {
+    pub fn sqlstate(&self) -> &'static str {
+        match self {
+            PgError::Protocol(_) => "08P01",
+            PgError::TooLarge { .. } => "54000",
+            PgError::Auth(_) => "28P01",
+            PgError::Query(e) => e.sqlstate(),
+            PgError::BadValue(_) => "22P02",
+            PgError::Undefined(_) => "26000",
+            PgError::UnknownSetting(_) => "42704",
+            PgError::NotSupported(_) => "0A000",
+            PgError::Limit(_) => "53000",
+            PgError::Canceled | PgError::Timeout => "57014",
+            PgError::InFailedTransaction => "25P02",
+            PgError::Io(_) => "08006",
+            PgError::Internal(_) => "XX000",
+        }
+    }
+
+    /// Whether the session must end after reporting this error.
+    pub fn is_fatal(&self) -> bool {
+        matches!(
+            self,
+            PgError::Protocol(_) | PgError::TooLarge { .. } | PgError::Auth(_) | PgError::Io(_)
+        )
+    }
+}

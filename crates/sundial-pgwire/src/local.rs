@@ -1,0 +1,251 @@
+//! Statements the session answers itself: transaction control and session settings.
+//!
+//! Drivers send these on every connection (`SET extra_float_digits = 3`, `BEGIN`,
+//! `SHOW transaction isolation level`, ...). Sundial commits each statement on its own, so
+//! transaction control only tracks the status PostgreSQL would report.
+
+use std::collections::BTreeMap;
+
+/// A statement handled without the SQL engine.
+#[derive(Debug, Clone, PartialEq)]
+pub enum LocalCommand {
+    Begin,
+    Commit,
+    Rollback,
+    /// `SET name = value`; `value` is `None` for `SET name TO DEFAULT` / `RESET name`.
+    Set {
+        name: String,
+        value: Option<String>,
+    },
+    ResetAll,
+    Show(String),
+    /// Accepted and ignored, answering with this command tag.
+    Ignored(&'static str),
+}
+
+/// Recognises a local command, or `None` for SQL the engine runs.
+pub fn classify(sql: &str) -> Option<LocalCommand> {
+    let words = words(sql, 6);
+    let word = |i: usize| words.get(i).map(String::as_str).unwrap_or("");
+    Some(match word(0) {
+        "begin" | "start" if word(0) == "begin" || word(1) == "transaction" => LocalCommand::Begin,
+        "commit" | "end" => LocalCommand::Commit,
+        "rollback" | "abort" if !(word(1) == "to" || word(2) == "to") => LocalCommand::Rollback,
+        "rollback" => LocalCommand::Ignored("ROLLBACK"),
+        "savepoint" => LocalCommand::Ignored("SAVEPOINT"),
+        "release" => LocalCommand::Ignored("RELEASE"),
+        "discard" => LocalCommand::Ignored("DISCARD ALL"),
+        "deallocate" => LocalCommand::Ignored("DEALLOCATE"),
+        "listen" => LocalCommand::Ignored("LISTEN"),
+        "unlisten" => LocalCommand::Ignored("UNLISTEN"),
+        "set" => return parse_set(sql),
+        "reset" if word(1) == "all" => LocalCommand::ResetAll,
+        "reset" => LocalCommand::Set {
+            name: canonical_name(word(1)),
+            value: None,
+        },
+        "show" if !matches!(word(1), "tables" | "columns" | "partitions" | "") => {
+            let name = match (word(1), word(2)) {
+                ("transaction", "isolation") => "transaction_isolation".to_string(),
+                ("time", "zone") => "timezone".to_string(),
+                (name, _) => canonical_name(name),
+            };
+            LocalCommand::Show(name)
+        }
+        _ => return None,
+    })
+}
+
+/// The first `n` words, lower-cased, skipping comments.
+fn words(sql: &str, n: usize) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut rest = sql;
+    while out.len() < n {
+        rest = rest.trim_start();
+        if let Some(r) = rest.strip_prefix("--") {
+            rest = r.split_once('\n').map_or("", |(_, after)| after);
+            continue;
+        }
+        if let Some(r) = rest.strip_prefix("/*") {
+            rest = r.split_once("*/").map_or("", |(_, after)| after);
+            continue;
+        }
+        let end = rest
+            .find(|c: char| !(c.is_alphanumeric() || c == '_' || c == '.'))
+            .unwrap_or(rest.len());
+        if end == 0 {
+            break;
+        }
+        out.push(rest[..end].to_ascii_lowercase());
+        rest = &rest[end..];
+    }
+    out
+}
+
+fn canonical_name(name: &str) -> String {
+    name.trim_matches('"').to_ascii_lowercase()
+}
+
+fn parse_set(sql: &str) -> Option<LocalCommand> {
+    let body = sql.trim().trim_end_matches(';').trim();
+    let body = body.get(3..)?.trim_start();
+    let lower = body.to_ascii_lowercase();
+    let body = if lower.starts_with("session ") && !lower.starts_with("session characteristics") {
+        &body[8..]
+    } else if lower.starts_with("local ") {
+        &body[6..]
+    } else {
+        body
+    };
+    let lower = body.to_ascii_lowercase();
+    if lower.starts_with("session characteristics") || lower.starts_with("transaction") {
+        return Some(LocalCommand::Ignored("SET"));
+    }
+    if let Some(zone) = lower.strip_prefix("time zone") {
+        let value = body[body.len() - zone.len()..].trim();
+        return Some(LocalCommand::Set {
+            name: "timezone".into(),
+            value: Some(unquote(value)),
+        });
+    }
+    let split = body
+        .find(|c: char| c == '=' || c.is_whitespace())
+        .unwrap_or(body.len());
+    let name = canonical_name(&body[..split]);
+    let rest = body[split..].trim_start();
+    let rest = rest
+        .strip_prefix('=')
+        .or_else(|| {
+            rest.get(..3)
+                .filter(|w| w.eq_ignore_ascii_case("to "))
+                .map(|_| &rest[3..])
+        })?
+        .trim();
+    if name.is_empty() || rest.is_empty() {
+        return None;
+    }
+    let value = if rest.eq_ignore_ascii_case("default") {
+        None
+    } else {
+        Some(
+            rest.split(',')
+                .map(|v| unquote(v.trim()))
+                .collect::<Vec<_>>()
+                .join(", "),
+        )
+    };
+    Some(LocalCommand::Set { name, value })
+}
+
+fn unquote(v: &str) -> String {
+    if v.len() >= 2 && v.starts_with('\'') && v.ends_with('\'') {
+        v[1..v.len() - 1].replace("''", "'")
+    } else {
+        v.trim_matches('"').to_string()
+    }
+}
+
+/// The settings PostgreSQL reports in ParameterStatus, spelled as it reports them.
+const REPORTED: [&str; 10] = [
+    "server_version",
+    "server_encoding",
+    "client_encoding",
+    "DateStyle",
+    "IntervalStyle",
+    "TimeZone",
+    "integer_datetimes",
+    "standard_conforming_strings",
+    "is_superuser",
+    "application_name",
+];
+
+/// The reported settings a session starts with, keyed by lower-case name, with their
+/// server-wide defaults (the catalog's `pg_settings`). Each is `(value, reportable)`.
+pub fn default_settings() -> BTreeMap<String, (String, bool)> {
+    REPORTED
+        .iter()
+        .map(|name| {
+            let value = sundial_query::pg_setting(name).unwrap_or_default();
+            (name.to_ascii_lowercase(), (value.to_string(), true))
+        })
+        .collect()
+}
+
+/// The name PostgreSQL reports a setting under in ParameterStatus (`DateStyle`, `TimeZone`).
+pub fn reported_name(name: &str) -> &str {
+    REPORTED
+        .iter()
+        .find(|r| r.eq_ignore_ascii_case(name))
+        .copied()
+        .unwrap_or(name)
+}
+
+/// Parses a `statement_timeout` value: milliseconds, or a number with `ms`, `s`, `min`, `h`.
+pub fn parse_duration_ms(value: &str) -> Option<u64> {
+    let v = value.trim().to_ascii_lowercase();
+    let split = v.find(|c: char| !c.is_ascii_digit()).unwrap_or(v.len());
+    let number: u64 = v[..split].parse().ok()?;
+    let factor = match v[split..].trim() {
+        "" | "ms" => 1,
+        "s" => 1000,
+        "min" => 60_000,
+        "h" => 3_600_000,
+        _ => return None,
+    };
+    number.checked_mul(factor)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn set(name: &str, value: &str) -> Option<LocalCommand> {
+        Some(LocalCommand::Set {
+            name: name.into(),
+            value: Some(value.into()),
+        })
+    }
+
+    #[test]
+    fn recognises_driver_statements() {
+        assert_eq!(classify("BEGIN"), Some(LocalCommand::Begin));
+        assert_eq!(
+            classify("start transaction read only"),
+            Some(LocalCommand::Begin)
+        );
+        assert_eq!(classify(" commit;"), Some(LocalCommand::Commit));
+        assert_eq!(classify("ROLLBACK"), Some(LocalCommand::Rollback));
+        assert_eq!(
+            classify("SET extra_float_digits = 3"),
+            set("extra_float_digits", "3")
+        );
+        assert_eq!(
+            classify("SET application_name TO 'psql'"),
+            set("application_name", "psql")
+        );
+        assert_eq!(classify("set time zone 'UTC'"), set("timezone", "UTC"));
+        assert_eq!(
+            classify("SET SESSION statement_timeout = '5s'"),
+            set("statement_timeout", "5s")
+        );
+        assert_eq!(
+            classify("SET SESSION CHARACTERISTICS AS TRANSACTION ISOLATION LEVEL READ COMMITTED"),
+            Some(LocalCommand::Ignored("SET"))
+        );
+        assert_eq!(
+            classify("SHOW TRANSACTION ISOLATION LEVEL"),
+            Some(LocalCommand::Show("transaction_isolation".into()))
+        );
+        assert_eq!(classify("SHOW TABLES"), None);
+        assert_eq!(classify("select 1"), None);
+        assert_eq!(classify("-- hi\nBEGIN"), Some(LocalCommand::Begin));
+    }
+
+    #[test]
+    fn durations() {
+        assert_eq!(parse_duration_ms("1500"), Some(1500));
+        assert_eq!(parse_duration_ms("5s"), Some(5000));
+        assert_eq!(parse_duration_ms("2 min"), Some(120_000));
+        assert_eq!(parse_duration_ms("x"), None);
+    }
+}

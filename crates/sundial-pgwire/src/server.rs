@@ -1,0 +1,155 @@
+//! The listener: accepts connections up to a bound, hands each to a [`Session`], and routes
+//! CancelRequests to the session they name.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicI32, Ordering};
+use std::sync::{Arc, Mutex};
+
+use sundial_query::Engine;
+use tokio::net::{TcpListener, TcpStream};
+use tokio::runtime::Handle;
+use tokio::sync::{Notify, Semaphore, watch};
+use tokio::task::JoinSet;
+
+use crate::auth::Users;
+use crate::session::Session;
+
+/// Bounds and defaults for the PostgreSQL listener.
+#[derive(Debug, Clone)]
+pub struct PgOptions {
+    /// Connections served at once; more are refused with SQLSTATE 53300.
+    pub connections_max: usize,
+    /// The largest frontend message accepted (a query text, a Bind, a COPY chunk).
+    pub message_bytes_max: usize,
+    /// Output is flushed to the socket once this much is buffered, even mid-result.
+    pub flush_bytes: usize,
+    /// Default `statement_timeout`; 0 means none.
+    pub statement_timeout_ms: u64,
+}
+
+impl Default for PgOptions {
+    fn default() -> Self {
+        PgOptions {
+            connections_max: 256,
+            message_bytes_max: 16 << 20,
+            flush_bytes: 64 << 10,
+            statement_timeout_ms: 0,
+        }
+    }
+}
+
+/// Everything sessions share.
+pub(crate) struct Shared {
+    pub engine: Arc<Engine>,
+    pub users: Users,
+    pub options: PgOptions,
+    /// Where statements execute: a runtime apart from the one doing network I/O.
+    pub queries: Handle,
+    pub cancels: Cancels,
+}
+
+/// Running sessions by backend process id, for CancelRequest.
+#[derive(Default)]
+pub(crate) struct Cancels {
+    next_pid: AtomicI32,
+    sessions: Mutex<HashMap<i32, (i32, Arc<Notify>)>>,
+}
+
+impl Cancels {
+    /// Registers a session: its process id, secret key and the signal a cancel raises.
+    pub fn register(&self) -> (i32, i32, Arc<Notify>) {
+        let pid = self.next_pid.fetch_add(1, Ordering::Relaxed) + 1;
+        let secret: i32 = rand::random();
+        let notify = Arc::new(Notify::new());
+        if let Ok(mut sessions) = self.sessions.lock() {
+            sessions.insert(pid, (secret, notify.clone()));
+        }
+        (pid, secret, notify)
+    }
+
+    pub fn unregister(&self, pid: i32) {
+        if let Ok(mut sessions) = self.sessions.lock() {
+            sessions.remove(&pid);
+        }
+    }
+
+    /// Interrupts the statement session `pid` is running, if the secret matches. A cancel
+    /// that finds no running statement does nothing, as in PostgreSQL.
+    pub fn cancel(&self, pid: i32, secret: i32) {
+        let target = self.sessions.lock().ok().and_then(|s| {
+            s.get(&pid)
+                .filter(|(k, _)| *k == secret)
+                .map(|(_, n)| n.clone())
+        });
+        if let Some(notify) = target {
+            notify.notify_waiters();
+        }
+    }
+}
+
+/// A PostgreSQL protocol server over an [`Engine`].
+pub struct PgServer {
+    shared: Arc<Shared>,
+}
+
+impl PgServer {
+    /// `queries` is the runtime statements execute on, kept apart from connection I/O so a
+    /// long query never delays other sessions' reads and writes.
+    pub fn new(engine: Arc<Engine>, users: Users, options: PgOptions, queries: Handle) -> PgServer {
+        PgServer {
+            shared: Arc::new(Shared {
+                engine,
+                users,
+                options,
+                queries,
+                cancels: Cancels::default(),
+            }),
+        }
+    }
+
+    /// Accepts connections until `stop` turns true, then waits for open sessions to end their
+    /// current round trip.
+    pub async fn serve(&self, listener: TcpListener, stop: watch::Receiver<bool>) {
+        let permits = Arc::new(Semaphore::new(self.shared.options.connections_max));
+        let mut sessions = JoinSet::new();
+        let stopping = crate::session::stopped(stop.clone());
+        tokio::pin!(stopping);
+        loop {
+            tokio::select! {
+                accepted = listener.accept() => match accepted {
+                    Ok((stream, peer)) => {
+                        let permit = permits.clone().try_acquire_owned().ok();
+                        let shared = self.shared.clone();
+                        let stop = stop.clone();
+                        sessions.spawn(async move {
+                            connection(shared, stream, peer, permit.is_some(), stop).await;
+                            drop(permit);
+                        });
+                    }
+                    Err(e) => {
+                        tracing::warn!("PG accept failed: {e}");
+                        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+                    }
+                },
+                Some(_) = sessions.join_next(), if !sessions.is_empty() => {}
+                _ = &mut stopping => break,
+            }
+        }
+        while sessions.join_next().await.is_some() {}
+    }
+}
+
+async fn connection(
+    shared: Arc<Shared>,
+    stream: TcpStream,
+    peer: SocketAddr,
+    admitted: bool,
+    stop: watch::Receiver<bool>,
+) {
+    let _ = stream.set_nodelay(true);
+    let session = Session::new(shared, stream, stop);
+    if let Err(e) = session.run(admitted).await {
+        tracing::debug!("PG session from {peer} ended: {e}");
+    }
+}

@@ -1,0 +1,1024 @@
+//! One client connection: startup, authentication, then the simple and extended query
+//! protocols.
+//!
+//! ```text
+//!  socket ─▶ input buffer ─▶ next_message ─▶ handle(message)
+//!                                              │ Parse:   plan once, keep the plan
+//!                                              │ Bind:    decode parameters into a portal
+//!                                              │ Execute: run on the query runtime ─▶ rows
+//!                                              ▼
+//!                     output buffer ──(Sync, Flush, simple query end, buffer full)──▶ socket
+//! ```
+//!
+//! Invariants: the output buffer is written to the socket only at the flush points above, so a
+//! pipelined round trip costs one write; after an error in the extended protocol every message
+//! up to Sync is skipped; a portal's rows stream from the query task through a bounded channel,
+//! so a large result is never held whole.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use arrow::array::{ArrayRef, RecordBatch};
+use arrow::datatypes::{DataType, SchemaRef};
+use futures::StreamExt;
+use sundial_query::{Engine, Output, Prepared, QueryError, ScalarValue};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
+use tokio::sync::{Notify, mpsc, watch};
+use tokio::task::JoinHandle;
+
+use crate::auth::Exchange;
+use crate::codec::{self, Message, Reader, Writer};
+use crate::error::PgError;
+use crate::local::{self, LocalCommand};
+use crate::server::Shared;
+use crate::types::{self, ColumnEncoder, Format};
+
+/// Batches in flight between a query task and its session.
+const QUERY_CHANNEL_BATCHES: usize = 2;
+const READ_CHUNK_BYTES: usize = 16 << 10;
+
+pub(crate) struct Session {
+    shared: Arc<Shared>,
+    reader: OwnedReadHalf,
+    writer: OwnedWriteHalf,
+    /// Bytes received but not yet handled.
+    input: Vec<u8>,
+    out: Writer,
+    stop: watch::Receiver<bool>,
+    statements: HashMap<String, Arc<Statement>>,
+    portals: HashMap<String, Portal>,
+    transaction: Transaction,
+    /// Set by an error in the extended protocol: messages are skipped until Sync.
+    skipping: bool,
+    settings: BTreeMap<String, (String, bool)>,
+    pid: i32,
+    secret: i32,
+    cancel: Arc<Notify>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Transaction {
+    Idle,
+    Block,
+    Failed,
+}
+
+impl Transaction {
+    fn status(self) -> u8 {
+        match self {
+            Transaction::Idle => b'I',
+            Transaction::Block => b'T',
+            Transaction::Failed => b'E',
+        }
+    }
+}
+
+/// A parsed statement: planned once, run by any number of portals.
+struct Statement {
+    kind: StatementKind,
+    /// The OID reported for each parameter.
+    param_oids: Vec<i32>,
+    /// The type each parameter converts to before substitution, where known.
+    param_types: Vec<Option<DataType>>,
+}
+
+enum StatementKind {
+    Empty,
+    Local(LocalCommand),
+    Engine(Prepared),
+}
+
+impl Statement {
+    fn schema(&self) -> Option<SchemaRef> {
+        match &self.kind {
+            StatementKind::Engine(p) => p.schema.clone(),
+            StatementKind::Local(LocalCommand::Show(name)) => Some(show_schema(name)),
+            _ => None,
+        }
+    }
+}
+
+struct Portal {
+    statement: Arc<Statement>,
+    params: Vec<ScalarValue>,
+    formats: Vec<Format>,
+    state: PortalState,
+}
+
+enum PortalState {
+    Ready,
+    Running(Running),
+    Done,
+}
+
+/// A statement executing on the query runtime.
+struct Running {
+    rx: mpsc::Receiver<Item>,
+    task: JoinHandle<()>,
+    /// The batch being sent and the next row of it.
+    current: Option<(Vec<ArrayRef>, usize, usize)>,
+    rows_sent: u64,
+    deadline: Option<Instant>,
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        // Dropping the task's stream stops DataFusion's partition tasks too.
+        self.task.abort();
+    }
+}
+
+enum Item {
+    Batch(RecordBatch),
+    Done { tag: String, rows: Option<u64> },
+    Failed(QueryError),
+}
+
+/// What a pass over the input buffer did.
+enum Handled {
+    None,
+    Some,
+    Terminate,
+}
+
+/// How an Execute ended.
+enum Completion {
+    /// The row limit was reached with rows left: PortalSuspended.
+    Suspended,
+    /// Finished: CommandComplete with this tag.
+    Complete(String),
+}
+
+impl Session {
+    pub fn new(shared: Arc<Shared>, stream: TcpStream, stop: watch::Receiver<bool>) -> Session {
+        let (reader, writer) = stream.into_split();
+        let (pid, secret, cancel) = shared.cancels.register();
+        Session {
+            shared,
+            reader,
+            writer,
+            input: Vec::with_capacity(READ_CHUNK_BYTES),
+            out: Writer::default(),
+            stop,
+            statements: HashMap::new(),
+            portals: HashMap::new(),
+            transaction: Transaction::Idle,
+            skipping: false,
+            settings: local::default_settings(),
+            pid,
+            secret,
+            cancel,
+        }
+    }
+
+    /// Serves the connection until the client leaves, a fatal error, or server shutdown.
+    pub async fn run(mut self, admitted: bool) -> Result<(), PgError> {
+        let result = self.serve(admitted).await;
+        self.shared.cancels.unregister(self.pid);
+        if let Err(e) = &result
+            && !matches!(e, PgError::Io(_))
+        {
+            self.out
+                .error(b'E', "FATAL", e.sqlstate(), &e.to_string(), None);
+            let _ = self.flush().await;
+        }
+        result
+    }
+
+    async fn serve(&mut self, admitted: bool) -> Result<(), PgError> {
+        let Some(user) = self.startup().await? else {
+            return Ok(());
+        };
+        if !admitted {
+            return Err(PgError::Limit("sorry, too many clients already".into()));
+        }
+        self.authenticate(&user).await?;
+        self.settings
+            .insert("session_authorization".into(), (user, true));
+        for (name, (value, reportable)) in &self.settings {
+            if *reportable {
+                self.out.parameter_status(local::reported_name(name), value);
+            }
+        }
+        self.out.backend_key_data(self.pid, self.secret);
+        self.out.ready_for_query(self.transaction.status());
+        self.flush().await?;
+        loop {
+            match self.handle_buffered().await? {
+                Handled::Terminate => return Ok(()),
+                // Bytes may have arrived while those messages ran: look again before reading.
+                Handled::Some => continue,
+                Handled::None => {}
+            }
+            let stop = stopped(self.stop.clone());
+            tokio::select! {
+                read = self.read_more() => if read? == 0 { return Ok(()); },
+                _ = stop => {
+                    self.out.error(b'E', "FATAL", "57P01", "terminating connection: the server is shutting down", None);
+                    self.flush().await?;
+                    return Ok(());
+                }
+            }
+        }
+    }
+
+    async fn read_more(&mut self) -> Result<usize, PgError> {
+        self.input.reserve(READ_CHUNK_BYTES);
+        Ok(self.reader.read_buf(&mut self.input).await?)
+    }
+
+    async fn flush(&mut self) -> Result<(), PgError> {
+        if !self.out.buf.is_empty() {
+            self.writer.write_all(&self.out.buf).await?;
+            self.out.buf.clear();
+        }
+        Ok(())
+    }
+
+    /// Reads the startup packet, answering SSL/GSS requests with 'N' and serving a
+    /// CancelRequest. Returns the user, or `None` when the connection carried a cancel.
+    async fn startup(&mut self) -> Result<Option<String>, PgError> {
+        let max = self.shared.options.message_bytes_max;
+        loop {
+            let parsed = codec::next_startup(&self.input, max)?.map(|(body, n)| (body.to_vec(), n));
+            let Some((body, n)) = parsed else {
+                if self.read_more().await? == 0 {
+                    return Ok(None);
+                }
+                continue;
+            };
+            self.input.drain(..n);
+            let mut r = Reader::new(&body);
+            match r.i32()? {
+                codec::SSL_REQUEST | codec::GSSENC_REQUEST => {
+                    self.writer.write_all(b"N").await?;
+                }
+                codec::CANCEL_REQUEST => {
+                    let (pid, secret) = (r.i32()?, r.i32()?);
+                    self.shared.cancels.cancel(pid, secret);
+                    return Ok(None);
+                }
+                codec::PROTOCOL_V3 => return self.startup_parameters(r).map(Some),
+                version => {
+                    return Err(PgError::Protocol(format!(
+                        "unsupported frontend protocol {}.{}: the server supports 3.0",
+                        version >> 16,
+                        version & 0xffff
+                    )));
+                }
+            }
+        }
+    }
+
+    fn startup_parameters(&mut self, mut r: Reader<'_>) -> Result<String, PgError> {
+        let mut user = None;
+        while !r.is_empty() {
+            let name = r.cstr()?;
+            if name.is_empty() {
+                break;
+            }
+            let value = r.cstr()?;
+            match name {
+                "user" => user = Some(value.to_string()),
+                "application_name" | "client_encoding" | "datestyle" | "timezone" => {
+                    self.settings
+                        .insert(name.to_ascii_lowercase(), (value.to_string(), true));
+                }
+                "options" => {
+                    // `-c name=value` pairs, as libpq's PGOPTIONS passes them.
+                    for pair in value.split_whitespace().filter(|p| *p != "-c") {
+                        let pair = pair.trim_start_matches("-c");
+                        if let Some((k, v)) = pair.split_once('=') {
+                            self.set(k, Some(v.to_string()));
+                        }
+                    }
+                }
+                _ => {}
+            }
+        }
+        user.ok_or_else(|| PgError::Protocol("startup packet names no user".into()))
+    }
+
+    async fn authenticate(&mut self, user: &str) -> Result<(), PgError> {
+        let shared = self.shared.clone();
+        let mut exchange: Exchange = shared.users.begin(user, &mut self.out);
+        self.flush().await?;
+        let max = self.shared.options.message_bytes_max;
+        loop {
+            let step = match codec::next_message(&self.input, max)? {
+                Some((message, n)) => {
+                    if message.tag != b'p' {
+                        return Err(PgError::Protocol(format!(
+                            "expected a password message, got '{}'",
+                            message.tag as char
+                        )));
+                    }
+                    let next = exchange.step(&shared.users, message.body, &mut self.out)?;
+                    self.input.drain(..n);
+                    next
+                }
+                None => {
+                    if self.read_more().await? == 0 {
+                        return Err(PgError::Io(std::io::ErrorKind::UnexpectedEof.into()));
+                    }
+                    continue;
+                }
+            };
+            match step {
+                Some(next) => {
+                    exchange = next;
+                    self.flush().await?;
+                }
+                None => return Ok(()),
+            }
+        }
+    }
+
+    /// Handles every complete message in the input buffer.
+    async fn handle_buffered(&mut self) -> Result<Handled, PgError> {
+        let max = self.shared.options.message_bytes_max;
+        let mut input = std::mem::take(&mut self.input);
+        let mut start = 0;
+        let mut handled = Handled::None;
+        let mut outcome = Ok(());
+        while let Some((message, n)) = match codec::next_message(&input[start..], max) {
+            Ok(m) => m,
+            Err(e) => {
+                outcome = Err(e);
+                None
+            }
+        } {
+            start += n;
+            handled = Handled::Some;
+            match self.handle(message).await {
+                Ok(true) => {}
+                Ok(false) => {
+                    handled = Handled::Terminate;
+                    break;
+                }
+                Err(e) => {
+                    outcome = Err(e);
+                    break;
+                }
+            }
+        }
+        // Bytes read while handling (a query waits while watching the socket) follow the rest.
+        input.drain(..start);
+        input.append(&mut self.input);
+        self.input = input;
+        outcome.map(|()| handled)
+    }
+
+    /// Handles one message. Returns false when the client said goodbye.
+    async fn handle(&mut self, message: Message<'_>) -> Result<bool, PgError> {
+        if self.skipping && !matches!(message.tag, b'S' | b'X') {
+            return Ok(true);
+        }
+        let result = match message.tag {
+            b'Q' => {
+                self.simple_query(message.body).await?;
+                return Ok(true);
+            }
+            b'P' => self.parse(message.body).await,
+            b'B' => self.bind(message.body),
+            b'D' => self.describe(message.body),
+            b'E' => self.execute(message.body).await,
+            b'C' => self.close(message.body),
+            b'S' => {
+                self.skipping = false;
+                if self.transaction == Transaction::Idle {
+                    self.portals.clear();
+                }
+                self.out.ready_for_query(self.transaction.status());
+                self.flush().await?;
+                return Ok(true);
+            }
+            b'H' => {
+                self.flush().await?;
+                return Ok(true);
+            }
+            b'X' => return Ok(false),
+            // Copy messages outside COPY are ignored, as PostgreSQL does.
+            b'd' | b'c' | b'f' => return Ok(true),
+            tag => {
+                return Err(PgError::Protocol(format!(
+                    "unknown message type '{}'",
+                    tag as char
+                )));
+            }
+        };
+        if let Err(e) = result {
+            if e.is_fatal() {
+                return Err(e);
+            }
+            self.report(&e, None);
+            self.skipping = true;
+        }
+        Ok(true)
+    }
+
+    /// Writes an ErrorResponse and marks an open transaction block failed.
+    fn report(&mut self, e: &PgError, position: Option<usize>) {
+        self.out
+            .error(b'E', "ERROR", e.sqlstate(), &e.to_string(), position);
+        if self.transaction == Transaction::Block {
+            self.transaction = Transaction::Failed;
+        }
+    }
+
+    // ---- simple query ----------------------------------------------------------------------
+
+    async fn simple_query(&mut self, body: &[u8]) -> Result<(), PgError> {
+        let sql = Reader::new(body).cstr()?.to_string();
+        // The unnamed statement and portal do not survive a simple query.
+        self.statements.remove("");
+        self.portals.remove("");
+        match Engine::split(&sql) {
+            Ok(statements) if statements.is_empty() => self.out.empty(b'I'),
+            Ok(statements) => {
+                let mut search_from = 0;
+                for statement in statements {
+                    let offset = sql[search_from..]
+                        .find(&statement.text)
+                        .map_or(0, |i| i + search_from);
+                    search_from = offset + statement.text.len();
+                    let chars_before = sql[..offset].chars().count();
+                    if let Err((e, position)) = self.simple_statement(&statement.text).await {
+                        if e.is_fatal() {
+                            return Err(e);
+                        }
+                        self.report(&e, position.map(|p| p + chars_before + 1));
+                        break;
+                    }
+                }
+            }
+            Err(e) => {
+                let position = e.char_offset(&sql).map(|p| p + 1);
+                self.report(&PgError::Query(e), position);
+            }
+        }
+        self.out.ready_for_query(self.transaction.status());
+        self.flush().await
+    }
+
+    /// Runs one statement of a simple query; errors carry their 0-based character position.
+    async fn simple_statement(&mut self, sql: &str) -> Result<(), (PgError, Option<usize>)> {
+        let statement = self
+            .prepare_statement(sql, &[])
+            .await
+            .map_err(|e| with_position(e, sql))?;
+        let statement = Arc::new(statement);
+        if let Some(schema) = statement.schema() {
+            self.row_description(&schema, &[]);
+        }
+        let mut portal = Portal {
+            statement,
+            params: Vec::new(),
+            formats: Vec::new(),
+            state: PortalState::Ready,
+        };
+        match self.run_portal(&mut portal, 0).await {
+            Ok(Completion::Complete(tag)) => {
+                self.out.command_complete(&tag);
+                Ok(())
+            }
+            Ok(Completion::Suspended) => {
+                Err((PgError::Internal("suspended without a limit".into()), None))
+            }
+            Err(e) => Err(with_position(e, sql)),
+        }
+    }
+
+    // ---- extended query --------------------------------------------------------------------
+
+    async fn parse(&mut self, body: &[u8]) -> Result<(), PgError> {
+        let mut r = Reader::new(body);
+        let name = r.cstr()?.to_string();
+        let sql = r.cstr()?.to_string();
+        let count = r.count()?;
+        let mut declared = Vec::with_capacity(count);
+        for _ in 0..count {
+            declared.push(r.i32()?);
+        }
+        if !name.is_empty() && self.statements.contains_key(&name) {
+            return Err(PgError::Undefined(format!(
+                "prepared statement \"{name}\" already exists"
+            )));
+        }
+        let statement = self.prepare_statement(&sql, &declared).await?;
+        self.statements.insert(name, Arc::new(statement));
+        self.out.empty(b'1');
+        Ok(())
+    }
+
+    async fn prepare_statement(
+        &mut self,
+        sql: &str,
+        declared: &[i32],
+    ) -> Result<Statement, PgError> {
+        if self.transaction == Transaction::Failed
+            && !matches!(
+                local::classify(sql),
+                Some(LocalCommand::Commit | LocalCommand::Rollback)
+            )
+        {
+            return Err(PgError::InFailedTransaction);
+        }
+        let kind = if sql.trim().trim_end_matches(';').trim().is_empty() {
+            StatementKind::Empty
+        } else if let Some(command) = local::classify(sql) {
+            StatementKind::Local(command)
+        } else {
+            StatementKind::Engine(self.shared.engine.prepare(sql).await?)
+        };
+        let inferred: &[Option<DataType>] = match &kind {
+            StatementKind::Engine(p) => &p.param_types,
+            _ => &[],
+        };
+        let count = inferred.len().max(declared.len());
+        let mut param_oids = Vec::with_capacity(count);
+        let mut param_types = Vec::with_capacity(count);
+        for i in 0..count {
+            let declared_oid = declared.get(i).copied().filter(|o| *o != 0);
+            let inferred_type = inferred.get(i).cloned().flatten();
+            param_oids.push(declared_oid.unwrap_or_else(|| {
+                inferred_type
+                    .as_ref()
+                    .map_or(types::oid::TEXT, |t| types::pg_type(t).0)
+            }));
+            param_types.push(inferred_type.or_else(|| declared_oid.and_then(types::arrow_type_of)));
+        }
+        Ok(Statement {
+            kind,
+            param_oids,
+            param_types,
+        })
+    }
+
+    fn bind(&mut self, body: &[u8]) -> Result<(), PgError> {
+        let mut r = Reader::new(body);
+        let portal = r.cstr()?.to_string();
+        let name = r.cstr()?;
+        let statement = self.statements.get(name).cloned().ok_or_else(|| {
+            PgError::Undefined(format!("prepared statement \"{name}\" does not exist"))
+        })?;
+        let format_count = r.count()?;
+        let mut param_formats = Vec::with_capacity(format_count);
+        for _ in 0..format_count {
+            param_formats.push(Format::from_code(r.i16()?)?);
+        }
+        let count = r.count()?;
+        if count != statement.param_oids.len() {
+            return Err(PgError::Protocol(format!(
+                "bind message supplies {count} parameters, but the prepared statement requires {}",
+                statement.param_oids.len()
+            )));
+        }
+        let mut params = Vec::with_capacity(count);
+        for i in 0..count {
+            let value = r.value()?;
+            let format = Format::for_column(&param_formats, i);
+            params.push(types::decode_param(
+                value,
+                format,
+                statement.param_oids[i],
+                statement.param_types[i].as_ref(),
+            )?);
+        }
+        let result_count = r.count()?;
+        let mut formats = Vec::with_capacity(result_count);
+        for _ in 0..result_count {
+            formats.push(Format::from_code(r.i16()?)?);
+        }
+        if !portal.is_empty() && self.portals.contains_key(&portal) {
+            return Err(PgError::Undefined(format!(
+                "portal \"{portal}\" already exists"
+            )));
+        }
+        self.portals.insert(
+            portal,
+            Portal {
+                statement,
+                params,
+                formats,
+                state: PortalState::Ready,
+            },
+        );
+        self.out.empty(b'2');
+        Ok(())
+    }
+
+    fn describe(&mut self, body: &[u8]) -> Result<(), PgError> {
+        let mut r = Reader::new(body);
+        let kind = r.u8()?;
+        let name = r.cstr()?;
+        match kind {
+            b'S' => {
+                let statement = self.statements.get(name).cloned().ok_or_else(|| {
+                    PgError::Undefined(format!("prepared statement \"{name}\" does not exist"))
+                })?;
+                let at = self.out.begin(b't');
+                self.out.i16(statement.param_oids.len() as i16);
+                for oid in &statement.param_oids {
+                    self.out.i32(*oid);
+                }
+                self.out.end(at);
+                match statement.schema() {
+                    Some(schema) => self.row_description(&schema, &[]),
+                    None => self.out.empty(b'n'),
+                }
+            }
+            b'P' => {
+                let portal = self.portals.get(name).ok_or_else(|| {
+                    PgError::Undefined(format!("portal \"{name}\" does not exist"))
+                })?;
+                let formats = portal.formats.clone();
+                match portal.statement.schema() {
+                    Some(schema) => self.row_description(&schema, &formats),
+                    None => self.out.empty(b'n'),
+                }
+            }
+            other => {
+                return Err(PgError::Protocol(format!(
+                    "describe of '{}'",
+                    other as char
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    async fn execute(&mut self, body: &[u8]) -> Result<(), PgError> {
+        let mut r = Reader::new(body);
+        let name = r.cstr()?.to_string();
+        let max_rows = r.i32()?.max(0) as u64;
+        let mut portal = self
+            .portals
+            .remove(&name)
+            .ok_or_else(|| PgError::Undefined(format!("portal \"{name}\" does not exist")))?;
+        let result = self.run_portal(&mut portal, max_rows).await;
+        match &result {
+            Ok(Completion::Suspended) => self.out.empty(b's'),
+            Ok(Completion::Complete(tag)) => {
+                if matches!(portal.statement.kind, StatementKind::Empty) {
+                    self.out.empty(b'I');
+                } else {
+                    self.out.command_complete(tag);
+                }
+            }
+            Err(_) => {}
+        }
+        if !matches!(portal.state, PortalState::Running(_)) {
+            portal.state = PortalState::Done;
+        }
+        self.portals.insert(name, portal);
+        result.map(|_| ())
+    }
+
+    fn close(&mut self, body: &[u8]) -> Result<(), PgError> {
+        let mut r = Reader::new(body);
+        let kind = r.u8()?;
+        let name = r.cstr()?;
+        match kind {
+            b'S' => {
+                self.statements.remove(name);
+            }
+            b'P' => {
+                self.portals.remove(name);
+            }
+            other => return Err(PgError::Protocol(format!("close of '{}'", other as char))),
+        }
+        self.out.empty(b'3');
+        Ok(())
+    }
+
+    // ---- running statements ----------------------------------------------------------------
+
+    /// Runs (or resumes) a portal, sending at most `max_rows` rows (0: all).
+    async fn run_portal(
+        &mut self,
+        portal: &mut Portal,
+        max_rows: u64,
+    ) -> Result<Completion, PgError> {
+        match std::mem::replace(&mut portal.state, PortalState::Done) {
+            PortalState::Done => Ok(Completion::Complete(select_tag(0))),
+            PortalState::Ready => match &portal.statement.kind {
+                StatementKind::Empty => Ok(Completion::Complete(String::new())),
+                StatementKind::Local(command) => self.run_local(command.clone()),
+                StatementKind::Engine(prepared) => {
+                    if self.transaction == Transaction::Failed {
+                        return Err(PgError::InFailedTransaction);
+                    }
+                    let running = self.start(prepared.clone(), std::mem::take(&mut portal.params));
+                    self.stream_rows(portal, running, max_rows).await
+                }
+            },
+            PortalState::Running(running) => self.stream_rows(portal, running, max_rows).await,
+        }
+    }
+
+    fn start(&self, prepared: Prepared, params: Vec<ScalarValue>) -> Running {
+        let (tx, rx) = mpsc::channel(QUERY_CHANNEL_BATCHES);
+        let engine = self.shared.engine.clone();
+        let task = self.shared.queries.spawn(async move {
+            match engine.run_prepared(&prepared, params).await {
+                Ok(Output::Rows(mut stream)) => {
+                    while let Some(batch) = stream.next().await {
+                        let item = match batch {
+                            Ok(b) => Item::Batch(b),
+                            Err(e) => Item::Failed(e.into()),
+                        };
+                        let failed = matches!(item, Item::Failed(_));
+                        if tx.send(item).await.is_err() || failed {
+                            return;
+                        }
+                    }
+                }
+                Ok(Output::Done { tag, rows }) => {
+                    let _ = tx.send(Item::Done { tag, rows }).await;
+                }
+                Err(e) => {
+                    let _ = tx.send(Item::Failed(e)).await;
+                }
+            }
+        });
+        let timeout_ms = self.statement_timeout_ms();
+        Running {
+            rx,
+            task,
+            current: None,
+            rows_sent: 0,
+            deadline: (timeout_ms > 0).then(|| Instant::now() + Duration::from_millis(timeout_ms)),
+        }
+    }
+
+    /// Sends rows until the result ends or `max_rows` (0: no limit) are sent.
+    async fn stream_rows(
+        &mut self,
+        portal: &mut Portal,
+        mut running: Running,
+        max_rows: u64,
+    ) -> Result<Completion, PgError> {
+        let mut sent_now = 0u64;
+        loop {
+            if let Some((columns, next, len)) = running.current.take() {
+                let mut row = next;
+                while row < len && (max_rows == 0 || sent_now < max_rows) {
+                    let limit = if max_rows == 0 {
+                        len
+                    } else {
+                        len.min(row + (max_rows - sent_now) as usize)
+                    };
+                    let encoded = encode_rows(
+                        &mut self.out,
+                        &columns,
+                        &portal.formats,
+                        row..limit,
+                        self.shared.options.flush_bytes,
+                    )?;
+                    row += encoded;
+                    sent_now += encoded as u64;
+                    if self.out.buf.len() >= self.shared.options.flush_bytes {
+                        self.flush().await?;
+                    }
+                }
+                running.rows_sent += (row - next) as u64;
+                if row < len {
+                    running.current = Some((columns, row, len));
+                    portal.state = PortalState::Running(running);
+                    return Ok(Completion::Suspended);
+                }
+            }
+            if max_rows > 0 && sent_now == max_rows {
+                // PostgreSQL reports suspension even when the limit lands on the last row.
+                match self.next_item(&mut running).await? {
+                    None => return Ok(Completion::Complete(select_tag(running.rows_sent))),
+                    Some(item) => {
+                        self.take_item(item, &mut running)?;
+                        portal.state = PortalState::Running(running);
+                        return Ok(Completion::Suspended);
+                    }
+                }
+            }
+            match self.next_item(&mut running).await? {
+                None => return Ok(Completion::Complete(select_tag(running.rows_sent))),
+                Some(Item::Done { tag, rows }) => {
+                    return Ok(Completion::Complete(command_tag(&tag, rows)));
+                }
+                Some(item) => self.take_item(item, &mut running)?,
+            }
+        }
+    }
+
+    fn take_item(&self, item: Item, running: &mut Running) -> Result<(), PgError> {
+        match item {
+            Item::Batch(batch) => {
+                let columns = batch
+                    .columns()
+                    .iter()
+                    .map(types::normalize)
+                    .collect::<Result<Vec<_>, _>>()?;
+                running.current = Some((columns, 0, batch.num_rows()));
+                Ok(())
+            }
+            Item::Failed(e) => Err(e.into()),
+            Item::Done { .. } => Err(PgError::Internal("statement ended twice".into())),
+        }
+    }
+
+    /// Waits for the query task's next item while watching for a cancel, the statement
+    /// timeout and the client going away. `None` means the result ended.
+    async fn next_item(&mut self, running: &mut Running) -> Result<Option<Item>, PgError> {
+        let cancel = self.cancel.clone();
+        let deadline = running.deadline;
+        loop {
+            let cancelled = cancel.notified();
+            tokio::select! {
+                item = running.rx.recv() => return Ok(item),
+                _ = cancelled => return Err(PgError::Canceled),
+                _ = sleep_until(deadline) => return Err(PgError::Timeout),
+                read = self.reader.read_buf(&mut self.input), if self.input.len() < self.shared.options.message_bytes_max => {
+                    if read? == 0 {
+                        return Err(PgError::Io(std::io::ErrorKind::ConnectionReset.into()));
+                    }
+                }
+            }
+        }
+    }
+
+    fn statement_timeout_ms(&self) -> u64 {
+        match self.settings.get("statement_timeout") {
+            Some((v, _)) => local::parse_duration_ms(v).unwrap_or(0),
+            None => self.shared.options.statement_timeout_ms,
+        }
+    }
+
+    fn run_local(&mut self, command: LocalCommand) -> Result<Completion, PgError> {
+        let tag = match command {
+            LocalCommand::Begin => {
+                if self.transaction == Transaction::Idle {
+                    self.transaction = Transaction::Block;
+                }
+                "BEGIN"
+            }
+            LocalCommand::Commit => {
+                let failed = self.transaction == Transaction::Failed;
+                self.transaction = Transaction::Idle;
+                if failed { "ROLLBACK" } else { "COMMIT" }
+            }
+            LocalCommand::Rollback => {
+                self.transaction = Transaction::Idle;
+                "ROLLBACK"
+            }
+            LocalCommand::Set { name, value } => {
+                if name == "statement_timeout"
+                    && let Some(v) = &value
+                    && local::parse_duration_ms(v).is_none()
+                {
+                    return Err(PgError::BadValue(format!(
+                        "invalid value for parameter \"statement_timeout\": \"{v}\""
+                    )));
+                }
+                self.set(&name, value);
+                if name == "reset" { "RESET" } else { "SET" }
+            }
+            LocalCommand::ResetAll => {
+                self.settings = local::default_settings();
+                "RESET"
+            }
+            LocalCommand::Show(name) => {
+                let value = self.show(&name)?;
+                let schema = show_schema(&name);
+                let array: ArrayRef = Arc::new(arrow::array::StringArray::from(vec![value]));
+                let encoder = ColumnEncoder::new(&array, Format::Text)?;
+                let _ = schema;
+                let at = self.out.begin(b'D');
+                self.out.i16(1);
+                encoder.encode(0, &mut self.out.buf);
+                self.out.end(at);
+                return Ok(Completion::Complete("SHOW".into()));
+            }
+            LocalCommand::Ignored(tag) => tag,
+        };
+        Ok(Completion::Complete(tag.into()))
+    }
+
+    fn set(&mut self, name: &str, value: Option<String>) {
+        let name = name.to_ascii_lowercase();
+        let reportable = self.settings.get(&name).is_some_and(|(_, r)| *r);
+        if value.is_none() && !reportable {
+            // Back to the server default.
+            self.settings.remove(&name);
+            return;
+        }
+        let value = value.unwrap_or_else(|| {
+            sundial_query::pg_setting(&name)
+                .unwrap_or_default()
+                .to_string()
+        });
+        let reportable = self.settings.get(&name).is_some_and(|(_, r)| *r);
+        if reportable {
+            self.out
+                .parameter_status(local::reported_name(&name), &value);
+        }
+        self.settings.insert(name, (value, reportable));
+    }
+
+    fn show(&self, name: &str) -> Result<String, PgError> {
+        if name == "statement_timeout" {
+            return Ok(format!("{}ms", self.statement_timeout_ms()));
+        }
+        self.settings
+            .get(name)
+            .map(|(v, _)| v.clone())
+            .or_else(|| sundial_query::pg_setting(name).map(str::to_string))
+            .ok_or_else(|| PgError::UnknownSetting(name.to_string()))
+    }
+
+    fn row_description(&mut self, schema: &SchemaRef, formats: &[Format]) {
+        let at = self.out.begin(b'T');
+        self.out.i16(schema.fields().len() as i16);
+        for (i, field) in schema.fields().iter().enumerate() {
+            let (type_oid, type_len) = types::pg_type(field.data_type());
+            self.out.cstr(field.name());
+            self.out.i32(0);
+            self.out.i16(0);
+            self.out.i32(type_oid);
+            self.out.i16(type_len);
+            self.out.i32(-1);
+            self.out.i16(Format::for_column(formats, i).code());
+        }
+        self.out.end(at);
+    }
+}
+
+/// Appends DataRows for `rows` until the output holds `flush_bytes`; returns how many rows
+/// were written.
+fn encode_rows(
+    out: &mut Writer,
+    columns: &[ArrayRef],
+    formats: &[Format],
+    rows: std::ops::Range<usize>,
+    flush_bytes: usize,
+) -> Result<usize, PgError> {
+    let encoders = columns
+        .iter()
+        .enumerate()
+        .map(|(i, c)| ColumnEncoder::new(c, Format::for_column(formats, i)))
+        .collect::<Result<Vec<_>, _>>()?;
+    let mut written = 0;
+    for row in rows {
+        let at = out.begin(b'D');
+        out.i16(encoders.len() as i16);
+        for e in &encoders {
+            e.encode(row, &mut out.buf);
+        }
+        out.end(at);
+        written += 1;
+        if out.buf.len() >= flush_bytes {
+            break;
+        }
+    }
+    Ok(written)
+}
+
+pub(crate) async fn stopped(mut stop: watch::Receiver<bool>) {
+    let _ = stop.wait_for(|s| *s).await;
+}
+
+fn show_schema(name: &str) -> SchemaRef {
+    Arc::new(arrow::datatypes::Schema::new(vec![
+        arrow::datatypes::Field::new(name, DataType::Utf8, true),
+    ]))
+}
+
+fn select_tag(rows: u64) -> String {
+    format!("SELECT {rows}")
+}
+
+/// PostgreSQL's command tag for a statement without a result set.
+fn command_tag(tag: &str, rows: Option<u64>) -> String {
+    match (tag, rows) {
+        ("INSERT", Some(n)) => format!("INSERT 0 {n}"),
+        ("UPDATE" | "DELETE" | "COPY", Some(n)) => format!("{tag} {n}"),
+        _ => tag.to_string(),
+    }
+}
+
+fn with_position(e: PgError, sql: &str) -> (PgError, Option<usize>) {
+    let position = match &e {
+        PgError::Query(q) => q.char_offset(sql),
+        _ => None,
+    };
+    (e, position)
+}
+
+async fn sleep_until(deadline: Option<Instant>) {
+    match deadline {
+        Some(d) => tokio::time::sleep_until(d.into()).await,
+        None => std::future::pending().await,
+    }
+}

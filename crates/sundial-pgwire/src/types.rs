@@ -1,0 +1,752 @@
+//! PostgreSQL types for Arrow data: result columns encoded as text or binary, and parameter
+//! values decoded into DataFusion scalars.
+//!
+//! Encoding is column-at-a-time set-up, value-at-a-time output: [`ColumnEncoder::new`] picks the
+//! concrete array once per batch, then [`ColumnEncoder::encode`] appends one value (length
+//! prefix included) straight into the output buffer. Numbers and timestamps are formatted by
+//! hand or by `itoa`/`ryu`: no locks, no allocation per value.
+
+use std::sync::Arc;
+
+use arrow::array::{
+    Array, ArrayRef, AsArray, BooleanArray, Date32Array, Date64Array, Float32Array, Float64Array,
+    Int16Array, Int32Array, Int64Array, TimestampNanosecondArray,
+};
+use arrow::compute::{CastOptions, cast_with_options};
+use arrow::datatypes::{DataType, Int32Type, TimeUnit};
+use arrow::util::display::{ArrayFormatter, FormatOptions};
+use sundial_query::ScalarValue;
+use sundial_query::text::{Fraction, push_date, push_timestamp};
+
+use crate::error::PgError;
+
+/// Type OIDs from PostgreSQL's `pg_type.dat`.
+pub mod oid {
+    pub const BOOL: i32 = 16;
+    pub const BYTEA: i32 = 17;
+    pub const CHAR: i32 = 18;
+    pub const NAME: i32 = 19;
+    pub const INT8: i32 = 20;
+    pub const INT2: i32 = 21;
+    pub const INT4: i32 = 23;
+    pub const TEXT: i32 = 25;
+    pub const OID: i32 = 26;
+    pub const FLOAT4: i32 = 700;
+    pub const FLOAT8: i32 = 701;
+    pub const UNKNOWN: i32 = 705;
+    pub const VARCHAR: i32 = 1043;
+    pub const DATE: i32 = 1082;
+    pub const TIME: i32 = 1083;
+    pub const TIMESTAMP: i32 = 1114;
+    pub const TIMESTAMPTZ: i32 = 1184;
+    pub const NUMERIC: i32 = 1700;
+    pub const UUID: i32 = 2950;
+}
+
+/// Microseconds between 1970-01-01 and PostgreSQL's epoch, 2000-01-01.
+const PG_EPOCH_OFFSET_US: i64 = 946_684_800_000_000;
+const PG_EPOCH_OFFSET_DAYS: i32 = 10_957;
+
+/// The PostgreSQL type a result column of `data_type` is described and encoded as:
+/// its OID and `typlen` (-1 for variable length). The catalog owns the mapping.
+pub fn pg_type(data_type: &DataType) -> (i32, i16) {
+    let (type_oid, _, len) = sundial_query::pg_type_for_arrow(data_type);
+    (type_oid, len)
+}
+
+/// The Arrow type a parameter declared as `type_oid` decodes to; `None` for OIDs left for
+/// the planner to infer (0, unknown) or not known here.
+pub fn arrow_type_of(type_oid: i32) -> Option<DataType> {
+    Some(match type_oid {
+        oid::BOOL => DataType::Boolean,
+        oid::INT2 => DataType::Int16,
+        oid::INT4 | oid::OID => DataType::Int32,
+        oid::INT8 => DataType::Int64,
+        oid::FLOAT4 => DataType::Float32,
+        oid::FLOAT8 | oid::NUMERIC => DataType::Float64,
+        oid::TEXT | oid::VARCHAR | oid::NAME | oid::CHAR | oid::UUID => DataType::Utf8,
+        oid::TIMESTAMP => DataType::Timestamp(TimeUnit::Nanosecond, None),
+        oid::TIMESTAMPTZ => DataType::Timestamp(TimeUnit::Nanosecond, Some("+00:00".into())),
+        oid::DATE => DataType::Date32,
+        oid::TIME => DataType::Time64(TimeUnit::Microsecond),
+        oid::BYTEA => DataType::Binary,
+        _ => return None,
+    })
+}
+
+/// Result value format, per column.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Format {
+    Text,
+    Binary,
+}
+
+impl Format {
+    pub fn from_code(code: i16) -> Result<Format, PgError> {
+        match code {
+            0 => Ok(Format::Text),
+            1 => Ok(Format::Binary),
+            c => Err(PgError::Protocol(format!("unknown format code {c}"))),
+        }
+    }
+
+    pub fn code(self) -> i16 {
+        match self {
+            Format::Text => 0,
+            Format::Binary => 1,
+        }
+    }
+
+    /// The format of column `i` given a Bind message's result format codes: none means all
+    /// text, one applies to every column, otherwise one per column.
+    pub fn for_column(codes: &[Format], i: usize) -> Format {
+        match codes.len() {
+            0 => Format::Text,
+            1 => codes[0],
+            _ => codes.get(i).copied().unwrap_or(Format::Text),
+        }
+    }
+}
+
+/// One result column of one batch, ready to encode row by row.
+pub struct ColumnEncoder<'a> {
+    array: &'a dyn Array,
+    kind: Kind<'a>,
+    format: Format,
+}
+
+enum Kind<'a> {
+    Bool(&'a BooleanArray),
+    I16(&'a Int16Array),
+    I32(&'a Int32Array),
+    I64(&'a Int64Array),
+    F32(&'a Float32Array),
+    F64(&'a Float64Array),
+    Str(StrArray<'a>),
+    Dict(&'a Int32Array, StrArray<'a>),
+    Timestamp(&'a TimestampNanosecondArray, bool),
+    Date32(&'a Date32Array),
+    Date64(&'a Date64Array),
+    Bytes(BinArray<'a>),
+    Numeric(ArrayFormatter<'a>),
+    Time(ArrayFormatter<'a>),
+    List(&'a dyn Array),
+    Text(ArrayFormatter<'a>),
+}
+
+#[derive(Clone, Copy)]
+enum StrArray<'a> {
+    Small(&'a arrow::array::StringArray),
+    Large(&'a arrow::array::LargeStringArray),
+    View(&'a arrow::array::StringViewArray),
+}
+
+impl<'a> StrArray<'a> {
+    fn of(array: &'a dyn Array) -> Option<StrArray<'a>> {
+        Some(match array.data_type() {
+            DataType::Utf8 => StrArray::Small(array.as_string::<i32>()),
+            DataType::LargeUtf8 => StrArray::Large(array.as_string::<i64>()),
+            DataType::Utf8View => StrArray::View(array.as_string_view()),
+            _ => return None,
+        })
+    }
+
+    #[inline]
+    fn value(&self, row: usize) -> &'a str {
+        match self {
+            StrArray::Small(a) => a.value(row),
+            StrArray::Large(a) => a.value(row),
+            StrArray::View(a) => a.value(row),
+        }
+    }
+}
+
+#[derive(Clone, Copy)]
+enum BinArray<'a> {
+    Small(&'a arrow::array::BinaryArray),
+    Large(&'a arrow::array::LargeBinaryArray),
+    View(&'a arrow::array::BinaryViewArray),
+    Fixed(&'a arrow::array::FixedSizeBinaryArray),
+}
+
+impl<'a> BinArray<'a> {
+    #[inline]
+    fn value(&self, row: usize) -> &'a [u8] {
+        match self {
+            BinArray::Small(a) => a.value(row),
+            BinArray::Large(a) => a.value(row),
+            BinArray::View(a) => a.value(row),
+            BinArray::Fixed(a) => a.value(row),
+        }
+    }
+}
+
+const FORMAT_OPTIONS: FormatOptions<'static> = FormatOptions::new();
+
+/// Casts arrays without a direct encoder to one that has one (once per batch, not per value).
+pub fn normalize(array: &ArrayRef) -> Result<ArrayRef, PgError> {
+    let target = match array.data_type() {
+        DataType::Int8 | DataType::UInt8 => DataType::Int16,
+        DataType::UInt16 => DataType::Int32,
+        DataType::UInt32 => DataType::Int64,
+        DataType::Float16 => DataType::Float32,
+        DataType::Timestamp(unit, tz) if *unit != TimeUnit::Nanosecond => {
+            DataType::Timestamp(TimeUnit::Nanosecond, tz.clone())
+        }
+        DataType::Dictionary(key, value)
+            if !(**key == DataType::Int32 && StrArrayType::is_str(value)) =>
+        {
+            (**value).clone()
+        }
+        DataType::ListView(item) | DataType::FixedSizeList(item, _) => DataType::List(item.clone()),
+        DataType::LargeListView(item) => DataType::LargeList(item.clone()),
+        _ => return Ok(array.clone()),
+    };
+    let options = CastOptions {
+        safe: true,
+        ..Default::default()
+    };
+    cast_with_options(array, &target, &options)
+        .map_err(|e| PgError::Internal(format!("cannot convert a result column: {e}")))
+}
+
+struct StrArrayType;
+impl StrArrayType {
+    fn is_str(t: &DataType) -> bool {
+        matches!(t, DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View)
+    }
+}
+
+impl<'a> ColumnEncoder<'a> {
+    /// Prepares `array` (already passed through [`normalize`]) for encoding in `format`.
+    pub fn new(array: &'a ArrayRef, format: Format) -> Result<ColumnEncoder<'a>, PgError> {
+        let a: &'a dyn Array = array.as_ref();
+        let formatter = || {
+            ArrayFormatter::try_new(a, &FORMAT_OPTIONS)
+                .map_err(|e| PgError::Internal(format!("cannot format a result column: {e}")))
+        };
+        let kind = match a.data_type() {
+            DataType::Boolean => Kind::Bool(a.as_boolean()),
+            DataType::Int16 => Kind::I16(a.as_primitive()),
+            DataType::Int32 => Kind::I32(a.as_primitive()),
+            DataType::Int64 => Kind::I64(a.as_primitive()),
+            DataType::Float32 => Kind::F32(a.as_primitive()),
+            DataType::Float64 => Kind::F64(a.as_primitive()),
+            DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View => {
+                Kind::Str(StrArray::of(a).ok_or_else(|| PgError::Internal("string array".into()))?)
+            }
+            DataType::Dictionary(_, _) => {
+                let dict = a.as_dictionary::<Int32Type>();
+                let values = StrArray::of(dict.values().as_ref())
+                    .ok_or_else(|| PgError::Internal("dictionary of strings".into()))?;
+                Kind::Dict(dict.keys(), values)
+            }
+            DataType::Timestamp(TimeUnit::Nanosecond, tz) => {
+                Kind::Timestamp(a.as_primitive(), tz.is_some())
+            }
+            DataType::Date32 => Kind::Date32(a.as_primitive()),
+            DataType::Date64 => Kind::Date64(a.as_primitive()),
+            DataType::Binary => Kind::Bytes(BinArray::Small(a.as_binary())),
+            DataType::LargeBinary => Kind::Bytes(BinArray::Large(a.as_binary())),
+            DataType::BinaryView => Kind::Bytes(BinArray::View(a.as_binary_view())),
+            DataType::FixedSizeBinary(_) => Kind::Bytes(BinArray::Fixed(a.as_fixed_size_binary())),
+            DataType::UInt64
+            | DataType::Decimal32(..)
+            | DataType::Decimal64(..)
+            | DataType::Decimal128(..)
+            | DataType::Decimal256(..) => Kind::Numeric(formatter()?),
+            DataType::Time32(_) | DataType::Time64(_) => Kind::Time(formatter()?),
+            DataType::List(_) | DataType::LargeList(_) => Kind::List(a),
+            _ => Kind::Text(formatter()?),
+        };
+        if format == Format::Binary && matches!(kind, Kind::Text(_)) {
+            return Err(PgError::NotSupported(format!(
+                "binary format for a {} column; ask for text",
+                a.data_type()
+            )));
+        }
+        Ok(ColumnEncoder {
+            array: a,
+            kind,
+            format,
+        })
+    }
+
+    /// Appends the value at `row`: a 4-byte length (-1 for NULL) and its bytes.
+    #[inline]
+    pub fn encode(&self, row: usize, out: &mut Vec<u8>) {
+        if self.array.is_null(row) {
+            out.extend_from_slice(&(-1i32).to_be_bytes());
+            return;
+        }
+        let at = out.len();
+        out.extend_from_slice(&[0; 4]);
+        match self.format {
+            Format::Text => self.text(row, out),
+            Format::Binary => self.binary(row, out),
+        }
+        let len = (out.len() - at - 4) as i32;
+        out[at..at + 4].copy_from_slice(&len.to_be_bytes());
+    }
+
+    fn text(&self, row: usize, out: &mut Vec<u8>) {
+        let mut ints = itoa::Buffer::new();
+        match &self.kind {
+            Kind::Bool(a) => out.push(if a.value(row) { b't' } else { b'f' }),
+            Kind::I16(a) => out.extend_from_slice(ints.format(a.value(row)).as_bytes()),
+            Kind::I32(a) => out.extend_from_slice(ints.format(a.value(row)).as_bytes()),
+            Kind::I64(a) => out.extend_from_slice(ints.format(a.value(row)).as_bytes()),
+            Kind::F32(a) => push_float(out, f64::from(a.value(row)), true),
+            Kind::F64(a) => push_float(out, a.value(row), false),
+            Kind::Str(a) => out.extend_from_slice(a.value(row).as_bytes()),
+            Kind::Dict(keys, values) => {
+                out.extend_from_slice(values.value(keys.value(row) as usize).as_bytes())
+            }
+            Kind::Timestamp(a, tz) => {
+                push_timestamp(out, a.value(row), b' ', Fraction::TrimmedMicros);
+                if *tz {
+                    out.extend_from_slice(b"+00");
+                }
+            }
+            Kind::Date32(a) => push_date(out, i64::from(a.value(row))),
+            Kind::Date64(a) => push_date(out, a.value(row).div_euclid(86_400_000)),
+            Kind::Bytes(a) => push_bytea_hex(out, a.value(row)),
+            Kind::Numeric(f) | Kind::Time(f) | Kind::Text(f) => {
+                let _ = f.value(row).write(&mut VecWriter(out));
+            }
+            Kind::List(a) => push_text_array(out, *a, row),
+        }
+    }
+
+    fn binary(&self, row: usize, out: &mut Vec<u8>) {
+        match &self.kind {
+            Kind::Bool(a) => out.push(u8::from(a.value(row))),
+            Kind::I16(a) => out.extend_from_slice(&a.value(row).to_be_bytes()),
+            Kind::I32(a) => out.extend_from_slice(&a.value(row).to_be_bytes()),
+            Kind::I64(a) => out.extend_from_slice(&a.value(row).to_be_bytes()),
+            Kind::F32(a) => out.extend_from_slice(&a.value(row).to_be_bytes()),
+            Kind::F64(a) => out.extend_from_slice(&a.value(row).to_be_bytes()),
+            Kind::Str(a) => out.extend_from_slice(a.value(row).as_bytes()),
+            Kind::Dict(keys, values) => {
+                out.extend_from_slice(values.value(keys.value(row) as usize).as_bytes())
+            }
+            Kind::Timestamp(a, _) => {
+                let micros = a.value(row).div_euclid(1000) - PG_EPOCH_OFFSET_US;
+                out.extend_from_slice(&micros.to_be_bytes());
+            }
+            Kind::Date32(a) => {
+                out.extend_from_slice(&(a.value(row) - PG_EPOCH_OFFSET_DAYS).to_be_bytes())
+            }
+            Kind::Date64(a) => {
+                let days = a.value(row).div_euclid(86_400_000) as i32 - PG_EPOCH_OFFSET_DAYS;
+                out.extend_from_slice(&days.to_be_bytes());
+            }
+            Kind::Bytes(a) => out.extend_from_slice(a.value(row)),
+            Kind::Numeric(f) => {
+                let start = out.len();
+                let _ = f.value(row).write(&mut VecWriter(out));
+                let text = out.split_off(start);
+                push_numeric_binary(out, &text);
+            }
+            Kind::Time(f) => {
+                let start = out.len();
+                let _ = f.value(row).write(&mut VecWriter(out));
+                let text = out.split_off(start);
+                out.extend_from_slice(&time_micros(&text).to_be_bytes());
+            }
+            Kind::List(a) => push_binary_array(out, *a, row),
+            // Rejected in `new`.
+            Kind::Text(_) => {}
+        }
+    }
+}
+
+struct VecWriter<'a>(&'a mut Vec<u8>);
+
+impl std::fmt::Write for VecWriter<'_> {
+    fn write_str(&mut self, s: &str) -> std::fmt::Result {
+        self.0.extend_from_slice(s.as_bytes());
+        Ok(())
+    }
+}
+
+/// PostgreSQL's float output (shortest round-trip digits): `1`, `0.5`, `1e+16`, `NaN`.
+fn push_float(out: &mut Vec<u8>, v: f64, single: bool) {
+    if v.is_nan() {
+        out.extend_from_slice(b"NaN");
+        return;
+    }
+    if v.is_infinite() {
+        out.extend_from_slice(if v > 0.0 { b"Infinity" } else { b"-Infinity" });
+        return;
+    }
+    let mut buf = ryu::Buffer::new();
+    let s = if single {
+        buf.format_finite(v as f32)
+    } else {
+        buf.format_finite(v)
+    };
+    let (mantissa, exponent) = match s.split_once('e') {
+        Some((m, e)) => (m, Some(e)),
+        None => (s, None),
+    };
+    out.extend_from_slice(mantissa.strip_suffix(".0").unwrap_or(mantissa).as_bytes());
+    if let Some(e) = exponent {
+        let (sign, digits) = match e.strip_prefix('-') {
+            Some(d) => (b'-', d),
+            None => (b'+', e),
+        };
+        out.push(b'e');
+        out.push(sign);
+        if digits.len() < 2 {
+            out.push(b'0');
+        }
+        out.extend_from_slice(digits.as_bytes());
+    }
+}
+
+fn push_bytea_hex(out: &mut Vec<u8>, bytes: &[u8]) {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    out.extend_from_slice(b"\\x");
+    for b in bytes {
+        out.push(DIGITS[usize::from(b >> 4)]);
+        out.push(DIGITS[usize::from(b & 15)]);
+    }
+}
+
+/// A one-dimensional array literal: `{a,"b c",NULL}`.
+fn push_text_array(out: &mut Vec<u8>, list: &dyn Array, row: usize) {
+    let values = match list.data_type() {
+        DataType::List(_) => list.as_list::<i32>().value(row),
+        DataType::LargeList(_) => list.as_list::<i64>().value(row),
+        _ => return,
+    };
+    out.push(b'{');
+    let Ok(formatter) = ArrayFormatter::try_new(values.as_ref(), &FORMAT_OPTIONS) else {
+        out.push(b'}');
+        return;
+    };
+    for i in 0..values.len() {
+        if i > 0 {
+            out.push(b',');
+        }
+        if values.is_null(i) {
+            out.extend_from_slice(b"NULL");
+            continue;
+        }
+        let start = out.len();
+        let _ = formatter.value(i).write(&mut VecWriter(out));
+        let element = out.split_off(start);
+        let plain = !element.is_empty()
+            && !element.eq_ignore_ascii_case(b"null")
+            && !element
+                .iter()
+                .any(|c| matches!(c, b'"' | b'\\' | b',' | b'{' | b'}' | b' '));
+        if plain {
+            out.extend_from_slice(&element);
+        } else {
+            out.push(b'"');
+            for &c in &element {
+                if c == b'"' || c == b'\\' {
+                    out.push(b'\\');
+                }
+                out.push(c);
+            }
+            out.push(b'"');
+        }
+    }
+    out.push(b'}');
+}
+
+/// A one-dimensional array in binary: dimensions, NULL flag, element type, then each element
+/// encoded as its own type's binary form.
+fn push_binary_array(out: &mut Vec<u8>, list: &dyn Array, row: usize) {
+    let values = match list.data_type() {
+        DataType::List(_) => list.as_list::<i32>().value(row),
+        DataType::LargeList(_) => list.as_list::<i64>().value(row),
+        _ => return,
+    };
+    let values = match normalize(&values) {
+        Ok(v) => v,
+        Err(_) => values,
+    };
+    let (element_oid, _) = pg_type(values.data_type());
+    out.extend_from_slice(&1i32.to_be_bytes());
+    out.extend_from_slice(&i32::from(values.null_count() > 0).to_be_bytes());
+    out.extend_from_slice(&element_oid.to_be_bytes());
+    out.extend_from_slice(&(values.len() as i32).to_be_bytes());
+    out.extend_from_slice(&1i32.to_be_bytes());
+    match ColumnEncoder::new(&values, Format::Binary) {
+        Ok(encoder) => (0..values.len()).for_each(|i| encoder.encode(i, out)),
+        // Elements without a binary form are sent as NULLs rather than as malformed bytes.
+        Err(_) => (0..values.len()).for_each(|_| out.extend_from_slice(&(-1i32).to_be_bytes())),
+    }
+}
+
+/// NUMERIC's binary form from decimal text: base-10000 digits around the decimal point.
+fn push_numeric_binary(out: &mut Vec<u8>, text: &[u8]) {
+    let (negative, text) = match text.split_first() {
+        Some((b'-', rest)) => (true, rest),
+        _ => (false, text),
+    };
+    let (int_part, frac_part) = match text.iter().position(|&c| c == b'.') {
+        Some(p) => (&text[..p], &text[p + 1..]),
+        None => (text, &text[..0]),
+    };
+    let digit = |c: &u8| i16::from(c.wrapping_sub(b'0')).clamp(0, 9);
+    let mut groups: Vec<i16> = Vec::new();
+    // Integer digits, grouped by four from the decimal point leftwards.
+    let lead = int_part.len() % 4;
+    let mut chunks: Vec<&[u8]> = Vec::new();
+    if lead > 0 {
+        chunks.push(&int_part[..lead]);
+    }
+    chunks.extend(int_part[lead..].chunks(4));
+    for chunk in &chunks {
+        groups.push(chunk.iter().fold(0, |acc, c| acc * 10 + digit(c)));
+    }
+    let int_groups = groups.len() as i16;
+    for chunk in frac_part.chunks(4) {
+        let mut g = chunk.iter().fold(0, |acc, c| acc * 10 + digit(c));
+        for _ in chunk.len()..4 {
+            g *= 10;
+        }
+        groups.push(g);
+    }
+    let mut weight = int_groups - 1;
+    let leading_zeros = groups.iter().take_while(|&&g| g == 0).count();
+    groups.drain(..leading_zeros);
+    weight -= leading_zeros as i16;
+    while groups.last() == Some(&0) {
+        groups.pop();
+    }
+    if groups.is_empty() {
+        weight = 0;
+    }
+    let sign: u16 = if negative && !groups.is_empty() {
+        0x4000
+    } else {
+        0
+    };
+    out.extend_from_slice(&(groups.len() as i16).to_be_bytes());
+    out.extend_from_slice(&weight.to_be_bytes());
+    out.extend_from_slice(&sign.to_be_bytes());
+    out.extend_from_slice(&(frac_part.len() as i16).to_be_bytes());
+    for g in groups {
+        out.extend_from_slice(&g.to_be_bytes());
+    }
+}
+
+/// Microseconds since midnight from `HH:MM:SS[.fff]`.
+fn time_micros(text: &[u8]) -> i64 {
+    let s = std::str::from_utf8(text).unwrap_or("");
+    let mut parts = s.splitn(3, ':');
+    let h: i64 = parts.next().and_then(|p| p.parse().ok()).unwrap_or(0);
+    let m: i64 = parts.next().and_then(|p| p.parse().ok()).unwrap_or(0);
+    let sec: f64 = parts.next().and_then(|p| p.parse().ok()).unwrap_or(0.0);
+    (h * 3600 + m * 60) * 1_000_000 + (sec * 1e6).round() as i64
+}
+
+/// Decodes one Bind parameter. `type_oid` is what the client declared (0 if nothing);
+/// `target` is the type the planner expects, if it knows.
+pub fn decode_param(
+    value: Option<&[u8]>,
+    format: Format,
+    type_oid: i32,
+    target: Option<&DataType>,
+) -> Result<ScalarValue, PgError> {
+    let declared = arrow_type_of(type_oid);
+    let Some(bytes) = value else {
+        let t = target.or(declared.as_ref()).unwrap_or(&DataType::Utf8);
+        return ScalarValue::try_from(t).map_err(|e| PgError::Internal(e.to_string()));
+    };
+    let scalar = match format {
+        Format::Binary => decode_binary(bytes, type_oid)?,
+        Format::Text => {
+            let text = std::str::from_utf8(bytes)
+                .map_err(|_| PgError::BadValue("parameter is not valid UTF-8".into()))?;
+            decode_text(text, declared.as_ref())?
+        }
+    };
+    match target {
+        Some(t) if *t != scalar.data_type() => scalar.cast_to(t).map_err(|e| {
+            PgError::BadValue(format!("parameter value cannot be converted to {t}: {e}"))
+        }),
+        _ => Ok(scalar),
+    }
+}
+
+fn decode_text(text: &str, declared: Option<&DataType>) -> Result<ScalarValue, PgError> {
+    let bad =
+        |what: &str| PgError::BadValue(format!("invalid input syntax for type {what}: \"{text}\""));
+    Ok(match declared {
+        Some(DataType::Boolean) => {
+            ScalarValue::Boolean(Some(match text.trim().to_ascii_lowercase().as_str() {
+                "t" | "true" | "1" | "yes" | "y" | "on" => true,
+                "f" | "false" | "0" | "no" | "n" | "off" => false,
+                _ => return Err(bad("boolean")),
+            }))
+        }
+        Some(DataType::Int16) => {
+            ScalarValue::Int16(Some(text.trim().parse().map_err(|_| bad("smallint"))?))
+        }
+        Some(DataType::Int32) => {
+            ScalarValue::Int32(Some(text.trim().parse().map_err(|_| bad("integer"))?))
+        }
+        Some(DataType::Int64) => {
+            ScalarValue::Int64(Some(text.trim().parse().map_err(|_| bad("bigint"))?))
+        }
+        Some(DataType::Float32) => {
+            ScalarValue::Float32(Some(text.trim().parse().map_err(|_| bad("real"))?))
+        }
+        Some(DataType::Float64) => ScalarValue::Float64(Some(
+            text.trim().parse().map_err(|_| bad("double precision"))?,
+        )),
+        Some(DataType::Binary) => {
+            ScalarValue::Binary(Some(parse_bytea(text).ok_or_else(|| bad("bytea"))?))
+        }
+        Some(t @ (DataType::Timestamp(..) | DataType::Date32 | DataType::Time64(_))) => {
+            ScalarValue::Utf8(Some(text.to_string()))
+                .cast_to(t)
+                .map_err(|_| bad("timestamp"))?
+        }
+        _ => ScalarValue::Utf8(Some(text.to_string())),
+    })
+}
+
+fn decode_binary(bytes: &[u8], type_oid: i32) -> Result<ScalarValue, PgError> {
+    let fixed = |n: usize| -> Result<&[u8], PgError> {
+        if bytes.len() == n {
+            Ok(bytes)
+        } else {
+            Err(PgError::BadValue(format!(
+                "binary value of {} bytes for a type of {n} bytes",
+                bytes.len()
+            )))
+        }
+    };
+    Ok(match type_oid {
+        oid::BOOL => ScalarValue::Boolean(Some(fixed(1)?[0] != 0)),
+        oid::INT2 => ScalarValue::Int16(Some(i16::from_be_bytes(array(fixed(2)?)))),
+        oid::INT4 | oid::OID => ScalarValue::Int32(Some(i32::from_be_bytes(array(fixed(4)?)))),
+        oid::INT8 => ScalarValue::Int64(Some(i64::from_be_bytes(array(fixed(8)?)))),
+        oid::FLOAT4 => ScalarValue::Float32(Some(f32::from_be_bytes(array(fixed(4)?)))),
+        oid::FLOAT8 => ScalarValue::Float64(Some(f64::from_be_bytes(array(fixed(8)?)))),
+        oid::TIMESTAMP | oid::TIMESTAMPTZ => {
+            let micros = i64::from_be_bytes(array(fixed(8)?)) + PG_EPOCH_OFFSET_US;
+            let tz = (type_oid == oid::TIMESTAMPTZ).then(|| Arc::from("+00:00"));
+            ScalarValue::TimestampNanosecond(Some(micros.saturating_mul(1000)), tz)
+        }
+        oid::DATE => ScalarValue::Date32(Some(
+            i32::from_be_bytes(array(fixed(4)?)) + PG_EPOCH_OFFSET_DAYS,
+        )),
+        oid::TIME => ScalarValue::Time64Microsecond(Some(i64::from_be_bytes(array(fixed(8)?)))),
+        oid::BYTEA => ScalarValue::Binary(Some(bytes.to_vec())),
+        oid::UUID => ScalarValue::Utf8(Some(uuid_text(fixed(16)?))),
+        oid::TEXT | oid::VARCHAR | oid::NAME | oid::CHAR | oid::UNKNOWN | 0 => {
+            ScalarValue::Utf8(Some(
+                std::str::from_utf8(bytes)
+                    .map_err(|_| PgError::BadValue("parameter is not valid UTF-8".into()))?
+                    .to_string(),
+            ))
+        }
+        other => {
+            return Err(PgError::NotSupported(format!(
+                "binary parameters of type OID {other}; send it as text"
+            )));
+        }
+    })
+}
+
+fn array<const N: usize>(bytes: &[u8]) -> [u8; N] {
+    let mut out = [0u8; N];
+    out.copy_from_slice(&bytes[..N]);
+    out
+}
+
+fn uuid_text(bytes: &[u8]) -> String {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    let mut s = String::with_capacity(36);
+    for (i, b) in bytes.iter().enumerate() {
+        if matches!(i, 4 | 6 | 8 | 10) {
+            s.push('-');
+        }
+        s.push(DIGITS[usize::from(b >> 4)] as char);
+        s.push(DIGITS[usize::from(b & 15)] as char);
+    }
+    s
+}
+
+fn parse_bytea(text: &str) -> Option<Vec<u8>> {
+    let Some(hex) = text.strip_prefix("\\x") else {
+        return Some(text.as_bytes().to_vec());
+    };
+    let nibble = |c: u8| (c as char).to_digit(16).map(|d| d as u8);
+    hex.as_bytes()
+        .chunks(2)
+        .map(|pair| match pair {
+            [h, l] => Some(nibble(*h)? << 4 | nibble(*l)?),
+            _ => None,
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn float(v: f64) -> String {
+        let mut out = Vec::new();
+        push_float(&mut out, v, false);
+        String::from_utf8(out).unwrap()
+    }
+
+    #[test]
+    fn floats_print_like_postgres() {
+        assert_eq!(float(1.0), "1");
+        assert_eq!(float(0.5), "0.5");
+        assert_eq!(float(-2.25), "-2.25");
+        assert_eq!(float(1e22), "1e+22");
+        assert_eq!(float(1.5e-7), "1.5e-07");
+        assert_eq!(float(f64::NAN), "NaN");
+        assert_eq!(float(f64::NEG_INFINITY), "-Infinity");
+    }
+
+    #[test]
+    fn numeric_binary_groups_base_10000() {
+        let mut out = Vec::new();
+        push_numeric_binary(&mut out, b"-12345.678");
+        // ndigits 3, weight 1, negative, dscale 3, digits 1 2345 6780
+        let words: Vec<i16> = out
+            .chunks(2)
+            .map(|c| i16::from_be_bytes([c[0], c[1]]))
+            .collect();
+        assert_eq!(words, vec![3, 1, 0x4000, 3, 1, 2345, 6780]);
+        out.clear();
+        push_numeric_binary(&mut out, b"0");
+        let words: Vec<i16> = out
+            .chunks(2)
+            .map(|c| i16::from_be_bytes([c[0], c[1]]))
+            .collect();
+        assert_eq!(words, vec![0, 0, 0, 0]);
+    }
+
+    #[test]
+    fn params_decode_and_convert() {
+        let v = decode_param(Some(b"42"), Format::Text, 0, Some(&DataType::Int64)).unwrap();
+        assert_eq!(v, ScalarValue::Int64(Some(42)));
+        let v = decode_param(
+            Some(&7i32.to_be_bytes()),
+            Format::Binary,
+            oid::INT4,
+            Some(&DataType::Int64),
+        )
+        .unwrap();
+        assert_eq!(v, ScalarValue::Int64(Some(7)));
+        let v = decode_param(None, Format::Text, 0, Some(&DataType::Float64)).unwrap();
+        assert_eq!(v, ScalarValue::Float64(None));
+        assert!(decode_param(Some(b"x"), Format::Text, oid::INT4, None).is_err());
+        let v = decode_param(Some(b"\\x00ff"), Format::Text, oid::BYTEA, None).unwrap();
+        assert_eq!(v, ScalarValue::Binary(Some(vec![0, 255])));
+    }
+}

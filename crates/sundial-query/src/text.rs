@@ -1,0 +1,157 @@
+//! Date and time text for the wire protocols, written without locks or allocation.
+//!
+//! Both the HTTP API (ISO 8601, `2016-01-01T00:00:00.000000Z`) and the PostgreSQL protocol
+//! (`2016-01-01 00:00:00.5`) format timestamps on their hot paths; they share this code.
+
+/// How the fraction of a second is written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fraction {
+    /// Always this many digits (1..=9), widened to 9 when the value has finer detail.
+    Fixed(u32),
+    /// Microseconds with trailing zeros removed, and no `.` at all for whole seconds
+    /// (PostgreSQL's `timestamp` output).
+    TrimmedMicros,
+}
+
+const NANOS_PER_SECOND: i64 = 1_000_000_000;
+const SECONDS_PER_DAY: i64 = 86_400;
+
+/// Proleptic Gregorian date of a day count since 1970-01-01 (Howard Hinnant's algorithm).
+pub fn civil_from_days(days: i64) -> (i64, u32, u32) {
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = (doy - (153 * mp + 2) / 5 + 1) as u32;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    (year, month, day)
+}
+
+/// Appends `value` as exactly `width` digits (zero-padded; wider values keep all digits).
+fn push_digits(out: &mut Vec<u8>, value: u64, width: usize) {
+    let mut buf = [b'0'; 20];
+    let mut v = value;
+    let mut i = buf.len();
+    while v > 0 {
+        i -= 1;
+        buf[i] = b'0' + (v % 10) as u8;
+        v /= 10;
+    }
+    let start = (buf.len() - width.min(buf.len())).min(i);
+    out.extend_from_slice(&buf[start..]);
+}
+
+/// Appends `YYYY-MM-DD` for a day count since 1970-01-01. Years before 1 AD are written with
+/// a leading `-`, years past 9999 with all their digits.
+pub fn push_date(out: &mut Vec<u8>, days: i64) {
+    let (year, month, day) = civil_from_days(days);
+    if year < 0 {
+        out.push(b'-');
+    }
+    push_digits(out, year.unsigned_abs(), 4);
+    out.push(b'-');
+    push_digits(out, u64::from(month), 2);
+    out.push(b'-');
+    push_digits(out, u64::from(day), 2);
+}
+
+/// Appends a timestamp given in nanoseconds since the epoch: date, `separator`, time, fraction.
+pub fn push_timestamp(out: &mut Vec<u8>, nanos: i64, separator: u8, fraction: Fraction) {
+    let seconds = nanos.div_euclid(NANOS_PER_SECOND);
+    let sub_nanos = nanos.rem_euclid(NANOS_PER_SECOND) as u64;
+    push_date(out, seconds.div_euclid(SECONDS_PER_DAY));
+    out.push(separator);
+    let second_of_day = seconds.rem_euclid(SECONDS_PER_DAY) as u64;
+    push_digits(out, second_of_day / 3600, 2);
+    out.push(b':');
+    push_digits(out, second_of_day / 60 % 60, 2);
+    out.push(b':');
+    push_digits(out, second_of_day % 60, 2);
+    match fraction {
+        Fraction::Fixed(digits) => {
+            let digits = digits.clamp(1, 9);
+            let unit = 10u64.pow(9 - digits);
+            out.push(b'.');
+            if sub_nanos.is_multiple_of(unit) {
+                push_digits(out, sub_nanos / unit, digits as usize);
+            } else {
+                push_digits(out, sub_nanos, 9);
+            }
+        }
+        Fraction::TrimmedMicros => {
+            let mut micros = sub_nanos / 1000;
+            if micros == 0 {
+                return;
+            }
+            let mut width = 6;
+            while micros.is_multiple_of(10) {
+                micros /= 10;
+                width -= 1;
+            }
+            out.push(b'.');
+            push_digits(out, micros, width);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn timestamp(nanos: i64, fraction: Fraction) -> String {
+        let mut out = Vec::new();
+        push_timestamp(&mut out, nanos, b' ', fraction);
+        String::from_utf8(out).unwrap()
+    }
+
+    #[test]
+    fn iso_fixed_fraction_widens_for_finer_values() {
+        let s = 1_451_606_400 * NANOS_PER_SECOND;
+        assert_eq!(
+            timestamp(s, Fraction::Fixed(6)),
+            "2016-01-01 00:00:00.000000"
+        );
+        assert_eq!(
+            timestamp(-1, Fraction::Fixed(6)),
+            "1969-12-31 23:59:59.999999999"
+        );
+        assert_eq!(
+            timestamp(
+                951_782_400 * NANOS_PER_SECOND + 5_000_000,
+                Fraction::Fixed(3)
+            ),
+            "2000-02-29 00:00:00.005"
+        );
+    }
+
+    #[test]
+    fn postgres_fraction_is_trimmed_micros() {
+        let s = 1_451_606_400 * NANOS_PER_SECOND;
+        assert_eq!(timestamp(s, Fraction::TrimmedMicros), "2016-01-01 00:00:00");
+        assert_eq!(
+            timestamp(s + 500_000_000, Fraction::TrimmedMicros),
+            "2016-01-01 00:00:00.5"
+        );
+        assert_eq!(
+            timestamp(s + 123_456_789, Fraction::TrimmedMicros),
+            "2016-01-01 00:00:00.123456"
+        );
+    }
+
+    #[test]
+    fn dates_cover_distant_years() {
+        let mut out = Vec::new();
+        push_date(&mut out, 0);
+        out.push(b' ');
+        push_date(&mut out, 2_932_896);
+        out.push(b' ');
+        push_date(&mut out, -719_528);
+        assert_eq!(
+            String::from_utf8(out).unwrap(),
+            "1970-01-01 9999-12-31 0000-01-01"
+        );
+    }
+}
