@@ -311,6 +311,28 @@ impl HttpClient {
         Ok(())
     }
 
+    /// Runs a query with `/exec`, reading (and discarding) the whole answer.
+    pub(crate) fn exec(&self, sql: &str) -> Result<(), String> {
+        let mut response = self
+            .agent
+            .get(format!("{}/exec", self.base))
+            .query("query", sql)
+            .call()
+            .map_err(|e| format!("GET /exec failed: {e}"))?;
+        let body = response
+            .body_mut()
+            .read_to_vec()
+            .map_err(|e| format!("reading /exec's answer: {e}"))?;
+        if response.status().as_u16() != 200 {
+            return Err(format!(
+                "/exec answered {}: {}",
+                response.status(),
+                String::from_utf8_lossy(&body)
+            ));
+        }
+        Ok(())
+    }
+
     /// `select count(*)` of a table, or `None` when the query fails (no such table yet).
     pub(crate) fn count(&self, table: &str) -> Option<u64> {
         let query = format!("select count(*) from \"{table}\"");

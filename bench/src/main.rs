@@ -10,6 +10,7 @@
 //! Figures are reported, never asserted: this machine is noisy, so compare runs side by side.
 
 mod load;
+mod query;
 mod udp;
 
 use std::sync::Arc;
@@ -55,6 +56,8 @@ enum Command {
     Load(load::LoadArgs),
     /// Blast ILP over UDP at rising rates; report the share of rows that arrived.
     Udp(udp::UdpArgs),
+    /// Short queries over PostgreSQL (prepared) or HTTP with N clients: QPS and latency.
+    Query(query::QueryArgs),
 }
 
 const TAGS: [&str; 10] = [
@@ -257,6 +260,12 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         }
         Command::Udp(args) => {
             tokio::task::spawn_blocking(|| udp::udp(args)).await??;
+            Ok(())
+        }
+        Command::Query(args) => {
+            tokio::task::spawn_blocking(|| query::query(args))
+                .await?
+                .map_err(|e| e.to_string())?;
             Ok(())
         }
     }

@@ -1,0 +1,68 @@
+#!/usr/bin/env bash
+# Short queries, Sundial and QuestDB side by side: the same 100k-row table (sent over ILP), the
+# same prepared query over PostgreSQL's protocol and the same query over HTTP /exec, with 1, 16
+# and 100 clients, one server at a time on this machine.
+#
+#   bench/query.sh
+#   CLIENTS=1,16 DURATION_S=5 PROTOCOLS=pg bench/query.sh
+#
+# Prints one `result:` line per run (queries per second, p50/p99/max latency in µs). Figures also
+# go to bench/results/query-<time>.txt.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+CLIENTS=${CLIENTS:-1,16,100}
+DURATION_S=${DURATION_S:-10}
+ROWS=${ROWS:-100000}
+PROTOCOLS=${PROTOCOLS:-"pg http"}
+QUERY=${QUERY:-'SELECT timestamp, sym, price FROM qps WHERE id = $1'}
+SERVERS=${SERVERS:-"sundial questdb"}
+WORK=${WORK:-$(mktemp -d /tmp/sundial-query-bench.XXXXXX)}
+mkdir -p bench/results
+OUT=bench/results/query-$(date +%Y%m%d-%H%M%S).txt
+
+cargo build --release -p sundial-server -p sundial-bench
+bench/peers/questdb.sh install >/dev/null
+export QDB_HTTP_PORT=19000 QDB_ILP_PORT=19009 QDB_PG_PORT=18812
+
+run_queries() { # label pg http ilp
+    local setup=--setup
+    for protocol in $PROTOCOLS; do
+        target/release/sundial-bench query $setup --protocol "$protocol" --label "$1" \
+            --pg-addr "$2" --http-addr "$3" --ilp-addr "$4" --rows "$ROWS" \
+            --clients "$CLIENTS" --duration-s "$DURATION_S" --query "$QUERY"
+        setup=
+    done
+}
+
+run_sundial() {
+    local dir=$WORK/sundial-data
+    rm -rf "$dir"
+    target/release/sundial serve --data-dir "$dir" --http-addr 127.0.0.1:29000 \
+        --ilp-tcp-addr 127.0.0.1:29009 --pg-addr 127.0.0.1:28812 2>"$WORK/sundial.log" &
+    local pid=$!
+    for _ in $(seq 200); do
+        grep -q "sundial serving" "$WORK/sundial.log" 2>/dev/null && break
+        sleep 0.05
+    done
+    run_queries sundial 127.0.0.1:28812 127.0.0.1:29000 127.0.0.1:29009
+    kill -TERM $pid
+    wait $pid
+}
+
+run_questdb() {
+    local root=$WORK/questdb-root
+    rm -rf "$root"
+    bench/peers/questdb.sh start "$root" >/dev/null
+    run_queries questdb 127.0.0.1:$QDB_PG_PORT 127.0.0.1:$QDB_HTTP_PORT 127.0.0.1:$QDB_ILP_PORT
+    bench/peers/questdb.sh stop "$root"
+}
+
+{
+    echo "# bench/query.sh $(date -u +%FT%TZ): rows=$ROWS clients=$CLIENTS duration_s=$DURATION_S"
+    echo "# query: $QUERY"
+    for server in $SERVERS; do
+        "run_$server"
+    done
+} | tee "$OUT"
+echo "results in $OUT"
