@@ -47,6 +47,43 @@ pub fn detect_kind<'a>(values: impl IntoIterator<Item = &'a [u8]>) -> ColumnKind
     }
 }
 
+/// Delimiters [`detect_delimiter`] chooses from, in order of preference.
+const DELIMITER_CANDIDATES: [u8; 4] = [b',', b'\t', b'|', b';'];
+
+/// Guesses the field delimiter from the first bytes of a file (QuestDB's `/imp` does this when
+/// no `delimiter` is given): of `,`, tab, `|` and `;`, the one that appears (outside double
+/// quotes) the same number of times on each of the first complete lines, most often; `,` when
+/// none does.
+pub fn detect_delimiter(head: &[u8]) -> u8 {
+    // Whole lines only, at most 20; an unterminated head is one line.
+    let mut lines: Vec<&[u8]> = head.split(|b| *b == b'\n').collect();
+    if lines.len() > 1 {
+        lines.pop();
+    }
+    lines.truncate(20);
+    let mut best = (b',', 0usize);
+    for candidate in DELIMITER_CANDIDATES {
+        let mut counts = lines.iter().map(|line| {
+            let mut quoted = false;
+            line.iter()
+                .filter(|&&b| {
+                    if b == b'"' {
+                        quoted = !quoted;
+                    }
+                    !quoted && b == candidate
+                })
+                .count()
+        });
+        let Some(first) = counts.next() else {
+            continue;
+        };
+        if first > best.1 && counts.all(|c| c == first) {
+            best = (candidate, first);
+        }
+    }
+    best.0
+}
+
 /// Which non-string kinds every value seen so far parses as.
 struct Candidates {
     boolean: bool,
@@ -114,6 +151,16 @@ mod tests {
         assert_eq!(detect(&["", ""]), ColumnKind::Varchar);
         assert_eq!(detect(&[]), ColumnKind::Varchar);
         assert_eq!(detect(&[" 12 ", "13"]), ColumnKind::Long);
+    }
+
+    #[test]
+    fn delimiters() {
+        assert_eq!(detect_delimiter(b"a,b,c\n1,2,3\n"), b',');
+        assert_eq!(detect_delimiter(b"a\tb\n1\t2\n"), b'\t');
+        assert_eq!(detect_delimiter(b"a|b|c\n1|\"x,y\"|3\n1|2"), b'|');
+        assert_eq!(detect_delimiter(b"a;b\n1,5;2,5\n"), b';');
+        assert_eq!(detect_delimiter(b"single"), b',');
+        assert_eq!(detect_delimiter(b""), b',');
     }
 
     #[test]

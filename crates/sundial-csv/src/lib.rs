@@ -31,7 +31,11 @@
 //! (see [`ColumnKind::arrow_type`]): BOOLEAN, LONG, DOUBLE, TIMESTAMP
 //! (UTC nanoseconds), UUID, SYMBOL (dictionary-encoded) and VARCHAR.
 //! Empty fields are NULL. Values that do not parse are handled according to
-//! [`Atomicity`]. The value parsers live in [`parse`] for reuse elsewhere.
+//! [`Atomicity`]. The value parsers live in [`parse`] for reuse elsewhere;
+//! timestamps in other notations are read with QuestDB-style patterns
+//! ([`pattern`]). For uploads of unknown shape, the reader can decide whether
+//! the first line is a header ([`CsvOptions::detect_header`]) and
+//! [`detect_delimiter`] guesses the delimiter.
 //!
 //! ```
 //! use sundial_csv::{ColumnKind, CsvOptions, CsvReader};
@@ -51,9 +55,11 @@ mod error;
 mod infer;
 mod options;
 pub mod parse;
+pub mod pattern;
 mod reader;
 
 pub use error::CsvError;
-pub use infer::{MAX_SYMBOL_DISTINCT, detect_kind};
+pub use infer::{MAX_SYMBOL_DISTINCT, detect_delimiter, detect_kind};
 pub use options::{Atomicity, ColumnKind, CsvOptions};
+pub use pattern::TimestampFormat;
 pub use reader::{CsvReader, CsvStats};

@@ -4,6 +4,8 @@ use std::fmt;
 
 use arrow_schema::{DataType, TimeUnit};
 
+use crate::pattern::TimestampFormat;
+
 /// Column types the reader can produce, named after the database's SQL
 /// types. Each maps to exactly one Arrow [`DataType`] (see
 /// [`ColumnKind::arrow_type`]), which is how the database recognises them.
@@ -118,8 +120,20 @@ pub struct CsvOptions {
     /// Field delimiter. Default `b','`.
     pub delimiter: u8,
     /// Whether the first record names the columns. Default `true`. Without a
-    /// header the columns are named `f0`, `f1`, ...
+    /// header the columns are named from [`CsvOptions::default_names`], then
+    /// `f0`, `f1`, ...
     pub has_header: bool,
+    /// Decide from the data whether the first record is a header, ignoring
+    /// `has_header` (QuestDB's `/imp` without `forceHeader`). Default `false`.
+    /// The first record is a header when one of its values does not parse as
+    /// the type detected for its column from the records after it; when every
+    /// column is text, when each of its values is non-empty and appears
+    /// nowhere else in its column of the sample; a lone record is a header
+    /// when none of its values looks like a number, boolean, timestamp or UUID.
+    pub detect_header: bool,
+    /// Names of the first columns of input without a header row (e.g. an
+    /// existing table's columns); the rest are `f<i>`.
+    pub default_names: Vec<String>,
     /// How many records are buffered and sampled for type detection.
     /// Default 10 000. Without a header at least one record is sampled.
     pub infer_rows: usize,
@@ -130,8 +144,15 @@ pub struct CsvOptions {
     /// fails if the column is missing or one of its sample values does not parse.
     pub timestamp_column: Option<String>,
     /// Forced types by column name (QuestDB's `/imp` `schema` part).
-    /// Unknown names are an error.
+    /// Unknown names are an error unless `lenient_overrides`.
     pub type_overrides: Vec<(String, ColumnKind)>,
+    /// Timestamp patterns by column name: the column becomes TIMESTAMP and
+    /// its values are parsed with the pattern instead of as ISO 8601.
+    /// Unknown names are an error unless `lenient_overrides`.
+    pub timestamp_formats: Vec<(String, TimestampFormat)>,
+    /// Ignore `type_overrides` and `timestamp_formats` naming columns the
+    /// input does not have. Default `false`.
+    pub lenient_overrides: bool,
     /// Handling of unparseable values. Default [`Atomicity::SkipColumn`].
     pub atomicity: Atomicity,
 }
@@ -141,10 +162,14 @@ impl Default for CsvOptions {
         Self {
             delimiter: b',',
             has_header: true,
+            detect_header: false,
+            default_names: Vec::new(),
             infer_rows: 10_000,
             batch_rows: 65_536,
             timestamp_column: None,
             type_overrides: Vec::new(),
+            timestamp_formats: Vec::new(),
+            lenient_overrides: false,
             atomicity: Atomicity::SkipColumn,
         }
     }

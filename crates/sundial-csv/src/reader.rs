@@ -17,6 +17,7 @@ use crate::error::{CsvError, from_csv, quote_value};
 use crate::infer::detect_kind;
 use crate::options::{Atomicity, ColumnKind, CsvOptions};
 use crate::parse::{parse_bool, parse_f64, parse_i64, parse_timestamp_nanos, parse_uuid};
+use crate::pattern::TimestampFormat;
 
 /// The UTF-8 byte order mark, dropped when it opens the input.
 const UTF8_BOM: [u8; 3] = [0xEF, 0xBB, 0xBF];
@@ -65,6 +66,7 @@ pub struct CsvReader<R: Read> {
     record: ByteRecord,
     batch: BatchBuilder,
     stats: CsvStats,
+    header: bool,
 }
 
 impl<R: Read> CsvReader<R> {
@@ -93,38 +95,91 @@ impl<R: Read> CsvReader<R> {
             record: ByteRecord::new(),
             batch: BatchBuilder::empty(),
             stats: CsvStats::default(),
+            header: false,
         };
 
         let mut first = ByteRecord::new();
         if !this.read_raw(&mut first)? {
             return Err(CsvError::Schema("input is empty".to_string()));
         }
-        let names = if options.has_header {
-            column_names(&first)?
-        } else {
-            this.stats.rows_read += 1;
-            let names = (0..first.len()).map(|i| format!("f{i}")).collect();
-            this.sample.push_back(first);
-            names
-        };
-        this.stats.column_errors = vec![0; names.len()];
-
+        let width = first.len();
         let mut record = ByteRecord::new();
-        while this.sample.len() < options.infer_rows
-            && this.read_data_record(&mut record, names.len())?
+        while this.sample.len() < options.infer_rows.max(1)
+            && this.read_data_record(&mut record, width)?
         {
             this.sample.push_back(std::mem::take(&mut record));
         }
 
-        let kinds = this.resolve_kinds(&names, &options)?;
+        let header = if options.detect_header {
+            this.looks_like_header(&first, &options)
+        } else {
+            options.has_header
+        };
+        let (names, (kinds, formats)) = if header {
+            let names = column_names(&first)?;
+            let resolved = this.resolve_kinds(&names, &options)?;
+            (names, resolved)
+        } else {
+            this.stats.rows_read += 1;
+            this.sample.push_front(first);
+            let names: Vec<String> = (0..width)
+                .map(|i| {
+                    options
+                        .default_names
+                        .get(i)
+                        .cloned()
+                        .unwrap_or_else(|| format!("f{i}"))
+                })
+                .collect();
+            let resolved = this.resolve_kinds(&names, &options)?;
+            (names, resolved)
+        };
+        this.header = header;
+        this.stats.column_errors = vec![0; names.len()];
+
         let fields: Vec<Field> = names
             .iter()
             .zip(&kinds)
             .map(|(name, kind)| Field::new(name, kind.arrow_type(), true))
             .collect();
         let schema = Arc::new(Schema::new(fields));
-        this.batch = BatchBuilder::new(schema, kinds, this.batch_rows);
+        this.batch = BatchBuilder::new(schema, kinds, formats, this.batch_rows);
         Ok(this)
+    }
+
+    /// Whether the first record was taken as the header.
+    pub fn has_header(&self) -> bool {
+        self.header
+    }
+
+    /// [`CsvOptions::detect_header`]'s rule, with the sample read (`first` not in it).
+    fn looks_like_header(&self, first: &ByteRecord, options: &CsvOptions) -> bool {
+        let Ok(names) = column_names(first) else {
+            return false;
+        };
+        if self.sample.is_empty() {
+            return first
+                .iter()
+                .all(|v| !v.is_empty() && detect_kind([v]).is_string());
+        }
+        let Ok((kinds, formats)) = self.resolve_kinds(&names, options) else {
+            return false;
+        };
+        if kinds.iter().all(ColumnKind::is_string) {
+            return first.iter().enumerate().all(|(i, v)| {
+                !v.trim_ascii().is_empty() && self.sample.iter().all(|r| r.get(i) != Some(v))
+            });
+        }
+        kinds
+            .iter()
+            .zip(&formats)
+            .enumerate()
+            .any(|(i, (kind, format))| {
+                let value = first.get(i).unwrap_or_default();
+                !kind.is_string()
+                    && !value.trim_ascii().is_empty()
+                    && parse_cell(*kind, format.as_ref(), value).is_none()
+            })
     }
 
     /// The detected schema; field names are the trimmed header names.
@@ -219,21 +274,41 @@ impl<R: Read> CsvReader<R> {
         Ok(false)
     }
 
-    /// Detected kinds, then overrides, then the forced timestamp column.
+    /// Detected kinds, then overrides and timestamp patterns, then the forced timestamp column.
     fn resolve_kinds(
         &self,
         names: &[String],
         options: &CsvOptions,
-    ) -> Result<Vec<ColumnKind>, CsvError> {
+    ) -> Result<(Vec<ColumnKind>, Vec<Option<TimestampFormat>>), CsvError> {
         let mut kinds: Vec<ColumnKind> = (0..names.len())
             .map(|i| detect_kind(self.sample.iter().map(|r| r.get(i).unwrap_or_default())))
             .collect();
+        let mut formats: Vec<Option<TimestampFormat>> = vec![None; names.len()];
         let mut overridden = vec![false; names.len()];
+        let lenient = options.lenient_overrides;
         for (name, kind) in &options.type_overrides {
-            let index = find_column(names, name).ok_or_else(|| {
-                CsvError::Schema(format!("type override for unknown column '{name}'"))
-            })?;
+            let Some(index) = find_column(names, name) else {
+                if lenient {
+                    continue;
+                }
+                return Err(CsvError::Schema(format!(
+                    "type override for unknown column '{name}'"
+                )));
+            };
             kinds[index] = *kind;
+            overridden[index] = true;
+        }
+        for (name, format) in &options.timestamp_formats {
+            let Some(index) = find_column(names, name) else {
+                if lenient {
+                    continue;
+                }
+                return Err(CsvError::Schema(format!(
+                    "timestamp pattern for unknown column '{name}'"
+                )));
+            };
+            kinds[index] = ColumnKind::Timestamp;
+            formats[index] = Some(format.clone());
             overridden[index] = true;
         }
         if let Some(name) = &options.timestamp_column {
@@ -249,7 +324,9 @@ impl<R: Read> CsvReader<R> {
             for record in &self.sample {
                 let raw = record.get(index).unwrap_or_default();
                 let value = raw.trim_ascii();
-                if !value.is_empty() && parse_timestamp_nanos(value).is_none() {
+                if !value.is_empty()
+                    && parse_cell(ColumnKind::Timestamp, formats[index].as_ref(), raw).is_none()
+                {
                     return Err(CsvError::BadValue {
                         line: line_of(record),
                         column: names[index].clone(),
@@ -259,7 +336,7 @@ impl<R: Read> CsvReader<R> {
                 }
             }
         }
-        Ok(kinds)
+        Ok((kinds, formats))
     }
 }
 
@@ -336,8 +413,9 @@ enum Cell {
     Text,
 }
 
-/// Parses one raw field as `kind`; `None` if it does not parse.
-fn parse_cell(kind: ColumnKind, raw: &[u8]) -> Option<Cell> {
+/// Parses one raw field as `kind` (timestamps with `format` when given); `None` if it does not
+/// parse.
+fn parse_cell(kind: ColumnKind, format: Option<&TimestampFormat>, raw: &[u8]) -> Option<Cell> {
     if kind.is_string() {
         if raw.is_empty() {
             return Some(Cell::Null);
@@ -352,7 +430,10 @@ fn parse_cell(kind: ColumnKind, raw: &[u8]) -> Option<Cell> {
         ColumnKind::Boolean => parse_bool(value).map(Cell::Bool),
         ColumnKind::Long => parse_i64(value).map(Cell::Long),
         ColumnKind::Double => parse_f64(value).map(Cell::Double),
-        ColumnKind::Timestamp => parse_timestamp_nanos(value).map(Cell::Timestamp),
+        ColumnKind::Timestamp => match format {
+            Some(format) => format.parse_nanos(value).map(Cell::Timestamp),
+            None => parse_timestamp_nanos(value).map(Cell::Timestamp),
+        },
         ColumnKind::Uuid => parse_uuid(value).map(Cell::Uuid),
         ColumnKind::Symbol | ColumnKind::Varchar => None,
     }
@@ -441,6 +522,8 @@ impl ColumnBuilder {
 struct BatchBuilder {
     schema: SchemaRef,
     kinds: Vec<ColumnKind>,
+    /// Per column, the timestamp pattern its values are parsed with, if not ISO 8601.
+    formats: Vec<Option<TimestampFormat>>,
     columns: Vec<ColumnBuilder>,
     /// Per-row scratch, reused so the streaming path does not allocate.
     cells: Vec<Cell>,
@@ -452,13 +535,19 @@ impl BatchBuilder {
         Self {
             schema: Arc::new(Schema::empty()),
             kinds: Vec::new(),
+            formats: Vec::new(),
             columns: Vec::new(),
             cells: Vec::new(),
             rows: 0,
         }
     }
 
-    fn new(schema: SchemaRef, kinds: Vec<ColumnKind>, batch_rows: usize) -> Self {
+    fn new(
+        schema: SchemaRef,
+        kinds: Vec<ColumnKind>,
+        formats: Vec<Option<TimestampFormat>>,
+        batch_rows: usize,
+    ) -> Self {
         let capacity = batch_rows.min(MAX_PREALLOCATED_ROWS);
         Self {
             columns: kinds
@@ -468,6 +557,7 @@ impl BatchBuilder {
             cells: vec![Cell::Null; kinds.len()],
             schema,
             kinds,
+            formats,
             rows: 0,
         }
     }
@@ -483,7 +573,8 @@ impl BatchBuilder {
         let mut reject = false;
         for (index, (&kind, cell)) in self.kinds.iter().zip(&mut self.cells).enumerate() {
             let raw = record.get(index).unwrap_or_default();
-            *cell = match parse_cell(kind, raw) {
+            let format = self.formats.get(index).and_then(Option::as_ref);
+            *cell = match parse_cell(kind, format, raw) {
                 Some(parsed) => parsed,
                 None => {
                     if let Some(count) = stats.column_errors.get_mut(index) {

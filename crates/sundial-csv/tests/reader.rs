@@ -641,3 +641,67 @@ fn streams_a_large_file() {
     assert_eq!(stats.column_errors, vec![0; 5]);
     let _schema: Arc<_> = reader.schema();
 }
+
+fn hinted(data: &[u8], options: CsvOptions) -> CsvReader<&[u8]> {
+    CsvReader::new(data, options).expect("reader")
+}
+
+#[test]
+fn header_detection() {
+    let detect = CsvOptions {
+        detect_header: true,
+        ..CsvOptions::default()
+    };
+    // A name in a numeric column: a header.
+    let reader = hinted(b"ts,v\n2016-01-01,1\n2016-01-02,2\n", detect.clone());
+    assert!(reader.has_header());
+    assert_eq!(reader.schema().field(1).name(), "v");
+    // Every value of the first line parses: data, columns named f0, f1 (or as given).
+    let named = CsvOptions {
+        default_names: vec!["when".into()],
+        ..detect.clone()
+    };
+    let mut reader = hinted(b"2016-01-01,1\n2016-01-02,2\n", named);
+    assert_eq!(
+        reader.column_kinds(),
+        &[ColumnKind::Timestamp, ColumnKind::Long]
+    );
+    let batches = read_all(&mut reader);
+    assert_eq!(batches[0].num_rows(), 2);
+    assert_eq!(batches[0].schema().field(0).name(), "when");
+    assert_eq!(batches[0].schema().field(1).name(), "f1");
+    // All text: a header when its values appear nowhere below.
+    let reader = hinted(b"name,city\nann,paris\nbob,rome\n", detect.clone());
+    assert!(reader.has_header());
+    let reader = hinted(b"ann,paris\nbob,paris\n", detect.clone());
+    assert!(!reader.has_header());
+    // A lone line is a header unless it looks like data.
+    assert!(hinted(b"a,b\n", detect.clone()).has_header());
+    assert!(!hinted(b"a,1\n", detect).has_header());
+}
+
+#[test]
+fn timestamp_patterns_and_lenient_overrides() {
+    let options = CsvOptions {
+        type_overrides: vec![("missing".into(), ColumnKind::Long)],
+        timestamp_column: Some("ts".into()),
+        timestamp_formats: vec![(
+            "ts".into(),
+            sundial_csv::TimestampFormat::compile("dd/MM/yyyy HH:mm").unwrap(),
+        )],
+        lenient_overrides: true,
+        ..CsvOptions::default()
+    };
+    let data = b"ts,v\n31/12/2016 23:59,1\n01/01/2017 00:00,2\n";
+    let mut reader = CsvReader::new(&data[..], options).expect("reader");
+    let kinds = reader.column_kinds().to_vec();
+    let batch = read_all(&mut reader).remove(0);
+    assert_eq!(kinds[0], ColumnKind::Timestamp);
+    assert_eq!(
+        timestamps(&batch, 0),
+        vec![
+            Some(1_483_228_740_000_000_000),
+            Some(1_483_228_800_000_000_000)
+        ]
+    );
+}

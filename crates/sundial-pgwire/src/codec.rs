@@ -228,7 +228,8 @@ impl Writer {
         self.end(at);
     }
 
-    /// ErrorResponse (`E`) or NoticeResponse (`N`). `position` is 1-based, in characters.
+    /// ErrorResponse (`E`) or NoticeResponse (`N`). `position` is 1-based, in characters;
+    /// `context` is where it happened (`COPY t, line 3`).
     pub fn error(
         &mut self,
         tag: u8,
@@ -236,6 +237,7 @@ impl Writer {
         code: &str,
         message: &str,
         position: Option<usize>,
+        context: Option<&str>,
     ) {
         let at = self.begin(tag);
         for (field, value) in [
@@ -250,6 +252,10 @@ impl Writer {
         if let Some(p) = position {
             self.buf.push(b'P');
             self.cstr(itoa::Buffer::new().format(p));
+        }
+        if let Some(c) = context {
+            self.buf.push(b'W');
+            self.cstr(c);
         }
         self.buf.push(0);
         self.end(at);

@@ -40,6 +40,40 @@ pub enum PgError {
     /// Statements are refused until the failed transaction block ends.
     #[error("current transaction is aborted, commands ignored until end of transaction block")]
     InFailedTransaction,
+    /// COPY data with the wrong structure (field count, binary framing); `context` says where
+    /// (`COPY t, line 3`).
+    #[error("{message}")]
+    CopyFormat { message: String, context: String },
+    /// A COPY value that does not parse as its column's type.
+    #[error("{message}")]
+    CopyValue { message: String, context: String },
+    /// The client abandoned a COPY with CopyFail; the message is the client's reason.
+    #[error("COPY from stdin failed: {0}")]
+    CopyFailed(String),
+    /// A value outside its column type's range.
+    #[error("{0}")]
+    OutOfRange(String),
+    /// A table that does not exist.
+    #[error("relation \"{0}\" does not exist")]
+    UndefinedTable(String),
+    /// A column that does not exist.
+    #[error("{0}")]
+    UndefinedColumn(String),
+    /// A column named twice.
+    #[error("column \"{0}\" specified more than once")]
+    DuplicateColumn(String),
+    /// A cursor name that does not exist.
+    #[error("cursor \"{0}\" does not exist")]
+    UndefinedCursor(String),
+    /// DECLARE of a cursor name already in use.
+    #[error("cursor \"{0}\" already exists")]
+    DuplicateCursor(String),
+    /// A statement that needs a transaction block outside one.
+    #[error("{0}")]
+    NoActiveTransaction(String),
+    /// An operation the object's state does not allow (a backward FETCH on a forward cursor).
+    #[error("{0}")]
+    NotInState(String),
     /// The socket failed or the peer went away.
     #[error("I/O error: {0}")]
     Io(#[from] std::io::Error),
@@ -62,8 +96,29 @@ impl PgError {
             PgError::Limit(_) => "53000",
             PgError::Canceled | PgError::Timeout => "57014",
             PgError::InFailedTransaction => "25P02",
+            PgError::CopyFormat { .. } => "22P04",
+            PgError::CopyValue { .. } => "22P02",
+            PgError::CopyFailed(_) => "57014",
+            PgError::OutOfRange(_) => "22003",
+            PgError::UndefinedTable(_) => "42P01",
+            PgError::UndefinedColumn(_) => "42703",
+            PgError::DuplicateColumn(_) => "42701",
+            PgError::UndefinedCursor(_) => "34000",
+            PgError::DuplicateCursor(_) => "42P03",
+            PgError::NoActiveTransaction(_) => "25P01",
+            PgError::NotInState(_) => "55000",
             PgError::Io(_) => "08006",
             PgError::Internal(_) => "XX000",
+        }
+    }
+
+    /// Where the error happened, for the ErrorResponse's context field (`COPY t, line 3`).
+    pub fn context(&self) -> Option<&str> {
+        match self {
+            PgError::CopyFormat { context, .. } | PgError::CopyValue { context, .. } => {
+                Some(context)
+            }
+            _ => None,
         }
     }
 

@@ -11,6 +11,10 @@
 //!                                  └─▶ DataRow encoding (text/binary) ─▶ one write per round trip
 //! ```
 //!
+//! COPY FROM STDIN / TO STDOUT (text, CSV and binary) streams rows between the client and a
+//! table in bounded memory, atomically on the way in; SQL cursors (`DECLARE` / `FETCH`) are
+//! named portals.
+//!
 //! Sessions never run a query on the I/O runtime: a slow query holds a query-runtime thread,
 //! not the connection threads, so other clients stay responsive. A CancelRequest, the
 //! statement timeout or the client hanging up aborts the query task, and with it DataFusion's
@@ -20,6 +24,9 @@
 
 mod auth;
 mod codec;
+mod copy_decode;
+mod copy_in;
+mod copy_out;
 mod error;
 mod local;
 mod server;

@@ -1,10 +1,15 @@
-//! Statements the session answers itself: transaction control and session settings.
+//! Statements the session answers itself: transaction control, session settings and cursors.
 //!
 //! Drivers send these on every connection (`SET extra_float_digits = 3`, `BEGIN`,
 //! `SHOW transaction isolation level`, ...). Sundial commits each statement on its own, so
-//! transaction control only tracks the status PostgreSQL would report.
+//! transaction control only tracks the status PostgreSQL would report. Cursors (`DECLARE`,
+//! `FETCH`, `MOVE`, `CLOSE`) are parsed here and run on the session's portals.
 
 use std::collections::BTreeMap;
+
+use sundial_query::QueryError;
+
+use crate::error::PgError;
 
 /// A statement handled without the SQL engine.
 #[derive(Debug, Clone, PartialEq)]
@@ -159,6 +164,229 @@ const REPORTED: [&str; 10] = [
     "application_name",
 ];
 
+/// A cursor statement.
+#[derive(Debug, Clone, PartialEq)]
+pub enum CursorCommand {
+    /// `DECLARE name [BINARY] [NO SCROLL] CURSOR [WITH[OUT] HOLD] FOR query`.
+    Declare {
+        name: String,
+        binary: bool,
+        hold: bool,
+        query: String,
+    },
+    /// `FETCH` (or `MOVE` when `move_only`) of `count` rows forward; `None` is ALL.
+    Fetch {
+        name: String,
+        count: Option<u64>,
+        move_only: bool,
+    },
+    /// `CLOSE name`, or `CLOSE ALL` (`None`).
+    Close(Option<String>),
+}
+
+/// Recognises a cursor statement: `None` for other SQL.
+pub fn classify_cursor(sql: &str) -> Option<Result<CursorCommand, PgError>> {
+    let mut lexer = Lexer::new(sql);
+    let first = lexer.next()?;
+    if first.quoted {
+        return None;
+    }
+    Some(match first.text.as_str() {
+        "declare" => parse_declare(lexer),
+        "fetch" => parse_fetch(lexer, false),
+        "move" => parse_fetch(lexer, true),
+        "close" => parse_close(lexer),
+        _ => return None,
+    })
+}
+
+fn syntax(message: &str) -> PgError {
+    PgError::Query(QueryError::Syntax {
+        message: message.to_string(),
+        line: 1,
+        column: 1,
+    })
+}
+
+fn parse_declare(mut lexer: Lexer<'_>) -> Result<CursorCommand, PgError> {
+    let name = lexer
+        .next()
+        .ok_or_else(|| syntax("DECLARE needs a cursor name"))?
+        .text;
+    let (mut binary, mut hold, mut no) = (false, false, false);
+    loop {
+        let word = lexer
+            .next()
+            .ok_or_else(|| syntax("DECLARE ... CURSOR FOR needs a query"))?;
+        let after_no = std::mem::replace(&mut no, word.text == "no");
+        match word.text.as_str() {
+            "binary" => binary = true,
+            "insensitive" | "asensitive" | "no" | "cursor" | "without" => {}
+            "scroll" if after_no => {}
+            "scroll" => {
+                return Err(PgError::NotSupported(
+                    "scrollable cursors; declare the cursor NO SCROLL".into(),
+                ));
+            }
+            "with" => hold = true,
+            "hold" => {}
+            "for" => break,
+            other => return Err(syntax(&format!("unexpected \"{other}\" in DECLARE"))),
+        }
+    }
+    let query = lexer.rest().trim().trim_end_matches(';').trim();
+    if query.is_empty() {
+        return Err(syntax("DECLARE ... CURSOR FOR needs a query"));
+    }
+    Ok(CursorCommand::Declare {
+        name,
+        binary,
+        hold,
+        query: query.to_string(),
+    })
+}
+
+fn parse_fetch(mut lexer: Lexer<'_>, move_only: bool) -> Result<CursorCommand, PgError> {
+    let mut words = Vec::new();
+    while let Some(w) = lexer.next() {
+        if w.text == ";" {
+            break;
+        }
+        words.push(w);
+    }
+    let name = words
+        .pop()
+        .ok_or_else(|| syntax("FETCH needs a cursor name"))?
+        .text;
+    if words
+        .last()
+        .is_some_and(|w| !w.quoted && matches!(w.text.as_str(), "from" | "in"))
+    {
+        words.pop();
+    }
+    let direction: Vec<&str> = words.iter().map(|w| w.text.as_str()).collect();
+    let count = match direction.as_slice() {
+        [] | ["next"] | ["forward"] => Some(1),
+        ["all"] | ["forward", "all"] => None,
+        [n] | ["forward", n] if n.parse::<i64>().is_ok() => {
+            let n: i64 = n.parse().unwrap_or(0);
+            Some(u64::try_from(n).map_err(|_| backward())?)
+        }
+        [
+            "prior" | "first" | "last" | "backward" | "absolute" | "relative",
+            ..,
+        ] => {
+            return Err(backward());
+        }
+        _ => return Err(syntax("unrecognised FETCH direction")),
+    };
+    Ok(CursorCommand::Fetch {
+        name,
+        count,
+        move_only,
+    })
+}
+
+fn backward() -> PgError {
+    PgError::NotInState(
+        "cursor can only scan forward: Sundial's cursors are NO SCROLL; FETCH [FORWARD] n | ALL | NEXT"
+            .into(),
+    )
+}
+
+fn parse_close(mut lexer: Lexer<'_>) -> Result<CursorCommand, PgError> {
+    let word = lexer
+        .next()
+        .ok_or_else(|| syntax("CLOSE needs a cursor name or ALL"))?;
+    Ok(CursorCommand::Close(
+        if !word.quoted && word.text == "all" {
+            None
+        } else {
+            Some(word.text)
+        },
+    ))
+}
+
+/// A word of a cursor statement: an identifier (folded to lower case unless quoted), a number,
+/// or one punctuation character.
+struct Word {
+    text: String,
+    quoted: bool,
+}
+
+/// Splits the start of a statement into [`Word`]s, skipping spaces and comments.
+struct Lexer<'a> {
+    sql: &'a str,
+    pos: usize,
+}
+
+impl<'a> Lexer<'a> {
+    fn new(sql: &'a str) -> Lexer<'a> {
+        Lexer { sql, pos: 0 }
+    }
+
+    fn skip_space(&mut self) {
+        loop {
+            let rest = &self.sql[self.pos..];
+            let trimmed = rest.trim_start();
+            self.pos += rest.len() - trimmed.len();
+            if trimmed.starts_with("--") {
+                self.pos += trimmed.find('\n').unwrap_or(trimmed.len());
+            } else if trimmed.starts_with("/*") {
+                self.pos += trimmed.find("*/").map_or(trimmed.len(), |i| i + 2);
+            } else {
+                return;
+            }
+        }
+    }
+
+    /// The text after the words read so far.
+    fn rest(&mut self) -> &'a str {
+        self.skip_space();
+        &self.sql[self.pos..]
+    }
+
+    fn next(&mut self) -> Option<Word> {
+        let rest = self.rest();
+        let first = rest.chars().next()?;
+        if first == '"' {
+            return Some(self.quoted(rest));
+        }
+        let signed = matches!(first, '+' | '-');
+        let len = rest
+            .char_indices()
+            .find(|&(i, c)| !(c.is_alphanumeric() || c == '_' || c == '$' || (i == 0 && signed)))
+            .map_or(rest.len(), |(i, _)| i)
+            .max(first.len_utf8());
+        self.pos += len;
+        Some(Word {
+            text: rest[..len].to_lowercase(),
+            quoted: false,
+        })
+    }
+
+    /// A `"quoted identifier"` with `""` for a quote; an unterminated one takes the rest.
+    fn quoted(&mut self, rest: &str) -> Word {
+        let mut text = String::new();
+        let mut chars = rest.char_indices().skip(1).peekable();
+        let mut end = rest.len();
+        while let Some((i, c)) = chars.next() {
+            if c == '"' {
+                if chars.peek().is_some_and(|&(_, n)| n == '"') {
+                    chars.next();
+                    text.push('"');
+                    continue;
+                }
+                end = i + 1;
+                break;
+            }
+            text.push(c);
+        }
+        self.pos += end;
+        Word { text, quoted: true }
+    }
+}
+
 /// The reported settings a session starts with, keyed by lower-case name, with their
 /// server-wide defaults (the catalog's `pg_settings`). Each is `(value, reportable)`.
 pub fn default_settings() -> BTreeMap<String, (String, bool)> {
@@ -239,6 +467,69 @@ mod tests {
         assert_eq!(classify("SHOW TABLES"), None);
         assert_eq!(classify("select 1"), None);
         assert_eq!(classify("-- hi\nBEGIN"), Some(LocalCommand::Begin));
+    }
+
+    #[test]
+    fn cursor_statements() {
+        let declare = classify_cursor(
+            "DECLARE \"My \"\"c\"\"\" BINARY NO SCROLL CURSOR WITH HOLD FOR select 1; ",
+        );
+        assert_eq!(
+            declare.unwrap().unwrap(),
+            CursorCommand::Declare {
+                name: "My \"c\"".into(),
+                binary: true,
+                hold: true,
+                query: "select 1".into()
+            }
+        );
+        let fetch = |sql: &str| classify_cursor(sql).unwrap();
+        assert_eq!(
+            fetch("FETCH FORWARD 2 FROM \"c\"").unwrap(),
+            CursorCommand::Fetch {
+                name: "c".into(),
+                count: Some(2),
+                move_only: false
+            }
+        );
+        assert_eq!(
+            fetch("fetch all in C").unwrap(),
+            CursorCommand::Fetch {
+                name: "c".into(),
+                count: None,
+                move_only: false
+            }
+        );
+        assert_eq!(
+            fetch("FETCH c").unwrap(),
+            CursorCommand::Fetch {
+                name: "c".into(),
+                count: Some(1),
+                move_only: false
+            }
+        );
+        assert_eq!(
+            fetch("MOVE 5 FROM c").unwrap(),
+            CursorCommand::Fetch {
+                name: "c".into(),
+                count: Some(5),
+                move_only: true
+            }
+        );
+        assert_eq!(fetch("FETCH -1 FROM c").unwrap_err().sqlstate(), "55000");
+        assert_eq!(fetch("FETCH PRIOR FROM c").unwrap_err().sqlstate(), "55000");
+        assert_eq!(fetch("CLOSE ALL").unwrap(), CursorCommand::Close(None));
+        assert_eq!(
+            fetch("close \"all\"").unwrap(),
+            CursorCommand::Close(Some("all".into()))
+        );
+        assert_eq!(
+            fetch("DECLARE c SCROLL CURSOR FOR SELECT 1")
+                .unwrap_err()
+                .sqlstate(),
+            "0A000"
+        );
+        assert!(classify_cursor("SELECT 1").is_none());
     }
 
     #[test]

@@ -14,14 +14,23 @@
 //! pipelined round trip costs one write; after an error in the extended protocol every message
 //! up to Sync is skipped; a portal's rows stream from the query task through a bounded channel,
 //! so a large result is never held whole.
+//!
+//! COPY (in `copy`) and SQL cursors (in `cursor`) are statements of their own kinds run on the
+//! same machinery: a COPY FROM STDIN puts the session in copy-in mode, where CopyData messages
+//! arriving through the normal message loop feed a loader thread; a cursor is a named portal
+//! whose rows FETCH sends n at a time.
 
-use std::collections::{BTreeMap, HashMap};
+mod copy;
+mod cursor;
+
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use arrow::array::{ArrayRef, RecordBatch};
 use arrow::datatypes::{DataType, SchemaRef};
 use futures::StreamExt;
+use sundial_query::copy::CopyOptions;
 use sundial_query::{Engine, Output, Prepared, QueryError, ScalarValue};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
@@ -57,6 +66,11 @@ pub(crate) struct Session {
     pid: i32,
     secret: i32,
     cancel: Arc<Notify>,
+    /// Set while a COPY FROM STDIN receives data: copy messages go to its loader.
+    copy_in: Option<copy::CopyIn>,
+    /// A simple query of several statements runs as one implicit transaction block (for
+    /// DECLARE, as in PostgreSQL).
+    implicit_block: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -89,6 +103,32 @@ enum StatementKind {
     Empty,
     Local(LocalCommand),
     Engine(Prepared),
+    /// `COPY table [(columns)] FROM STDIN`.
+    CopyIn {
+        table: String,
+        columns: Vec<String>,
+        options: CopyOptions,
+    },
+    /// `COPY table | (query) TO STDOUT`: the query, planned.
+    CopyOut {
+        query: Prepared,
+        options: CopyOptions,
+    },
+    /// `DECLARE name CURSOR FOR query`: the query, planned.
+    Declare {
+        name: String,
+        binary: bool,
+        hold: bool,
+        query: Prepared,
+    },
+    /// `FETCH` / `MOVE`: `count` rows forward (`None`: all).
+    Fetch {
+        name: String,
+        count: Option<u64>,
+        move_only: bool,
+    },
+    /// `CLOSE name` / `CLOSE ALL` (`None`).
+    CloseCursor(Option<String>),
 }
 
 impl Statement {
@@ -106,6 +146,23 @@ struct Portal {
     params: Vec<ScalarValue>,
     formats: Vec<Format>,
     state: PortalState,
+    /// Rows sent so far, over every Execute or FETCH.
+    rows_sent: u64,
+    /// Set when the portal is an SQL cursor.
+    cursor: Option<cursor::CursorInfo>,
+}
+
+impl Portal {
+    fn new(statement: Arc<Statement>, params: Vec<ScalarValue>, formats: Vec<Format>) -> Portal {
+        Portal {
+            statement,
+            params,
+            formats,
+            state: PortalState::Ready,
+            rows_sent: 0,
+            cursor: None,
+        }
+    }
 }
 
 enum PortalState {
@@ -120,7 +177,6 @@ struct Running {
     task: JoinHandle<()>,
     /// The batch being sent and the next row of it.
     current: Option<(Vec<ArrayRef>, usize, usize)>,
-    rows_sent: u64,
     deadline: Option<Instant>,
 }
 
@@ -150,6 +206,22 @@ enum Completion {
     Suspended,
     /// Finished: CommandComplete with this tag.
     Complete(String),
+    /// A COPY FROM STDIN is receiving data: CommandComplete comes after CopyDone.
+    CopyStarted,
+}
+
+/// What happens to the rows a portal produces.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Rows {
+    Send,
+    /// `MOVE`: counted, not sent.
+    Discard,
+}
+
+/// A statement of a simple query, and the characters of the query before it.
+struct SimpleStatement {
+    text: String,
+    chars_before: usize,
 }
 
 impl Session {
@@ -171,6 +243,8 @@ impl Session {
             pid,
             secret,
             cancel,
+            copy_in: None,
+            implicit_block: false,
         }
     }
 
@@ -182,7 +256,7 @@ impl Session {
             && !matches!(e, PgError::Io(_))
         {
             self.out
-                .error(b'E', "FATAL", e.sqlstate(), &e.to_string(), None);
+                .error(b'E', "FATAL", e.sqlstate(), &e.to_string(), None, None);
             let _ = self.flush().await;
         }
         result
@@ -217,7 +291,7 @@ impl Session {
             tokio::select! {
                 read = self.read_more() => if read? == 0 { return Ok(()); },
                 _ = stop => {
-                    self.out.error(b'E', "FATAL", "57P01", "terminating connection: the server is shutting down", None);
+                    self.out.error(b'E', "FATAL", "57P01", "terminating connection: the server is shutting down", None, None);
                     self.flush().await?;
                     return Ok(());
                 }
@@ -374,6 +448,9 @@ impl Session {
 
     /// Handles one message. Returns false when the client said goodbye.
     async fn handle(&mut self, message: Message<'_>) -> Result<bool, PgError> {
+        if self.copy_in.is_some() {
+            return self.copy_message(message).await;
+        }
         if self.skipping && !matches!(message.tag, b'S' | b'X') {
             return Ok(true);
         }
@@ -390,7 +467,8 @@ impl Session {
             b'S' => {
                 self.skipping = false;
                 if self.transaction == Transaction::Idle {
-                    self.portals.clear();
+                    // Only holdable cursors outlive the implicit transaction.
+                    self.portals.retain(|_, p| p.cursor.is_some());
                 }
                 self.out.ready_for_query(self.transaction.status());
                 self.flush().await?;
@@ -422,8 +500,14 @@ impl Session {
 
     /// Writes an ErrorResponse and marks an open transaction block failed.
     fn report(&mut self, e: &PgError, position: Option<usize>) {
-        self.out
-            .error(b'E', "ERROR", e.sqlstate(), &e.to_string(), position);
+        self.out.error(
+            b'E',
+            "ERROR",
+            e.sqlstate(),
+            &e.to_string(),
+            position,
+            e.context(),
+        );
         if self.transaction == Transaction::Block {
             self.transaction = Transaction::Failed;
         }
@@ -440,25 +524,55 @@ impl Session {
             Ok(statements) if statements.is_empty() => self.out.empty(b'I'),
             Ok(statements) => {
                 let mut search_from = 0;
+                let mut queue = VecDeque::with_capacity(statements.len());
                 for statement in statements {
                     let offset = sql[search_from..]
                         .find(&statement.text)
                         .map_or(0, |i| i + search_from);
                     search_from = offset + statement.text.len();
-                    let chars_before = sql[..offset].chars().count();
-                    if let Err((e, position)) = self.simple_statement(&statement.text).await {
-                        if e.is_fatal() {
-                            return Err(e);
-                        }
-                        self.report(&e, position.map(|p| p + chars_before + 1));
-                        break;
-                    }
+                    queue.push_back(SimpleStatement {
+                        chars_before: sql[..offset].chars().count(),
+                        text: statement.text,
+                    });
+                }
+                self.implicit_block = queue.len() > 1;
+                if self.run_simple(queue).await? {
+                    // A COPY FROM STDIN waits for its data; the query ends after CopyDone.
+                    return Ok(());
                 }
             }
             Err(e) => {
                 let position = e.char_offset(&sql).map(|p| p + 1);
                 self.report(&PgError::Query(e), position);
             }
+        }
+        self.end_simple_query().await
+    }
+
+    /// Runs statements of a simple query until one fails or a COPY FROM STDIN starts. Returns
+    /// true in the latter case, with the statements left kept for after the COPY.
+    async fn run_simple(&mut self, mut queue: VecDeque<SimpleStatement>) -> Result<bool, PgError> {
+        while let Some(statement) = queue.pop_front() {
+            if let Err((e, position)) = self.simple_statement(&statement.text).await {
+                if e.is_fatal() {
+                    return Err(e);
+                }
+                self.report(&e, position.map(|p| p + statement.chars_before + 1));
+                return Ok(false);
+            }
+            if let Some(copy) = &mut self.copy_in {
+                copy.rest = Some(queue);
+                return Ok(true);
+            }
+        }
+        Ok(false)
+    }
+
+    /// Ends a simple query: its implicit block (and the cursors declared in it) and
+    /// ReadyForQuery.
+    async fn end_simple_query(&mut self) -> Result<(), PgError> {
+        if std::mem::take(&mut self.implicit_block) && self.transaction == Transaction::Idle {
+            self.close_cursors_at_commit();
         }
         self.out.ready_for_query(self.transaction.status());
         self.flush().await
@@ -471,20 +585,19 @@ impl Session {
             .await
             .map_err(|e| with_position(e, sql))?;
         let statement = Arc::new(statement);
-        if let Some(schema) = statement.schema() {
-            self.row_description(&schema, &[]);
+        if let Some((schema, formats)) = self
+            .described(&statement, &[])
+            .map_err(|e| with_position(e, sql))?
+        {
+            self.row_description(&schema, &formats);
         }
-        let mut portal = Portal {
-            statement,
-            params: Vec::new(),
-            formats: Vec::new(),
-            state: PortalState::Ready,
-        };
-        match self.run_portal(&mut portal, 0).await {
+        let mut portal = Portal::new(statement, Vec::new(), Vec::new());
+        match self.run_portal(&mut portal, 0, Rows::Send).await {
             Ok(Completion::Complete(tag)) => {
                 self.out.command_complete(&tag);
                 Ok(())
             }
+            Ok(Completion::CopyStarted) => Ok(()),
             Ok(Completion::Suspended) => {
                 Err((PgError::Internal("suspended without a limit".into()), None))
             }
@@ -531,11 +644,15 @@ impl Session {
             StatementKind::Empty
         } else if let Some(command) = local::classify(sql) {
             StatementKind::Local(command)
+        } else if let Some(command) = local::classify_cursor(sql) {
+            self.prepare_cursor(command?).await?
+        } else if let Some(copy) = sundial_query::copy::parse_copy(sql)? {
+            self.prepare_copy(copy).await?
         } else {
             StatementKind::Engine(self.shared.engine.prepare(sql).await?)
         };
         let inferred: &[Option<DataType>] = match &kind {
-            StatementKind::Engine(p) => &p.param_types,
+            StatementKind::Engine(p) | StatementKind::Declare { query: p, .. } => &p.param_types,
             _ => &[],
         };
         let count = inferred.len().max(declared.len());
@@ -598,15 +715,8 @@ impl Session {
                 "portal \"{portal}\" already exists"
             )));
         }
-        self.portals.insert(
-            portal,
-            Portal {
-                statement,
-                params,
-                formats,
-                state: PortalState::Ready,
-            },
-        );
+        self.portals
+            .insert(portal, Portal::new(statement, params, formats));
         self.out.empty(b'2');
         Ok(())
     }
@@ -626,8 +736,8 @@ impl Session {
                     self.out.i32(*oid);
                 }
                 self.out.end(at);
-                match statement.schema() {
-                    Some(schema) => self.row_description(&schema, &[]),
+                match self.described(&statement, &[])? {
+                    Some((schema, formats)) => self.row_description(&schema, &formats),
                     None => self.out.empty(b'n'),
                 }
             }
@@ -635,9 +745,9 @@ impl Session {
                 let portal = self.portals.get(name).ok_or_else(|| {
                     PgError::Undefined(format!("portal \"{name}\" does not exist"))
                 })?;
-                let formats = portal.formats.clone();
-                match portal.statement.schema() {
-                    Some(schema) => self.row_description(&schema, &formats),
+                let (statement, formats) = (portal.statement.clone(), portal.formats.clone());
+                match self.described(&statement, &formats)? {
+                    Some((schema, formats)) => self.row_description(&schema, &formats),
                     None => self.out.empty(b'n'),
                 }
             }
@@ -659,9 +769,10 @@ impl Session {
             .portals
             .remove(&name)
             .ok_or_else(|| PgError::Undefined(format!("portal \"{name}\" does not exist")))?;
-        let result = self.run_portal(&mut portal, max_rows).await;
+        let result = self.run_portal(&mut portal, max_rows, Rows::Send).await;
         match &result {
             Ok(Completion::Suspended) => self.out.empty(b's'),
+            Ok(Completion::CopyStarted) => {}
             Ok(Completion::Complete(tag)) => {
                 if matches!(portal.statement.kind, StatementKind::Empty) {
                     self.out.empty(b'I');
@@ -697,26 +808,58 @@ impl Session {
 
     // ---- running statements ----------------------------------------------------------------
 
-    /// Runs (or resumes) a portal, sending at most `max_rows` rows (0: all).
+    /// Runs (or resumes) a portal, producing at most `max_rows` rows (0: all).
     async fn run_portal(
         &mut self,
         portal: &mut Portal,
         max_rows: u64,
+        rows: Rows,
     ) -> Result<Completion, PgError> {
         match std::mem::replace(&mut portal.state, PortalState::Done) {
             PortalState::Done => Ok(Completion::Complete(select_tag(0))),
-            PortalState::Ready => match &portal.statement.kind {
-                StatementKind::Empty => Ok(Completion::Complete(String::new())),
-                StatementKind::Local(command) => self.run_local(command.clone()),
-                StatementKind::Engine(prepared) => {
-                    if self.transaction == Transaction::Failed {
-                        return Err(PgError::InFailedTransaction);
-                    }
-                    let running = self.start(prepared.clone(), std::mem::take(&mut portal.params));
-                    self.stream_rows(portal, running, max_rows).await
+            PortalState::Ready => {
+                let statement = portal.statement.clone();
+                if self.transaction == Transaction::Failed
+                    && !matches!(
+                        statement.kind,
+                        StatementKind::Local(_) | StatementKind::Empty
+                    )
+                {
+                    return Err(PgError::InFailedTransaction);
                 }
-            },
-            PortalState::Running(running) => self.stream_rows(portal, running, max_rows).await,
+                match &statement.kind {
+                    StatementKind::Empty => Ok(Completion::Complete(String::new())),
+                    StatementKind::Local(command) => self.run_local(command.clone()),
+                    StatementKind::Engine(prepared) => {
+                        let running =
+                            self.start(prepared.clone(), std::mem::take(&mut portal.params));
+                        self.stream_rows(portal, running, max_rows, rows).await
+                    }
+                    StatementKind::CopyIn {
+                        table,
+                        columns,
+                        options,
+                    } => self.start_copy_in(table, columns, options).await,
+                    StatementKind::CopyOut { query, options } => {
+                        self.copy_out(query, options).await
+                    }
+                    StatementKind::Declare {
+                        name,
+                        binary,
+                        hold,
+                        query,
+                    } => self.declare(portal, name, *binary, *hold, query),
+                    StatementKind::Fetch {
+                        name,
+                        count,
+                        move_only,
+                    } => self.fetch(name, *count, *move_only, &portal.formats).await,
+                    StatementKind::CloseCursor(name) => self.close_cursor(name.as_deref()),
+                }
+            }
+            PortalState::Running(running) => {
+                self.stream_rows(portal, running, max_rows, rows).await
+            }
         }
     }
 
@@ -745,22 +888,27 @@ impl Session {
                 }
             }
         });
-        let timeout_ms = self.statement_timeout_ms();
         Running {
             rx,
             task,
             current: None,
-            rows_sent: 0,
-            deadline: (timeout_ms > 0).then(|| Instant::now() + Duration::from_millis(timeout_ms)),
+            deadline: self.deadline(),
         }
     }
 
-    /// Sends rows until the result ends or `max_rows` (0: no limit) are sent.
+    /// When a statement starting now must end, per `statement_timeout`.
+    fn deadline(&self) -> Option<Instant> {
+        let timeout_ms = self.statement_timeout_ms();
+        (timeout_ms > 0).then(|| Instant::now() + Duration::from_millis(timeout_ms))
+    }
+
+    /// Sends (or discards) rows until the result ends or `max_rows` (0: no limit) are done.
     async fn stream_rows(
         &mut self,
         portal: &mut Portal,
         mut running: Running,
         max_rows: u64,
+        rows: Rows,
     ) -> Result<Completion, PgError> {
         let mut sent_now = 0u64;
         loop {
@@ -772,20 +920,23 @@ impl Session {
                     } else {
                         len.min(row + (max_rows - sent_now) as usize)
                     };
-                    let encoded = encode_rows(
-                        &mut self.out,
-                        &columns,
-                        &portal.formats,
-                        row..limit,
-                        self.shared.options.flush_bytes,
-                    )?;
+                    let encoded = match rows {
+                        Rows::Send => encode_rows(
+                            &mut self.out,
+                            &columns,
+                            &portal.formats,
+                            row..limit,
+                            self.shared.options.flush_bytes,
+                        )?,
+                        Rows::Discard => limit - row,
+                    };
                     row += encoded;
                     sent_now += encoded as u64;
                     if self.out.buf.len() >= self.shared.options.flush_bytes {
                         self.flush().await?;
                     }
                 }
-                running.rows_sent += (row - next) as u64;
+                portal.rows_sent += (row - next) as u64;
                 if row < len {
                     running.current = Some((columns, row, len));
                     portal.state = PortalState::Running(running);
@@ -795,7 +946,7 @@ impl Session {
             if max_rows > 0 && sent_now == max_rows {
                 // PostgreSQL reports suspension even when the limit lands on the last row.
                 match self.next_item(&mut running).await? {
-                    None => return Ok(Completion::Complete(select_tag(running.rows_sent))),
+                    None => return Ok(Completion::Complete(select_tag(portal.rows_sent))),
                     Some(item) => {
                         self.take_item(item, &mut running)?;
                         portal.state = PortalState::Running(running);
@@ -804,7 +955,7 @@ impl Session {
                 }
             }
             match self.next_item(&mut running).await? {
-                None => return Ok(Completion::Complete(select_tag(running.rows_sent))),
+                None => return Ok(Completion::Complete(select_tag(portal.rows_sent))),
                 Some(Item::Done { tag, rows }) => {
                     return Ok(Completion::Complete(command_tag(&tag, rows)));
                 }
@@ -867,10 +1018,12 @@ impl Session {
             LocalCommand::Commit => {
                 let failed = self.transaction == Transaction::Failed;
                 self.transaction = Transaction::Idle;
+                self.close_cursors_at_commit();
                 if failed { "ROLLBACK" } else { "COMMIT" }
             }
             LocalCommand::Rollback => {
                 self.transaction = Transaction::Idle;
+                self.close_cursors_at_commit();
                 "ROLLBACK"
             }
             LocalCommand::Set { name, value } => {

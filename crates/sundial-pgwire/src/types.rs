@@ -289,6 +289,17 @@ impl<'a> ColumnEncoder<'a> {
         out[at..at + 4].copy_from_slice(&len.to_be_bytes());
     }
 
+    /// Appends the text form of the value at `row`, without a length prefix; false (with
+    /// nothing appended) for NULL.
+    #[inline]
+    pub fn encode_text(&self, row: usize, out: &mut Vec<u8>) -> bool {
+        if self.array.is_null(row) {
+            return false;
+        }
+        self.text(row, out);
+        true
+    }
+
     fn text(&self, row: usize, out: &mut Vec<u8>) {
         let mut ints = itoa::Buffer::new();
         match &self.kind {
@@ -677,7 +688,8 @@ fn uuid_text(bytes: &[u8]) -> String {
     s
 }
 
-fn parse_bytea(text: &str) -> Option<Vec<u8>> {
+/// `bytea` input: `\x` hex, or the text's own bytes.
+pub fn parse_bytea(text: &str) -> Option<Vec<u8>> {
     let Some(hex) = text.strip_prefix("\\x") else {
         return Some(text.as_bytes().to_vec());
     };

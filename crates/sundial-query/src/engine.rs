@@ -9,9 +9,12 @@ use datafusion::arrow::array::{
 use datafusion::arrow::compute::cast;
 use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef, TimeUnit};
 use datafusion::execution::SendableRecordBatchStream;
+use datafusion::execution::TaskContext;
 use datafusion::execution::context::{SQLOptions, SessionConfig, SessionContext};
+use datafusion::execution::session_state::SessionState;
 use datafusion::logical_expr::{DmlStatement, LogicalPlan, WriteOp};
 use datafusion::physical_plan::memory::MemoryStream;
+use datafusion::physical_plan::{collect as collect_physical, execute_stream};
 use datafusion::scalar::ScalarValue;
 use datafusion::sql::parser::Statement as DFStatement;
 use futures::StreamExt;
@@ -66,8 +69,57 @@ pub struct Prepared {
 enum PreparedKind {
     /// One of Sundial's own statements, kept as text.
     Own(String),
-    /// A DataFusion plan, possibly with placeholders.
+    /// A DataFusion plan the session runs (statements such as SET).
     Plan(LogicalPlan),
+    /// A query or DML plan, analyzed and optimized once, possibly with placeholders. It
+    /// calls no stable function, so optimizing it again would give the same plan.
+    Optimized(LogicalPlan),
+}
+
+fn check_param_count(prepared: &Prepared, params: &[ScalarValue]) -> Result<()> {
+    if params.len() != prepared.param_types.len() {
+        return Err(QueryError::Invalid(format!(
+            "the statement has {} parameters but {} values were given",
+            prepared.param_types.len(),
+            params.len()
+        )));
+    }
+    Ok(())
+}
+
+/// Whether any expression calls a stable function: one constant within a statement but not
+/// across statements, like `now()`.
+fn has_stable_functions(plan: &LogicalPlan) -> Result<bool> {
+    use datafusion::common::tree_node::{TreeNode, TreeNodeRecursion};
+    use datafusion::logical_expr::{Expr, Volatility};
+    let mut found = false;
+    plan.apply_with_subqueries(|node| {
+        node.apply_expressions(|expr| {
+            expr.apply(|e| {
+                if let Expr::ScalarFunction(f) = e
+                    && f.func.signature().volatility == Volatility::Stable
+                {
+                    found = true;
+                    return Ok(TreeNodeRecursion::Stop);
+                }
+                Ok(TreeNodeRecursion::Continue)
+            })
+        })?;
+        Ok(if found {
+            TreeNodeRecursion::Stop
+        } else {
+            TreeNodeRecursion::Continue
+        })
+    })?;
+    Ok(found)
+}
+
+/// Plans the session itself must run (SET, PREPARE, CREATE VIEW ...), not the physical planner.
+fn is_statement_or_ddl(plan: &LogicalPlan) -> bool {
+    matches!(
+        plan,
+        LogicalPlan::Statement(_) | LogicalPlan::Ddl(_) | LogicalPlan::Copy(_)
+    )
 }
 
 fn is_insert(plan: &LogicalPlan) -> bool {
@@ -84,6 +136,11 @@ fn is_insert(plan: &LogicalPlan) -> bool {
 pub struct Engine {
     db: Arc<Database>,
     ctx: SessionContext,
+    /// A snapshot of the session taken once all functions and schemas are registered. Tables
+    /// come and go through the shared catalog, so the snapshot stays current; taking it once
+    /// saves copying every function registry per statement.
+    state: SessionState,
+    task: Arc<TaskContext>,
 }
 
 impl Engine {
@@ -101,7 +158,14 @@ impl Engine {
             .ok_or_else(|| QueryError::Invalid("default catalog missing".into()))?;
         catalog.register_schema(SCHEMA, Arc::new(SundialSchema::new(db.clone())))?;
         crate::pg_catalog::register(&ctx, db.clone())?;
-        Ok(Engine { db, ctx })
+        let state = ctx.state();
+        let task = state.task_ctx();
+        Ok(Engine {
+            db,
+            ctx,
+            state,
+            task,
+        })
     }
 
     pub fn db(&self) -> &Arc<Database> {
@@ -261,8 +325,15 @@ impl Engine {
         } else {
             Some(Arc::new(plan.schema().as_arrow().clone()))
         };
+        let kind = if is_statement_or_ddl(&plan) || has_stable_functions(&plan)? {
+            // Stable functions (now(), current_date ...) are folded by the optimizer, so
+            // such plans are optimized at each run, with that run's statement time.
+            PreparedKind::Plan(plan)
+        } else {
+            PreparedKind::Optimized(self.state.optimize(&plan)?)
+        };
         Ok(Prepared {
-            kind: PreparedKind::Plan(plan),
+            kind,
             param_types,
             schema,
         })
@@ -287,23 +358,44 @@ impl Engine {
                 let plan = if params.is_empty() && prepared.param_types.is_empty() {
                     plan.clone()
                 } else {
-                    if params.len() != prepared.param_types.len() {
-                        return Err(QueryError::Invalid(format!(
-                            "the statement has {} parameters but {} values were given",
-                            prepared.param_types.len(),
-                            params.len()
-                        )));
-                    }
+                    check_param_count(prepared, &params)?;
                     plan.clone().with_param_values(params)?
                 };
                 self.run_plan(plan).await
             }
+            PreparedKind::Optimized(plan) => {
+                let plan = if params.is_empty() && prepared.param_types.is_empty() {
+                    plan.clone()
+                } else {
+                    check_param_count(prepared, &params)?;
+                    plan.clone().with_param_values(params)?
+                };
+                self.run_optimized(plan).await
+            }
         }
+    }
+
+    /// Runs a plan the optimizer already saw: straight to physical planning.
+    async fn run_optimized(&self, plan: LogicalPlan) -> Result<Output> {
+        let insert = is_insert(&plan);
+        let physical = self
+            .state
+            .query_planner()
+            .create_physical_plan(&plan, &self.state)
+            .await?;
+        if insert {
+            let batches = collect_physical(physical, self.task.clone()).await?;
+            return Ok(Output::Done {
+                tag: "INSERT".into(),
+                rows: Some(single_count(&batches)),
+            });
+        }
+        Ok(Output::Rows(execute_stream(physical, self.task.clone())?))
     }
 
     /// Parses, rewrites PostgreSQL catalog idioms DataFusion lacks (see `compat`), and plans.
     async fn plan_sql(&self, sql: &str) -> Result<LogicalPlan> {
-        let state = self.ctx.state();
+        let state = &self.state;
         let dialect = state.config().options().sql_parser.dialect;
         let mut statement = state.sql_to_statement(sql, &dialect)?;
         if let DFStatement::Statement(s) = &mut statement {

@@ -16,6 +16,7 @@
 //! many commits land while it runs.
 
 mod compat;
+pub mod copy;
 mod ddl;
 mod engine;
 mod error;

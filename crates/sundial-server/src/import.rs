@@ -1,5 +1,6 @@
 //! `sundial import`: stream a CSV file into a table with one commit (more only when
 //! out-of-order rows outgrow the writer's memory bound), with a progress bar on a terminal.
+//! The CSV-to-table work is `sundial_http::load`, shared with HTTP `/imp`.
 
 use std::fs::File;
 use std::io::{BufReader, IsTerminal};
@@ -9,8 +10,8 @@ use std::time::Instant;
 
 use indicatif::{ProgressBar, ProgressStyle};
 use sundial_csv::{CsvOptions, CsvReader};
-use sundial_query::conform;
-use sundial_storage::{ColumnType, Database, PartitionBy, Table, TableDef};
+use sundial_http::load::{LoadOptions, csv_options, load};
+use sundial_storage::{Database, PartitionBy};
 
 pub struct ImportOptions {
     pub file: PathBuf,
@@ -29,67 +30,6 @@ pub async fn run(db: &Arc<Database>, o: ImportOptions) -> Result<(), String> {
     if !o.delimiter.is_ascii() {
         return Err("the delimiter must be a single ASCII character".into());
     }
-    let options = CsvOptions {
-        delimiter: o.delimiter as u8,
-        timestamp_column: o.timestamp.clone(),
-        ..CsvOptions::default()
-    };
-    let mut reader = CsvReader::new(BufReader::with_capacity(READ_BUFFER_BYTES, file), options)
-        .map_err(|e| format!("{}: {e}", o.file.display()))?;
-    let table = table_for(db, &o, &reader)?;
-    let mut writer = table.writer().map_err(|e| e.to_string())?;
-    let meta = writer.meta();
-    let bar = progress_bar(file_bytes);
-    let commit_bytes = db.options().uncommitted_bytes_max / 2;
-    let mut rows = 0u64;
-    while let Some(batch) = reader.next_batch().map_err(|e| e.to_string())? {
-        let batch = conform(&batch, &meta).map_err(|e| e.to_string())?;
-        writer.append(&batch).map_err(|e| e.to_string())?;
-        rows += batch.num_rows() as u64;
-        if writer.pending_bytes() > commit_bytes {
-            writer.commit().map_err(|e| e.to_string())?;
-        }
-        if let Some(bar) = &bar {
-            bar.set_position(reader.bytes_read());
-            let rate = rows as f64 / started.elapsed().as_secs_f64().max(1e-9);
-            bar.set_message(format!("{rows} rows, {rate:.0} rows/s"));
-        }
-    }
-    writer.commit().map_err(|e| e.to_string())?;
-    if let Some(bar) = bar {
-        bar.finish_and_clear();
-    }
-    let stats = reader.stats();
-    let seconds = started.elapsed().as_secs_f64();
-    let bad_values: u64 = stats.column_errors.iter().sum();
-    eprintln!(
-        "imported {rows} rows into '{}' in {seconds:.2} s ({:.0} rows/s); {} rows rejected, {bad_values} values unparseable (stored as NULL)",
-        meta.name,
-        rows as f64 / seconds.max(1e-9),
-        stats.rows_rejected
-    );
-    Ok(())
-}
-
-fn table_for<R: std::io::Read>(
-    db: &Arc<Database>,
-    o: &ImportOptions,
-    reader: &CsvReader<R>,
-) -> Result<Arc<Table>, String> {
-    if let Some(table) = db.table(&o.table) {
-        return Ok(table);
-    }
-    let mut columns = Vec::new();
-    for field in reader.schema().fields() {
-        let column_type = ColumnType::from_arrow(field.data_type()).ok_or_else(|| {
-            format!(
-                "column '{}' has unsupported type {}",
-                field.name(),
-                field.data_type()
-            )
-        })?;
-        columns.push((field.name().clone(), column_type));
-    }
     let partition_by = match &o.partition_by {
         Some(p) => PartitionBy::parse(p).ok_or_else(|| {
             format!("unknown partitioning '{p}'; use NONE, HOUR, DAY, WEEK, MONTH or YEAR")
@@ -97,13 +37,49 @@ fn table_for<R: std::io::Read>(
         None if o.timestamp.is_some() => PartitionBy::Day,
         None => PartitionBy::None,
     };
-    let def = TableDef {
-        name: o.table.clone(),
-        columns,
+    let load_options = LoadOptions {
+        table: o.table.clone(),
         timestamp: o.timestamp.clone(),
         partition_by,
+        overwrite: false,
+        create: true,
+        column_types: Vec::new(),
+        commit_bytes: db.options().uncommitted_bytes_max / 2,
     };
-    db.create_table(def, false).map_err(|e| e.to_string())
+    let options = csv_options(
+        db,
+        &load_options,
+        CsvOptions {
+            delimiter: o.delimiter as u8,
+            timestamp_column: o.timestamp.clone(),
+            ..CsvOptions::default()
+        },
+    );
+    let input = BufReader::with_capacity(READ_BUFFER_BYTES, file);
+    let mut reader =
+        CsvReader::new(input, options).map_err(|e| format!("{}: {e}", o.file.display()))?;
+    let bar = progress_bar(file_bytes);
+    let report = load(db, &mut reader, &load_options, |reader, rows| {
+        if let Some(bar) = &bar {
+            bar.set_position(reader.bytes_read());
+            let rate = rows as f64 / started.elapsed().as_secs_f64().max(1e-9);
+            bar.set_message(format!("{rows} rows, {rate:.0} rows/s"));
+        }
+    })
+    .map_err(|e| e.to_string())?;
+    if let Some(bar) = bar {
+        bar.finish_and_clear();
+    }
+    let seconds = started.elapsed().as_secs_f64();
+    let bad_values: u64 = report.columns.iter().map(|c| c.errors).sum();
+    let rows = report.rows_imported;
+    eprintln!(
+        "imported {rows} rows into '{}' in {seconds:.2} s ({:.0} rows/s); {} rows rejected, {bad_values} values unparseable (stored as NULL)",
+        report.table,
+        rows as f64 / seconds.max(1e-9),
+        report.rows_rejected
+    );
+    Ok(())
 }
 
 fn progress_bar(total_bytes: u64) -> Option<ProgressBar> {

@@ -10,7 +10,6 @@
 //! ```
 
 mod config;
-mod exec;
 mod import;
 mod output;
 mod serve;

@@ -1,12 +1,13 @@
 //! `sundial serve`: the network server. It receives InfluxDB line protocol over TCP, UDP and
-//! HTTP (`/write`, `/api/v2/write`, `/ping`) and answers SQL over HTTP (`/exec`); the
-//! PostgreSQL protocol comes next.
+//! HTTP (`/write`, `/api/v2/write`, `/ping`), answers SQL over HTTP (`/exec`, `/exp`, `/imp`:
+//! sundial-http) and over the PostgreSQL protocol (sundial-pgwire).
 //!
 //! ```text
 //!  TCP conn ──▶ task: LineSplitter ─▶ Ingestor ──┐
 //!  UDP ─recvmmsg─▶ thread ─chunks─▶ thread: Ingestor ┼─▶ TableWriter (per table, one at a time)
 //!  HTTP /write ─▶ blocking task: body ─▶ Ingestor ┘     commit: by rows, by time, at shutdown
-//!  HTTP /exec  ─▶ Engine (sundial-query) ─▶ JSON, streamed
+//!  HTTP /exec /exp /imp ─▶ sundial-http ─▶ Engine on the query runtime ─▶ JSON / CSV, streamed
+//!  PostgreSQL  ─▶ sundial-pgwire ───────▶ Engine on the query runtime
 //! ```
 //!
 //! What a sender can rely on: HTTP answers 204 only once every good line is committed. TCP and
@@ -27,6 +28,7 @@ use axum::extract::{DefaultBodyLimit, Query, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
+use axum::serve::ListenerExt;
 use sundial_ilp::{LineSpan, LineSplitter, Precision};
 use sundial_ingest::{IngestError, IngestOptions, Ingestor, Sinks, TableCounts};
 use sundial_query::Engine;
@@ -34,8 +36,9 @@ use sundial_storage::{Database, PartitionBy};
 use tokio::io::AsyncReadExt;
 use tokio::net::{TcpListener, TcpStream};
 
-use crate::exec::write_json_string;
 use crate::udp::{UdpOptions, UdpReceiver};
+use sundial_http::json::write_json_string;
+use sundial_http::{HttpOptions, HttpSql, sql_router};
 use sundial_pgwire::{AuthMethod, PgOptions, PgServer, Users};
 use tokio::sync::watch;
 use tokio::task::JoinSet;
@@ -43,7 +46,7 @@ use tokio::task::JoinSet;
 /// Listener and ingestion settings of `sundial serve`.
 #[derive(clap::Args, Debug, Clone)]
 pub struct ServeArgs {
-    /// HTTP listener: ILP `/write` and the SQL API (`/exec`).
+    /// HTTP listener: ILP `/write` and the SQL API (`/exec`, `/exp`, `/imp`).
     #[arg(long, env = "SUNDIAL_HTTP_ADDR", default_value = "127.0.0.1:9000")]
     pub http_addr: SocketAddr,
     /// ILP over TCP listener.
@@ -74,6 +77,9 @@ pub struct ServeArgs {
     /// Largest accepted HTTP body (after gzip decoding), in bytes; larger ones get 413.
     #[arg(long, env = "SUNDIAL_HTTP_BODY_BYTES_MAX", default_value_t = 256 << 20)]
     pub http_body_bytes_max: usize,
+    /// Largest accepted HTTP `/imp` (CSV upload) body, in bytes; larger ones get 413.
+    #[arg(long, env = "SUNDIAL_HTTP_IMPORT_BYTES_MAX", default_value_t = 1 << 30)]
+    pub http_import_bytes_max: u64,
     /// Longest accepted ILP line, in bytes.
     #[arg(long, env = "SUNDIAL_ILP_LINE_BYTES_MAX", default_value_t = 1 << 20)]
     pub ilp_line_bytes_max: usize,
@@ -114,7 +120,8 @@ pub struct ServeArgs {
     /// Largest PostgreSQL protocol message accepted (query text, Bind, COPY data), in bytes.
     #[arg(long, env = "SUNDIAL_PG_MESSAGE_BYTES_MAX", default_value_t = 16 << 20)]
     pub pg_message_bytes_max: usize,
-    /// Default statement timeout in milliseconds (0: none); sessions may SET their own.
+    /// Default statement timeout in milliseconds (0: none), for PostgreSQL sessions (which may
+    /// SET their own) and HTTP `/exec` and `/exp` (a `Statement-Timeout` header overrides it).
     #[arg(long, env = "SUNDIAL_STATEMENT_TIMEOUT_MS", default_value_t = 0)]
     pub statement_timeout_ms: u64,
     /// Threads executing queries, apart from the threads serving connections (0: one per core).
@@ -290,9 +297,14 @@ pub async fn run(db: Arc<Database>, args: ServeArgs) -> Result<(), String> {
     tracing::info!("PostgreSQL wire protocol on {}", args.pg_addr);
     let pg_stop = stop_rx.clone();
     tasks.spawn(async move { pg.serve(pg_listener, pg_stop).await });
-    let sql = Router::new()
-        .route("/exec", get(crate::exec::exec))
-        .with_state(engine);
+    let sql = sql_router(HttpSql {
+        engine,
+        queries: queries.handle().clone(),
+        options: HttpOptions {
+            statement_timeout_ms: args.statement_timeout_ms,
+            import_bytes_max: args.http_import_bytes_max,
+        },
+    });
     let app = Router::new()
         .route("/ping", get(ping).head(ping))
         .route("/write", post(write))
@@ -302,6 +314,10 @@ pub async fn run(db: Arc<Database>, args: ServeArgs) -> Result<(), String> {
         .merge(sql);
     let mut http_stop = stop_rx.clone();
     tasks.spawn(async move {
+        // Answers are small and written once: don't let Nagle hold them for the peer's ACK.
+        let http = http.tap_io(|stream| {
+            let _ = stream.set_nodelay(true);
+        });
         let served = axum::serve(http, app)
             .with_graceful_shutdown(async move {
                 let _ = http_stop.wait_for(|stop| *stop).await;

@@ -1,0 +1,269 @@
+//! JSON text for QuestDB's answers, written straight into byte buffers (no intermediate values).
+//!
+//! Values follow QuestDB's `/exec`: numbers and booleans bare, NULL (and non-finite floats) as
+//! `null`, timestamps as ISO 8601 UTC text with microseconds (`"2016-01-01T00:00:00.000000Z"`,
+//! nine digits when there are nanoseconds), dates with milliseconds, everything else a string.
+
+use std::io::Write;
+
+use arrow::array::{Array, AsArray};
+use arrow::datatypes::{
+    DataType, Date32Type, Date64Type, Float32Type, Float64Type, Int8Type, Int16Type, Int32Type,
+    Int64Type, Schema, TimeUnit, TimestampMicrosecondType, TimestampMillisecondType,
+    TimestampNanosecondType, TimestampSecondType, UInt8Type, UInt16Type, UInt32Type, UInt64Type,
+};
+use sundial_query::text::{Fraction, push_timestamp};
+use sundial_storage::{ColumnType, SUNDIAL_TYPE_KEY};
+
+/// The Content-Type of JSON answers.
+pub const CONTENT_TYPE: &str = "application/json; charset=utf-8";
+
+/// Appends `s` as a JSON string literal.
+pub fn write_json_string(out: &mut Vec<u8>, s: &str) {
+    out.push(b'"');
+    let bytes = s.as_bytes();
+    let mut start = 0;
+    for (i, &b) in bytes.iter().enumerate() {
+        let escape: &[u8] = match b {
+            b'"' => b"\\\"",
+            b'\\' => b"\\\\",
+            b'\n' => b"\\n",
+            b'\r' => b"\\r",
+            b'\t' => b"\\t",
+            0..=0x1f => b"",
+            _ => continue,
+        };
+        out.extend_from_slice(&bytes[start..i]);
+        if escape.is_empty() {
+            let _ = write!(out, "\\u{b:04x}");
+        } else {
+            out.extend_from_slice(escape);
+        }
+        start = i + 1;
+    }
+    out.extend_from_slice(&bytes[start..]);
+    out.push(b'"');
+}
+
+/// The Sundial (QuestDB) type name of a result column: the declared type of a table column,
+/// else the one its Arrow type maps to.
+pub fn type_name(field: &arrow::datatypes::Field) -> String {
+    let declared = field
+        .metadata()
+        .get(SUNDIAL_TYPE_KEY)
+        .and_then(|t| ColumnType::parse(t));
+    declared
+        .or_else(|| ColumnType::from_arrow(field.data_type()))
+        .map_or_else(
+            || field.data_type().to_string().to_uppercase(),
+            |t| t.name().to_string(),
+        )
+}
+
+/// `{"name":..,"type":..},..` for every column.
+pub fn write_columns(out: &mut Vec<u8>, schema: &Schema) {
+    for (i, field) in schema.fields().iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        out.extend_from_slice(b"{\"name\":");
+        write_json_string(out, field.name());
+        out.extend_from_slice(b",\"type\":");
+        write_json_string(out, &type_name(field));
+        out.push(b'}');
+    }
+}
+
+/// A finite float the shortest way that reads back exactly (`1.0`, `0.1`, `1e20`).
+pub(crate) fn push_f64(out: &mut Vec<u8>, v: f64) {
+    let _ = write!(out, "{v:?}");
+}
+
+pub(crate) fn push_f32(out: &mut Vec<u8>, v: f32) {
+    let _ = write!(out, "{v:?}");
+}
+
+pub(crate) fn push_int(out: &mut Vec<u8>, v: impl std::fmt::Display) {
+    let _ = write!(out, "{v}");
+}
+
+/// Nanoseconds since the epoch of a timestamp value of any unit.
+pub(crate) fn timestamp_nanos(array: &dyn Array, unit: TimeUnit, row: usize) -> i64 {
+    match unit {
+        TimeUnit::Nanosecond => array.as_primitive::<TimestampNanosecondType>().value(row),
+        TimeUnit::Microsecond => array
+            .as_primitive::<TimestampMicrosecondType>()
+            .value(row)
+            .saturating_mul(1_000),
+        TimeUnit::Millisecond => array
+            .as_primitive::<TimestampMillisecondType>()
+            .value(row)
+            .saturating_mul(1_000_000),
+        TimeUnit::Second => array
+            .as_primitive::<TimestampSecondType>()
+            .value(row)
+            .saturating_mul(1_000_000_000),
+    }
+}
+
+/// ISO 8601 UTC text of a timestamp (microseconds, or nanoseconds when needed).
+pub(crate) fn push_iso_timestamp(out: &mut Vec<u8>, nanos: i64) {
+    push_timestamp(out, nanos, b'T', Fraction::Fixed(6));
+    out.push(b'Z');
+}
+
+/// ISO 8601 UTC text of a date in milliseconds.
+pub(crate) fn push_iso_date(out: &mut Vec<u8>, millis: i64) {
+    push_timestamp(
+        out,
+        millis.saturating_mul(1_000_000),
+        b'T',
+        Fraction::Fixed(3),
+    );
+    out.push(b'Z');
+}
+
+/// The text of a string-like value (strings, dictionaries of strings), if it is one.
+pub(crate) fn string_value(array: &dyn Array, row: usize) -> Option<&str> {
+    match array.data_type() {
+        DataType::Utf8 => Some(array.as_string::<i32>().value(row)),
+        DataType::LargeUtf8 => Some(array.as_string::<i64>().value(row)),
+        DataType::Utf8View => Some(array.as_string_view().value(row)),
+        DataType::Dictionary(key, value)
+            if **key == DataType::Int32 && **value == DataType::Utf8 =>
+        {
+            let dict = array.as_dictionary::<Int32Type>();
+            let key = usize::try_from(dict.keys().value(row)).ok()?;
+            let values = dict.values().as_string::<i32>();
+            (key < values.len()).then(|| values.value(key))
+        }
+        _ => None,
+    }
+}
+
+/// A number written bare, if the value is one; `Some(false)` for a non-finite float (which
+/// JSON cannot hold).
+pub(crate) fn push_number(out: &mut Vec<u8>, array: &dyn Array, row: usize) -> Option<bool> {
+    match array.data_type() {
+        DataType::Int8 => push_int(out, array.as_primitive::<Int8Type>().value(row)),
+        DataType::Int16 => push_int(out, array.as_primitive::<Int16Type>().value(row)),
+        DataType::Int32 => push_int(out, array.as_primitive::<Int32Type>().value(row)),
+        DataType::Int64 => push_int(out, array.as_primitive::<Int64Type>().value(row)),
+        DataType::UInt8 => push_int(out, array.as_primitive::<UInt8Type>().value(row)),
+        DataType::UInt16 => push_int(out, array.as_primitive::<UInt16Type>().value(row)),
+        DataType::UInt32 => push_int(out, array.as_primitive::<UInt32Type>().value(row)),
+        DataType::UInt64 => push_int(out, array.as_primitive::<UInt64Type>().value(row)),
+        DataType::Float32 => {
+            let v = array.as_primitive::<Float32Type>().value(row);
+            if !v.is_finite() {
+                return Some(false);
+            }
+            push_f32(out, v);
+        }
+        DataType::Float64 => {
+            let v = array.as_primitive::<Float64Type>().value(row);
+            if !v.is_finite() {
+                return Some(false);
+            }
+            push_f64(out, v);
+        }
+        _ => return None,
+    }
+    Some(true)
+}
+
+/// One value as JSON.
+pub fn write_json_value(out: &mut Vec<u8>, array: &dyn Array, row: usize) {
+    if array.is_null(row) {
+        out.extend_from_slice(b"null");
+        return;
+    }
+    if let Some(finite) = push_number(out, array, row) {
+        if !finite {
+            out.extend_from_slice(b"null");
+        }
+        return;
+    }
+    if let Some(text) = string_value(array, row) {
+        write_json_string(out, text);
+        return;
+    }
+    match array.data_type() {
+        DataType::Boolean => {
+            let v = array.as_boolean().value(row);
+            out.extend_from_slice(if v { b"true" } else { b"false" });
+        }
+        DataType::Timestamp(unit, _) => {
+            out.push(b'"');
+            push_iso_timestamp(out, timestamp_nanos(array, *unit, row));
+            out.push(b'"');
+        }
+        DataType::Date64 => {
+            out.push(b'"');
+            push_iso_date(out, array.as_primitive::<Date64Type>().value(row));
+            out.push(b'"');
+        }
+        DataType::Date32 => {
+            let days = i64::from(array.as_primitive::<Date32Type>().value(row));
+            out.push(b'"');
+            push_iso_date(out, days.saturating_mul(86_400_000));
+            out.push(b'"');
+        }
+        _ => {
+            let text = arrow::util::display::array_value_to_string(array, row).unwrap_or_default();
+            write_json_string(out, &text);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Arc;
+
+    use arrow::array::{ArrayRef, Float64Array, StringArray, TimestampNanosecondArray};
+
+    fn json(array: ArrayRef) -> Vec<String> {
+        (0..array.len())
+            .map(|row| {
+                let mut out = Vec::new();
+                write_json_value(&mut out, array.as_ref(), row);
+                String::from_utf8(out).unwrap()
+            })
+            .collect()
+    }
+
+    #[test]
+    fn strings_are_escaped() {
+        let mut out = Vec::new();
+        write_json_string(&mut out, "a\"b\\c\nd\u{1}é");
+        assert_eq!(String::from_utf8(out).unwrap(), r#""a\"b\\c\nd\u0001é""#);
+    }
+
+    #[test]
+    fn values() {
+        assert_eq!(
+            json(Arc::new(Float64Array::from(vec![
+                Some(1.0),
+                Some(0.1),
+                None,
+                Some(f64::NAN)
+            ]))),
+            vec!["1.0", "0.1", "null", "null"]
+        );
+        assert_eq!(
+            json(Arc::new(TimestampNanosecondArray::from(vec![
+                1_451_606_400_000_000_000,
+                1
+            ]))),
+            vec![
+                "\"2016-01-01T00:00:00.000000Z\"",
+                "\"1970-01-01T00:00:00.000000001Z\""
+            ]
+        );
+        assert_eq!(
+            json(Arc::new(StringArray::from(vec![Some("x"), None]))),
+            vec!["\"x\"", "null"]
+        );
+    }
+}

@@ -1,0 +1,96 @@
+//! # sundial-http
+//!
+//! Sundial's SQL over HTTP, shaped like QuestDB's REST API so that QuestDB's web console habits,
+//! scripts and loaders work unchanged: `/exec` answers in QuestDB's JSON, `/exp` exports CSV and
+//! `/imp` imports CSV uploads. `sundial serve` merges [`sql_router`] with its ILP endpoints
+//! (`/write`, `/ping`); the CSV-to-table code of `/imp` is [`load`], which `sundial import` uses
+//! too.
+//!
+//! ```text
+//!  HTTP I/O runtime (axum)                 │ query runtime (`HttpSql::queries`)
+//!                                          │
+//!  GET /exec ─┐                            │
+//!  GET /exp  ─┴▶ handler ──spawn───────────┼─▶ task: Engine::prepare / run_prepared
+//!               ▲  waits for the first     │        record batches ─▶ encoder (JSON / CSV)
+//!               │  chunk (Statement-Timeout)│        ─▶ ~64 KiB chunks
+//!               └──── bounded channel ◀────┼──────── (dropping the receiver aborts the task)
+//!  streamed body ◀── chunks                │
+//!                                          │
+//!  POST /imp ─▶ multipart `data` part ─chunks─▶ blocking task: CsvReader ─▶ load ─▶ TableWriter
+//!               (bounded channel, never the whole file in memory)          (commit at the end)
+//! ```
+//!
+//! Errors are one type, [`Error`], mapped once to an HTTP status ([`Error::status`]); `/exec`
+//! and `/exp` report them as QuestDB does (`{"query","error","position"}`), `/imp` as
+//! `{"status":..}` (or plain text). Responses are gzip-compressed when the client accepts it,
+//! and carry CORS headers (`Access-Control-Allow-Origin: *`, preflight answered) so a browser
+//! console on another origin can use them.
+
+mod csv_out;
+mod error;
+mod exec;
+mod exp;
+mod imp;
+pub mod json;
+pub mod load;
+mod query;
+
+use std::sync::Arc;
+
+use axum::Router;
+use axum::extract::DefaultBodyLimit;
+use axum::http::{Method, header};
+use axum::routing::{get, post};
+use sundial_query::Engine;
+use tower_http::compression::CompressionLayer;
+use tower_http::cors::{Any, CorsLayer};
+
+pub use error::Error;
+
+/// Settings of the SQL endpoints.
+#[derive(Debug, Clone)]
+pub struct HttpOptions {
+    /// Default statement timeout of `/exec` and `/exp` in milliseconds (0: none); a request's
+    /// `Statement-Timeout` header overrides it.
+    pub statement_timeout_ms: u64,
+    /// Largest `/imp` request body, in bytes; larger ones get 413.
+    pub import_bytes_max: u64,
+}
+
+impl Default for HttpOptions {
+    fn default() -> Self {
+        HttpOptions {
+            statement_timeout_ms: 0,
+            import_bytes_max: 1 << 30,
+        }
+    }
+}
+
+/// What the SQL endpoints need: the engine, the runtime queries execute on (not the one
+/// serving HTTP), and their settings.
+#[derive(Clone)]
+pub struct HttpSql {
+    pub engine: Arc<Engine>,
+    pub queries: tokio::runtime::Handle,
+    pub options: HttpOptions,
+}
+
+/// The router of `/exec`, `/exp` and `/imp`, with gzip compression and CORS.
+pub fn sql_router(state: HttpSql) -> Router {
+    let import_limit = usize::try_from(state.options.import_bytes_max).unwrap_or(usize::MAX);
+    let cors = CorsLayer::new()
+        .allow_origin(Any)
+        .allow_methods([Method::GET, Method::POST, Method::OPTIONS])
+        .allow_headers(Any)
+        .expose_headers([header::CONTENT_DISPOSITION]);
+    Router::new()
+        .route("/exec", get(exec::exec))
+        .route("/exp", get(exp::exp))
+        .route(
+            "/imp",
+            post(imp::imp).layer(DefaultBodyLimit::max(import_limit)),
+        )
+        .with_state(Arc::new(state))
+        .layer(CompressionLayer::new().gzip(true))
+        .layer(cors)
+}

@@ -1,0 +1,413 @@
+//! Running one statement for `/exec` or `/exp`: on the query runtime, its answer encoded there
+//! and handed to the HTTP side in chunks through a bounded channel.
+//!
+//! ```text
+//!  handler ── start() ──spawn on `queries`──▶ produce(): prepare, run, stream batches
+//!     │                                           │ Encoder::head / rows / tail
+//!     ◀──────── Msg::Chunk (≈64 KiB, ≤ 4 queued) ─┘ Msg::Done (DDL, INSERT), Msg::Failed
+//!  first(): waits (Statement-Timeout) for the first message, so a failure or a timeout before
+//!  any row is a proper 400; the rest streams as the body. Dropping `Running` (the client went
+//!  away, or the handler gave up) aborts the task, which drops DataFusion's stream and stops it.
+//! ```
+
+use std::ops::Range;
+use std::sync::Arc;
+use std::time::Duration;
+
+use arrow::datatypes::SchemaRef;
+use arrow::record_batch::RecordBatch;
+use axum::body::{Body, Bytes};
+use axum::http::HeaderMap;
+use futures::StreamExt;
+use sundial_query::{Engine, Output};
+use tokio::sync::mpsc;
+use tokio::task::JoinHandle;
+use tokio::time::Instant;
+
+use crate::error::Error;
+
+/// Bytes gathered before a chunk is handed to the HTTP side.
+const CHUNK_BYTES: usize = 64 << 10;
+/// Chunks that may wait for the HTTP side (so at most ~256 KiB per request in flight).
+const CHANNEL_CHUNKS: usize = 4;
+
+/// Rows `[first, end)` of the result to send.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct RowRange {
+    pub first: u64,
+    pub end: u64,
+}
+
+impl RowRange {
+    pub(crate) const ALL: RowRange = RowRange {
+        first: 0,
+        end: u64::MAX,
+    };
+
+    /// QuestDB's `limit`: `n` is the first n rows; `m,n` skips rows before `m` and stops after
+    /// row `n`. `/exec` counts `m` from 1 (rows m..=n), `/exp` from 0 (rows m+1..=n), as QuestDB
+    /// does. Negative numbers count as 0.
+    pub(crate) fn parse(limit: Option<&str>, one_based: bool) -> Result<RowRange, Error> {
+        let Some(text) = limit.filter(|t| !t.trim().is_empty()) else {
+            return Ok(RowRange::ALL);
+        };
+        let number = |s: &str| -> Result<u64, Error> {
+            let v = s
+                .trim()
+                .parse::<i64>()
+                .map_err(|_| Error::BadRequest(format!("bad limit '{text}': use n or m,n")))?;
+            Ok(v.max(0) as u64)
+        };
+        match text.split_once(',') {
+            None => Ok(RowRange {
+                first: 0,
+                end: number(text)?,
+            }),
+            Some((m, n)) => {
+                let m = number(m)?;
+                let first = if one_based { m.saturating_sub(1) } else { m };
+                let end = if n.trim().is_empty() {
+                    u64::MAX
+                } else {
+                    number(n)?
+                };
+                Ok(RowRange {
+                    first,
+                    end: end.max(first),
+                })
+            }
+        }
+    }
+}
+
+/// The statement timeout of a request: its `Statement-Timeout` header (milliseconds; 0 means
+/// none) or the server's default.
+pub(crate) fn timeout_ms(headers: &HeaderMap, default_ms: u64) -> Result<u64, Error> {
+    match headers.get("statement-timeout") {
+        None => Ok(default_ms),
+        Some(value) => value
+            .to_str()
+            .ok()
+            .and_then(|v| v.trim().parse::<u64>().ok())
+            .ok_or_else(|| {
+                Error::BadRequest("bad Statement-Timeout header: use milliseconds".into())
+            }),
+    }
+}
+
+/// Timings of an answer, in nanoseconds (QuestDB's `timings`).
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Tail {
+    /// QuestDB's `count`: the rows counted (all of them with `count=true`).
+    pub count: u64,
+    pub compiler_ns: u64,
+    pub execute_ns: u64,
+    pub count_ns: u64,
+}
+
+/// Turns a result into the bytes of an answer.
+pub(crate) trait Encoder: Send + 'static {
+    /// The start of the answer, before any row.
+    fn head(&mut self, schema: &SchemaRef, out: &mut Vec<u8>);
+    /// Rows `rows` of `batch`.
+    fn rows(&mut self, batch: &RecordBatch, rows: Range<usize>, out: &mut Vec<u8>);
+    /// The end of the answer. `failure` is an error after rows were already sent; returns
+    /// whether the answer may still end normally (else the connection is cut, so the client
+    /// cannot take a cut-short answer for a whole one).
+    fn tail(&mut self, tail: &Tail, failure: Option<&str>, out: &mut Vec<u8>) -> bool;
+}
+
+/// What the query task tells the HTTP side.
+pub(crate) enum Msg {
+    Chunk(Bytes),
+    /// A statement without rows finished, with its command tag.
+    Done(String),
+    /// The statement failed before any of its answer was sent.
+    Failed(Error),
+    /// The answer is complete.
+    End,
+}
+
+/// One statement in flight.
+pub(crate) struct Request {
+    pub sql: String,
+    pub range: RowRange,
+    /// Keep reading past `range` to count every row (`count=true`).
+    pub count_all: bool,
+    /// Refuse statements that return no rows, without running them (`/exp`).
+    pub select_only: bool,
+    pub timeout_ms: u64,
+    /// When the request arrived.
+    pub started: Instant,
+}
+
+impl Request {
+    fn deadline(&self) -> Option<Instant> {
+        (self.timeout_ms > 0).then(|| self.started + Duration::from_millis(self.timeout_ms))
+    }
+}
+
+/// A statement executing on the query runtime; dropping it aborts the execution.
+pub(crate) struct Running {
+    rx: mpsc::Receiver<Msg>,
+    task: JoinHandle<()>,
+    deadline: Option<Instant>,
+    timeout_ms: u64,
+    complete: bool,
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        if !self.complete && !self.task.is_finished() {
+            tracing::info!("HTTP query stopped before its answer was complete");
+        }
+        self.task.abort();
+    }
+}
+
+/// Starts a statement on the query runtime.
+pub(crate) fn start<E: Encoder>(
+    engine: Arc<Engine>,
+    queries: &tokio::runtime::Handle,
+    request: Request,
+    encoder: E,
+) -> Running {
+    let (tx, rx) = mpsc::channel(CHANNEL_CHUNKS);
+    let deadline = request.deadline();
+    let timeout_ms = request.timeout_ms;
+    let task = queries.spawn(produce(engine, request, encoder, tx));
+    Running {
+        rx,
+        task,
+        deadline,
+        timeout_ms,
+        complete: false,
+    }
+}
+
+/// How a statement began.
+pub(crate) enum Started {
+    /// A statement without rows finished, with its command tag.
+    Done(String),
+    /// Rows are coming: the body streams them.
+    Rows(Body),
+}
+
+impl Running {
+    /// Waits for the statement's first message, within its timeout.
+    pub(crate) async fn first(mut self) -> Result<Started, Error> {
+        let first = match self.deadline {
+            Some(deadline) => tokio::time::timeout_at(deadline, self.rx.recv())
+                .await
+                .map_err(|_| Error::Timeout(self.timeout_ms))?,
+            None => self.rx.recv().await,
+        };
+        match first {
+            None => Err(Error::Internal(
+                "the query stopped without an answer".into(),
+            )),
+            Some(Msg::Failed(e)) => Err(e),
+            Some(Msg::Done(tag)) => {
+                self.complete = true;
+                Ok(Started::Done(tag))
+            }
+            Some(Msg::End) => {
+                self.complete = true;
+                Ok(Started::Rows(Body::empty()))
+            }
+            Some(Msg::Chunk(bytes)) => Ok(Started::Rows(self.body(bytes))),
+        }
+    }
+
+    /// The rest of the answer as a streamed body. The body ends normally only at `Msg::End`;
+    /// a task that stopped before it makes the body fail, which cuts the connection.
+    fn body(self, first: Bytes) -> Body {
+        let stream =
+            futures::stream::unfold((Some(first), Some(self)), |(first, running)| async move {
+                let mut running = running?;
+                if let Some(bytes) = first {
+                    return Some((Ok(bytes), (None, Some(running))));
+                }
+                match running.rx.recv().await {
+                    Some(Msg::Chunk(bytes)) => Some((Ok(bytes), (None, Some(running)))),
+                    Some(Msg::End) => {
+                        running.complete = true;
+                        None
+                    }
+                    Some(Msg::Failed(e)) => {
+                        Some((Err(std::io::Error::other(e.to_string())), (None, None)))
+                    }
+                    Some(Msg::Done(_)) | None => Some((
+                        Err(std::io::Error::other(
+                            "the query stopped before its answer was complete",
+                        )),
+                        (None, None),
+                    )),
+                }
+            });
+        // Fused: a body may be polled again after its end (the compression layer does).
+        Body::from_stream(stream.fuse())
+    }
+}
+
+/// Prepares and runs the statement; with `select_only`, one that returns no rows is refused
+/// before it runs.
+async fn run(engine: &Engine, sql: &str, select_only: bool) -> Result<Output, Error> {
+    let prepared = engine.prepare(sql).await?;
+    if select_only && prepared.schema.is_none() {
+        return Err(Error::NotSelect);
+    }
+    Ok(engine.run_prepared(&prepared, Vec::new()).await?)
+}
+
+/// Sends within the deadline; `false` if the receiver is gone or the deadline passed.
+async fn send(tx: &mpsc::Sender<Msg>, msg: Msg, deadline: Option<Instant>) -> bool {
+    match deadline {
+        Some(deadline) => matches!(
+            tokio::time::timeout_at(deadline, tx.send(msg)).await,
+            Ok(Ok(()))
+        ),
+        None => tx.send(msg).await.is_ok(),
+    }
+}
+
+fn nanos_since(t: Instant) -> u64 {
+    u64::try_from(t.elapsed().as_nanos()).unwrap_or(u64::MAX)
+}
+
+/// The query task: runs the statement and encodes its answer.
+async fn produce<E: Encoder>(
+    engine: Arc<Engine>,
+    request: Request,
+    mut encoder: E,
+    tx: mpsc::Sender<Msg>,
+) {
+    let deadline = request.deadline();
+    let compile = Instant::now();
+    let output = match deadline {
+        Some(d) => {
+            match tokio::time::timeout_at(d, run(&engine, &request.sql, request.select_only)).await
+            {
+                Ok(output) => output,
+                Err(_) => Err(Error::Timeout(request.timeout_ms)),
+            }
+        }
+        None => run(&engine, &request.sql, request.select_only).await,
+    };
+    let compiler_ns = nanos_since(compile);
+    let mut stream = match output {
+        Err(e) => {
+            let _ = tx.send(Msg::Failed(e)).await;
+            return;
+        }
+        Ok(Output::Done { tag, .. }) => {
+            let _ = tx.send(Msg::Done(tag)).await;
+            return;
+        }
+        Ok(Output::Rows(stream)) => stream,
+    };
+    let range = request.range;
+    let mut out = Vec::with_capacity(CHUNK_BYTES + (CHUNK_BYTES >> 2));
+    encoder.head(&stream.schema(), &mut out);
+    let mut sent_any = false;
+    let mut row = 0u64;
+    let mut sent = 0u64;
+    let mut counting_since: Option<Instant> = None;
+    let mut failure = None;
+    loop {
+        let next = match deadline {
+            Some(d) => tokio::select! {
+                next = stream.next() => next,
+                _ = tokio::time::sleep_until(d) => {
+                    failure = Some(Error::Timeout(request.timeout_ms));
+                    break;
+                }
+            },
+            None => stream.next().await,
+        };
+        let batch = match next {
+            None => break,
+            Some(Err(e)) => {
+                failure = Some(Error::Query(e.into()));
+                break;
+            }
+            Some(Ok(batch)) => batch,
+        };
+        let rows = batch.num_rows() as u64;
+        if row < range.end {
+            let start = range.first.saturating_sub(row).min(rows);
+            let end = range.end.saturating_sub(row).min(rows);
+            if end > start {
+                encoder.rows(&batch, start as usize..end as usize, &mut out);
+                sent += end - start;
+            }
+        }
+        row += rows;
+        if row >= range.end {
+            if !request.count_all {
+                break;
+            }
+            counting_since.get_or_insert_with(Instant::now);
+        }
+        if out.len() >= CHUNK_BYTES {
+            let chunk = Bytes::from(std::mem::replace(
+                &mut out,
+                Vec::with_capacity(CHUNK_BYTES + (CHUNK_BYTES >> 2)),
+            ));
+            if !send(&tx, Msg::Chunk(chunk), deadline).await {
+                return;
+            }
+            sent_any = true;
+        }
+    }
+    // Dropping the stream now releases what the query holds before the last bytes go out.
+    drop(stream);
+    if let Some(e) = failure.take_if(|_| !sent_any) {
+        let _ = tx.send(Msg::Failed(e)).await;
+        return;
+    }
+    let tail = Tail {
+        count: if request.count_all {
+            row
+        } else if sent > 0 {
+            range.first + sent
+        } else {
+            0
+        },
+        compiler_ns,
+        execute_ns: nanos_since(request.started),
+        count_ns: counting_since.map_or(0, nanos_since),
+    };
+    let message = failure.map(|e| e.to_string());
+    let complete = encoder.tail(&tail, message.as_deref(), &mut out);
+    if !send(&tx, Msg::Chunk(Bytes::from(out)), deadline).await {
+        return;
+    }
+    if complete {
+        let _ = send(&tx, Msg::End, deadline).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn limits_follow_questdb() {
+        let exec = |s| RowRange::parse(Some(s), true).ok();
+        let exp = |s| RowRange::parse(Some(s), false).ok();
+        assert_eq!(exec("5"), Some(RowRange { first: 0, end: 5 }));
+        assert_eq!(exec("3,4"), Some(RowRange { first: 2, end: 4 }));
+        assert_eq!(exp("3,4"), Some(RowRange { first: 3, end: 4 }));
+        assert_eq!(exec("-5"), Some(RowRange { first: 0, end: 0 }));
+        assert_eq!(
+            exec("2,"),
+            Some(RowRange {
+                first: 1,
+                end: u64::MAX
+            })
+        );
+        assert!(exec("x").is_none());
+        assert_eq!(RowRange::parse(None, true).ok(), Some(RowRange::ALL));
+    }
+}

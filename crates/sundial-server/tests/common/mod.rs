@@ -1,0 +1,287 @@
+//! Helpers of the end-to-end tests: start `sundial serve` on free ports, stop it, and a minimal
+//! HTTP/1.1 client (chunked and gzip bodies, response headers).
+#![allow(dead_code)]
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+pub fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+pub struct Server {
+    pub child: Child,
+    pub http: u16,
+    pub tcp: u16,
+    pub udp: u16,
+    /// Every line the server wrote to stderr so far.
+    pub log: Arc<Mutex<Vec<String>>>,
+}
+
+pub fn start(dir: &Path) -> Server {
+    let (http, tcp, udp) = (free_port(), free_port(), free_port());
+    start_with(
+        dir,
+        (http, tcp, udp),
+        &[
+            "--http-addr",
+            &format!("127.0.0.1:{http}"),
+            "--ilp-tcp-addr",
+            &format!("127.0.0.1:{tcp}"),
+            "--ilp-udp-addr",
+            &format!("127.0.0.1:{udp}"),
+        ],
+    )
+}
+
+pub fn start_with(dir: &Path, (http, tcp, udp): (u16, u16, u16), args: &[&str]) -> Server {
+    let pg = format!("127.0.0.1:{}", free_port());
+    let mut child = Command::new(env!("CARGO_BIN_EXE_sundial"))
+        .arg("serve")
+        .args(["--pg-addr", &pg])
+        .args(args)
+        .env("SUNDIAL_DATA_DIR", dir)
+        .env("SUNDIAL_DURABILITY", "none")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Ready once it says it is serving.
+    let stderr = child.stderr.take().unwrap();
+    let mut lines = BufReader::new(stderr).lines();
+    let log = Arc::new(Mutex::new(Vec::new()));
+    for line in lines.by_ref() {
+        let line = line.unwrap();
+        log.lock().unwrap().push(line.clone());
+        if line.contains("sundial serving") {
+            break;
+        }
+    }
+    let more = log.clone();
+    std::thread::spawn(move || {
+        for line in lines.map_while(Result::ok) {
+            more.lock().unwrap().push(line);
+        }
+    });
+    Server {
+        child,
+        http,
+        tcp,
+        udp,
+        log,
+    }
+}
+
+/// Stops the server; returns its whole log.
+pub fn stop(mut server: Server) -> String {
+    let status = Command::new("kill")
+        .args(["-TERM", &server.child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let started = Instant::now();
+    loop {
+        if let Some(status) = server.child.try_wait().unwrap() {
+            assert!(status.success(), "server exited with {status}");
+            // The log thread reads to the end of the closed pipe.
+            std::thread::sleep(Duration::from_millis(200));
+            return server.log.lock().unwrap().join("\n");
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "server did not stop"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// A response: status, headers (names lower case) and the body, de-chunked.
+pub struct Reply {
+    pub status: u16,
+    pub headers: Vec<(String, String)>,
+    pub body: Vec<u8>,
+}
+
+impl Reply {
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(k, _)| k.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
+    }
+
+    /// The body as text, gunzipped when it is gzip-encoded.
+    pub fn text(&self) -> String {
+        if self.header("content-encoding") == Some("gzip") {
+            let mut out = String::new();
+            flate2::read::GzDecoder::new(&self.body[..])
+                .read_to_string(&mut out)
+                .unwrap();
+            return out;
+        }
+        String::from_utf8(self.body.clone()).unwrap()
+    }
+}
+
+/// Splits a raw HTTP/1.1 response.
+pub fn parse_reply(raw: &[u8]) -> Reply {
+    let split = raw
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .expect("a complete response head");
+    let head = String::from_utf8_lossy(&raw[..split]).to_string();
+    let mut lines = head.split("\r\n");
+    let status = lines.next().unwrap()[9..12].parse().unwrap();
+    let headers: Vec<(String, String)> = lines
+        .filter_map(|l| l.split_once(':'))
+        .map(|(k, v)| (k.trim().to_ascii_lowercase(), v.trim().to_string()))
+        .collect();
+    let body = &raw[split + 4..];
+    let chunked = headers
+        .iter()
+        .any(|(k, v)| k == "transfer-encoding" && v.contains("chunked"));
+    let body = if chunked {
+        dechunk(body)
+    } else {
+        body.to_vec()
+    };
+    Reply {
+        status,
+        headers,
+        body,
+    }
+}
+
+/// Decodes a chunked body: `<hex size>\r\n<data>\r\n` until a size of zero.
+pub fn dechunk(mut rest: &[u8]) -> Vec<u8> {
+    let mut decoded = Vec::new();
+    while let Some(end) = rest.windows(2).position(|w| w == b"\r\n") {
+        let size = usize::from_str_radix(String::from_utf8_lossy(&rest[..end]).trim(), 16).unwrap();
+        if size == 0 {
+            break;
+        }
+        let data = &rest[end + 2..];
+        decoded.extend_from_slice(&data[..size]);
+        rest = &data[size + 2..];
+    }
+    decoded
+}
+
+/// One HTTP/1.1 request on a new connection.
+pub fn request(
+    port: u16,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &[u8],
+) -> Reply {
+    let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    let mut req = format!(
+        "{method} {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\nContent-Length: {}\r\n",
+        body.len()
+    );
+    for (k, v) in headers {
+        req.push_str(&format!("{k}: {v}\r\n"));
+    }
+    req.push_str("\r\n");
+    s.write_all(req.as_bytes()).unwrap();
+    s.write_all(body).unwrap();
+    let mut raw = Vec::new();
+    s.read_to_end(&mut raw).unwrap();
+    parse_reply(&raw)
+}
+
+/// A minimal HTTP/1.1 request; returns (status, body as text).
+pub fn http(
+    port: u16,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &[u8],
+) -> (u16, String) {
+    let reply = request(port, method, path, headers, body);
+    (reply.status, reply.text())
+}
+
+/// Percent-encodes a query parameter value.
+pub fn encode(value: &str) -> String {
+    let mut out = String::new();
+    for b in value.bytes() {
+        match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
+                out.push(b as char)
+            }
+            _ => out.push_str(&format!("%{b:02X}")),
+        }
+    }
+    out
+}
+
+/// A multipart/form-data body of `(name, file name, content)` parts; returns the Content-Type
+/// and the body.
+pub fn multipart(parts: &[(&str, Option<&str>, &[u8])]) -> (String, Vec<u8>) {
+    let boundary = "sundial-test-boundary-7d3a";
+    let mut body = Vec::new();
+    for (name, file, content) in parts {
+        body.extend_from_slice(format!("--{boundary}\r\n").as_bytes());
+        match file {
+            Some(file) => body.extend_from_slice(
+                format!(
+                    "Content-Disposition: form-data; name=\"{name}\"; filename=\"{file}\"\r\n\r\n"
+                )
+                .as_bytes(),
+            ),
+            None => body.extend_from_slice(
+                format!("Content-Disposition: form-data; name=\"{name}\"\r\n\r\n").as_bytes(),
+            ),
+        }
+        body.extend_from_slice(content);
+        body.extend_from_slice(b"\r\n");
+    }
+    body.extend_from_slice(format!("--{boundary}--\r\n").as_bytes());
+    (format!("multipart/form-data; boundary={boundary}"), body)
+}
+
+/// The server process's resident memory (VmRSS) and its peak (VmHWM), in KiB.
+pub fn memory_kib(pid: u32) -> (u64, u64) {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let field = |name: &str| {
+        status
+            .lines()
+            .find(|l| l.starts_with(name))
+            .and_then(|l| l.split_whitespace().nth(1))
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0)
+    };
+    (field("VmRSS:"), field("VmHWM:"))
+}
+
+/// Waits until the server's log has a line containing `text`.
+pub fn wait_for_log(server: &Server, text: &str, within: Duration) -> bool {
+    let started = Instant::now();
+    while started.elapsed() < within {
+        if server.log.lock().unwrap().iter().any(|l| l.contains(text)) {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    false
+}
+
+pub fn sql(dir: &Path, query: &str) -> String {
+    let o = Command::new(env!("CARGO_BIN_EXE_sundial"))
+        .args(["sql", "--format", "csv", query])
+        .env("SUNDIAL_DATA_DIR", dir)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    String::from_utf8(o.stdout).unwrap()
+}

@@ -1,0 +1,561 @@
+//! End-to-end: SQL over HTTP as QuestDB's REST API has it: `/exec` (JSON), `/exp` (CSV export),
+//! `/imp` (CSV upload), with Statement-Timeout, gzip and CORS, against `sundial serve`.
+
+mod common;
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use common::*;
+
+const LONG_QUERY: &str =
+    "SELECT count(*) FROM generate_series(1, 20000000000) AS g(x) WHERE x % 7 = 3";
+
+fn serve(dir: &Path, extra: &[&str]) -> Server {
+    let (http, tcp, udp) = (free_port(), free_port(), free_port());
+    let mut args = vec![
+        "--http-addr".to_string(),
+        format!("127.0.0.1:{http}"),
+        "--ilp-tcp-addr".to_string(),
+        format!("127.0.0.1:{tcp}"),
+    ];
+    args.extend(extra.iter().map(|s| s.to_string()));
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    start_with(dir, (http, tcp, udp), &args)
+}
+
+fn exec(server: &Server, query: &str, extra: &str) -> Reply {
+    request(
+        server.http,
+        "GET",
+        &format!("/exec?query={}{extra}", encode(query)),
+        &[],
+        b"",
+    )
+}
+
+fn exec_ok(server: &Server, query: &str) -> String {
+    let reply = exec(server, query, "");
+    let text = reply.text();
+    assert_eq!(reply.status, 200, "{query}: {text}");
+    text
+}
+
+/// CPU time (user + system) the process used so far, in clock ticks.
+fn cpu_ticks(pid: u32) -> u64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    let after_name = &stat[stat.rfind(')').unwrap() + 2..];
+    let fields: Vec<&str> = after_name.split_whitespace().collect();
+    // utime and stime are fields 14 and 15 of stat, 12 and 13 after the name.
+    fields[11].parse::<u64>().unwrap() + fields[12].parse::<u64>().unwrap()
+}
+
+#[test]
+fn exec_answers_like_questdb() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = serve(dir.path(), &[]);
+    assert_eq!(
+        exec_ok(
+            &server,
+            "CREATE TABLE trades (sym SYMBOL, ts TIMESTAMP, price DOUBLE, qty LONG) \
+             TIMESTAMP(ts) PARTITION BY DAY"
+        ),
+        r#"{"ddl":"OK"}"#
+    );
+    assert_eq!(
+        exec_ok(
+            &server,
+            "INSERT INTO trades VALUES ('a', '2016-01-01T00:00:00Z', 1.5, 10), \
+             ('b', '2016-01-01T00:00:01Z', 2.0, NULL), ('a', '2016-01-02T00:00:00Z', 3.25, 30)"
+        ),
+        r#"{"dml":"OK"}"#
+    );
+
+    // The designated timestamp's index, timings and explain.
+    let reply = exec(
+        &server,
+        "SELECT sym, ts, price, qty FROM trades ORDER BY ts",
+        "&timings=true&explain=true",
+    );
+    assert_eq!(reply.status, 200);
+    assert_eq!(
+        reply.header("content-type"),
+        Some("application/json; charset=utf-8")
+    );
+    let body = reply.text();
+    assert!(
+        body.starts_with(
+            r#"{"query":"SELECT sym, ts, price, qty FROM trades ORDER BY ts","columns":[{"name":"sym","type":"SYMBOL"},{"name":"ts","type":"TIMESTAMP"},{"name":"price","type":"DOUBLE"},{"name":"qty","type":"LONG"}],"timestamp":1,"dataset":[["a","2016-01-01T00:00:00.000000Z",1.5,10],["b","2016-01-01T00:00:01.000000Z",2.0,null],["a","2016-01-02T00:00:00.000000Z",3.25,30]],"count":3,"timings":{"authentication":0,"compiler":"#
+        ),
+        "{body}"
+    );
+    assert!(body.contains(r#","execute":"#) && body.contains(r#","count":"#));
+    assert!(
+        body.ends_with(r#"},"explain":{"jitCompiled":false}}"#),
+        "{body}"
+    );
+    assert!(exec_ok(&server, "SELECT * FROM trades").contains(r#""timestamp":1,"#));
+    for no_index in [
+        "SELECT sym, count(*) FROM trades GROUP BY sym",
+        "SELECT ts, sym FROM trades ORDER BY sym",
+        "SELECT 1 AS x",
+    ] {
+        assert!(
+            exec_ok(&server, no_index).contains(r#""timestamp":-1,"#),
+            "{no_index}"
+        );
+    }
+
+    // limit m,n is rows m..=n counting from 1; count is QuestDB's (the last row's position, or
+    // with count=true every row).
+    let ordered = "SELECT qty FROM trades ORDER BY ts";
+    let body = exec(&server, ordered, "&limit=2,3").text();
+    assert!(
+        body.ends_with(r#""dataset":[[null],[30]],"count":3}"#),
+        "{body}"
+    );
+    let body = exec(&server, ordered, "&limit=1&count=true").text();
+    assert!(body.ends_with(r#""dataset":[[10]],"count":3}"#), "{body}");
+    let body = exec(&server, ordered, "&limit=1&nm=true").text();
+    assert_eq!(body, r#"{"dataset":[[10]],"count":1}"#);
+
+    // Errors: 400 with the position.
+    let reply = exec(&server, "SELECT nope FROM trades", "");
+    assert_eq!(reply.status, 400);
+    assert!(
+        reply.text().contains(r#""position":7}"#),
+        "{}",
+        reply.text()
+    );
+    let reply = request(server.http, "GET", "/exec", &[], b"");
+    assert_eq!(reply.status, 400);
+    assert!(reply.text().contains("No query text"));
+
+    // gzip when asked for, and CORS for browser consoles.
+    let reply = request(
+        server.http,
+        "GET",
+        &format!("/exec?query={}", encode("SELECT * FROM trades ORDER BY ts")),
+        &[
+            ("Accept-Encoding", "gzip"),
+            ("Origin", "http://console.example"),
+        ],
+        b"",
+    );
+    assert_eq!(reply.status, 200);
+    assert_eq!(reply.header("content-encoding"), Some("gzip"));
+    assert_eq!(reply.header("access-control-allow-origin"), Some("*"));
+    assert!(reply.text().contains(r#""count":3}"#), "{}", reply.text());
+    let reply = request(
+        server.http,
+        "OPTIONS",
+        "/exec?query=x",
+        &[
+            ("Origin", "http://console.example"),
+            ("Access-Control-Request-Method", "GET"),
+            ("Access-Control-Request-Headers", "statement-timeout"),
+        ],
+        b"",
+    );
+    assert_eq!(reply.status, 200);
+    assert_eq!(reply.header("access-control-allow-origin"), Some("*"));
+    assert!(
+        reply
+            .header("access-control-allow-methods")
+            .is_some_and(|m| m.contains("GET") && m.contains("POST")),
+        "{:?}",
+        reply.headers
+    );
+    stop(server);
+}
+
+#[test]
+fn statement_timeout_and_disconnects_stop_queries() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = serve(dir.path(), &[]);
+    // The header stops the query; the answer is a 400 naming the timeout.
+    for endpoint in ["exec", "exp"] {
+        let started = Instant::now();
+        let reply = request(
+            server.http,
+            "GET",
+            &format!("/{endpoint}?query={}", encode(LONG_QUERY)),
+            &[("Statement-Timeout", "300")],
+            b"",
+        );
+        let text = reply.text();
+        assert_eq!(reply.status, 400, "{text}");
+        assert!(
+            text.contains("timeout") && text.contains("300 ms"),
+            "{text}"
+        );
+        assert!(started.elapsed() < Duration::from_secs(10));
+    }
+    // A client that goes away mid-query stops it.
+    let mut socket = TcpStream::connect(("127.0.0.1", server.http)).unwrap();
+    write!(
+        socket,
+        "GET /exec?query={} HTTP/1.1\r\nHost: localhost\r\n\r\n",
+        encode(LONG_QUERY)
+    )
+    .unwrap();
+    std::thread::sleep(Duration::from_millis(500));
+    drop(socket);
+    assert!(
+        wait_for_log(
+            &server,
+            "HTTP query stopped before its answer was complete",
+            Duration::from_secs(10)
+        ),
+        "the query was not stopped"
+    );
+    // ...and does not keep burning CPU.
+    std::thread::sleep(Duration::from_millis(300));
+    let pid = server.child.id();
+    let before = cpu_ticks(pid);
+    std::thread::sleep(Duration::from_secs(1));
+    let used = cpu_ticks(pid) - before;
+    assert!(
+        used < 50,
+        "the server used {used} ticks in the second after the abort"
+    );
+    assert!(exec_ok(&server, "SELECT 41 + 1 AS x").contains("[[42]]"));
+    stop(server);
+
+    // The server's default applies when the request has no header.
+    let server = serve(dir.path(), &["--statement-timeout-ms", "300"]);
+    let reply = exec(&server, LONG_QUERY, "");
+    assert_eq!(reply.status, 400);
+    assert!(reply.text().contains("timeout"), "{}", reply.text());
+    let reply = request(
+        server.http,
+        "GET",
+        &format!("/exec?query={}", encode("SELECT 1 AS x")),
+        &[("Statement-Timeout", "soon")],
+        b"",
+    );
+    assert_eq!(reply.status, 400);
+    stop(server);
+}
+
+#[test]
+fn exp_streams_csv() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = serve(dir.path(), &[]);
+    exec_ok(
+        &server,
+        "CREATE TABLE notes (ts TIMESTAMP, sym SYMBOL, v DOUBLE, ok BOOLEAN, note VARCHAR) TIMESTAMP(ts)",
+    );
+    exec_ok(
+        &server,
+        "INSERT INTO notes VALUES ('2016-01-01T00:00:00Z', 'a', 1.5, true, 'say \"hi\", ok'), \
+         ('2016-01-01T00:00:01.5Z', NULL, NULL, NULL, NULL), ('2016-01-02T00:00:00Z', 'c', -2.0, false, 'line\nbreak')",
+    );
+    let reply = request(
+        server.http,
+        "GET",
+        &format!("/exp?query={}", encode("SELECT * FROM notes ORDER BY ts")),
+        &[],
+        b"",
+    );
+    assert_eq!(reply.status, 200);
+    assert_eq!(
+        reply.header("content-type"),
+        Some("text/csv; charset=utf-8")
+    );
+    let disposition = reply.header("content-disposition").unwrap();
+    assert!(
+        disposition.starts_with("attachment; filename=\"questdb-query-")
+            && disposition.ends_with(".csv\""),
+        "{disposition}"
+    );
+    assert_eq!(
+        reply.text(),
+        "\"ts\",\"sym\",\"v\",\"ok\",\"note\"\r\n\
+         \"2016-01-01T00:00:00.000000Z\",\"a\",1.5,true,\"say \"\"hi\"\", ok\"\r\n\
+         \"2016-01-01T00:00:01.500000Z\",,,,\r\n\
+         \"2016-01-02T00:00:00.000000Z\",\"c\",-2.0,false,\"line\nbreak\"\r\n"
+    );
+    // limit m,n skips m rows (counting from 0 on /exp); nm drops the header; filename.
+    let reply = request(
+        server.http,
+        "GET",
+        &format!(
+            "/exp?query={}&limit=1,2&nm=true&filename=mine",
+            encode("SELECT sym FROM notes ORDER BY ts")
+        ),
+        &[],
+        b"",
+    );
+    assert_eq!(reply.text(), "\r\n");
+    assert_eq!(
+        reply.header("content-disposition"),
+        Some("attachment; filename=\"mine.csv\"")
+    );
+    // Only queries: a DDL statement is refused without running.
+    let reply = request(
+        server.http,
+        "GET",
+        &format!("/exp?query={}", encode("CREATE TABLE t2 (x LONG)")),
+        &[],
+        b"",
+    );
+    assert_eq!(reply.status, 400);
+    assert!(
+        reply.text().contains("only accepts SELECT"),
+        "{}",
+        reply.text()
+    );
+    assert_eq!(exec(&server, "SELECT * FROM t2", "").status, 400);
+
+    // A large export streams: the server's memory stays flat while ~250 MB go out.
+    let pid = server.child.id();
+    let (rss_before, _) = memory_kib(pid);
+    let pad = "x".repeat(100);
+    let query = format!("SELECT x, '{pad}' AS pad FROM generate_series(1, 2000000) AS g(x)");
+    let mut socket = TcpStream::connect(("127.0.0.1", server.http)).unwrap();
+    write!(
+        socket,
+        "GET /exp?query={} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n",
+        encode(&query)
+    )
+    .unwrap();
+    let mut buf = vec![0u8; 1 << 16];
+    let (mut total, mut newlines, mut peak_rss) = (0usize, 0usize, 0u64);
+    loop {
+        let n = socket.read(&mut buf).unwrap();
+        if n == 0 {
+            break;
+        }
+        total += n;
+        newlines += buf[..n].iter().filter(|b| **b == b'\n').count();
+        if newlines % 100 == 0 {
+            peak_rss = peak_rss.max(memory_kib(pid).0);
+        }
+    }
+    // Header row, 2M rows (chunk-size lines of the chunked encoding add more newlines).
+    assert!(newlines > 2_000_000, "{newlines} lines");
+    assert!(total > 200_000_000, "{total} bytes");
+    let grew_mib = peak_rss.saturating_sub(rss_before) / 1024;
+    assert!(
+        grew_mib < 100,
+        "the server grew by {grew_mib} MiB during the export"
+    );
+    stop(server);
+}
+
+fn imp(server: &Server, params: &str, parts: &[(&str, Option<&str>, &[u8])]) -> Reply {
+    let (content_type, body) = multipart(parts);
+    request(
+        server.http,
+        "POST",
+        &format!("/imp?{params}"),
+        &[("Content-Type", &content_type)],
+        &body,
+    )
+}
+
+#[test]
+fn imp_loads_csv_uploads() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = serve(dir.path(), &["--http-import-bytes-max", "20000000"]);
+    let weather = b"ts,visMiles,tempF,station\n\
+        2010-01-01T00:00:00.000000Z,8.8,34,a\n\
+        2010-01-01T00:51:00.000000Z,9.1,35,a\n\
+        2010-01-02T01:36:00.000000Z,8.0,,b\n";
+
+    // Without a schema: the table is named after the file; QuestDB's text table answers.
+    let reply = imp(&server, "", &[("data", Some("weather.csv"), weather)]);
+    let text = reply.text();
+    assert_eq!(reply.status, 200, "{text}");
+    assert!(text.contains("|      Location:  |"), "{text}");
+    assert!(text.contains("weather.csv  |"), "{text}");
+    assert!(
+        text.contains("|  Rows imported  |                                                 3  |"),
+        "{text}"
+    );
+    assert!(text.contains("TIMESTAMP  |"), "{text}");
+    assert!(exec_ok(&server, "SELECT count(*) AS n FROM \"weather.csv\"").contains("[[3]]"));
+
+    // fmt=json, a designated timestamp and partitioning.
+    let reply = imp(
+        &server,
+        "name=weather&timestamp=ts&partitionBy=DAY&fmt=json",
+        &[("data", Some("weather.csv"), weather)],
+    );
+    assert_eq!(
+        reply.text(),
+        r#"{"status":"OK","location":"weather","rowsRejected":0,"rowsImported":3,"header":true,"partitionBy":"DAY","timestamp":"ts","columns":[{"name":"ts","type":"TIMESTAMP","size":8,"errors":0},{"name":"visMiles","type":"DOUBLE","size":8,"errors":0},{"name":"tempF","type":"LONG","size":8,"errors":0},{"name":"station","type":"VARCHAR","size":-1,"errors":0}]}"#
+    );
+    assert!(exec_ok(&server, "SHOW PARTITIONS FROM weather").contains(r#""count":2}"#));
+    assert!(exec_ok(&server, "SELECT * FROM weather").contains(r#""timestamp":0,"#));
+    // Appending to the existing table parses by the table's types.
+    let reply = imp(
+        &server,
+        "name=weather&fmt=json",
+        &[(
+            "data",
+            Some("more.csv"),
+            b"ts,visMiles,tempF,station\n2010-01-03T00:00:00Z,7,36,c\n",
+        )],
+    );
+    assert!(
+        reply.text().contains(r#""rowsImported":1"#),
+        "{}",
+        reply.text()
+    );
+    assert!(exec_ok(&server, "SELECT count(*) FROM weather").contains("[[4]]"));
+
+    // A schema part: a timestamp pattern and declared types; partitionBy needs timestamp.
+    let schema = br#"[{"name":"when","type":"TIMESTAMP","pattern":"dd/MM/yyyy HH:mm"},{"name":"n","type":"INT"},{"name":"label","type":"VARCHAR"}]"#;
+    let data = b"when,n,label\n31/12/2016 23:59,1,x\n01/01/2017 00:00,2,y\n";
+    let reply = imp(
+        &server,
+        "name=odd&timestamp=when&partitionBy=YEAR&fmt=json",
+        &[("schema", None, schema), ("data", Some("odd.csv"), data)],
+    );
+    let text = reply.text();
+    assert_eq!(reply.status, 200, "{text}");
+    assert!(
+        text.contains(r#"{"name":"n","type":"INT","size":4,"errors":0}"#),
+        "{text}"
+    );
+    assert!(
+        text.contains(r#"{"name":"label","type":"VARCHAR","size":-1,"errors":0}"#),
+        "{text}"
+    );
+    assert!(
+        exec_ok(&server, "SELECT \"when\", n FROM odd ORDER BY \"when\"").contains(
+            r#""dataset":[["2016-12-31T23:59:00.000000Z",1],["2017-01-01T00:00:00.000000Z",2]]"#
+        )
+    );
+    let reply = imp(
+        &server,
+        "name=x&partitionBy=DAY",
+        &[("data", Some("x.csv"), data)],
+    );
+    assert_eq!(reply.status, 400);
+    assert!(reply.text().contains("you must also specify timestamp"));
+
+    // overwrite replaces the table, structure included.
+    let reply = imp(
+        &server,
+        "name=odd&overwrite=true&fmt=json",
+        &[("data", Some("new.csv"), b"a,b\n1,true\n2,false\n")],
+    );
+    assert!(
+        reply.text().contains(r#""rowsImported":2"#),
+        "{}",
+        reply.text()
+    );
+    assert!(
+        exec_ok(&server, "SELECT * FROM odd")
+            .contains(r#""columns":[{"name":"a","type":"LONG"},{"name":"b","type":"BOOLEAN"}]"#)
+    );
+
+    // Bad values: skipCol (default) nulls them, skipRow drops the row, abort imports nothing.
+    let bad = b"k,v\n1,10\n2,oops\n3,30\n";
+    let reply = imp(&server, "name=sc&fmt=json", &[("data", Some("b.csv"), bad)]);
+    let text = reply.text();
+    assert!(
+        text.contains(r#""rowsRejected":0,"rowsImported":3"#),
+        "{text}"
+    );
+    let reply = imp(
+        &server,
+        "name=sr&fmt=json&atomicity=skipRow",
+        &[
+            (
+                "schema",
+                None,
+                br#"[{"name":"v","type":"LONG"}]"#.as_slice(),
+            ),
+            ("data", Some("b.csv"), bad),
+        ],
+    );
+    let text = reply.text();
+    assert!(
+        text.contains(r#""rowsRejected":1,"rowsImported":2"#),
+        "{text}"
+    );
+    assert!(
+        text.contains(r#"{"name":"v","type":"LONG","size":8,"errors":1}"#),
+        "{text}"
+    );
+    exec_ok(&server, "CREATE TABLE ab (k LONG, v LONG)");
+    let reply = imp(
+        &server,
+        "name=ab&fmt=json&atomicity=abort",
+        &[("data", Some("b.csv"), bad)],
+    );
+    let text = reply.text();
+    assert_eq!(reply.status, 400, "{text}");
+    assert!(
+        text.starts_with(r#"{"status":"line 3, column 'v'"#),
+        "{text}"
+    );
+    assert!(exec_ok(&server, "SELECT count(*) FROM ab").contains("[[0]]"));
+
+    // No header line: detected, columns named f0, f1, ...; forceHeader takes the first line.
+    let reply = imp(
+        &server,
+        "name=nh&fmt=json",
+        &[("data", Some("nh.csv"), b"1,2.5\n2,3.5\n")],
+    );
+    assert!(
+        reply.text().contains(r#""header":false"#),
+        "{}",
+        reply.text()
+    );
+    assert!(exec_ok(&server, "SELECT f0, f1 FROM nh").contains("[[1,2.5],[2,3.5]]"));
+    let reply = imp(
+        &server,
+        "name=fh&fmt=json&forceHeader=true&delimiter=%7C",
+        &[("data", Some("fh.csv"), b"1|2\n3|4\n")],
+    );
+    assert!(
+        reply.text().contains(r#""header":true"#),
+        "{}",
+        reply.text()
+    );
+    assert!(exec_ok(&server, "SELECT \"1\", \"2\" FROM fh").contains("[[3,4]]"));
+
+    // A bigger file streams through in many chunks and batches.
+    let mut big = b"id,ts,name\n".to_vec();
+    for i in 0..200_000 {
+        big.extend_from_slice(
+            format!("{i},2020-01-01T00:00:{:02}Z,name{}\n", i % 60, i % 7).as_bytes(),
+        );
+    }
+    let reply = imp(
+        &server,
+        "name=big&fmt=json",
+        &[("data", Some("big.csv"), &big)],
+    );
+    assert!(
+        reply.text().contains(r#""rowsImported":200000"#),
+        "{}",
+        reply.text()
+    );
+    assert!(
+        exec_ok(&server, "SELECT count(*), sum(id) FROM big").contains("[[200000,19999900000]]")
+    );
+
+    // Past --http-import-bytes-max: 413 before the body is read.
+    let mut socket = TcpStream::connect(("127.0.0.1", server.http)).unwrap();
+    write!(
+        socket,
+        "POST /imp?name=huge HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\
+         Content-Type: multipart/form-data; boundary=b\r\nContent-Length: 30000000\r\n\
+         Expect: 100-continue\r\n\r\n"
+    )
+    .unwrap();
+    let mut raw = Vec::new();
+    socket.read_to_end(&mut raw).unwrap();
+    let reply = parse_reply(&raw);
+    assert_eq!(reply.status, 413, "{}", reply.text());
+    assert_eq!(exec(&server, "SELECT * FROM huge", "").status, 400);
+    stop(server);
+}
