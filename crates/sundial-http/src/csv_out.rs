@@ -3,12 +3,10 @@
 //! numbers and booleans bare, NULL (and non-finite floats) empty, UUIDs bare, lines ending in
 //! CRLF.
 
-use arrow::array::{Array, AsArray};
-use arrow::datatypes::{DataType, Date32Type, Date64Type, Schema};
+use arrow::array::Array;
+use arrow::datatypes::Schema;
 
-use crate::json::{
-    push_iso_date, push_iso_timestamp, push_number, string_value, timestamp_nanos, type_name,
-};
+use crate::json::{type_name, write_present_value};
 
 /// QuestDB ends CSV lines with CRLF.
 pub(crate) const EOL: &[u8] = b"\r\n";
@@ -45,52 +43,18 @@ pub(crate) fn bare_strings(schema: &Schema) -> Vec<bool> {
         .collect()
 }
 
-/// One value.
+/// One value: NULL, NaN and infinities are empty fields; `bare` strings (UUIDs) are not quoted.
 pub(crate) fn write_value(out: &mut Vec<u8>, array: &dyn Array, row: usize, bare: bool) {
     if array.is_null(row) {
         return;
     }
-    let mark = out.len();
-    if let Some(finite) = push_number(out, array, row) {
-        if !finite {
-            out.truncate(mark);
-        }
-        return;
-    }
-    if let Some(text) = string_value(array, row) {
+    write_present_value(out, array, row, b"", |out, text| {
         if bare {
             out.extend_from_slice(text.as_bytes());
         } else {
             push_quoted(out, text);
         }
-        return;
-    }
-    match array.data_type() {
-        DataType::Boolean => {
-            let v = array.as_boolean().value(row);
-            out.extend_from_slice(if v { b"true" } else { b"false" });
-        }
-        DataType::Timestamp(unit, _) => {
-            out.push(b'"');
-            push_iso_timestamp(out, timestamp_nanos(array, *unit, row));
-            out.push(b'"');
-        }
-        DataType::Date64 => {
-            out.push(b'"');
-            push_iso_date(out, array.as_primitive::<Date64Type>().value(row));
-            out.push(b'"');
-        }
-        DataType::Date32 => {
-            let days = i64::from(array.as_primitive::<Date32Type>().value(row));
-            out.push(b'"');
-            push_iso_date(out, days.saturating_mul(86_400_000));
-            out.push(b'"');
-        }
-        _ => {
-            let text = arrow::util::display::array_value_to_string(array, row).unwrap_or_default();
-            push_quoted(out, &text);
-        }
-    }
+    });
 }
 
 #[cfg(test)]

@@ -178,14 +178,29 @@ pub fn write_json_value(out: &mut Vec<u8>, array: &dyn Array, row: usize) {
         out.extend_from_slice(b"null");
         return;
     }
+    write_present_value(out, array, row, b"null", |out, text| {
+        write_json_string(out, text)
+    });
+}
+
+/// A non-NULL value as the HTTP answers write it: numbers bare (`absent` for NaN and
+/// infinities), booleans as `true`/`false`, timestamps and dates as quoted ISO 8601, and every
+/// other value as text through `string` (JSON strings for `/exec`, CSV fields for `/exp`).
+pub(crate) fn write_present_value(
+    out: &mut Vec<u8>,
+    array: &dyn Array,
+    row: usize,
+    absent: &[u8],
+    string: impl Fn(&mut Vec<u8>, &str),
+) {
     if let Some(finite) = push_number(out, array, row) {
         if !finite {
-            out.extend_from_slice(b"null");
+            out.extend_from_slice(absent);
         }
         return;
     }
     if let Some(text) = string_value(array, row) {
-        write_json_string(out, text);
+        string(out, text);
         return;
     }
     match array.data_type() {
@@ -211,7 +226,7 @@ pub fn write_json_value(out: &mut Vec<u8>, array: &dyn Array, row: usize) {
         }
         _ => {
             let text = arrow::util::display::array_value_to_string(array, row).unwrap_or_default();
-            write_json_string(out, &text);
+            string(out, &text);
         }
     }
 }
