@@ -173,17 +173,29 @@ enum PortalState {
 
 /// A statement executing on the query runtime.
 struct Running {
-    rx: mpsc::Receiver<Item>,
-    task: JoinHandle<()>,
+    source: Source,
     /// The batch being sent and the next row of it.
     current: Option<(Vec<ArrayRef>, usize, usize)>,
     deadline: Option<Instant>,
 }
 
-impl Drop for Running {
+/// Where a running statement's items come from.
+enum Source {
+    /// A task on the query runtime.
+    Task {
+        rx: mpsc::Receiver<Item>,
+        task: JoinHandle<()>,
+    },
+    /// A result computed in place (a point lookup).
+    Ready(std::vec::IntoIter<Item>),
+}
+
+impl Drop for Source {
     fn drop(&mut self) {
         // Dropping the task's stream stops DataFusion's partition tasks too.
-        self.task.abort();
+        if let Source::Task { task, .. } = self {
+            task.abort();
+        }
     }
 }
 
@@ -864,6 +876,26 @@ impl Session {
     }
 
     fn start(&self, prepared: Prepared, params: Vec<ScalarValue>) -> Running {
+        let source = match self.shared.engine.run_lookup_now(&prepared, &params) {
+            Some(Ok((_, batches))) => Source::Ready(
+                batches
+                    .into_iter()
+                    .map(Item::Batch)
+                    .collect::<Vec<_>>()
+                    .into_iter(),
+            ),
+            Some(Err(e)) => Source::Ready(vec![Item::Failed(e)].into_iter()),
+            None => self.spawn(prepared, params),
+        };
+        Running {
+            source,
+            current: None,
+            deadline: self.deadline(),
+        }
+    }
+
+    /// Runs a statement on the query runtime, its results coming back through a channel.
+    fn spawn(&self, prepared: Prepared, params: Vec<ScalarValue>) -> Source {
         let (tx, rx) = mpsc::channel(QUERY_CHANNEL_BATCHES);
         let engine = self.shared.engine.clone();
         let task = self.shared.queries.spawn(async move {
@@ -888,12 +920,7 @@ impl Session {
                 }
             }
         });
-        Running {
-            rx,
-            task,
-            current: None,
-            deadline: self.deadline(),
-        }
+        Source::Task { rx, task }
     }
 
     /// When a statement starting now must end, per `statement_timeout`.
@@ -983,12 +1010,16 @@ impl Session {
     /// Waits for the query task's next item while watching for a cancel, the statement
     /// timeout and the client going away. `None` means the result ended.
     async fn next_item(&mut self, running: &mut Running) -> Result<Option<Item>, PgError> {
+        let rx = match &mut running.source {
+            Source::Ready(items) => return Ok(items.next()),
+            Source::Task { rx, .. } => rx,
+        };
         let cancel = self.cancel.clone();
         let deadline = running.deadline;
         loop {
             let cancelled = cancel.notified();
             tokio::select! {
-                item = running.rx.recv() => return Ok(item),
+                item = rx.recv() => return Ok(item),
                 _ = cancelled => return Err(PgError::Canceled),
                 _ = sleep_until(deadline) => return Err(PgError::Timeout),
                 read = self.reader.read_buf(&mut self.input), if self.input.len() < self.shared.options.message_bytes_max => {

@@ -22,6 +22,8 @@ use sundial_storage::{ColumnType, Database, PartitionBy, Table, TableDef, TableM
 
 use crate::ddl::{self, Command, CreateTable, Statement};
 use crate::error::{QueryError, Result};
+use crate::key_index::KeyIndexes;
+use crate::lookup::PointLookup;
 use crate::provider::SundialSchema;
 
 /// Catalog and schema names under which Sundial tables appear.
@@ -74,6 +76,15 @@ enum PreparedKind {
     /// A query or DML plan, analyzed and optimized once, possibly with placeholders. It
     /// calls no stable function, so optimizing it again would give the same plan.
     Optimized(LogicalPlan),
+    /// A lookup by key equalities, run without DataFusion's executor.
+    Lookup(PointLookup),
+}
+
+impl Prepared {
+    /// Whether runs take the point-lookup path (see `lookup`) rather than DataFusion's executor.
+    pub fn is_point_lookup(&self) -> bool {
+        matches!(self.kind, PreparedKind::Lookup(_))
+    }
 }
 
 fn check_param_count(prepared: &Prepared, params: &[ScalarValue]) -> Result<()> {
@@ -141,7 +152,16 @@ pub struct Engine {
     /// saves copying every function registry per statement.
     state: SessionState,
     task: Arc<TaskContext>,
+    /// Key indexes for point lookups, shared by all sessions.
+    key_indexes: KeyIndexes,
 }
+
+/// The most rows [`Engine::run_lookup_now`] indexes or scans in one partition: about a
+/// millisecond of work.
+const LOOKUP_NOW_STEP_ROWS_MAX: u64 = 1 << 16;
+
+/// Memory the point lookups' key indexes may take.
+const KEY_INDEX_BYTES_MAX: usize = 256 << 20;
 
 impl Engine {
     pub fn new(db: Arc<Database>) -> Result<Engine> {
@@ -165,6 +185,7 @@ impl Engine {
             ctx,
             state,
             task,
+            key_indexes: KeyIndexes::new(KEY_INDEX_BYTES_MAX),
         })
     }
 
@@ -330,7 +351,11 @@ impl Engine {
             // such plans are optimized at each run, with that run's statement time.
             PreparedKind::Plan(plan)
         } else {
-            PreparedKind::Optimized(self.state.optimize(&plan)?)
+            let optimized = self.state.optimize(&plan)?;
+            match PointLookup::from_plan(&optimized) {
+                Some(lookup) => PreparedKind::Lookup(lookup),
+                None => PreparedKind::Optimized(optimized),
+            }
         };
         Ok(Prepared {
             kind,
@@ -372,6 +397,35 @@ impl Engine {
                 };
                 self.run_optimized(plan).await
             }
+            PreparedKind::Lookup(lookup) => {
+                check_param_count(prepared, &params)?;
+                let batches = lookup
+                    .run(&self.key_indexes, &params, u64::MAX)?
+                    .unwrap_or_default();
+                let stream = MemoryStream::try_new(batches, lookup.schema().clone(), None)?;
+                Ok(Output::Rows(Box::pin(stream)))
+            }
+        }
+    }
+
+    /// Runs a point lookup (see [`Prepared::is_point_lookup`]) right here if that is quick:
+    /// `None` when the statement is no lookup or would index or scan many rows, and must be
+    /// run by [`Engine::run_prepared`] on a thread that may block.
+    pub fn run_lookup_now(
+        &self,
+        prepared: &Prepared,
+        params: &[ScalarValue],
+    ) -> Option<Result<(SchemaRef, Vec<RecordBatch>)>> {
+        let PreparedKind::Lookup(lookup) = &prepared.kind else {
+            return None;
+        };
+        if let Err(e) = check_param_count(prepared, params) {
+            return Some(Err(e));
+        }
+        match lookup.run(&self.key_indexes, params, LOOKUP_NOW_STEP_ROWS_MAX) {
+            Ok(Some(batches)) => Some(Ok((lookup.schema().clone(), batches))),
+            Ok(None) => None,
+            Err(e) => Some(Err(e)),
         }
     }
 

@@ -20,6 +20,8 @@ pub mod copy;
 mod ddl;
 mod engine;
 mod error;
+mod key_index;
+mod lookup;
 mod pg_catalog;
 mod provider;
 pub mod scan;

@@ -52,7 +52,9 @@ impl SchemaProvider for SundialSchema {
     }
 }
 
-/// One table as DataFusion sees it, pinned to the snapshot current when the query was planned.
+/// One table as DataFusion sees it. Planning reads the schema of the snapshot current then;
+/// each scan reads the table's newest snapshot, so a plan kept by a prepared statement sees
+/// rows committed after it was planned (see [`SundialTable::scan_snapshot`]).
 #[derive(Debug)]
 pub struct SundialTable {
     table: Arc<Table>,
@@ -69,6 +71,28 @@ impl SundialTable {
             snapshot,
             schema,
         }
+    }
+
+    pub(crate) fn table(&self) -> &Arc<Table> {
+        &self.table
+    }
+
+    /// The newest snapshot, provided the table still has the columns the plan was made for,
+    /// at the same positions (columns added since are ignored: the plan never reads them).
+    pub(crate) fn scan_snapshot(&self) -> DfResult<Arc<Snapshot>> {
+        let newest = self.table.snapshot();
+        if Arc::ptr_eq(newest.meta(), self.snapshot.meta())
+            || newest
+                .meta()
+                .columns
+                .starts_with(&self.snapshot.meta().columns)
+        {
+            return Ok(newest);
+        }
+        Err(DataFusionError::Plan(format!(
+            "table '{}' changed its columns after this statement was planned; prepare it again",
+            self.snapshot.meta().name
+        )))
     }
 
     fn timestamp_name(&self) -> Option<&str> {
@@ -126,7 +150,8 @@ impl TableProvider for SundialTable {
             Some(ts) => time_bounds(filters, ts),
             None => Default::default(),
         };
-        let ranges = ranges(&self.snapshot, bounds).map_err(external)?;
+        let snapshot = self.scan_snapshot()?;
+        let ranges = ranges(&snapshot, bounds).map_err(external)?;
         let total: u64 = ranges.iter().map(|r| r.rows.end - r.rows.start).sum();
         let config = state.config();
         let frames = split_frames(
@@ -134,7 +159,7 @@ impl TableProvider for SundialTable {
             frame_rows(total, config.target_partitions(), config.batch_size()),
         );
         Ok(Arc::new(SundialScanExec::new(
-            self.snapshot.clone(),
+            snapshot,
             projection,
             schema,
             frames,

@@ -1,0 +1,219 @@
+//! In-memory key indexes for point lookups, built on first use and shared by every session.
+//!
+//! ```text
+//! (table, column, partition key, partition version) ──▶ KeyIndex
+//!     heads: key ──▶ newest row with that key        next: row ──▶ previous row, same key
+//!     rows:  how many of the partition's rows are indexed (appends extend it)
+//! ```
+//!
+//! A partition only grows by appends until it is rewritten, and a rewrite gets a new version,
+//! so an index stays right for the rows it covers and extends itself when a newer snapshot has
+//! more. Integer-like columns (integers, timestamps, dates) and SYMBOL codes are indexed; other
+//! types are scanned. The total size is bounded: past `bytes_max` the least recently used
+//! indexes are dropped, and a partition too big for the budget is scanned instead.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, Weak};
+
+use datafusion::arrow::array::{ArrayRef, AsArray};
+use datafusion::arrow::compute::cast;
+use datafusion::arrow::datatypes::{DataType, Int64Type};
+use datafusion::common::HashMap;
+use sundial_storage::{ColumnType, Snapshot, Table};
+
+use crate::error::Result;
+
+/// Ends a chain in [`KeyIndex::next`].
+const NO_ROW: u32 = u32::MAX;
+
+/// Bytes one indexed row costs at most: a chain link plus a map entry with its overhead.
+const ROW_BYTES: usize = 4 + 24;
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+struct IndexId {
+    table: String,
+    column_id: u32,
+    partition_key: i64,
+    partition_version: u64,
+}
+
+/// What an index answers for one key.
+pub(crate) enum IndexRows {
+    /// The rows holding the key, ascending.
+    Hits(Vec<u32>),
+    /// The partition is too big for the memory budget: scan it.
+    Unindexed,
+    /// Answering needs more indexing work than the caller allowed.
+    Deferred,
+}
+
+/// Every key index of a database, bounded in memory.
+#[derive(Debug)]
+pub(crate) struct KeyIndexes {
+    entries: Mutex<HashMap<IndexId, Arc<Mutex<KeyIndex>>>>,
+    bytes_max: usize,
+    clock: AtomicU64,
+}
+
+#[derive(Debug)]
+struct KeyIndex {
+    /// The table the index was built for: a table dropped and created again under the same
+    /// name is another table.
+    table: Weak<Table>,
+    heads: HashMap<i64, u32>,
+    next: Vec<u32>,
+    last_used: u64,
+}
+
+impl KeyIndex {
+    fn bytes(&self) -> usize {
+        self.next.capacity() * 4 + self.heads.capacity() * 24
+    }
+}
+
+/// Whether a column's values can be indexed as 64-bit integers.
+pub(crate) fn indexable(column_type: ColumnType) -> bool {
+    matches!(
+        column_type,
+        ColumnType::Byte
+            | ColumnType::Short
+            | ColumnType::Int
+            | ColumnType::Long
+            | ColumnType::Timestamp
+            | ColumnType::Date
+            | ColumnType::Symbol
+    )
+}
+
+impl KeyIndexes {
+    pub(crate) fn new(bytes_max: usize) -> KeyIndexes {
+        KeyIndexes {
+            entries: Mutex::new(HashMap::default()),
+            bytes_max,
+            clock: AtomicU64::new(0),
+        }
+    }
+
+    /// Rows of `partition` (in table order) whose column `column` holds `key`. Indexing more
+    /// than `index_rows_max` rows to answer is left to the caller ([`IndexRows::Deferred`]).
+    pub(crate) fn rows(
+        &self,
+        table: &Arc<Table>,
+        snapshot: &Snapshot,
+        index_rows_max: u64,
+        (partition, column): (usize, usize),
+        key: i64,
+    ) -> Result<IndexRows> {
+        let part = &snapshot.partitions()[partition];
+        let rows = part.row_count;
+        if rows as usize > self.bytes_max / ROW_BYTES || rows >= NO_ROW as u64 {
+            return Ok(IndexRows::Unindexed);
+        }
+        let column_meta = &snapshot.meta().columns[column];
+        let id = IndexId {
+            table: snapshot.meta().name.clone(),
+            column_id: column_meta.id,
+            partition_key: part.key,
+            partition_version: part.version,
+        };
+        let entry = self.entry(id, table);
+        let mut index = entry.lock().unwrap_or_else(|e| e.into_inner());
+        index.last_used = self.clock.fetch_add(1, Ordering::Relaxed);
+        let indexed = index.next.len() as u64;
+        if rows.saturating_sub(indexed) > index_rows_max {
+            return Ok(IndexRows::Deferred);
+        }
+        if indexed < rows {
+            let values = snapshot.read_column(partition, column, indexed..rows)?;
+            extend(&mut index, &values)?;
+            let bytes = index.bytes();
+            drop(index);
+            self.evict_beyond_budget(bytes);
+            index = entry.lock().unwrap_or_else(|e| e.into_inner());
+        }
+        let mut hits = Vec::new();
+        let mut row = index.heads.get(&key).copied().unwrap_or(NO_ROW);
+        while row != NO_ROW {
+            if (row as u64) < rows {
+                hits.push(row);
+            }
+            row = index.next[row as usize];
+        }
+        hits.reverse();
+        Ok(IndexRows::Hits(hits))
+    }
+
+    fn entry(&self, id: IndexId, table: &Arc<Table>) -> Arc<Mutex<KeyIndex>> {
+        let mut entries = self.entries.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(existing) = entries.get(&id) {
+            let same_table = existing
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .table
+                .upgrade()
+                .is_some_and(|t| Arc::ptr_eq(&t, table));
+            if same_table {
+                return existing.clone();
+            }
+        }
+        let fresh = Arc::new(Mutex::new(KeyIndex {
+            table: Arc::downgrade(table),
+            heads: HashMap::default(),
+            next: Vec::new(),
+            last_used: 0,
+        }));
+        entries.insert(id, fresh.clone());
+        fresh
+    }
+
+    /// Drops least recently used indexes until the total fits `bytes_max`, keeping the one
+    /// just used (whose size is `keep_bytes`).
+    fn evict_beyond_budget(&self, keep_bytes: usize) {
+        let mut entries = self.entries.lock().unwrap_or_else(|e| e.into_inner());
+        let mut sizes: Vec<(IndexId, usize, u64)> = entries
+            .iter()
+            .filter_map(|(id, entry)| {
+                let index = entry.try_lock().ok()?;
+                Some((id.clone(), index.bytes(), index.last_used))
+            })
+            .collect();
+        let mut total: usize = sizes
+            .iter()
+            .map(|(_, b, _)| b)
+            .sum::<usize>()
+            .max(keep_bytes);
+        if total <= self.bytes_max {
+            return;
+        }
+        sizes.sort_by_key(|(_, _, used)| *used);
+        for (id, bytes, _) in sizes {
+            if total <= self.bytes_max {
+                break;
+            }
+            entries.remove(&id);
+            total -= bytes;
+        }
+    }
+}
+
+/// Indexes `values`, the rows following those already indexed.
+fn extend(index: &mut KeyIndex, values: &ArrayRef) -> Result<()> {
+    let keys = match values.as_any_dictionary_opt() {
+        Some(dictionary) => cast(dictionary.keys(), &DataType::Int64)?,
+        None => cast(values, &DataType::Int64)?,
+    };
+    let keys = keys.as_primitive::<Int64Type>();
+    index.next.reserve(keys.len());
+    index.heads.reserve(keys.len().min(1 << 16));
+    for key in keys.iter() {
+        // The caller indexes only partitions of fewer than NO_ROW rows.
+        let row = index.next.len() as u32;
+        let Some(key) = key else {
+            index.next.push(NO_ROW);
+            continue;
+        };
+        let previous = index.heads.insert(key, row).unwrap_or(NO_ROW);
+        index.next.push(previous);
+    }
+    Ok(())
+}
