@@ -62,6 +62,8 @@ pub(crate) struct Session {
     transaction: Transaction,
     /// Set by an error in the extended protocol: messages are skipped until Sync.
     skipping: bool,
+    /// The 1-based character position in its SQL of the error a Parse just failed with.
+    parse_error_position: Option<usize>,
     settings: BTreeMap<String, (String, bool)>,
     pid: i32,
     secret: i32,
@@ -251,6 +253,7 @@ impl Session {
             portals: HashMap::new(),
             transaction: Transaction::Idle,
             skipping: false,
+            parse_error_position: None,
             settings: local::default_settings(),
             pid,
             secret,
@@ -504,7 +507,8 @@ impl Session {
             if e.is_fatal() {
                 return Err(e);
             }
-            self.report(&e, None);
+            let position = self.parse_error_position.take();
+            self.report(&e, position);
             self.skipping = true;
         }
         Ok(true)
@@ -633,7 +637,14 @@ impl Session {
                 "prepared statement \"{name}\" already exists"
             )));
         }
-        let statement = self.prepare_statement(&sql, &declared).await?;
+        let statement = match self.prepare_statement(&sql, &declared).await {
+            Ok(statement) => statement,
+            Err(e) => {
+                let (e, position) = with_position(e, &sql);
+                self.parse_error_position = position.map(|p| p + 1);
+                return Err(e);
+            }
+        };
         self.statements.insert(name, Arc::new(statement));
         self.out.empty(b'1');
         Ok(())

@@ -579,6 +579,12 @@ pub fn decode_param(
             decode_text(text, declared.as_ref())?
         }
     };
+    let scalar = match (scalar, target) {
+        (ScalarValue::Utf8(Some(text)), Some(t)) if is_zoneless_time(t) => {
+            ScalarValue::Utf8(Some(without_utc_offset(&text).to_string()))
+        }
+        (scalar, _) => scalar,
+    };
     match target {
         Some(t) if *t != scalar.data_type() => scalar.cast_to(t).map_err(|e| {
             PgError::BadValue(format!("parameter value cannot be converted to {t}: {e}"))
@@ -617,12 +623,52 @@ fn decode_text(text: &str, declared: Option<&DataType>) -> Result<ScalarValue, P
             ScalarValue::Binary(Some(parse_bytea(text).ok_or_else(|| bad("bytea"))?))
         }
         Some(t @ (DataType::Timestamp(..) | DataType::Date32 | DataType::Time64(_))) => {
+            let text = if is_zoneless_time(t) {
+                without_utc_offset(text)
+            } else {
+                text
+            };
             ScalarValue::Utf8(Some(text.to_string()))
                 .cast_to(t)
-                .map_err(|_| bad("timestamp"))?
+                .map_err(|_| bad(sundial_query::pg_type_for_arrow(t).1))?
         }
         _ => ScalarValue::Utf8(Some(text.to_string())),
     })
+}
+
+/// Date and time types without a time zone, for which PostgreSQL ignores a UTC offset in the
+/// input text: `'2024-05-05 10:00:00+05:30'::timestamp` is 10:00.
+fn is_zoneless_time(t: &DataType) -> bool {
+    matches!(
+        t,
+        DataType::Timestamp(_, None) | DataType::Date32 | DataType::Date64 | DataType::Time64(_)
+    )
+}
+
+/// `text` without a trailing UTC offset (`Z`, `+05:30`, ` +00`, `-0800`) after its date part.
+fn without_utc_offset(text: &str) -> &str {
+    let trimmed = text.trim_end();
+    if let Some(rest) = trimmed.strip_suffix(['Z', 'z']) {
+        return rest.trim_end();
+    }
+    // The sign of an offset comes after `YYYY-MM-DD`, whose dashes are not one.
+    const DATE_LEN: usize = 10;
+    let Some(sign) = trimmed
+        .get(DATE_LEN..)
+        .and_then(|tail| tail.rfind(['+', '-']))
+        .map(|i| i + DATE_LEN)
+    else {
+        return trimmed;
+    };
+    let zone = &trimmed[sign + 1..];
+    let digits = zone.bytes().filter(u8::is_ascii_digit).count();
+    let is_offset =
+        zone.bytes().all(|b| b.is_ascii_digit() || b == b':') && matches!(digits, 2 | 4 | 6);
+    if is_offset {
+        trimmed[..sign].trim_end()
+    } else {
+        trimmed
+    }
 }
 
 fn decode_binary(bytes: &[u8], type_oid: i32) -> Result<ScalarValue, PgError> {
@@ -711,6 +757,37 @@ mod tests {
         let mut out = Vec::new();
         push_float(&mut out, v, false);
         String::from_utf8(out).unwrap()
+    }
+
+    #[test]
+    fn zoneless_times_ignore_utc_offsets() {
+        for (text, bare) in [
+            (
+                "2024-05-05 10:00:00.123456+05:30",
+                "2024-05-05 10:00:00.123456",
+            ),
+            ("1999-12-31 +00", "1999-12-31"),
+            ("2024-05-05T10:00:00-0800", "2024-05-05T10:00:00"),
+            ("2024-05-05T10:00:00Z", "2024-05-05T10:00:00"),
+            ("2024-05-05", "2024-05-05"),
+            ("2024-05-05 10:00:00", "2024-05-05 10:00:00"),
+        ] {
+            assert_eq!(without_utc_offset(text), bare, "{text}");
+        }
+        let timestamp = DataType::Timestamp(TimeUnit::Nanosecond, None);
+        let value = decode_param(
+            Some(b"2024-05-05 10:00:00+05:30"),
+            Format::Text,
+            0,
+            Some(&timestamp),
+        )
+        .unwrap();
+        assert_eq!(
+            value,
+            ScalarValue::TimestampNanosecond(Some(1_714_903_200_000_000_000), None)
+        );
+        let date = decode_param(Some(b"1999-12-31 +00"), Format::Text, 1082, None).unwrap();
+        assert_eq!(date, ScalarValue::Date32(Some(10_956)));
     }
 
     #[test]

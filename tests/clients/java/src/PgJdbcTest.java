@@ -165,19 +165,15 @@ public final class PgJdbcTest {
         knownBug("DatabaseMetaData.getProcedures", "several unaliased NULL columns in one SELECT fail to plan",
                 PgJdbcTest::metaProcedures);
         step("SQL errors give SQLException with a SQLState", PgJdbcTest::errors);
-        knownBug("error position (field P) for an error in Parse", "extended-protocol errors carry no Position field",
-                PgJdbcTest::errorPosition);
+        step("error position (field P) for an error in Parse", PgJdbcTest::errorPosition);
         step("setFetchSize with autocommit off (portal with a row limit)", PgJdbcTest::fetchSize);
         step("setAutoCommit(false) / commit, and an aborted transaction", PgJdbcTest::transactions);
         step("plain SQL types: set/get of every kind, text and binary", PgJdbcTest::plainTypes);
-        knownBug("setTimestamp/getTimestamp in a JVM time zone other than UTC",
-                "the UTC offset of a timestamp parameter is applied for a TIMESTAMP (without time zone) value",
-                PgJdbcTest::otherTimeZone);
+        step("setTimestamp/getTimestamp in a JVM time zone other than UTC", PgJdbcTest::otherTimeZone);
         knownBug("UUID column read back as java.util.UUID", "a UUID column is described as varchar (OID 1043) in RowDescription",
                 PgJdbcTest::uuidColumn);
         step("several statements in one execute()", PgJdbcTest::multipleStatements);
-        knownBug("setDate(java.sql.Date) on a DATE column", "date parameter text \"1999-12-31 +00\" is rejected (22P02)",
-                PgJdbcTest::setDate);
+        step("setDate(java.sql.Date) on a DATE column", PgJdbcTest::setDate);
 
         System.out.println(failures == 0 ? "pgjdbc: all steps passed" : "pgjdbc: " + failures + " step(s) FAILED");
         System.exit(failures == 0 ? 0 : 1);
