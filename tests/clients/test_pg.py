@@ -184,6 +184,22 @@ def test_connection_limit(start_server):
     held[1].close()
 
 
+def test_query_memory_limit(start_server):
+    srv = start_server(["--query-memory-bytes-max", str(4 << 20)])
+    with psycopg.connect(srv.dsn, autocommit=True) as conn:
+        # Grouping two million distinct keys needs far more than 4 MiB.
+        with pytest.raises(psycopg.Error) as e:
+            conn.execute(
+                "SELECT x, count(*) FROM generate_series(1, 2000000) AS g(x) GROUP BY x ORDER BY x"
+            ).fetchall()
+        assert e.value.sqlstate == "53200", e.value
+        assert "Resources exhausted" in str(e.value) or "memory" in str(e.value).lower()
+        # Small queries still run, in this session and in a new one.
+        assert conn.execute("SELECT count(*) FROM generate_series(1, 1000)").fetchone() == (1000,)
+    with psycopg.connect(srv.dsn) as conn:
+        assert conn.execute("SELECT 1").fetchone() == (1,)
+
+
 def test_asyncpg_prepared_cursor_and_types(server):
     async def main():
         conn = await asyncpg.connect(host="127.0.0.1", port=server.pg_port, user="admin",

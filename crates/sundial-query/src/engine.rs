@@ -11,6 +11,8 @@ use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef, TimeUnit}
 use datafusion::execution::SendableRecordBatchStream;
 use datafusion::execution::TaskContext;
 use datafusion::execution::context::{SQLOptions, SessionConfig, SessionContext};
+use datafusion::execution::memory_pool::GreedyMemoryPool;
+use datafusion::execution::runtime_env::RuntimeEnv;
 use datafusion::execution::session_state::SessionState;
 use datafusion::logical_expr::{DmlStatement, LogicalPlan, WriteOp};
 use datafusion::physical_plan::memory::MemoryStream;
@@ -188,6 +190,8 @@ pub struct Engine {
     task: Arc<TaskContext>,
     /// Key indexes for point lookups, shared by all sessions.
     key_indexes: KeyIndexes,
+    /// Memory one query's operators may reserve (0: no limit).
+    query_memory_bytes_max: usize,
 }
 
 /// The most rows [`Engine::run_lookup_now`] indexes or scans in one partition: about a
@@ -220,7 +224,40 @@ impl Engine {
             state,
             task,
             key_indexes: KeyIndexes::new(KEY_INDEX_BYTES_MAX),
+            query_memory_bytes_max: 0,
         })
+    }
+
+    /// Bounds the memory each query's operators may reserve (0: no limit). A query needing
+    /// more fails with a resources-exhausted error (SQLSTATE 53200); other queries go on.
+    pub fn set_query_memory_bytes_max(&mut self, bytes: usize) {
+        self.query_memory_bytes_max = bytes;
+    }
+
+    /// The context a query executes in: the session's, with a memory pool of its own when
+    /// queries are bounded.
+    fn query_task(&self) -> Arc<TaskContext> {
+        if self.query_memory_bytes_max == 0 {
+            return self.task.clone();
+        }
+        let base = self.task.runtime_env();
+        let runtime = RuntimeEnv {
+            memory_pool: Arc::new(GreedyMemoryPool::new(self.query_memory_bytes_max)),
+            disk_manager: base.disk_manager.clone(),
+            cache_manager: base.cache_manager.clone(),
+            object_store_registry: base.object_store_registry.clone(),
+        };
+        let task = &self.task;
+        Arc::new(TaskContext::new(
+            task.task_id(),
+            task.session_id(),
+            task.session_config().clone(),
+            task.scalar_functions().clone(),
+            task.higher_order_functions().clone(),
+            task.aggregate_functions().clone(),
+            task.window_functions().clone(),
+            Arc::new(runtime),
+        ))
     }
 
     pub fn db(&self) -> &Arc<Database> {
@@ -473,13 +510,13 @@ impl Engine {
             .create_physical_plan(&plan, &self.state)
             .await?;
         if insert {
-            let batches = collect_physical(physical, self.task.clone()).await?;
+            let batches = collect_physical(physical, self.query_task()).await?;
             return Ok(Output::Done {
                 tag: "INSERT".into(),
                 rows: Some(single_count(&batches)),
             });
         }
-        Ok(Output::Rows(execute_stream(physical, self.task.clone())?))
+        Ok(Output::Rows(execute_stream(physical, self.query_task())?))
     }
 
     /// Parses, rewrites PostgreSQL catalog idioms DataFusion lacks (see `compat`), and plans.
@@ -506,15 +543,16 @@ impl Engine {
     async fn run_plan(&self, plan: LogicalPlan) -> Result<Output> {
         let insert = is_insert(&plan);
         let df = self.ctx.execute_logical_plan(plan).await?;
+        let physical = df.create_physical_plan().await?;
         if insert {
-            let batches = df.collect().await?;
+            let batches = collect_physical(physical, self.query_task()).await?;
             let rows = single_count(&batches);
             return Ok(Output::Done {
                 tag: "INSERT".into(),
                 rows: Some(rows),
             });
         }
-        Ok(Output::Rows(df.execute_stream().await?))
+        Ok(Output::Rows(execute_stream(physical, self.query_task())?))
     }
 
     async fn create_table(&self, c: CreateTable) -> Result<Output> {

@@ -127,6 +127,10 @@ pub struct ServeArgs {
     /// Threads executing queries, apart from the threads serving connections (0: one per core).
     #[arg(long, env = "SUNDIAL_QUERY_THREADS", default_value_t = 0)]
     pub query_threads: usize,
+    /// Memory one query's operators (sorts, joins, aggregations) may hold, in bytes (0: no
+    /// limit); past it the query fails with SQLSTATE 53200 and the server goes on.
+    #[arg(long, env = "SUNDIAL_QUERY_MEMORY_BYTES_MAX", default_value_t = 4 << 30)]
+    pub query_memory_bytes_max: usize,
 }
 
 /// Rows and lines per transport, for the logs (and later metrics).
@@ -288,7 +292,9 @@ pub async fn run(db: Arc<Database>, args: ServeArgs) -> Result<(), String> {
         }
         None => None,
     };
-    let engine = Arc::new(Engine::new(shared.db.clone()).map_err(|e| e.to_string())?);
+    let mut engine = Engine::new(shared.db.clone()).map_err(|e| e.to_string())?;
+    engine.set_query_memory_bytes_max(args.query_memory_bytes_max);
+    let engine = Arc::new(engine);
     let queries = query_runtime(args.query_threads)?;
     let pg = pg_server(&args, engine.clone(), queries.handle().clone())?;
     let pg_listener = TcpListener::bind(args.pg_addr)
