@@ -1,14 +1,15 @@
 //! In-memory key indexes for point lookups, built on first use and shared by every session.
 //!
 //! ```text
-//! (table, column, partition key, partition version) ──▶ KeyIndex
+//! (table, column, partition key) ──▶ KeyIndex of one partition version
 //!     heads: key ──▶ newest row with that key        next: row ──▶ previous row, same key
-//!     rows:  how many of the partition's rows are indexed (appends extend it)
+//!     next.len(): how many of the partition's rows are indexed (appends extend it)
 //! ```
 //!
 //! A partition only grows by appends until it is rewritten, and a rewrite gets a new version,
 //! so an index stays right for the rows it covers and extends itself when a newer snapshot has
-//! more. Integer-like columns (integers, timestamps, dates) and SYMBOL codes are indexed; other
+//! more. A lookup in a newer version replaces the index of the older one (a reader still on
+//! the older snapshot then builds its own, unshared, and drops it after use). Integer-like columns (integers, timestamps, dates) and SYMBOL codes are indexed; other
 //! types are scanned. The total size is bounded: past `bytes_max` the least recently used
 //! indexes are dropped, and a partition too big for the budget is scanned instead.
 
@@ -34,7 +35,6 @@ struct IndexId {
     table: String,
     column_id: u32,
     partition_key: i64,
-    partition_version: u64,
 }
 
 /// What an index answers for one key.
@@ -60,6 +60,7 @@ struct KeyIndex {
     /// The table the index was built for: a table dropped and created again under the same
     /// name is another table.
     table: Weak<Table>,
+    partition_version: u64,
     heads: HashMap<i64, u32>,
     next: Vec<u32>,
     last_used: u64,
@@ -114,9 +115,8 @@ impl KeyIndexes {
             table: snapshot.meta().name.clone(),
             column_id: column_meta.id,
             partition_key: part.key,
-            partition_version: part.version,
         };
-        let entry = self.entry(id, table);
+        let entry = self.entry(id, table, part.version);
         let mut index = entry.lock().unwrap_or_else(|e| e.into_inner());
         index.last_used = self.clock.fetch_add(1, Ordering::Relaxed);
         let indexed = index.next.len() as u64;
@@ -143,27 +143,43 @@ impl KeyIndexes {
         Ok(IndexRows::Hits(hits))
     }
 
-    fn entry(&self, id: IndexId, table: &Arc<Table>) -> Arc<Mutex<KeyIndex>> {
+    /// The shared index for `id` at `version`. An index of an older version is replaced; a
+    /// reader of an older version than the one shared gets a private index.
+    fn entry(&self, id: IndexId, table: &Arc<Table>, version: u64) -> Arc<Mutex<KeyIndex>> {
+        let fresh = || {
+            Arc::new(Mutex::new(KeyIndex {
+                table: Arc::downgrade(table),
+                partition_version: version,
+                heads: HashMap::default(),
+                next: Vec::new(),
+                last_used: 0,
+            }))
+        };
         let mut entries = self.entries.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(existing) = entries.get(&id) {
-            let same_table = existing
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .table
-                .upgrade()
-                .is_some_and(|t| Arc::ptr_eq(&t, table));
-            if same_table {
+            let (same_table, shared_version) = {
+                let index = existing.lock().unwrap_or_else(|e| e.into_inner());
+                let same_table = index
+                    .table
+                    .upgrade()
+                    .is_some_and(|t| Arc::ptr_eq(&t, table));
+                (same_table, index.partition_version)
+            };
+            if same_table && shared_version == version {
                 return existing.clone();
             }
+            if same_table && shared_version > version {
+                return fresh();
+            }
         }
-        let fresh = Arc::new(Mutex::new(KeyIndex {
-            table: Arc::downgrade(table),
-            heads: HashMap::default(),
-            next: Vec::new(),
-            last_used: 0,
-        }));
-        entries.insert(id, fresh.clone());
-        fresh
+        let index = fresh();
+        entries.insert(id, index.clone());
+        index
+    }
+
+    #[cfg(test)]
+    pub(crate) fn len(&self) -> usize {
+        self.entries.lock().unwrap_or_else(|e| e.into_inner()).len()
     }
 
     /// Drops least recently used indexes until the total fits `bytes_max`, keeping the one

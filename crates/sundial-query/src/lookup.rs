@@ -756,4 +756,31 @@ mod tests {
         assert!(matches!(rows(u64::MAX).expect("rows"), IndexRows::Hits(h) if h == [0]));
         assert!(matches!(rows(0).expect("rows"), IndexRows::Hits(h) if h == [0]));
     }
+
+    /// A rewritten partition's index replaces the old version's instead of piling up.
+    #[tokio::test]
+    async fn rewritten_partitions_replace_their_index() {
+        let indexes = KeyIndexes::new(1 << 20);
+        let (engine, _dir) = engine();
+        trades(&engine).await;
+        let table = engine.db().table("t").expect("table");
+        for hour in 0..5 {
+            let snapshot = table.snapshot();
+            let hits = indexes
+                .rows(&table, &snapshot, u64::MAX, (2, 2), 3)
+                .expect("rows");
+            assert!(
+                matches!(hits, IndexRows::Hits(h) if h.len() == 1 + hour),
+                "{hour}"
+            );
+            // Out of order within the last partition: a new version of it.
+            engine
+                .run(&format!(
+                    "INSERT INTO t VALUES ('2024-01-03T00:{hour:02}:30Z', 'c', 3, 'x', 0.5)"
+                ))
+                .await
+                .expect("insert");
+        }
+        assert_eq!(indexes.len(), 1);
+    }
 }
