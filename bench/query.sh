@@ -24,13 +24,16 @@ OUT=bench/results/query-$(date +%Y%m%d-%H%M%S).txt
 cargo build --release -p sundial-server -p sundial-bench
 bench/peers/questdb.sh install >/dev/null
 export QDB_HTTP_PORT=19000 QDB_ILP_PORT=19009 QDB_PG_PORT=18812
+# QuestDB serves 64 PostgreSQL and HTTP connections by default; the 100-client runs need more.
+export QDB_CONF_EXTRA=$'pg.net.connection.limit=256\nhttp.net.connection.limit=256'
 
 run_queries() { # label pg http ilp
     local setup=--setup
     for protocol in $PROTOCOLS; do
         target/release/sundial-bench query $setup --protocol "$protocol" --label "$1" \
             --pg-addr "$2" --http-addr "$3" --ilp-addr "$4" --rows "$ROWS" \
-            --clients "$CLIENTS" --duration-s "$DURATION_S" --query "$QUERY"
+            --clients "$CLIENTS" --duration-s "$DURATION_S" --query "$QUERY" ||
+            echo "result: label=$1 protocol=$protocol failed (see above)"
         setup=
     done
 }
