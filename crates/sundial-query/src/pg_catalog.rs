@@ -334,6 +334,7 @@ const SETTINGS: &[(&str, &str, &str, &str, &str, &str, &str)] = &[
     ("lc_ctype", "C", "", "Preset Options", "Shows the character classification and case conversion locale.", "internal", "string"),
     ("max_connections", "100", "", "Connections and Authentication / Connection Settings", "Sets the maximum number of concurrent connections.", "postmaster", "integer"),
     ("max_identifier_length", "63", "", "Preset Options", "Shows the maximum identifier length.", "internal", "integer"),
+    ("max_index_keys", "32", "", "Preset Options", "Shows the maximum number of index keys.", "internal", "integer"),
     ("search_path", "\"$user\", public", "", "Client Connection Defaults / Statement Behavior", "Sets the schema search order for names that are not schema-qualified.", "user", "string"),
     ("server_encoding", "UTF8", "", "Preset Options", "Shows the server (database) character set encoding.", "internal", "string"),
     ("server_version", SERVER_VERSION, "", "Preset Options", "Shows the server version.", "internal", "string"),
