@@ -127,6 +127,11 @@ fn has_stable_functions(plan: &LogicalPlan) -> Result<bool> {
     Ok(found)
 }
 
+/// The zero-based position of placeholder `$n`; `None` for any other name.
+pub(crate) fn placeholder_index(id: &str) -> Option<usize> {
+    id.strip_prefix('$')?.parse::<usize>().ok()?.checked_sub(1)
+}
+
 /// Types for parameters the planner left open but the SQL casts (`$1::BIGINT`, `CAST($2 AS
 /// INT)`): PostgreSQL describes such a parameter with the cast's type, and drivers encode
 /// their values by it.
@@ -143,10 +148,7 @@ fn cast_parameter_types(plan: &LogicalPlan, types: &mut Vec<Option<DataType>>) -
                 };
                 if let Expr::Placeholder(p) = inner
                     && p.field.is_none()
-                    && let Some(i) =
-                        p.id.strip_prefix('$')
-                            .and_then(|n| n.parse::<usize>().ok())
-                            .and_then(|n| n.checked_sub(1))
+                    && let Some(i) = placeholder_index(&p.id)
                 {
                     if types.len() <= i {
                         types.resize(i + 1, None);
@@ -398,19 +400,15 @@ impl Engine {
         let plan = self.plan_sql(sql).await?;
         let mut param_types = Vec::new();
         for (name, data_type) in plan.get_parameter_types()? {
-            let index = name
-                .strip_prefix('$')
-                .and_then(|n| n.parse::<usize>().ok())
-                .filter(|n| *n >= 1)
-                .ok_or_else(|| {
-                    QueryError::Invalid(format!(
-                        "parameter '{name}': parameters are written $1, $2, ..."
-                    ))
-                })?;
-            if param_types.len() < index {
-                param_types.resize(index, None);
+            let index = placeholder_index(&name).ok_or_else(|| {
+                QueryError::Invalid(format!(
+                    "parameter '{name}': parameters are written $1, $2, ..."
+                ))
+            })?;
+            if param_types.len() <= index {
+                param_types.resize(index + 1, None);
             }
-            param_types[index - 1] = data_type;
+            param_types[index] = data_type;
         }
         cast_parameter_types(&plan, &mut param_types)?;
         let schema = if is_insert(&plan) || plan.schema().fields().is_empty() {

@@ -125,11 +125,16 @@ impl KeyIndexes {
         }
         if indexed < rows {
             let values = snapshot.read_column(partition, column, indexed..rows)?;
+            let bytes_before = index.bytes();
             extend(&mut index, &values)?;
             let bytes = index.bytes();
-            drop(index);
-            self.evict_beyond_budget(bytes);
-            index = entry.lock().unwrap_or_else(|e| e.into_inner());
+            // Sizes are capacities: they change only when the index reallocates, so appends
+            // that fit leave the total as it was and need no eviction pass.
+            if bytes > bytes_before {
+                drop(index);
+                self.evict_beyond_budget(bytes);
+                index = entry.lock().unwrap_or_else(|e| e.into_inner());
+            }
         }
         let mut hits = Vec::new();
         let mut row = index.heads.get(&key).copied().unwrap_or(NO_ROW);

@@ -32,6 +32,7 @@ use datafusion::logical_expr::{
 use datafusion::scalar::ScalarValue;
 use sundial_storage::{ColumnType, Snapshot, Table};
 
+use crate::engine::placeholder_index;
 use crate::error::{QueryError, Result};
 use crate::key_index::{IndexRows, KeyIndexes, indexable};
 use crate::provider::SundialTable;
@@ -345,10 +346,6 @@ fn literal_fits(value: &ScalarValue, column_type: &DataType) -> bool {
         DataType::Dictionary(_, values) => value.data_type() == **values || value.is_null(),
         t => value.data_type() == *t || value.is_null(),
     }
-}
-
-fn placeholder_index(id: &str) -> Option<usize> {
-    id.strip_prefix('$')?.parse::<usize>().ok()?.checked_sub(1)
 }
 
 /// The dictionary code of `value` in SYMBOL column `column`, if the column ever held it.
