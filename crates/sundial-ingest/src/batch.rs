@@ -386,7 +386,7 @@ impl TableBatch {
 }
 
 /// The Arrow type a column's builder produces.
-fn builder_type(column_type: ColumnType) -> arrow_schema::DataType {
+pub(crate) fn builder_type(column_type: ColumnType) -> arrow_schema::DataType {
     match column_type {
         ColumnType::Symbol | ColumnType::Varchar | ColumnType::Uuid => arrow_schema::DataType::Utf8,
         other => other.arrow_type(),

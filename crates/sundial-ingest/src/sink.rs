@@ -12,6 +12,11 @@
 //! timestamp order. A commit triggered by volume keeps the newest quarter of the rows back, so a
 //! batch that arrives a little late still lands in order; a commit triggered by time, or
 //! requested by HTTP, takes everything.
+//!
+//! SQL INSERTs come through [`Sinks::write`]: the caller waits until its rows are committed
+//! (group commit). While one commit runs, the INSERTs that arrive queue up and the next commit
+//! takes them all, so concurrent INSERTs share commits and fsyncs. Should a shared commit fail,
+//! its batches are committed again one by one, so that a bad batch fails alone.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
@@ -39,6 +44,19 @@ impl Sinks {
 
     pub fn db(&self) -> &Arc<Database> {
         &self.db
+    }
+
+    /// Commits `batch` to `table` together with whatever else is pending there, and returns
+    /// once it is committed (or failed): the rows of one call are committed whole or not at all.
+    /// Waits first while `pending_rows_max` rows are pending for the table.
+    pub fn write(
+        &self,
+        table: &Arc<Table>,
+        batch: RecordBatch,
+        pending_rows_max: usize,
+    ) -> Result<u64, IngestError> {
+        let batch = canonical_batch(table, batch)?;
+        self.sink(table).write(batch, pending_rows_max)
     }
 
     /// The sink of `table`, made on first use (and again if the table was dropped and created
@@ -72,10 +90,43 @@ pub(crate) enum Take {
 
 #[derive(Default)]
 struct Pending {
-    batches: Vec<RecordBatch>,
+    batches: Vec<Queued>,
     rows: usize,
+    /// Batches with a [`Ticket`]: while there are any, commits take every row.
+    tickets: usize,
     /// When the oldest pending row arrived.
     oldest: Option<Instant>,
+}
+
+struct Queued {
+    batch: RecordBatch,
+    /// Where a waiting writer learns the outcome of the commit that takes this batch.
+    ticket: Option<Arc<Ticket>>,
+}
+
+impl Queued {
+    fn untracked(batch: RecordBatch) -> Queued {
+        Queued {
+            batch,
+            ticket: None,
+        }
+    }
+}
+
+/// The outcome of one waiting writer's batch, set once by the commit that takes it.
+#[derive(Default)]
+struct Ticket {
+    outcome: Mutex<Option<Result<u64, IngestError>>>,
+}
+
+impl Ticket {
+    fn set(&self, outcome: Result<u64, IngestError>) {
+        *lock(&self.outcome) = Some(outcome);
+    }
+
+    fn take(&self) -> Option<Result<u64, IngestError>> {
+        lock(&self.outcome).take()
+    }
 }
 
 pub(crate) struct TableSink {
@@ -106,23 +157,9 @@ impl TableSink {
         arrived: Instant,
         commit_rows: usize,
     ) -> Result<u64, IngestError> {
-        let rows_max = commit_rows.saturating_mul(4).max(1);
         {
-            let mut pending = lock(&self.pending);
-            while pending.rows >= rows_max {
-                let (guard, _) = self
-                    .committed
-                    .wait_timeout(pending, Duration::from_millis(100))
-                    .unwrap_or_else(|poisoned| poisoned.into_inner());
-                pending = guard;
-                if pending.rows >= rows_max && self.committing.try_lock().is_ok() {
-                    // Nobody is committing: the waiting sender must.
-                    break;
-                }
-            }
-            pending.rows += batch.num_rows();
-            pending.batches.push(batch);
-            pending.oldest = Some(pending.oldest.map_or(arrived, |o| o.min(arrived)));
+            let mut pending = self.room(commit_rows.saturating_mul(4));
+            pending.push(Queued::untracked(batch), arrived);
             if pending.rows < commit_rows {
                 return Ok(0);
             }
@@ -132,6 +169,51 @@ impl TableSink {
             // Another receiver is committing these rows' predecessors; it will be back.
             Err(_) => Ok(0),
         }
+    }
+
+    /// Adds a batch and waits until a commit has taken it; that commit's outcome for the batch.
+    fn write(&self, batch: RecordBatch, pending_rows_max: usize) -> Result<u64, IngestError> {
+        let ticket = Arc::new(Ticket::default());
+        self.room(pending_rows_max).push(
+            Queued {
+                batch,
+                ticket: Some(ticket.clone()),
+            },
+            Instant::now(),
+        );
+        loop {
+            // Whoever holds `committing` now either takes the batch or leaves it for the next
+            // holder: commits take every pending batch while one has a ticket.
+            let guard = lock(&self.committing);
+            if let Some(outcome) = ticket.take() {
+                return outcome;
+            }
+            if let Err(e) = self.commit_locked(guard, Take::All) {
+                tracing::error!("commit to '{}' failed: {e}", self.table.name());
+            }
+            if let Some(outcome) = ticket.take() {
+                return outcome;
+            }
+        }
+    }
+
+    /// The pending rows once there are fewer than `rows_max` of them (waiting for commits, or
+    /// going ahead when nobody is committing).
+    fn room(&self, rows_max: usize) -> MutexGuard<'_, Pending> {
+        let rows_max = rows_max.max(1);
+        let mut pending = lock(&self.pending);
+        while pending.rows >= rows_max {
+            let (guard, _) = self
+                .committed
+                .wait_timeout(pending, Duration::from_millis(100))
+                .unwrap_or_else(|poisoned| poisoned.into_inner());
+            pending = guard;
+            if pending.rows >= rows_max && self.committing.try_lock().is_ok() {
+                // Nobody is committing: the waiting sender must.
+                break;
+            }
+        }
+        pending
     }
 
     /// Commits every pending row.
@@ -149,15 +231,70 @@ impl TableSink {
     }
 
     fn commit_locked(&self, _guard: MutexGuard<'_, ()>, take: Take) -> Result<u64, IngestError> {
-        let (batches, oldest) = {
+        let (queued, oldest) = {
             let mut pending = lock(&self.pending);
             let oldest = pending.oldest.take();
             pending.rows = 0;
+            pending.tickets = 0;
             (std::mem::take(&mut pending.batches), oldest)
         };
-        let result = self.commit_batches(batches, oldest, take);
+        let result = self.commit_queued(queued, oldest, take);
         self.committed.notify_all();
         result
+    }
+
+    /// Commits the drained batches and tells their waiting writers. When a shared commit fails
+    /// and writers wait, each batch is committed alone, so only a bad one fails.
+    fn commit_queued(
+        &self,
+        queued: Vec<Queued>,
+        oldest: Option<Instant>,
+        take: Take,
+    ) -> Result<u64, IngestError> {
+        let tracked = queued.iter().any(|q| q.ticket.is_some());
+        let take = if tracked { Take::All } else { take };
+        let batches: Vec<RecordBatch> = queued.iter().map(|q| q.batch.clone()).collect();
+        let shared = self.commit_batches(batches, oldest, take);
+        if !tracked {
+            return shared;
+        }
+        match shared {
+            Ok(rows) => {
+                for q in &queued {
+                    if let Some(ticket) = &q.ticket {
+                        ticket.set(Ok(q.batch.num_rows() as u64));
+                    }
+                }
+                Ok(rows)
+            }
+            Err(e) if queued.len() == 1 => {
+                let message = e.to_string();
+                if let Some(ticket) = &queued[0].ticket {
+                    ticket.set(Err(e));
+                }
+                Err(IngestError::Rejected(message))
+            }
+            Err(_) => self.commit_one_by_one(queued),
+        }
+    }
+
+    fn commit_one_by_one(&self, queued: Vec<Queued>) -> Result<u64, IngestError> {
+        let mut rows = 0;
+        let mut first_error = None;
+        for q in queued {
+            let outcome = self.commit_batches(vec![q.batch], None, Take::All);
+            match (&outcome, &q.ticket) {
+                (Ok(n), _) => rows += n,
+                (Err(e), None) => {
+                    first_error.get_or_insert_with(|| IngestError::Rejected(e.to_string()));
+                }
+                (Err(_), Some(_)) => {}
+            }
+            if let Some(ticket) = q.ticket {
+                ticket.set(outcome);
+            }
+        }
+        first_error.map_or(Ok(rows), Err)
     }
 
     fn commit_batches(
@@ -180,7 +317,7 @@ impl TableSink {
             let mut pending = lock(&self.pending);
             let rows: usize = later.iter().map(RecordBatch::num_rows).sum();
             pending.rows += rows;
-            let mut kept = later;
+            let mut kept: Vec<Queued> = later.into_iter().map(Queued::untracked).collect();
             kept.append(&mut pending.batches);
             pending.batches = kept;
             pending.oldest = match (pending.oldest, oldest) {
@@ -199,6 +336,58 @@ impl TableSink {
         writer.commit()?;
         Ok(rows as u64)
     }
+}
+
+impl Pending {
+    fn push(&mut self, queued: Queued, arrived: Instant) {
+        self.rows += queued.batch.num_rows();
+        self.tickets += usize::from(queued.ticket.is_some());
+        self.batches.push(queued);
+        self.oldest = Some(self.oldest.map_or(arrived, |o| o.min(arrived)));
+    }
+}
+
+/// `batch` with the column types the ILP builders make (so that batches from any source can be
+/// merged), checked for what a merge relies on: known columns and a non-NULL designated
+/// timestamp.
+fn canonical_batch(table: &Table, batch: RecordBatch) -> Result<RecordBatch, IngestError> {
+    let meta = table.meta();
+    let mut fields = Vec::with_capacity(batch.num_columns());
+    let mut columns = Vec::with_capacity(batch.num_columns());
+    for (field, column) in batch.schema().fields().iter().zip(batch.columns()) {
+        let index = meta.column_index(field.name()).ok_or_else(|| {
+            IngestError::Rejected(format!(
+                "column '{}' does not exist in table '{}'",
+                field.name(),
+                meta.name
+            ))
+        })?;
+        let target = crate::batch::builder_type(meta.columns[index].column_type);
+        let column = if column.data_type() == &target {
+            column.clone()
+        } else {
+            arrow_cast::cast(column, &target)
+                .map_err(|e| IngestError::Rejected(format!("column '{}': {e}", field.name())))?
+        };
+        if Some(index) == meta.timestamp_index && column.null_count() > 0 {
+            return Err(IngestError::Rejected(format!(
+                "designated timestamp column '{}' cannot be NULL",
+                meta.columns[index].name
+            )));
+        }
+        fields.push(Field::new(&meta.columns[index].name, target, true));
+        columns.push(column);
+    }
+    if let Some(ts) = meta.timestamp_column()
+        && !fields.iter().any(|f| f.name() == &ts.name)
+    {
+        return Err(IngestError::Rejected(format!(
+            "designated timestamp column '{}' cannot be NULL",
+            ts.name
+        )));
+    }
+    RecordBatch::try_new(Arc::new(Schema::new(fields)), columns)
+        .map_err(|e| internal(e.to_string()))
 }
 
 /// Puts the rows of `batches` in timestamp order (stable: equal timestamps keep arrival order)
@@ -436,20 +625,7 @@ mod tests {
 
     #[test]
     fn senders_wait_while_a_table_is_far_behind() {
-        use sundial_storage::{ColumnType, Durability, PartitionBy, StorageOptions, TableDef};
-        let dir = tempfile::tempdir().unwrap();
-        let options = StorageOptions {
-            durability: Durability::None,
-            ..StorageOptions::default()
-        };
-        let db = Database::open(dir.path(), options).unwrap();
-        let def = TableDef {
-            name: "t".into(),
-            columns: vec![("timestamp".into(), ColumnType::Timestamp)],
-            timestamp: Some("timestamp".into()),
-            partition_by: PartitionBy::Day,
-        };
-        let table = db.create_table(def, false).unwrap();
+        let (_dir, _, table) = test_table(&[]);
         let sink = Arc::new(TableSink::new(table.clone()));
         // Another receiver is committing: submissions pile up until 4 x commit_rows...
         let committing = lock(&sink.committing);
@@ -475,5 +651,138 @@ mod tests {
         assert_eq!(table.snapshot().row_count(), 15);
         assert_eq!(sink.commit_all().unwrap(), 5);
         assert_eq!(table.snapshot().row_count(), 20);
+    }
+
+    /// Table `t`: a designated `timestamp`, then `columns`.
+    fn test_table(
+        columns: &[(&str, sundial_storage::ColumnType)],
+    ) -> (tempfile::TempDir, Arc<Sinks>, Arc<Table>) {
+        use sundial_storage::{ColumnType, Durability, PartitionBy, StorageOptions, TableDef};
+        let dir = tempfile::tempdir().unwrap();
+        let options = StorageOptions {
+            durability: Durability::None,
+            ..StorageOptions::default()
+        };
+        let db = Database::open(dir.path(), options).unwrap();
+        let mut all = vec![("timestamp".to_string(), ColumnType::Timestamp)];
+        all.extend(columns.iter().map(|(n, t)| (n.to_string(), *t)));
+        let def = TableDef {
+            name: "t".into(),
+            columns: all,
+            timestamp: Some("timestamp".into()),
+            partition_by: PartitionBy::Day,
+        };
+        let table = db.create_table(def, false).unwrap();
+        (dir, Sinks::new(db), table)
+    }
+
+    fn uuid_table() -> (tempfile::TempDir, Arc<Sinks>, Arc<Table>) {
+        test_table(&[("u", sundial_storage::ColumnType::Uuid)])
+    }
+
+    fn uuid_batch(ts: &[i64], u: &str) -> RecordBatch {
+        let fields = vec![
+            Field::new(
+                "timestamp",
+                arrow_schema::DataType::Timestamp(arrow_schema::TimeUnit::Nanosecond, None),
+                true,
+            ),
+            Field::new("u", arrow_schema::DataType::LargeUtf8, true),
+        ];
+        let columns: Vec<ArrayRef> = vec![
+            Arc::new(TimestampNanosecondArray::from(ts.to_vec())),
+            Arc::new(arrow_array::LargeStringArray::from(vec![u; ts.len()])),
+        ];
+        RecordBatch::try_new(Arc::new(Schema::new(fields)), columns).unwrap()
+    }
+
+    #[test]
+    fn waiting_writers_share_a_commit_and_a_bad_batch_fails_alone() {
+        let (_dir, sinks, table) = uuid_table();
+        let sink = sinks.sink(&table);
+        let good = "11111111-2222-3333-4444-555555555555";
+        // While a commit runs, three writers queue up...
+        let committing = lock(&sink.committing);
+        let writers: Vec<_> = [
+            (&[3i64, 1][..], good),
+            (&[2][..], "not a uuid"),
+            (&[4, 5, 6][..], good),
+        ]
+        .into_iter()
+        .map(|(ts, u)| {
+            let (sinks, table, batch) = (sinks.clone(), table.clone(), uuid_batch(ts, u));
+            std::thread::spawn(move || sinks.write(&table, batch, 1000))
+        })
+        .collect();
+        while lock(&sink.pending).tickets < 3 {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        let version = table.snapshot().seq();
+        drop(committing);
+        let outcomes: Vec<_> = writers.into_iter().map(|w| w.join().unwrap()).collect();
+        // ...the shared commit fails on the bad batch, and the others commit one by one.
+        assert_eq!(outcomes[0].as_ref().unwrap(), &2);
+        assert!(
+            outcomes[1]
+                .as_ref()
+                .unwrap_err()
+                .to_string()
+                .contains("uuid"),
+            "{outcomes:?}"
+        );
+        assert_eq!(outcomes[2].as_ref().unwrap(), &3);
+        assert_eq!(table.snapshot().row_count(), 5);
+        assert!(table.snapshot().seq() > version);
+        // Without a bad batch, they share one commit.
+        let committing = lock(&sink.committing);
+        let writers: Vec<_> = (0..4)
+            .map(|i| {
+                let (sinks, table) = (sinks.clone(), table.clone());
+                let batch = uuid_batch(&[10 + i, 20 + i], good);
+                std::thread::spawn(move || sinks.write(&table, batch, 1000))
+            })
+            .collect();
+        while lock(&sink.pending).tickets < 4 {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        let version = table.snapshot().seq();
+        drop(committing);
+        for w in writers {
+            assert_eq!(w.join().unwrap().unwrap(), 2);
+        }
+        assert_eq!(table.snapshot().row_count(), 13);
+        assert_eq!(table.snapshot().seq(), version + 1);
+    }
+
+    #[test]
+    fn a_write_without_its_designated_timestamp_is_refused_before_it_queues() {
+        let (_dir, sinks, table) = uuid_table();
+        let nulls = RecordBatch::try_new(
+            Arc::new(Schema::new(vec![Field::new(
+                "timestamp",
+                arrow_schema::DataType::Timestamp(arrow_schema::TimeUnit::Nanosecond, None),
+                true,
+            )])),
+            vec![Arc::new(TimestampNanosecondArray::from(vec![
+                Some(1),
+                None,
+            ]))],
+        )
+        .unwrap();
+        let e = sinks.write(&table, nulls, 1000).unwrap_err();
+        assert!(e.to_string().contains("cannot be NULL"), "{e}");
+        let unknown = RecordBatch::try_new(
+            Arc::new(Schema::new(vec![Field::new(
+                "x",
+                arrow_schema::DataType::Int64,
+                true,
+            )])),
+            vec![Arc::new(Int64Array::from(vec![1]))],
+        )
+        .unwrap();
+        let e = sinks.write(&table, unknown, 1000).unwrap_err();
+        assert!(e.to_string().contains("does not exist"), "{e}");
+        assert_eq!(lock(&sinks.sink(&table).pending).rows, 0);
+        assert_eq!(table.snapshot().row_count(), 0);
     }
 }

@@ -20,13 +20,14 @@ use datafusion::physical_plan::{collect as collect_physical, execute_stream};
 use datafusion::scalar::ScalarValue;
 use datafusion::sql::parser::Statement as DFStatement;
 use futures::StreamExt;
+use sundial_ingest::Sinks;
 use sundial_storage::{ColumnType, Database, PartitionBy, Table, TableDef, TableMeta};
 
 use crate::ddl::{self, Command, CreateTable, Statement};
 use crate::error::{QueryError, Result};
 use crate::key_index::KeyIndexes;
 use crate::lookup::PointLookup;
-use crate::provider::SundialSchema;
+use crate::provider::{InsertPath, SundialSchema};
 
 /// Catalog and schema names under which Sundial tables appear.
 pub const CATALOG: &str = "sundial";
@@ -200,11 +201,25 @@ pub struct Engine {
 /// millisecond of work.
 const LOOKUP_NOW_STEP_ROWS_MAX: u64 = 1 << 16;
 
+/// Rows pending commit in a table past which an INSERT waits (unless the server says).
+pub const INSERT_PENDING_ROWS_MAX: usize = 400_000;
+
 /// Memory the point lookups' key indexes may take.
 const KEY_INDEX_BYTES_MAX: usize = 256 << 20;
 
 impl Engine {
+    /// An engine whose INSERTs have table sinks of their own.
     pub fn new(db: Arc<Database>) -> Result<Engine> {
+        Engine::with_inserts(InsertPath {
+            sinks: Sinks::new(db),
+            pending_rows_max: INSERT_PENDING_ROWS_MAX,
+        })
+    }
+
+    /// An engine whose INSERTs go through `inserts`, typically the sinks the ILP receivers
+    /// share, so that SQL and ILP rows for a table meet in the same commits.
+    pub fn with_inserts(inserts: InsertPath) -> Result<Engine> {
+        let db = inserts.sinks.db().clone();
         let config = SessionConfig::new()
             .with_information_schema(true)
             .with_default_catalog_and_schema(CATALOG, SCHEMA)
@@ -216,7 +231,7 @@ impl Engine {
         let catalog = ctx
             .catalog(CATALOG)
             .ok_or_else(|| QueryError::Invalid("default catalog missing".into()))?;
-        catalog.register_schema(SCHEMA, Arc::new(SundialSchema::new(db.clone())))?;
+        catalog.register_schema(SCHEMA, Arc::new(SundialSchema::new(inserts)))?;
         crate::pg_catalog::register(&ctx, db.clone())?;
         let state = ctx.state();
         let task = state.task_ctx();

@@ -30,7 +30,9 @@ pub mod text;
 pub use datafusion::execution::SendableRecordBatchStream;
 pub use datafusion::scalar::ScalarValue;
 pub use ddl::{Command, CreateTable, Statement, parse, split_statements};
-pub use engine::{CATALOG, Collected, Engine, Output, Prepared, SCHEMA, collect, conform};
+pub use engine::{
+    CATALOG, Collected, Engine, INSERT_PENDING_ROWS_MAX, Output, Prepared, SCHEMA, collect, conform,
+};
 pub use error::{QueryError, Result};
 pub use pg_catalog::{SERVER_VERSION, pg_setting, pg_type_for_arrow, pg_type_of, table_oid};
-pub use provider::{SundialSchema, SundialSink, SundialTable};
+pub use provider::{InsertPath, SundialSchema, SundialSink, SundialTable};

@@ -1,10 +1,12 @@
 //! DataFusion's view of the database: a schema provider listing Sundial tables, a table provider
-//! per table (scan + insert), and the sink that writes INSERT results through the table writer.
+//! per table (scan + insert), and the sink that writes INSERT results through the table sinks
+//! ILP writes through (group commit: concurrent INSERTs share commits).
 
 use std::fmt;
 use std::sync::Arc;
 
 use async_trait::async_trait;
+use datafusion::arrow::compute::concat_batches;
 use datafusion::arrow::datatypes::SchemaRef;
 use datafusion::catalog::{SchemaProvider, Session, TableProvider};
 use datafusion::common::{DataFusionError, Result as DfResult};
@@ -15,22 +17,41 @@ use datafusion::logical_expr::dml::InsertOp;
 use datafusion::logical_expr::{Expr, TableProviderFilterPushDown};
 use datafusion::physical_plan::{DisplayAs, DisplayFormatType, ExecutionPlan};
 use futures::StreamExt;
-use sundial_storage::{Database, Snapshot, Table};
+use sundial_ingest::{IngestError, Sinks};
+use sundial_storage::{Database, Snapshot, StorageError, Table};
 
 use crate::error::external;
 use crate::scan::{
     SundialScanExec, is_time_filter, ranges, scan_batch_rows, split_frames, time_bounds,
 };
 
+/// Where INSERTs write: the table sinks shared with the ILP receivers.
+#[derive(Clone)]
+pub struct InsertPath {
+    pub sinks: Arc<Sinks>,
+    /// An INSERT waits while a table has this many rows pending commit.
+    pub pending_rows_max: usize,
+}
+
+impl fmt::Debug for InsertPath {
+    fn fmt(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        write!(f, "InsertPath(pending_rows_max={})", self.pending_rows_max)
+    }
+}
+
 /// The `public` schema: every table of the database.
 #[derive(Debug)]
 pub struct SundialSchema {
     db: Arc<Database>,
+    inserts: InsertPath,
 }
 
 impl SundialSchema {
-    pub fn new(db: Arc<Database>) -> Self {
-        SundialSchema { db }
+    pub fn new(inserts: InsertPath) -> Self {
+        SundialSchema {
+            db: inserts.sinks.db().clone(),
+            inserts,
+        }
     }
 }
 
@@ -41,10 +62,9 @@ impl SchemaProvider for SundialSchema {
     }
 
     async fn table(&self, name: &str) -> DfResult<Option<Arc<dyn TableProvider>>> {
-        Ok(self
-            .db
-            .table(name)
-            .map(|t| Arc::new(SundialTable::new(t)) as Arc<dyn TableProvider>))
+        Ok(self.db.table(name).map(|t| {
+            Arc::new(SundialTable::new(t, self.inserts.clone())) as Arc<dyn TableProvider>
+        }))
     }
 
     fn table_exist(&self, name: &str) -> bool {
@@ -60,16 +80,18 @@ pub struct SundialTable {
     table: Arc<Table>,
     snapshot: Arc<Snapshot>,
     schema: SchemaRef,
+    inserts: InsertPath,
 }
 
 impl SundialTable {
-    pub fn new(table: Arc<Table>) -> Self {
+    pub fn new(table: Arc<Table>, inserts: InsertPath) -> Self {
         let snapshot = table.snapshot();
         let schema = snapshot.meta().arrow_schema();
         SundialTable {
             table,
             snapshot,
             schema,
+            inserts,
         }
     }
 
@@ -100,6 +122,15 @@ impl SundialTable {
             .meta()
             .timestamp_column()
             .map(|c| c.name.as_str())
+    }
+}
+
+/// A failed INSERT's error in the storage terms the protocol layers map to SQLSTATEs.
+fn storage_error(e: IngestError) -> StorageError {
+    match e {
+        IngestError::Storage(e) => e,
+        IngestError::Rejected(message) => StorageError::InvalidInput(message),
+        IngestError::Syntax(e) => StorageError::InvalidInput(e.to_string()),
     }
 }
 
@@ -182,17 +213,19 @@ impl TableProvider for SundialTable {
         let sink = SundialSink {
             table: self.table.clone(),
             schema: self.schema.clone(),
+            inserts: self.inserts.clone(),
         };
         Ok(Arc::new(DataSinkExec::new(input, Arc::new(sink), None)))
     }
 }
 
-/// Writes every batch of an INSERT through the table writer and commits once at the end, so
-/// the statement is atomic: it adds all its rows or none.
+/// Gathers the rows of an INSERT and hands them to the table's sink as one batch, so the
+/// statement is atomic (all its rows or none); returns once they are committed.
 #[derive(Debug)]
 pub struct SundialSink {
     table: Arc<Table>,
     schema: SchemaRef,
+    inserts: InsertPath,
 }
 
 impl DisplayAs for SundialSink {
@@ -212,18 +245,25 @@ impl DataSink for SundialSink {
         mut data: SendableRecordBatchStream,
         _context: &Arc<TaskContext>,
     ) -> DfResult<u64> {
-        let table = self.table.clone();
-        let mut writer = tokio::task::spawn_blocking(move || table.writer())
-            .await
-            .map_err(|e| DataFusionError::External(Box::new(e)))?
-            .map_err(external)?;
-        let mut rows = 0u64;
+        let mut batches = Vec::new();
+        let mut schema = self.schema.clone();
         while let Some(batch) = data.next().await {
             let batch = batch?;
-            rows += batch.num_rows() as u64;
-            writer.append(&batch).map_err(external)?;
+            schema = batch.schema();
+            if batch.num_rows() > 0 {
+                batches.push(batch);
+            }
         }
-        writer.commit().map_err(external)?;
-        Ok(rows)
+        let batch = concat_batches(&schema, &batches)?;
+        if batch.num_rows() == 0 {
+            return Ok(0);
+        }
+        let (table, inserts) = (self.table.clone(), self.inserts.clone());
+        tokio::task::spawn_blocking(move || {
+            inserts.sinks.write(&table, batch, inserts.pending_rows_max)
+        })
+        .await
+        .map_err(|e| DataFusionError::External(Box::new(e)))?
+        .map_err(|e| external(storage_error(e)))
     }
 }

@@ -31,7 +31,7 @@ use axum::routing::{get, post};
 use axum::serve::ListenerExt;
 use sundial_ilp::{LineSpan, LineSplitter, Precision};
 use sundial_ingest::{IngestError, IngestOptions, Ingestor, Sinks, TableCounts};
-use sundial_query::Engine;
+use sundial_query::{Engine, InsertPath};
 use sundial_storage::{Database, PartitionBy};
 use tokio::io::AsyncReadExt;
 use tokio::net::{TcpListener, TcpStream};
@@ -152,7 +152,6 @@ pub(crate) const UDP: usize = 1;
 const HTTP: usize = 2;
 
 pub(crate) struct Shared {
-    pub(crate) db: Arc<Database>,
     /// Where every receiver's rows for a table meet before a commit.
     pub(crate) sinks: Arc<Sinks>,
     pub(crate) ingest: IngestOptions,
@@ -252,8 +251,7 @@ pub async fn run(db: Arc<Database>, args: ServeArgs) -> Result<(), String> {
         commit_interval_ms: args.ilp_commit_interval_ms,
     };
     let shared = Arc::new(Shared {
-        sinks: Sinks::new(db.clone()),
-        db,
+        sinks: Sinks::new(db),
         ingest,
         args: args.clone(),
         counters: Counters::default(),
@@ -292,7 +290,13 @@ pub async fn run(db: Arc<Database>, args: ServeArgs) -> Result<(), String> {
         }
         None => None,
     };
-    let mut engine = Engine::new(shared.db.clone()).map_err(|e| e.to_string())?;
+    // SQL INSERTs commit through the ILP receivers' table sinks, waiting like ILP senders
+    // once a table has four commits' worth of rows pending.
+    let inserts = InsertPath {
+        sinks: shared.sinks.clone(),
+        pending_rows_max: shared.ingest.commit_rows.saturating_mul(4),
+    };
+    let mut engine = Engine::with_inserts(inserts).map_err(|e| e.to_string())?;
     engine.set_query_memory_bytes_max(args.query_memory_bytes_max);
     let engine = Arc::new(engine);
     let queries = query_runtime(args.query_threads)?;
