@@ -6,13 +6,13 @@
 //! same ones query results use.
 
 use arrow::array::ArrayRef;
-use arrow::datatypes::SchemaRef;
+use arrow::datatypes::{Schema, SchemaRef};
 use sundial_query::copy::{CopyFormat, CopyOptions};
 
 use crate::codec::Writer;
 use crate::copy_decode::BINARY_SIGNATURE;
 use crate::error::PgError;
-use crate::types::{ColumnEncoder, Format};
+use crate::types::{ColumnEncoder, Format, pg_field_types};
 
 /// Writes the rows of one COPY TO.
 pub struct RowWriter {
@@ -21,14 +21,17 @@ pub struct RowWriter {
     signature_due: bool,
     /// One value's text, before escaping.
     value: Vec<u8>,
+    /// The PostgreSQL types of the columns (see `types::pg_field_type`).
+    column_types: Vec<i32>,
 }
 
 impl RowWriter {
-    pub fn new(options: CopyOptions) -> RowWriter {
+    pub fn new(options: CopyOptions, schema: &Schema) -> RowWriter {
         RowWriter {
             signature_due: options.format == CopyFormat::Binary,
             options,
             value: Vec::new(),
+            column_types: pg_field_types(schema),
         }
     }
 
@@ -69,7 +72,11 @@ impl RowWriter {
         };
         let encoders = columns
             .iter()
-            .map(|c| ColumnEncoder::new(c, format))
+            .enumerate()
+            .map(|(i, c)| {
+                let type_oid = self.column_types.get(i).copied().unwrap_or(0);
+                ColumnEncoder::for_type(c, type_oid, format)
+            })
             .collect::<Result<Vec<_>, _>>()?;
         for row in rows {
             let at = out.begin(b'd');
@@ -230,7 +237,7 @@ mod tests {
     #[test]
     fn text_rows_escape_and_spell_null() {
         let (schema, cols) = columns();
-        let mut w = RowWriter::new(options(CopyFormat::Text));
+        let mut w = RowWriter::new(options(CopyFormat::Text), &Schema::empty());
         let mut out = Writer::default();
         w.header(&mut out, &schema);
         w.rows(&mut out, &cols, 0..3).unwrap();
@@ -246,7 +253,7 @@ mod tests {
     #[test]
     fn csv_rows_quote_where_needed() {
         let (schema, cols) = columns();
-        let mut w = RowWriter::new(options(CopyFormat::Csv));
+        let mut w = RowWriter::new(options(CopyFormat::Csv), &Schema::empty());
         let mut out = Writer::default();
         w.header(&mut out, &schema);
         w.rows(&mut out, &cols, 0..3).unwrap();
@@ -260,10 +267,13 @@ mod tests {
     #[test]
     fn binary_signature_rides_the_first_message() {
         let (_, cols) = columns();
-        let mut w = RowWriter::new(CopyOptions {
-            header: false,
-            ..options(CopyFormat::Binary)
-        });
+        let mut w = RowWriter::new(
+            CopyOptions {
+                header: false,
+                ..options(CopyFormat::Binary)
+            },
+            &Schema::empty(),
+        );
         let mut out = Writer::default();
         w.rows(&mut out, &cols[1..2], 0..2).unwrap();
         w.finish(&mut out);
@@ -276,10 +286,13 @@ mod tests {
         assert_eq!(m[0], first);
         assert_eq!(m[1], [0, 1, 255, 255, 255, 255]);
         assert_eq!(m[2], (-1i16).to_be_bytes());
-        let mut empty = RowWriter::new(CopyOptions {
-            header: false,
-            ..options(CopyFormat::Binary)
-        });
+        let mut empty = RowWriter::new(
+            CopyOptions {
+                header: false,
+                ..options(CopyFormat::Binary)
+            },
+            &Schema::empty(),
+        );
         let mut out = Writer::default();
         empty.finish(&mut out);
         assert_eq!(messages(&out)[0].len(), 19 + 2);

@@ -147,6 +147,8 @@ struct Portal {
     statement: Arc<Statement>,
     params: Vec<ScalarValue>,
     formats: Vec<Format>,
+    /// The type OIDs its RowDescription gives the columns, which their encoding follows.
+    column_types: Vec<i32>,
     state: PortalState,
     /// Rows sent so far, over every Execute or FETCH.
     rows_sent: u64,
@@ -156,10 +158,14 @@ struct Portal {
 
 impl Portal {
     fn new(statement: Arc<Statement>, params: Vec<ScalarValue>, formats: Vec<Format>) -> Portal {
+        let column_types = statement
+            .schema()
+            .map_or_else(Vec::new, |s| types::pg_field_types(&s));
         Portal {
             statement,
             params,
             formats,
+            column_types,
             state: PortalState::Ready,
             rows_sent: 0,
             cursor: None,
@@ -963,6 +969,7 @@ impl Session {
                             &mut self.out,
                             &columns,
                             &portal.formats,
+                            &portal.column_types,
                             row..limit,
                             self.shared.options.flush_bytes,
                         )?,
@@ -1137,7 +1144,7 @@ impl Session {
         let at = self.out.begin(b'T');
         self.out.i16(schema.fields().len() as i16);
         for (i, field) in schema.fields().iter().enumerate() {
-            let (type_oid, type_len) = types::pg_type(field.data_type());
+            let (type_oid, type_len) = types::pg_field_type(field);
             self.out.cstr(field.name());
             self.out.i32(0);
             self.out.i16(0);
@@ -1156,13 +1163,17 @@ fn encode_rows(
     out: &mut Writer,
     columns: &[ArrayRef],
     formats: &[Format],
+    column_types: &[i32],
     rows: std::ops::Range<usize>,
     flush_bytes: usize,
 ) -> Result<usize, PgError> {
     let encoders = columns
         .iter()
         .enumerate()
-        .map(|(i, c)| ColumnEncoder::new(c, Format::for_column(formats, i)))
+        .map(|(i, c)| {
+            let type_oid = column_types.get(i).copied().unwrap_or(0);
+            ColumnEncoder::for_type(c, type_oid, Format::for_column(formats, i))
+        })
         .collect::<Result<Vec<_>, _>>()?;
     let mut written = 0;
     for row in rows {

@@ -13,10 +13,11 @@ use arrow::array::{
     Int16Array, Int32Array, Int64Array, TimestampNanosecondArray,
 };
 use arrow::compute::{CastOptions, cast_with_options};
-use arrow::datatypes::{DataType, Int32Type, TimeUnit};
+use arrow::datatypes::{DataType, Field, Int32Type, Schema, TimeUnit};
 use arrow::util::display::{ArrayFormatter, FormatOptions};
 use sundial_query::ScalarValue;
 use sundial_query::text::{Fraction, push_date, push_timestamp};
+use sundial_storage::{ColumnType, SUNDIAL_TYPE_KEY};
 
 use crate::error::PgError;
 
@@ -52,6 +53,25 @@ const PG_EPOCH_OFFSET_DAYS: i32 = 10_957;
 pub fn pg_type(data_type: &DataType) -> (i32, i16) {
     let (type_oid, _, len) = sundial_query::pg_type_for_arrow(data_type);
     (type_oid, len)
+}
+
+/// The PostgreSQL type a result field is described and encoded as: [`pg_type`] of its Arrow
+/// type, except that a Sundial UUID column (canonical text in Arrow) is a `uuid`.
+pub fn pg_field_type(field: &Field) -> (i32, i16) {
+    let uuid = field
+        .metadata()
+        .get(SUNDIAL_TYPE_KEY)
+        .is_some_and(|t| t == ColumnType::Uuid.name());
+    if uuid && StrArrayType::is_str(field.data_type()) {
+        (oid::UUID, 16)
+    } else {
+        pg_type(field.data_type())
+    }
+}
+
+/// The type OIDs of `schema`'s fields, as [`pg_field_type`] describes them.
+pub fn pg_field_types(schema: &Schema) -> Vec<i32> {
+    schema.fields().iter().map(|f| pg_field_type(f).0).collect()
 }
 
 /// The Arrow type a parameter declared as `type_oid` decodes to; `None` for OIDs left for
@@ -123,6 +143,8 @@ enum Kind<'a> {
     F32(&'a Float32Array),
     F64(&'a Float64Array),
     Str(StrArray<'a>),
+    /// Canonical UUID text (8-4-4-4-12 hex digits), sent as 16 bytes in binary.
+    Uuid(StrArray<'a>),
     Dict(&'a Int32Array, StrArray<'a>),
     Timestamp(&'a TimestampNanosecondArray, bool),
     Date32(&'a Date32Array),
@@ -218,8 +240,31 @@ impl StrArrayType {
 }
 
 impl<'a> ColumnEncoder<'a> {
-    /// Prepares `array` (already passed through [`normalize`]) for encoding in `format`.
+    /// Prepares `array` (already passed through [`normalize`]) for encoding in `format`, as
+    /// the PostgreSQL type its Arrow type maps to.
     pub fn new(array: &'a ArrayRef, format: Format) -> Result<ColumnEncoder<'a>, PgError> {
+        ColumnEncoder::for_type(array, 0, format)
+    }
+
+    /// Like [`ColumnEncoder::new`], for a column described as `type_oid` (see
+    /// [`pg_field_type`]; 0: by its Arrow type).
+    pub fn for_type(
+        array: &'a ArrayRef,
+        type_oid: i32,
+        format: Format,
+    ) -> Result<ColumnEncoder<'a>, PgError> {
+        if type_oid == oid::UUID
+            && let Some(values) = StrArray::of(array.as_ref())
+        {
+            if format == Format::Binary {
+                check_uuids(array.as_ref(), values)?;
+            }
+            return Ok(ColumnEncoder {
+                array: array.as_ref(),
+                kind: Kind::Uuid(values),
+                format,
+            });
+        }
         let a: &'a dyn Array = array.as_ref();
         let formatter = || {
             ArrayFormatter::try_new(a, &FORMAT_OPTIONS)
@@ -309,7 +354,7 @@ impl<'a> ColumnEncoder<'a> {
             Kind::I64(a) => out.extend_from_slice(ints.format(a.value(row)).as_bytes()),
             Kind::F32(a) => push_float(out, f64::from(a.value(row)), true),
             Kind::F64(a) => push_float(out, a.value(row), false),
-            Kind::Str(a) => out.extend_from_slice(a.value(row).as_bytes()),
+            Kind::Str(a) | Kind::Uuid(a) => out.extend_from_slice(a.value(row).as_bytes()),
             Kind::Dict(keys, values) => {
                 out.extend_from_slice(values.value(keys.value(row) as usize).as_bytes())
             }
@@ -338,6 +383,7 @@ impl<'a> ColumnEncoder<'a> {
             Kind::F32(a) => out.extend_from_slice(&a.value(row).to_be_bytes()),
             Kind::F64(a) => out.extend_from_slice(&a.value(row).to_be_bytes()),
             Kind::Str(a) => out.extend_from_slice(a.value(row).as_bytes()),
+            Kind::Uuid(a) => out.extend_from_slice(&uuid_bytes(a.value(row)).unwrap_or_default()),
             Kind::Dict(keys, values) => {
                 out.extend_from_slice(values.value(keys.value(row) as usize).as_bytes())
             }
@@ -370,6 +416,31 @@ impl<'a> ColumnEncoder<'a> {
             Kind::Text(_) => {}
         }
     }
+}
+
+/// The 16 bytes of a UUID written as 32 hex digits, with or without dashes.
+fn uuid_bytes(text: &str) -> Option<[u8; 16]> {
+    let mut bytes = [0u8; 16];
+    let mut digits = text.bytes().filter(|b| *b != b'-');
+    for byte in &mut bytes {
+        let high = (digits.next()? as char).to_digit(16)?;
+        let low = (digits.next()? as char).to_digit(16)?;
+        *byte = (high << 4 | low) as u8;
+    }
+    digits.next().is_none().then_some(bytes)
+}
+
+/// Every non-NULL value of a UUID column must be a UUID before any is sent in binary.
+fn check_uuids(array: &dyn Array, values: StrArray<'_>) -> Result<(), PgError> {
+    for row in 0..array.len() {
+        if array.is_valid(row) && uuid_bytes(values.value(row)).is_none() {
+            return Err(PgError::Internal(format!(
+                "'{}' in a UUID column is no UUID",
+                values.value(row)
+            )));
+        }
+    }
+    Ok(())
 }
 
 struct VecWriter<'a>(&'a mut Vec<u8>);

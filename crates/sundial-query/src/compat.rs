@@ -38,13 +38,32 @@ use datafusion::sql::sqlparser::parser::Parser;
 
 use crate::pg_catalog;
 
-/// Rewrites `statement` in place into SQL DataFusion can plan with the same meaning.
-pub fn rewrite(statement: &mut Statement) {
+/// Rewrites `statement` in place into SQL DataFusion can plan with the same meaning. Returns
+/// how many parameters (`$1` ... `$n`) the statement had as written: a rewritten SELECT over an
+/// always-empty relation may have lost some, yet its callers still send a value for each.
+pub fn rewrite(statement: &mut Statement) -> usize {
+    let parameters = parameter_count(statement);
     if let Some(query) = show_setting(statement) {
         *statement = query;
-        return;
+        return parameters;
     }
     let _ = statement.visit(&mut Compat::default());
+    parameters
+}
+
+/// The highest `$n` placeholder of `statement` (0 without any).
+fn parameter_count(statement: &Statement) -> usize {
+    let mut count = 0;
+    let _ = datafusion::sql::sqlparser::ast::visit_expressions(statement, |e| {
+        if let Expr::Value(v) = e
+            && let Value::Placeholder(name) = &v.value
+            && let Some(index) = crate::engine::placeholder_index(name)
+        {
+            count = count.max(index + 1);
+        }
+        ControlFlow::<()>::Continue(())
+    });
+    count
 }
 
 /// `SHOW name` for a PostgreSQL setting, as the equivalent query.
@@ -98,6 +117,7 @@ impl VisitorMut for Compat {
     }
 
     fn post_visit_select(&mut self, select: &mut Select) -> ControlFlow<()> {
+        name_repeated_literals(&mut select.projection);
         if select.from.is_empty() {
             for item in &mut select.projection {
                 if let SelectItem::UnnamedExpr(e) | SelectItem::ExprWithAlias { expr: e, .. } = item
@@ -423,6 +443,38 @@ fn bare_session_function(expr: &mut Expr) {
     }
 }
 
+/// Gives the second and later of repeated unaliased literals in a select list (`SELECT NULL,
+/// NULL`, as pgjdbc's metadata queries have) PostgreSQL's name for them, `?column?`, made
+/// unique: DataFusion wants distinct column names, PostgreSQL does not.
+fn name_repeated_literals(projection: &mut [SelectItem]) {
+    let mut seen = HashSet::new();
+    let mut taken: HashSet<String> = projection
+        .iter()
+        .filter_map(|item| match item {
+            SelectItem::ExprWithAlias { alias, .. } => Some(alias.value.to_lowercase()),
+            _ => None,
+        })
+        .collect();
+    for item in projection.iter_mut() {
+        let SelectItem::UnnamedExpr(expr @ Expr::Value(_)) = item else {
+            continue;
+        };
+        if seen.insert(expr.to_string().to_lowercase()) {
+            continue;
+        }
+        let mut name = "?column?".to_string();
+        let mut n = 1;
+        while !taken.insert(name.clone()) {
+            n += 1;
+            name = format!("?column?{n}");
+        }
+        *item = SelectItem::ExprWithAlias {
+            expr: expr.clone(),
+            alias: Ident::with_quote('"', name),
+        };
+    }
+}
+
 // ---------------------------------------------------------------------------------------------
 // SELECTs over always-empty catalog relations
 // ---------------------------------------------------------------------------------------------
@@ -671,6 +723,24 @@ mod tests {
     }
 
     #[test]
+    fn repeated_unaliased_literals_get_distinct_names() {
+        assert_eq!(
+            rewritten("SELECT NULL AS a, NULL, NULL, 2, NULL, 2 FROM t"),
+            "SELECT NULL AS a, NULL, NULL AS \"?column?\", 2, NULL AS \"?column?2\", 2 AS \"?column?3\" FROM t"
+        );
+    }
+
+    #[test]
+    fn parameters_dropped_by_an_empty_select_are_still_counted() {
+        let sql = "SELECT c.conname FROM pg_catalog.pg_constraint c WHERE c.conrelid = $2::oid";
+        let mut statement = Parser::parse_sql(&GenericDialect {}, sql)
+            .expect("parses")
+            .remove(0);
+        assert_eq!(rewrite(&mut statement), 2);
+        assert!(!statement.to_string().contains('$'), "{statement}");
+    }
+
+    #[test]
     fn custom_operators_and_collations_become_plain() {
         assert_eq!(
             rewritten(
@@ -744,7 +814,7 @@ mod tests {
             rewritten(
                 "SELECT pubname, NULL, NULL FROM pg_publication p JOIN pg_class c ON true UNION SELECT pubname, NULL, NULL FROM pg_publication p ORDER BY 1"
             ),
-            "SELECT NULL AS pubname, NULL AS column2, NULL AS column3 WHERE false UNION SELECT NULL AS pubname, NULL AS column2, NULL AS column3 WHERE false"
+            "SELECT NULL AS pubname, NULL AS column2, NULL AS \"?column?\" WHERE false UNION SELECT NULL AS pubname, NULL AS column2, NULL AS \"?column?\" WHERE false"
         );
         assert_eq!(
             rewritten("SELECT * FROM pg_inherits i WHERE i.inhrelid = 1"),

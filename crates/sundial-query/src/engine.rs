@@ -386,7 +386,7 @@ impl Engine {
     }
 
     async fn run_datafusion(&self, sql: &str) -> Result<Output> {
-        let plan = self.plan_sql(sql).await?;
+        let (plan, _) = self.plan_sql(sql).await?;
         self.run_plan(plan).await
     }
 
@@ -412,8 +412,9 @@ impl Engine {
                 schema,
             });
         }
-        let plan = self.plan_sql(sql).await?;
-        let mut param_types = Vec::new();
+        let (plan, parameters) = self.plan_sql(sql).await?;
+        // Parameters the rewrite dropped still take (unused) values.
+        let mut param_types = vec![None; parameters];
         for (name, data_type) in plan.get_parameter_types()? {
             let index = placeholder_index(&name).ok_or_else(|| {
                 QueryError::Invalid(format!(
@@ -533,12 +534,15 @@ impl Engine {
     }
 
     /// Parses, rewrites PostgreSQL catalog idioms DataFusion lacks (see `compat`), and plans.
-    async fn plan_sql(&self, sql: &str) -> Result<LogicalPlan> {
+    /// Also returns how many parameters the SQL text has (which may exceed the plan's: see
+    /// `compat::rewrite`).
+    async fn plan_sql(&self, sql: &str) -> Result<(LogicalPlan, usize)> {
         let state = &self.state;
         let dialect = state.config().options().sql_parser.dialect;
         let mut statement = state.sql_to_statement(sql, &dialect)?;
+        let mut parameters = 0;
         if let DFStatement::Statement(s) = &mut statement {
-            crate::compat::rewrite(s);
+            parameters = crate::compat::rewrite(s);
         }
         let plan = state.statement_to_plan(statement).await?;
         SQLOptions::new()
@@ -550,7 +554,7 @@ impl Engine {
                         .into(),
                 )
             })?;
-        Ok(plan)
+        Ok((plan, parameters))
     }
 
     async fn run_plan(&self, plan: LogicalPlan) -> Result<Output> {

@@ -162,6 +162,11 @@ fn parser_position(error: &DataFusionError) -> Option<(u64, u64)> {
 
 fn datafusion_sqlstate(error: &DataFusionError) -> &'static str {
     use datafusion::common::SchemaError;
+    // Parallel operators pass a memory failure on wrapped (shared between partitions, inside
+    // an Arrow error ...): it is still the query's memory limit.
+    if matches!(error.find_root(), DataFusionError::ResourcesExhausted(_)) {
+        return "53200";
+    }
     match error {
         DataFusionError::SQL(..) => "42601",
         DataFusionError::SchemaError(e, _) => match e.as_ref() {
@@ -184,6 +189,7 @@ fn datafusion_sqlstate(error: &DataFusionError) -> &'static str {
         DataFusionError::Context(_, inner) | DataFusionError::Diagnostic(_, inner) => {
             datafusion_sqlstate(inner)
         }
+        DataFusionError::Shared(inner) => datafusion_sqlstate(inner),
         DataFusionError::Execution(_) => "22000",
         _ => "XX000",
     }

@@ -192,8 +192,7 @@ func main() {
 		"an SQL string literal's UTC offset is applied (QuestDB's rule), not dropped as PostgreSQL does for TIMESTAMP",
 		nonUTCText)
 	step("parameter types of $1::BIGINT, CAST($1 AS INT), $1::timestamp", castParams)
-	knownBug("UUID column scans into pgtype.UUID", "a UUID column is described as varchar (OID 1043) in RowDescription",
-		uuidColumn)
+	step("UUID column scans into pgtype.UUID", uuidColumn)
 
 	if failures == 0 {
 		fmt.Println("pgx: all steps passed")

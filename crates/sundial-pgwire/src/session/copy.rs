@@ -235,7 +235,7 @@ impl Session {
             .ok_or_else(|| PgError::Internal("COPY TO without a result".into()))?;
         let mut running = self.start(query.clone(), Vec::new());
         self.copy_response(b'H', options, schema.fields().len());
-        let mut writer = RowWriter::new(options.clone());
+        let mut writer = RowWriter::new(options.clone(), &schema);
         writer.header(&mut self.out, &schema);
         let mut rows = 0u64;
         while let Some(item) = self.next_item(&mut running).await? {

@@ -158,22 +158,16 @@ public final class PgJdbcTest {
         step("ResultSetMetaData names and types", PgJdbcTest::resultSetMetaData);
         step("DatabaseMetaData.getTables lists trades", PgJdbcTest::metaTables);
         step("DatabaseMetaData.getColumns lists the 4 columns", PgJdbcTest::metaColumns);
-        knownBug("DatabaseMetaData.getPrimaryKeys / getIndexInfo",
-                "the rewrite of a catalog query joining an always-empty relation drops its parameters "
-                        + "(\"the statement has 0 parameters but 1 values were given\")", PgJdbcTest::metaKeysAndIndexes);
-        knownBug("DatabaseMetaData.getImportedKeys",
-                "the rewrite of a catalog query joining an always-empty relation drops its parameters",
-                PgJdbcTest::metaImportedKeys);
-        knownBug("DatabaseMetaData.getProcedures", "several unaliased NULL columns in one SELECT fail to plan",
-                PgJdbcTest::metaProcedures);
+        step("DatabaseMetaData.getPrimaryKeys / getIndexInfo", PgJdbcTest::metaKeysAndIndexes);
+        step("DatabaseMetaData.getImportedKeys", PgJdbcTest::metaImportedKeys);
+        step("DatabaseMetaData.getProcedures", PgJdbcTest::metaProcedures);
         step("SQL errors give SQLException with a SQLState", PgJdbcTest::errors);
         step("error position (field P) for an error in Parse", PgJdbcTest::errorPosition);
         step("setFetchSize with autocommit off (portal with a row limit)", PgJdbcTest::fetchSize);
         step("setAutoCommit(false) / commit, and an aborted transaction", PgJdbcTest::transactions);
         step("plain SQL types: set/get of every kind, text and binary", PgJdbcTest::plainTypes);
         step("setTimestamp/getTimestamp in a JVM time zone other than UTC", PgJdbcTest::otherTimeZone);
-        knownBug("UUID column read back as java.util.UUID", "a UUID column is described as varchar (OID 1043) in RowDescription",
-                PgJdbcTest::uuidColumn);
+        step("UUID column read back as java.util.UUID", PgJdbcTest::uuidColumn);
         step("several statements in one execute()", PgJdbcTest::multipleStatements);
         step("setDate(java.sql.Date) on a DATE column", PgJdbcTest::setDate);
 
