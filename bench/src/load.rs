@@ -313,10 +313,16 @@ impl HttpClient {
 
     /// Runs a query with `/exec`, reading (and discarding) the whole answer.
     pub(crate) fn exec(&self, sql: &str) -> Result<(), String> {
+        self.exec_with(sql, &[])
+    }
+
+    /// [`HttpClient::exec`] with more URL parameters (`count=false` ...).
+    pub(crate) fn exec_with(&self, sql: &str, params: &[(&str, &str)]) -> Result<(), String> {
         let mut response = self
             .agent
             .get(format!("{}/exec", self.base))
             .query("query", sql)
+            .query_pairs(params.iter().copied())
             .call()
             .map_err(|e| format!("GET /exec failed: {e}"))?;
         let body = response

@@ -11,6 +11,7 @@
 
 mod load;
 mod query;
+mod tsbs;
 mod udp;
 
 use std::sync::Arc;
@@ -58,6 +59,8 @@ enum Command {
     Udp(udp::UdpArgs),
     /// Short queries over PostgreSQL (prepared) or HTTP with N clients: QPS and latency.
     Query(query::QueryArgs),
+    /// Run TSBS query files over HTTP or PostgreSQL: latency per query type.
+    TsbsQueries(tsbs::TsbsQueryArgs),
 }
 
 const TAGS: [&str; 10] = [
@@ -264,6 +267,12 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         }
         Command::Query(args) => {
             tokio::task::spawn_blocking(|| query::query(args))
+                .await?
+                .map_err(|e| e.to_string())?;
+            Ok(())
+        }
+        Command::TsbsQueries(args) => {
+            tokio::task::spawn_blocking(|| tsbs::run(args))
                 .await?
                 .map_err(|e| e.to_string())?;
             Ok(())

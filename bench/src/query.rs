@@ -110,13 +110,7 @@ async fn run_pg(
     args: &QueryArgs,
     clients: usize,
 ) -> Result<Vec<u32>, Box<dyn std::error::Error + Send + Sync>> {
-    let config = format!(
-        "host={} port={} user={} password={} dbname=qdb",
-        args.pg_addr.ip(),
-        args.pg_addr.port(),
-        args.user,
-        args.password
-    );
+    let config = pg_config(args.pg_addr, &args.user, &args.password);
     let stop = Arc::new(AtomicBool::new(false));
     let mut tasks = Vec::new();
     for c in 0..clients {
@@ -148,8 +142,17 @@ async fn run_pg(
     Ok(all)
 }
 
+/// tokio-postgres's connection string for a server (Sundial's and QuestDB's database is `qdb`).
+pub(crate) fn pg_config(addr: SocketAddr, user: &str, password: &str) -> String {
+    format!(
+        "host={} port={} user={user} password={password} dbname=qdb",
+        addr.ip(),
+        addr.port()
+    )
+}
+
 /// A PostgreSQL error with the server's message, which `Display` leaves out.
-fn describe(e: tokio_postgres::Error) -> String {
+pub(crate) fn describe(e: tokio_postgres::Error) -> String {
     match e.as_db_error() {
         Some(db) => format!("{}: {}", db.code().code(), db.message()),
         None => e.to_string(),

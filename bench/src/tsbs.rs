@@ -1,0 +1,215 @@
+//! `sundial-bench tsbs-queries`: runs TSBS query files, in the spirit of TSBS's
+//! `tsbs_run_queries_*`, against any server that speaks HTTP `/exec` or PostgreSQL (Sundial,
+//! QuestDB).
+//!
+//! ```text
+//!  devops-<type>.<dialect>.sql ─▶ one query per line ─▶ N workers take the next query
+//!                                  ─▶ GET /exec?count=false&query=... | PG Parse/Bind/Execute
+//!  per file (= query type): min / median / mean / p99 / max latency, queries per second
+//! ```
+//!
+//! Files run one after another, so each type's queries per second is its own. A failed query
+//! is counted and its first error printed; the run goes on.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use tokio_postgres::NoTls;
+
+use crate::load::HttpClient;
+
+#[derive(clap::Args, Debug, Clone)]
+pub struct TsbsQueryArgs {
+    /// Query files (`devops-<type>.<dialect>.sql`, one statement per line).
+    #[arg(long, value_delimiter = ',', required = true)]
+    pub files: Vec<PathBuf>,
+    /// `http` (`/exec`, as TSBS sends QuestDB's queries) or `pg` (extended protocol, each query
+    /// parsed, bound and executed).
+    #[arg(long, default_value = "http")]
+    pub protocol: String,
+    #[arg(long, default_value = "127.0.0.1:8812")]
+    pub pg_addr: SocketAddr,
+    #[arg(long, default_value = "127.0.0.1:9000")]
+    pub http_addr: SocketAddr,
+    #[arg(long, default_value = "admin")]
+    pub user: String,
+    #[arg(long, default_value = "quest")]
+    pub password: String,
+    /// Concurrent workers.
+    #[arg(long, default_value_t = 1)]
+    pub workers: usize,
+    /// Runs each file's queries this many times (the first round warms caches, as TSBS's
+    /// runs over many queries do).
+    #[arg(long, default_value_t = 1)]
+    pub rounds: usize,
+    /// Name printed in the result lines.
+    #[arg(long, default_value = "server")]
+    pub label: String,
+}
+
+/// One query's outcome: its latency, or why it failed.
+type Outcome = Result<Duration, String>;
+
+pub fn run(args: TsbsQueryArgs) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+    for file in &args.files {
+        let queries = read_queries(file)?;
+        let queries: Vec<String> = (0..args.rounds.max(1))
+            .flat_map(|_| queries.iter().cloned())
+            .collect();
+        let started = Instant::now();
+        let outcomes = match args.protocol.as_str() {
+            "http" => run_http(&args, &queries)?,
+            "pg" => runtime.block_on(run_pg(&args, &queries))?,
+            other => return Err(format!("unknown protocol '{other}'").into()),
+        };
+        report(&args, &query_type(file), outcomes, started.elapsed());
+    }
+    Ok(())
+}
+
+/// The statements of a query file: one per non-empty line, without the trailing `;`.
+fn read_queries(file: &Path) -> Result<Vec<String>, String> {
+    let text = std::fs::read_to_string(file)
+        .map_err(|e| format!("cannot read {}: {e}", file.display()))?;
+    Ok(text
+        .lines()
+        .map(|l| l.trim().trim_end_matches(';').trim())
+        .filter(|l| !l.is_empty())
+        .map(str::to_string)
+        .collect())
+}
+
+/// `devops-single-groupby-1-1-1.questdb.sql` is of type `single-groupby-1-1-1`.
+fn query_type(file: &Path) -> String {
+    let name = file
+        .file_name()
+        .map_or_else(String::new, |n| n.to_string_lossy().into_owned());
+    let stem = name.split('.').next().unwrap_or(&name);
+    stem.strip_prefix("devops-").unwrap_or(stem).to_string()
+}
+
+fn run_http(
+    args: &TsbsQueryArgs,
+    queries: &[String],
+) -> Result<Vec<Outcome>, Box<dyn std::error::Error + Send + Sync>> {
+    let next = AtomicUsize::new(0);
+    let outcomes = std::thread::scope(|scope| {
+        let workers: Vec<_> = (0..args.workers.max(1))
+            .map(|_| {
+                scope.spawn(|| {
+                    let client = HttpClient::new(args.http_addr);
+                    let mut outcomes = Vec::new();
+                    while let Some(sql) = queries.get(next.fetch_add(1, Ordering::Relaxed)) {
+                        let started = Instant::now();
+                        let outcome = client.exec_with(sql, &[("count", "false")]);
+                        outcomes.push(outcome.map(|()| started.elapsed()));
+                    }
+                    outcomes
+                })
+            })
+            .collect();
+        workers
+            .into_iter()
+            .flat_map(|w| w.join().unwrap_or_default())
+            .collect()
+    });
+    Ok(outcomes)
+}
+
+async fn run_pg(
+    args: &TsbsQueryArgs,
+    queries: &[String],
+) -> Result<Vec<Outcome>, Box<dyn std::error::Error + Send + Sync>> {
+    let config = crate::query::pg_config(args.pg_addr, &args.user, &args.password);
+    let queries: Arc<Vec<String>> = Arc::new(queries.to_vec());
+    let next = Arc::new(AtomicUsize::new(0));
+    let mut tasks = Vec::new();
+    for _ in 0..args.workers.max(1) {
+        let (client, connection) = tokio_postgres::connect(&config, NoTls)
+            .await
+            .map_err(crate::query::describe)?;
+        tokio::spawn(connection);
+        let (queries, next) = (queries.clone(), next.clone());
+        tasks.push(tokio::spawn(async move {
+            let mut outcomes = Vec::new();
+            while let Some(sql) = queries.get(next.fetch_add(1, Ordering::Relaxed)) {
+                let started = Instant::now();
+                let outcome = client.query(sql.as_str(), &[]).await;
+                outcomes.push(
+                    outcome
+                        .map(|_| started.elapsed())
+                        .map_err(crate::query::describe),
+                );
+            }
+            outcomes
+        }));
+    }
+    let mut outcomes = Vec::new();
+    for task in tasks {
+        outcomes.extend(task.await?);
+    }
+    Ok(outcomes)
+}
+
+fn report(args: &TsbsQueryArgs, query_type: &str, outcomes: Vec<Outcome>, wall: Duration) {
+    let mut ms: Vec<f64> = Vec::with_capacity(outcomes.len());
+    let mut failed = 0;
+    for outcome in &outcomes {
+        match outcome {
+            Ok(d) => ms.push(d.as_secs_f64() * 1e3),
+            Err(e) => {
+                if failed == 0 {
+                    println!("error: label={} type={query_type}: {e}", args.label);
+                }
+                failed += 1;
+            }
+        }
+    }
+    ms.sort_by(f64::total_cmp);
+    let n = ms.len();
+    let at = |q: f64| {
+        if n == 0 {
+            0.0
+        } else {
+            ms[((n as f64 * q) as usize).min(n - 1)]
+        }
+    };
+    let mean = if n == 0 {
+        0.0
+    } else {
+        ms.iter().sum::<f64>() / n as f64
+    };
+    println!(
+        "result: label={} protocol={} type={query_type} workers={} queries={n} failed={failed} \
+         min_ms={:.2} median_ms={:.2} mean_ms={:.2} p99_ms={:.2} max_ms={:.2} qps={:.1}",
+        args.label,
+        args.protocol,
+        args.workers,
+        at(0.0),
+        at(0.5),
+        mean,
+        at(0.99),
+        ms.last().copied().unwrap_or(0.0),
+        n as f64 / wall.as_secs_f64().max(1e-9)
+    );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn query_type_comes_from_the_file_name() {
+        assert_eq!(
+            query_type(Path::new("/x/devops-single-groupby-1-1-1.questdb.sql")),
+            "single-groupby-1-1-1"
+        );
+        assert_eq!(query_type(Path::new("lastpoint.sql")), "lastpoint");
+    }
+}
