@@ -21,7 +21,9 @@
 //!   things Sundial never has, with SQL DataFusion could not otherwise plan;
 //! - a scalar subquery looking a value up in catalog relations, which DataFusion cannot plan when
 //!   correlated, takes `first_value` of its column;
-//! - `SHOW server_version` (any setting in `pg_settings`) becomes `SELECT current_setting(...)`.
+//! - `SHOW server_version` (any setting in `pg_settings`) becomes `SELECT current_setting(...)`;
+//! - TimescaleDB's `time_bucket(width, ts [, origin])` becomes `date_bin(width, ts, origin)`,
+//!   with TimescaleDB's default origin (Monday 2000-01-03).
 
 use std::collections::HashSet;
 use std::ops::ControlFlow;
@@ -30,7 +32,7 @@ use datafusion::sql::sqlparser::ast::{
     ArrayElemTypeDef, BinaryOperator, CastKind, DataType, Expr, Function, FunctionArg,
     FunctionArgExpr, FunctionArgumentList, FunctionArguments, GroupByExpr, Ident, JoinOperator,
     ObjectName, ObjectNamePart, Query, Select, SelectItem, SetExpr, SetOperator, Statement,
-    TableFactor, TableWithJoins, Value, Visit, VisitMut, Visitor, VisitorMut,
+    TableFactor, TableWithJoins, TimezoneInfo, Value, Visit, VisitMut, Visitor, VisitorMut,
     visit_expressions_mut,
 };
 use datafusion::sql::sqlparser::dialect::GenericDialect;
@@ -210,6 +212,10 @@ fn rewrite_expr(expr: &mut Expr) {
             strip_pg_catalog(&mut f.name);
             if matches!(f.args, FunctionArguments::Subquery(_)) && is_named(&f.name, "array") {
                 *expr = null_text_array();
+            } else if is_named(&f.name, "time_bucket")
+                && let Some(bucket) = time_bucket(f)
+            {
+                *expr = bucket;
             }
         }
         Expr::Subquery(q) if is_empty_set(&q.body) => *expr = null(),
@@ -352,6 +358,51 @@ fn plain_type(t: Target) -> DataType {
 }
 
 /// `name(args)`.
+/// TimescaleDB's `time_bucket(width, ts [, origin])` as `date_bin(width, ts, origin)`, with
+/// TimescaleDB's default origin, Monday 2000-01-03 (so that weeks start on Mondays), and a
+/// width written as text (`'60 seconds'`) cast to an interval. `None` for other arities.
+fn time_bucket(f: &Function) -> Option<Expr> {
+    let FunctionArguments::List(list) = &f.args else {
+        return None;
+    };
+    let mut args = Vec::with_capacity(3);
+    for arg in &list.args {
+        match arg {
+            FunctionArg::Unnamed(FunctionArgExpr::Expr(e)) => args.push(e.clone()),
+            _ => return None,
+        }
+    }
+    if !(2..=3).contains(&args.len()) {
+        return None;
+    }
+    if let Expr::Value(v) = &args[0]
+        && matches!(v.value, Value::SingleQuotedString(_))
+    {
+        args[0] = cast(
+            args[0].clone(),
+            DataType::Interval {
+                fields: None,
+                precision: None,
+            },
+        );
+    }
+    if args.len() == 2 {
+        let origin = Expr::value(Value::SingleQuotedString("2000-01-03T00:00:00".into()));
+        args.push(cast(origin, DataType::Timestamp(None, TimezoneInfo::None)));
+    }
+    Some(call("date_bin", args))
+}
+
+fn cast(expr: Expr, data_type: DataType) -> Expr {
+    Expr::Cast {
+        kind: CastKind::Cast,
+        expr: Box::new(expr),
+        data_type,
+        array: false,
+        format: None,
+    }
+}
+
 fn call(name: &str, args: Vec<Expr>) -> Expr {
     Expr::Function(Function {
         name: ObjectName::from(vec![Ident::new(name)]),
@@ -720,6 +771,22 @@ mod tests {
         let mut statement = statements.remove(0);
         rewrite(&mut statement);
         statement.to_string()
+    }
+
+    #[test]
+    fn time_bucket_becomes_date_bin() {
+        assert_eq!(
+            rewritten("SELECT time_bucket('60 seconds', time) AS m FROM cpu"),
+            "SELECT date_bin(CAST('60 seconds' AS INTERVAL), time, CAST('2000-01-03T00:00:00' AS TIMESTAMP)) AS m FROM cpu"
+        );
+        assert_eq!(
+            rewritten("SELECT time_bucket(INTERVAL '1 hour', t, o) FROM x"),
+            "SELECT date_bin(INTERVAL '1 hour', t, o) FROM x"
+        );
+        assert_eq!(
+            rewritten("SELECT time_bucket(t) FROM x"),
+            "SELECT time_bucket(t) FROM x"
+        );
     }
 
     #[test]
