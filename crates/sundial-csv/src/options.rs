@@ -3,6 +3,7 @@
 use std::fmt;
 
 use arrow_schema::{DataType, TimeUnit};
+use sundial_storage::ColumnType;
 
 use crate::pattern::TimestampFormat;
 
@@ -28,6 +29,21 @@ pub enum ColumnKind {
 }
 
 impl ColumnKind {
+    /// How values bound for a table column of type `t` are read. UUID and BINARY columns are
+    /// read as text: the table writer parses UUIDs, and loaders decode binary themselves.
+    pub fn for_column_type(t: ColumnType) -> ColumnKind {
+        match t {
+            ColumnType::Boolean => ColumnKind::Boolean,
+            ColumnType::Byte | ColumnType::Short | ColumnType::Int | ColumnType::Long => {
+                ColumnKind::Long
+            }
+            ColumnType::Float | ColumnType::Double => ColumnKind::Double,
+            ColumnType::Timestamp | ColumnType::Date => ColumnKind::Timestamp,
+            ColumnType::Symbol => ColumnKind::Symbol,
+            ColumnType::Varchar | ColumnType::Uuid | ColumnType::Binary => ColumnKind::Varchar,
+        }
+    }
+
     /// All kinds, in detection order (narrowest first).
     pub const ALL: [ColumnKind; 7] = [
         ColumnKind::Boolean,

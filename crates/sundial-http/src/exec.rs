@@ -38,7 +38,7 @@ use tokio::time::Instant;
 use crate::HttpSql;
 use crate::error::Error;
 use crate::json::{CONTENT_TYPE, write_columns, write_json_string, write_json_value};
-use crate::query::{Encoder, Request, RowRange, Started, Tail, start, timeout_ms};
+use crate::query::{Encoder, Request, Started, Tail, start};
 
 /// QuestDB's boolean parameters: `true` (any case) is true.
 pub(crate) fn flag(params: &HashMap<String, String>, name: &str) -> bool {
@@ -54,10 +54,9 @@ pub(crate) async fn exec(
 ) -> Response {
     let started = Instant::now();
     let query = params.get("query").cloned().unwrap_or_default();
-    match answer(&http, &params, &headers, &query, started).await {
-        Ok(response) => response,
-        Err(e) => e.query_response(&query),
-    }
+    answer(&http, &params, &headers, &query, started)
+        .await
+        .unwrap_or_else(|e| e.query_response(&query))
 }
 
 async fn answer(
@@ -67,11 +66,11 @@ async fn answer(
     query: &str,
     started: Instant,
 ) -> Result<Response, Error> {
-    if query.trim().is_empty() {
-        return Err(Error::BadRequest("No query text".into()));
-    }
-    let range = RowRange::parse(params.get("limit").map(String::as_str), true)?;
-    let timeout_ms = timeout_ms(headers, http.options.statement_timeout_ms)?;
+    let default_timeout_ms = http.options.statement_timeout_ms;
+    let request = Request {
+        count_all: flag(params, "count"),
+        ..Request::from_params(query, params, headers, default_timeout_ms, true, started)?
+    };
     let encoder = JsonAnswer {
         query: query.to_string(),
         db: http.engine.db().clone(),
@@ -79,14 +78,6 @@ async fn answer(
         timings: flag(params, "timings"),
         explain: flag(params, "explain"),
         rows_written: 0,
-    };
-    let request = Request {
-        sql: query.to_string(),
-        range,
-        count_all: flag(params, "count"),
-        select_only: false,
-        timeout_ms,
-        started,
     };
     let running = start(http.engine.clone(), &http.queries, request, encoder);
     match running.first().await? {

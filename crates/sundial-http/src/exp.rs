@@ -25,7 +25,7 @@ use crate::HttpSql;
 use crate::csv_out::{EOL, bare_strings, write_header, write_value};
 use crate::error::Error;
 use crate::exec::flag;
-use crate::query::{Encoder, Request, RowRange, Started, Tail, start, timeout_ms};
+use crate::query::{Encoder, Request, Started, Tail, start};
 
 pub(crate) async fn exp(
     State(http): State<Arc<HttpSql>>,
@@ -34,10 +34,9 @@ pub(crate) async fn exp(
 ) -> Response {
     let started = Instant::now();
     let query = params.get("query").cloned().unwrap_or_default();
-    match answer(&http, &params, &headers, &query, started).await {
-        Ok(response) => response,
-        Err(e) => e.query_response(&query),
-    }
+    answer(&http, &params, &headers, &query, started)
+        .await
+        .unwrap_or_else(|e| e.query_response(&query))
 }
 
 async fn answer(
@@ -47,9 +46,11 @@ async fn answer(
     query: &str,
     started: Instant,
 ) -> Result<Response, Error> {
-    if query.trim().is_empty() {
-        return Err(Error::BadRequest("No query text".into()));
-    }
+    let default_timeout_ms = http.options.statement_timeout_ms;
+    let request = Request {
+        select_only: true,
+        ..Request::from_params(query, params, headers, default_timeout_ms, false, started)?
+    };
     match params.get("fmt").map(|f| f.trim().to_ascii_lowercase()) {
         None => {}
         Some(f) if f.is_empty() || f == "csv" => {}
@@ -67,16 +68,6 @@ async fn answer(
                 "the delimiter must be one ASCII character".into(),
             ));
         }
-    };
-    let range = RowRange::parse(params.get("limit").map(String::as_str), false)?;
-    let timeout_ms = timeout_ms(headers, http.options.statement_timeout_ms)?;
-    let request = Request {
-        sql: query.to_string(),
-        range,
-        count_all: false,
-        select_only: true,
-        timeout_ms,
-        started,
     };
     let encoder = CsvAnswer {
         delimiter,

@@ -29,7 +29,9 @@ use axum::extract::multipart::{Field, MultipartError, MultipartRejection};
 use axum::extract::{Multipart, Query, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use sundial_csv::{Atomicity, CsvOptions, CsvReader, TimestampFormat, detect_delimiter};
+use sundial_csv::{
+    Atomicity, ColumnKind, CsvOptions, CsvReader, TimestampFormat, detect_delimiter,
+};
 use sundial_storage::{ColumnType, PartitionBy};
 use tokio::sync::mpsc;
 
@@ -37,7 +39,7 @@ use crate::HttpSql;
 use crate::error::Error;
 use crate::exec::flag;
 use crate::json::{CONTENT_TYPE, write_json_string};
-use crate::load::{LoadOptions, LoadReport, csv_options, kind_for, load, type_size};
+use crate::load::{LoadOptions, LoadReport, csv_options, load, type_size};
 
 /// Chunks of the upload that may wait for the loader.
 const CHANNEL_CHUNKS: usize = 8;
@@ -373,7 +375,7 @@ async fn import_data(
         type_overrides: schema
             .iter()
             .filter(|c| c.pattern.is_none())
-            .map(|c| (c.name.clone(), kind_for(c.column_type)))
+            .map(|c| (c.name.clone(), ColumnKind::for_column_type(c.column_type)))
             .collect(),
         detect_header: !params.force_header,
         timestamp_formats: schema

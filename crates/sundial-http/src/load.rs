@@ -75,20 +75,6 @@ pub fn type_size(t: ColumnType) -> i64 {
     }
 }
 
-/// The reader kind values of a column type are parsed as.
-pub fn kind_for(t: ColumnType) -> ColumnKind {
-    match t {
-        ColumnType::Boolean => ColumnKind::Boolean,
-        ColumnType::Byte | ColumnType::Short | ColumnType::Int | ColumnType::Long => {
-            ColumnKind::Long
-        }
-        ColumnType::Float | ColumnType::Double => ColumnKind::Double,
-        ColumnType::Timestamp | ColumnType::Date => ColumnKind::Timestamp,
-        ColumnType::Symbol => ColumnKind::Symbol,
-        ColumnType::Varchar | ColumnType::Uuid | ColumnType::Binary => ColumnKind::Varchar,
-    }
-}
-
 /// Reader settings for loading into `load.table`: when it exists (and is not being replaced),
 /// its column types decide how the file's columns of the same names are parsed, and a file
 /// without a header names its columns after the table's.
@@ -99,8 +85,10 @@ pub fn csv_options(db: &Database, load: &LoadOptions, mut csv: CsvOptions) -> Cs
     if let Some(table) = db.table(&load.table) {
         let meta = table.meta();
         for column in &meta.columns {
-            csv.type_overrides
-                .push((column.name.clone(), kind_for(column.column_type)));
+            csv.type_overrides.push((
+                column.name.clone(),
+                ColumnKind::for_column_type(column.column_type),
+            ));
         }
         csv.timestamp_column = None;
         csv.default_names = meta.columns.iter().map(|c| c.name.clone()).collect();

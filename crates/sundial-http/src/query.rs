@@ -10,6 +10,7 @@
 //!  away, or the handler gave up) aborts the task, which drops DataFusion's stream and stops it.
 //! ```
 
+use std::collections::HashMap;
 use std::ops::Range;
 use std::sync::Arc;
 use std::time::Duration;
@@ -142,6 +143,30 @@ pub(crate) struct Request {
 }
 
 impl Request {
+    /// The statement of a `/exec` or `/exp` request: its text (refused when empty), the rows
+    /// `limit` asks for (`m,n` counted from 1 when `one_based`, as `/exec` reads it) and the
+    /// statement timeout. Counts no rows past the range and refuses nothing: callers say.
+    pub(crate) fn from_params(
+        query: &str,
+        params: &HashMap<String, String>,
+        headers: &HeaderMap,
+        default_timeout_ms: u64,
+        one_based: bool,
+        started: Instant,
+    ) -> Result<Request, Error> {
+        if query.trim().is_empty() {
+            return Err(Error::BadRequest("No query text".into()));
+        }
+        Ok(Request {
+            sql: query.to_string(),
+            range: RowRange::parse(params.get("limit").map(String::as_str), one_based)?,
+            count_all: false,
+            select_only: false,
+            timeout_ms: timeout_ms(headers, default_timeout_ms)?,
+            started,
+        })
+    }
+
     fn deadline(&self) -> Option<Instant> {
         (self.timeout_ms > 0).then(|| self.started + Duration::from_millis(self.timeout_ms))
     }

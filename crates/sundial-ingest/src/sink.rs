@@ -92,15 +92,14 @@ pub(crate) enum Take {
 struct Pending {
     batches: Vec<Queued>,
     rows: usize,
-    /// Batches with a [`Ticket`]: while there are any, commits take every row.
-    tickets: usize,
     /// When the oldest pending row arrived.
     oldest: Option<Instant>,
 }
 
 struct Queued {
     batch: RecordBatch,
-    /// Where a waiting writer learns the outcome of the commit that takes this batch.
+    /// Where a waiting writer learns the outcome of the commit that takes this batch. While
+    /// any pending batch has one, commits take every row (none is kept back).
     ticket: Option<Arc<Ticket>>,
 }
 
@@ -235,7 +234,6 @@ impl TableSink {
             let mut pending = lock(&self.pending);
             let oldest = pending.oldest.take();
             pending.rows = 0;
-            pending.tickets = 0;
             (std::mem::take(&mut pending.batches), oldest)
         };
         let result = self.commit_queued(queued, oldest, take);
@@ -341,7 +339,6 @@ impl TableSink {
 impl Pending {
     fn push(&mut self, queued: Queued, arrived: Instant) {
         self.rows += queued.batch.num_rows();
-        self.tickets += usize::from(queued.ticket.is_some());
         self.batches.push(queued);
         self.oldest = Some(self.oldest.map_or(arrived, |o| o.min(arrived)));
     }
@@ -696,6 +693,15 @@ mod tests {
         RecordBatch::try_new(Arc::new(Schema::new(fields)), columns).unwrap()
     }
 
+    fn waiting_writers(sink: &TableSink) -> usize {
+        let pending = lock(&sink.pending);
+        pending
+            .batches
+            .iter()
+            .filter(|q| q.ticket.is_some())
+            .count()
+    }
+
     #[test]
     fn waiting_writers_share_a_commit_and_a_bad_batch_fails_alone() {
         let (_dir, sinks, table) = uuid_table();
@@ -714,7 +720,7 @@ mod tests {
             std::thread::spawn(move || sinks.write(&table, batch, 1000))
         })
         .collect();
-        while lock(&sink.pending).tickets < 3 {
+        while waiting_writers(&sink) < 3 {
             std::thread::sleep(Duration::from_millis(5));
         }
         let version = table.snapshot().seq();
@@ -742,7 +748,7 @@ mod tests {
                 std::thread::spawn(move || sinks.write(&table, batch, 1000))
             })
             .collect();
-        while lock(&sink.pending).tickets < 4 {
+        while waiting_writers(&sink) < 4 {
             std::thread::sleep(Duration::from_millis(5));
         }
         let version = table.snapshot().seq();

@@ -205,6 +205,23 @@ pub enum Decoder {
     Binary(BinaryDecoder),
 }
 
+/// A text or CSV decoder: a state machine fed one byte at a time until the end marker.
+trait ByteDecoder {
+    /// Whether the end-of-data marker was read (bytes after it are ignored).
+    fn is_done(&self) -> bool;
+    fn byte(&mut self, b: u8, out: &mut Vec<u8>) -> Result<(), InputError>;
+
+    fn feed(&mut self, data: &[u8], out: &mut Vec<u8>) -> Result<(), InputError> {
+        for &b in data {
+            if self.is_done() {
+                break;
+            }
+            self.byte(b, out)?;
+        }
+        Ok(())
+    }
+}
+
 impl Decoder {
     /// Decodes `data`, appending canonical CSV to `out`.
     pub fn feed(&mut self, data: &[u8], out: &mut Vec<u8>) -> Result<(), InputError> {
@@ -294,17 +311,7 @@ impl TextDecoder {
         }
     }
 
-    fn feed(&mut self, data: &[u8], out: &mut Vec<u8>) -> Result<(), InputError> {
-        for &b in data {
-            if self.done {
-                break;
-            }
-            self.byte(b, out)?;
-        }
-        Ok(())
-    }
-
-    fn byte(&mut self, b: u8, out: &mut Vec<u8>) -> Result<(), InputError> {
+    fn step(&mut self, b: u8, out: &mut Vec<u8>) -> Result<(), InputError> {
         if self.in_header {
             match b {
                 b'\n' => self.header_done(),
@@ -455,6 +462,17 @@ impl TextDecoder {
     }
 }
 
+impl ByteDecoder for TextDecoder {
+    fn is_done(&self) -> bool {
+        self.done
+    }
+
+    #[inline]
+    fn byte(&mut self, b: u8, out: &mut Vec<u8>) -> Result<(), InputError> {
+        self.step(b, out)
+    }
+}
+
 // ---- CSV -------------------------------------------------------------------------------------
 
 #[derive(Clone, Copy)]
@@ -518,17 +536,7 @@ impl CsvDecoder {
         }
     }
 
-    fn feed(&mut self, data: &[u8], out: &mut Vec<u8>) -> Result<(), InputError> {
-        for &b in data {
-            if self.done {
-                break;
-            }
-            self.byte(b, out)?;
-        }
-        Ok(())
-    }
-
-    fn byte(&mut self, b: u8, out: &mut Vec<u8>) -> Result<(), InputError> {
+    fn step(&mut self, b: u8, out: &mut Vec<u8>) -> Result<(), InputError> {
         match self.state {
             CsvState::AfterCr => {
                 self.state = CsvState::Start;
@@ -646,6 +654,17 @@ impl CsvDecoder {
             self.end_field(out, true)?;
         }
         Ok(())
+    }
+}
+
+impl ByteDecoder for CsvDecoder {
+    fn is_done(&self) -> bool {
+        self.done
+    }
+
+    #[inline]
+    fn byte(&mut self, b: u8, out: &mut Vec<u8>) -> Result<(), InputError> {
+        self.step(b, out)
     }
 }
 

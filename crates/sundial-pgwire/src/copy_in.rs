@@ -152,7 +152,7 @@ impl CopyPlan {
                 .columns
                 .iter()
                 .enumerate()
-                .map(|(i, (_, t))| (format!("f{i}"), kind(*t)))
+                .map(|(i, (_, t))| (format!("f{i}"), ColumnKind::for_column_type(*t)))
                 .collect(),
             atomicity: Atomicity::Abort,
             ..CsvOptions::default()
@@ -356,21 +356,6 @@ fn spelling(t: ColumnType) -> Spelling {
     }
 }
 
-/// The reader's type for a column. UUID and BINARY are read as text: the writer parses UUIDs,
-/// and [`bytea`] decodes binary.
-fn kind(t: ColumnType) -> ColumnKind {
-    match t {
-        ColumnType::Boolean => ColumnKind::Boolean,
-        ColumnType::Byte | ColumnType::Short | ColumnType::Int | ColumnType::Long => {
-            ColumnKind::Long
-        }
-        ColumnType::Float | ColumnType::Double => ColumnKind::Double,
-        ColumnType::Timestamp | ColumnType::Date => ColumnKind::Timestamp,
-        ColumnType::Symbol => ColumnKind::Symbol,
-        ColumnType::Varchar | ColumnType::Uuid | ColumnType::Binary => ColumnKind::Varchar,
-    }
-}
-
 /// PostgreSQL's name for a column type, as its error messages spell it.
 fn pg_type_name(t: ColumnType) -> &'static str {
     match t {
@@ -449,22 +434,7 @@ mod tests {
     }
 
     fn options(format: CopyFormat) -> CopyOptions {
-        CopyOptions {
-            format,
-            delimiter: if format == CopyFormat::Csv {
-                b','
-            } else {
-                b'\t'
-            },
-            null: if format == CopyFormat::Csv {
-                String::new()
-            } else {
-                "\\N".into()
-            },
-            header: false,
-            quote: b'"',
-            escape: b'"',
-        }
+        CopyOptions::defaults(format)
     }
 
     /// Sends `chunks` (then CopyDone when `done`) and runs the loader.

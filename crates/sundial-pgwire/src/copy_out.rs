@@ -193,20 +193,8 @@ mod tests {
 
     fn options(format: CopyFormat) -> CopyOptions {
         CopyOptions {
-            format,
-            delimiter: if format == CopyFormat::Csv {
-                b','
-            } else {
-                b'\t'
-            },
-            null: if format == CopyFormat::Csv {
-                String::new()
-            } else {
-                "\\N".into()
-            },
             header: true,
-            quote: b'"',
-            escape: b'"',
+            ..CopyOptions::defaults(format)
         }
     }
 

@@ -99,6 +99,8 @@ struct Statement {
     param_oids: Vec<i32>,
     /// The type each parameter converts to before substitution, where known.
     param_types: Vec<Option<DataType>>,
+    /// The type OIDs RowDescription gives the result columns, which their encoding follows.
+    column_types: Vec<i32>,
 }
 
 enum StatementKind {
@@ -134,6 +136,23 @@ enum StatementKind {
 }
 
 impl Statement {
+    fn new(
+        kind: StatementKind,
+        param_oids: Vec<i32>,
+        param_types: Vec<Option<DataType>>,
+    ) -> Statement {
+        let mut statement = Statement {
+            kind,
+            param_oids,
+            param_types,
+            column_types: Vec::new(),
+        };
+        if let Some(schema) = statement.schema() {
+            statement.column_types = types::pg_field_types(&schema);
+        }
+        statement
+    }
+
     fn schema(&self) -> Option<SchemaRef> {
         match &self.kind {
             StatementKind::Engine(p) => p.schema.clone(),
@@ -147,8 +166,6 @@ struct Portal {
     statement: Arc<Statement>,
     params: Vec<ScalarValue>,
     formats: Vec<Format>,
-    /// The type OIDs its RowDescription gives the columns, which their encoding follows.
-    column_types: Vec<i32>,
     state: PortalState,
     /// Rows sent so far, over every Execute or FETCH.
     rows_sent: u64,
@@ -158,14 +175,10 @@ struct Portal {
 
 impl Portal {
     fn new(statement: Arc<Statement>, params: Vec<ScalarValue>, formats: Vec<Format>) -> Portal {
-        let column_types = statement
-            .schema()
-            .map_or_else(Vec::new, |s| types::pg_field_types(&s));
         Portal {
             statement,
             params,
             formats,
-            column_types,
             state: PortalState::Ready,
             rows_sent: 0,
             cursor: None,
@@ -697,11 +710,7 @@ impl Session {
             }));
             param_types.push(inferred_type.or_else(|| declared_oid.and_then(types::arrow_type_of)));
         }
-        Ok(Statement {
-            kind,
-            param_oids,
-            param_types,
-        })
+        Ok(Statement::new(kind, param_oids, param_types))
     }
 
     fn bind(&mut self, body: &[u8]) -> Result<(), PgError> {
@@ -969,7 +978,7 @@ impl Session {
                             &mut self.out,
                             &columns,
                             &portal.formats,
-                            &portal.column_types,
+                            &portal.statement.column_types,
                             row..limit,
                             self.shared.options.flush_bytes,
                         )?,

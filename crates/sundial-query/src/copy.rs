@@ -70,6 +70,21 @@ pub struct CopyOptions {
     pub escape: u8,
 }
 
+impl CopyOptions {
+    /// `format` with PostgreSQL's defaults for it (no header).
+    pub fn defaults(format: CopyFormat) -> CopyOptions {
+        let csv = format == CopyFormat::Csv;
+        CopyOptions {
+            format,
+            delimiter: if csv { b',' } else { b'\t' },
+            null: if csv { String::new() } else { "\\N".into() },
+            header: false,
+            quote: b'"',
+            escape: b'"',
+        }
+    }
+}
+
 /// Options as written, before per-format defaults.
 #[derive(Default)]
 struct Written {
@@ -256,8 +271,11 @@ impl Written {
         if format != CopyFormat::Csv && (self.quote.is_some() || self.escape.is_some()) {
             return invalid("COPY QUOTE and ESCAPE are available only in CSV mode");
         }
-        let default_delimiter = if format == CopyFormat::Csv { ',' } else { '\t' };
-        let delimiter = single_byte(self.delimiter.unwrap_or(default_delimiter), "delimiter")?;
+        let defaults = CopyOptions::defaults(format);
+        let delimiter = match self.delimiter {
+            Some(c) => single_byte(c, "delimiter")?,
+            None => defaults.delimiter,
+        };
         let quote = single_byte(self.quote.unwrap_or('"'), "quote")?;
         let escape = single_byte(self.escape.map_or(quote as char, |c| c), "escape")?;
         if matches!(delimiter, b'\r' | b'\n') || (format == CopyFormat::Text && delimiter == b'\\')
@@ -267,10 +285,7 @@ impl Written {
         if format == CopyFormat::Csv && delimiter == quote {
             return invalid("COPY delimiter and quote must be different");
         }
-        let null = self.null.unwrap_or_else(|| match format {
-            CopyFormat::Csv => String::new(),
-            _ => "\\N".to_string(),
-        });
+        let null = self.null.unwrap_or(defaults.null);
         if null.contains(['\r', '\n']) {
             return invalid("COPY null representation cannot use newline or carriage return");
         }

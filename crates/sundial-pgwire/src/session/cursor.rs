@@ -116,11 +116,11 @@ impl Session {
         if self.portals.contains_key(name) {
             return Err(PgError::DuplicateCursor(name.to_string()));
         }
-        let statement = Arc::new(Statement {
-            kind: StatementKind::Engine(query.clone()),
-            param_oids: portal.statement.param_oids.clone(),
-            param_types: portal.statement.param_types.clone(),
-        });
+        let statement = Arc::new(Statement::new(
+            StatementKind::Engine(query.clone()),
+            portal.statement.param_oids.clone(),
+            portal.statement.param_types.clone(),
+        ));
         let formats = if binary {
             vec![Format::Binary]
         } else {
