@@ -28,6 +28,7 @@ use crate::error::{QueryError, Result};
 use crate::key_index::KeyIndexes;
 use crate::lookup::PointLookup;
 use crate::provider::{InsertPath, SundialSchema};
+use crate::questdb;
 
 /// Catalog and schema names under which Sundial tables appear.
 pub const CATALOG: &str = "sundial";
@@ -233,6 +234,7 @@ impl Engine {
             .ok_or_else(|| QueryError::Invalid("default catalog missing".into()))?;
         catalog.register_schema(SCHEMA, Arc::new(SundialSchema::new(inserts)))?;
         crate::pg_catalog::register(&ctx, db.clone())?;
+        questdb::functions::register(&ctx);
         let state = ctx.state();
         let task = state.task_ctx();
         Ok(Engine {
@@ -539,10 +541,12 @@ impl Engine {
     async fn plan_sql(&self, sql: &str) -> Result<(LogicalPlan, usize)> {
         let state = &self.state;
         let dialect = state.config().options().sql_parser.dialect;
-        let mut statement = state.sql_to_statement(sql, &dialect)?;
+        let (sql, clauses) = questdb::extract(sql)?;
+        let mut statement = state.sql_to_statement(&sql, &dialect)?;
         let mut parameters = 0;
         if let DFStatement::Statement(s) = &mut statement {
             parameters = crate::compat::rewrite(s);
+            questdb::rewrite(s, &clauses, self)?;
         }
         let plan = state.statement_to_plan(statement).await?;
         SQLOptions::new()
@@ -693,6 +697,18 @@ impl Engine {
             tag: "ALTER TABLE".into(),
             rows: Some(dropped as u64),
         })
+    }
+}
+
+impl questdb::Catalog for Engine {
+    fn designated_timestamp(&self, table: &str) -> Option<Option<String>> {
+        let table = self.db.table(table)?;
+        let meta = table.meta();
+        Some(meta.timestamp_column().map(|c| c.name.clone()))
+    }
+
+    fn is_aggregate(&self, function: &str) -> bool {
+        self.state.aggregate_functions().contains_key(function)
     }
 }
 

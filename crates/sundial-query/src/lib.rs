@@ -24,6 +24,7 @@ mod key_index;
 mod lookup;
 mod pg_catalog;
 mod provider;
+mod questdb;
 pub mod scan;
 pub mod text;
 

@@ -89,6 +89,9 @@ impl PointLookup {
     pub(crate) fn from_plan(plan: &LogicalPlan) -> Option<PointLookup> {
         let schema: SchemaRef = Arc::new(plan.schema().as_arrow().clone());
         let (plan, mut fetch) = strip_limit(plan)?;
+        // Sorts by the designated timestamp are kept aside: lookups return rows in its order.
+        let (plan, top_sort) = strip_timestamp_sort(plan, &mut fetch);
+        let mut inner_sort = None;
         let (output, filter) = match plan {
             LogicalPlan::Projection(p) => {
                 // The optimizer pushes a limit below the projection.
@@ -97,6 +100,8 @@ impl PointLookup {
                     (Some(a), Some(b)) => Some(a.min(b)),
                     (a, b) => a.or(b),
                 };
+                let (input, sort) = strip_timestamp_sort(input, &mut fetch);
+                inner_sort = sort;
                 let LogicalPlan::Filter(filter) = input else {
                     return None;
                 };
@@ -108,7 +113,7 @@ impl PointLookup {
                         _ => None,
                     })
                     .collect::<Option<Vec<_>>>()?;
-                (Some(columns), filter)
+                (Some((p, columns)), filter)
             }
             LogicalPlan::Filter(filter) => (None, filter),
             _ => return None,
@@ -122,8 +127,21 @@ impl PointLookup {
         let provider = source_as_provider(&scan.source).ok()?;
         let table = provider.downcast_ref::<SundialTable>()?;
         let table_schema = table.schema();
-        let projection = match output {
-            Some(columns) => columns
+        let ts = table
+            .timestamp_name()
+            .and_then(|name| table_schema.index_of(name).ok());
+        let top_sort_column = match (top_sort, &output) {
+            (None, _) => None,
+            (Some(c), Some((p, columns))) => Some(&columns[p.schema.index_of_column(c).ok()?]),
+            (Some(c), None) => Some(c),
+        };
+        for sorted_by in [top_sort_column, inner_sort].into_iter().flatten() {
+            if ts.is_none() || scan_column(scan, sorted_by) != ts {
+                return None;
+            }
+        }
+        let projection = match &output {
+            Some((_, columns)) => columns
                 .iter()
                 .map(|c| scan_column(scan, c))
                 .collect::<Option<Vec<_>>>()?,
@@ -294,6 +312,31 @@ fn strip_limit(plan: &LogicalPlan) -> Option<(&LogicalPlan, Option<usize>)> {
         (SkipType::Literal(0), FetchType::Literal(fetch)) => Some((limit.input.as_ref(), fetch)),
         _ => None,
     }
+}
+
+/// `plan` without a top sort by one column ascending, and that column; the sort's fetch
+/// narrows `fetch`. Other plans come back unchanged.
+fn strip_timestamp_sort<'a>(
+    plan: &'a LogicalPlan,
+    fetch: &mut Option<usize>,
+) -> (&'a LogicalPlan, Option<&'a Column>) {
+    let LogicalPlan::Sort(sort) = plan else {
+        return (plan, None);
+    };
+    let [key] = sort.expr.as_slice() else {
+        return (plan, None);
+    };
+    let Expr::Column(column) = &key.expr else {
+        return (plan, None);
+    };
+    if !key.asc {
+        return (plan, None);
+    }
+    *fetch = match (*fetch, sort.fetch) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    };
+    (sort.input.as_ref(), Some(column))
 }
 
 /// The table column a column of the scan's output refers to.

@@ -22,7 +22,8 @@ use sundial_storage::{Database, Snapshot, StorageError, Table};
 
 use crate::error::external;
 use crate::scan::{
-    SundialScanExec, is_time_filter, ranges, scan_batch_rows, split_frames, time_bounds,
+    SundialScanExec, is_exact_time_filter, is_time_filter, ranges, scan_batch_rows, split_frames,
+    time_bounds,
 };
 
 /// Where INSERTs write: the table sinks shared with the ILP receivers.
@@ -117,7 +118,7 @@ impl SundialTable {
         )))
     }
 
-    fn timestamp_name(&self) -> Option<&str> {
+    pub(crate) fn timestamp_name(&self) -> Option<&str> {
         self.snapshot
             .meta()
             .timestamp_column()
@@ -160,6 +161,7 @@ impl TableProvider for SundialTable {
         Ok(filters
             .iter()
             .map(|f| match ts {
+                Some(ts) if is_exact_time_filter(f, ts) => TableProviderFilterPushDown::Exact,
                 Some(ts) if is_time_filter(f, ts) => TableProviderFilterPushDown::Inexact,
                 _ => TableProviderFilterPushDown::Unsupported,
             })

@@ -5,23 +5,29 @@
 //! row ranges ──▶ frames (≈ equal slices) ──▶ frame i runs in output partition i % N
 //!            ──▶ RecordBatches of `batch_size` rows, sliced from the mapped files
 //! ```
+//!
+//! Each output partition is sorted by the designated timestamp, and says so, so ORDER BY ts
+//! merges instead of sorting; ORDER BY ts DESC becomes a reverse scan that a LIMIT stops early.
 
 use std::fmt;
 use std::ops::Range;
 use std::sync::Arc;
 
+use datafusion::arrow::array::UInt32Array;
+use datafusion::arrow::compute::{SortOptions, take_record_batch};
 use datafusion::arrow::datatypes::SchemaRef;
 use datafusion::arrow::record_batch::RecordBatch;
 use datafusion::common::tree_node::TreeNodeRecursion;
 use datafusion::common::{Result as DfResult, ScalarValue};
 use datafusion::execution::{SendableRecordBatchStream, TaskContext};
 use datafusion::logical_expr::{BinaryExpr, Expr, Operator};
-use datafusion::physical_expr::{EquivalenceProperties, PhysicalExpr};
+use datafusion::physical_expr::expressions::Column;
+use datafusion::physical_expr::{EquivalenceProperties, PhysicalExpr, PhysicalSortExpr};
 use datafusion::physical_plan::execution_plan::{Boundedness, EmissionType};
 use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
 use datafusion::physical_plan::{
     ChildrenPropertiesMode, DisplayAs, DisplayFormatType, ExecutionPlan, Partitioning,
-    PlanProperties, ReplaceChildrenOptions,
+    PlanProperties, ReplaceChildrenOptions, SortOrderPushdownResult,
 };
 use sundial_storage::Snapshot;
 
@@ -57,6 +63,22 @@ impl TimeBounds {
 pub fn is_time_filter(expr: &Expr, ts_column: &str) -> bool {
     let mut b = TimeBounds::default();
     apply_time_filter(expr, ts_column, &mut b)
+}
+
+/// Whether the scan's bounds apply all of `expr`: every conjunct compares the designated
+/// timestamp with a constant, so no row the scan returns can fail it.
+pub fn is_exact_time_filter(expr: &Expr, ts_column: &str) -> bool {
+    datafusion::logical_expr::utils::split_conjunction(expr)
+        .into_iter()
+        .all(|conjunct| {
+            !matches!(
+                conjunct,
+                Expr::BinaryExpr(BinaryExpr {
+                    op: Operator::And,
+                    ..
+                })
+            ) && is_time_filter(conjunct, ts_column)
+        })
 }
 
 /// Narrows `bounds` by every conjunct of `filters` that compares the timestamp to a constant.
@@ -211,6 +233,8 @@ pub struct SundialScanExec {
     frames: Arc<Vec<Frame>>,
     limit: Option<usize>,
     partitions: usize,
+    /// Newest rows first: frames and the rows in each in descending timestamp order.
+    reverse: bool,
     properties: Arc<PlanProperties>,
 }
 
@@ -224,8 +248,26 @@ impl SundialScanExec {
         target_partitions: usize,
     ) -> Self {
         let partitions = target_partitions.clamp(1, frames.len().max(1));
+        SundialScanExec::build(
+            snapshot, projection, schema, frames, limit, partitions, false,
+        )
+    }
+
+    fn build(
+        snapshot: Arc<Snapshot>,
+        projection: Vec<usize>,
+        schema: SchemaRef,
+        frames: Vec<Frame>,
+        limit: Option<usize>,
+        partitions: usize,
+        reverse: bool,
+    ) -> Self {
+        let mut equivalences = EquivalenceProperties::new(schema.clone());
+        if let Some(ordering) = timestamp_ordering(&snapshot, &projection, &schema, reverse) {
+            equivalences.add_ordering(ordering);
+        }
         let properties = Arc::new(PlanProperties::new(
-            EquivalenceProperties::new(schema.clone()),
+            equivalences,
             Partitioning::UnknownPartitioning(partitions),
             EmissionType::Incremental,
             Boundedness::Bounded,
@@ -237,13 +279,66 @@ impl SundialScanExec {
             frames: Arc::new(frames),
             limit,
             partitions,
+            reverse,
             properties,
         }
+    }
+
+    /// The designated timestamp's position in the scan's output, if projected.
+    fn timestamp_output(&self) -> Option<usize> {
+        let ts = self.snapshot.meta().timestamp_index?;
+        self.projection.iter().position(|&c| c == ts)
     }
 
     pub fn frames(&self) -> &[Frame] {
         &self.frames
     }
+}
+
+/// Each output partition runs its frames in table order, and a table's rows are sorted by the
+/// designated timestamp (partitions by range, rows within one by the merge on commit), so
+/// every output partition is sorted by it: ascending, or descending when reversed.
+fn timestamp_ordering(
+    snapshot: &Snapshot,
+    projection: &[usize],
+    schema: &SchemaRef,
+    reverse: bool,
+) -> Option<Vec<PhysicalSortExpr>> {
+    let ts = snapshot.meta().timestamp_index?;
+    let at = projection.iter().position(|&c| c == ts)?;
+    let column = Column::new(schema.field(at).name(), at);
+    let options = SortOptions {
+        descending: reverse,
+        nulls_first: reverse,
+    };
+    Some(vec![PhysicalSortExpr::new(Arc::new(column), options)])
+}
+
+/// Rows `rows` of `frame`'s partition in pieces of at most `batch_rows`, first to last or
+/// (when `reverse`) last to first.
+fn pieces(
+    frame: Frame,
+    batch_rows: u64,
+    reverse: bool,
+) -> impl Iterator<Item = (usize, Range<u64>)> {
+    let (mut start, mut end) = (frame.rows.start, frame.rows.end);
+    std::iter::from_fn(move || {
+        if start >= end {
+            return None;
+        }
+        let piece = if reverse {
+            let lo = end.saturating_sub(batch_rows).max(start);
+            let piece = lo..end;
+            end = lo;
+            piece
+        } else {
+            let hi = (start + batch_rows).min(end);
+            let piece = start..hi;
+            start = hi;
+            piece
+        };
+        Some((frame.partition, piece))
+    })
 }
 
 impl DisplayAs for SundialScanExec {
@@ -262,6 +357,9 @@ impl DisplayAs for SundialScanExec {
         )?;
         if let Some(limit) = self.limit {
             write!(f, ", limit={limit}")?;
+        }
+        if self.reverse {
+            write!(f, ", reverse")?;
         }
         Ok(())
     }
@@ -305,48 +403,114 @@ impl ExecutionPlan for SundialScanExec {
         )
     }
 
+    /// Sorting by the designated timestamp needs no sort: ascending is the scan's order, and
+    /// descending is a reverse scan, run as one partition so that a LIMIT above it stops
+    /// after the newest rows.
+    fn try_pushdown_sort(
+        &self,
+        order: &[PhysicalSortExpr],
+    ) -> DfResult<SortOrderPushdownResult<Arc<dyn ExecutionPlan>>> {
+        let (Some(first), Some(ts)) = (order.first(), self.timestamp_output()) else {
+            return Ok(SortOrderPushdownResult::Unsupported);
+        };
+        let is_ts = first
+            .expr
+            .downcast_ref::<Column>()
+            .is_some_and(|c| c.index() == ts);
+        // Timestamps are never NULL, so NULLS FIRST/LAST cannot matter.
+        if !is_ts || self.limit.is_some() {
+            return Ok(SortOrderPushdownResult::Unsupported);
+        }
+        let reverse = first.options.descending;
+        let partitions = if reverse { 1 } else { self.partitions };
+        let exec = SundialScanExec::build(
+            self.snapshot.clone(),
+            self.projection.clone(),
+            self.schema.clone(),
+            self.frames.as_ref().clone(),
+            None,
+            partitions,
+            reverse,
+        );
+        if partitions > 1 || order.len() > 1 {
+            return Ok(SortOrderPushdownResult::Inexact {
+                inner: Arc::new(exec),
+            });
+        }
+        Ok(SortOrderPushdownResult::Exact {
+            inner: Arc::new(exec),
+        })
+    }
+
+    fn with_fetch(&self, limit: Option<usize>) -> Option<Arc<dyn ExecutionPlan>> {
+        Some(Arc::new(SundialScanExec::build(
+            self.snapshot.clone(),
+            self.projection.clone(),
+            self.schema.clone(),
+            self.frames.as_ref().clone(),
+            limit,
+            self.partitions,
+            self.reverse,
+        )))
+    }
+
+    fn fetch(&self) -> Option<usize> {
+        self.limit
+    }
+
     fn execute(
         &self,
         partition: usize,
         context: Arc<TaskContext>,
     ) -> DfResult<SendableRecordBatchStream> {
         let batch_rows = scan_batch_rows(context.session_config().batch_size());
-        let mine: Vec<Frame> = self
+        let reverse = self.reverse;
+        let mut mine: Vec<Frame> = self
             .frames
             .iter()
             .enumerate()
             .filter(|(i, _)| i % self.partitions == partition)
             .map(|(_, f)| f.clone())
             .collect();
+        if reverse {
+            mine.reverse();
+        }
         let snapshot = self.snapshot.clone();
         let projection = self.projection.clone();
         let mut remaining = self.limit.map_or(u64::MAX, |l| l as u64);
         let batches = mine
             .into_iter()
-            .flat_map(move |frame| {
-                let mut start = frame.rows.start;
-                std::iter::from_fn(move || {
-                    (start < frame.rows.end).then(|| {
-                        let end = (start + batch_rows).min(frame.rows.end);
-                        let piece = (frame.partition, start..end);
-                        start = end;
-                        piece
-                    })
-                })
-            })
+            .flat_map(move |frame| pieces(frame, batch_rows, reverse))
             .map_while(move |(p, rows)| {
                 if remaining == 0 {
                     return None;
                 }
-                let rows = rows.start..rows.end.min(rows.start.saturating_add(remaining));
-                remaining -= rows.end - rows.start;
-                Some(read(&snapshot, p, &projection, rows))
+                let take = (rows.end - rows.start).min(remaining);
+                remaining -= take;
+                let rows = if reverse {
+                    rows.end - take..rows.end
+                } else {
+                    rows.start..rows.start + take
+                };
+                let batch = read(&snapshot, p, &projection, rows);
+                Some(if reverse {
+                    batch.and_then(reversed)
+                } else {
+                    batch
+                })
             });
         Ok(Box::pin(RecordBatchStreamAdapter::new(
             self.schema.clone(),
             futures::stream::iter(batches),
         )))
     }
+}
+
+/// `batch` with its rows in the opposite order.
+fn reversed(batch: RecordBatch) -> DfResult<RecordBatch> {
+    let rows = batch.num_rows() as u32;
+    let indices = UInt32Array::from_iter_values((0..rows).rev());
+    Ok(take_record_batch(&batch, &indices)?)
 }
 
 fn read(
