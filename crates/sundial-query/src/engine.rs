@@ -235,6 +235,10 @@ impl Engine {
         catalog.register_schema(SCHEMA, Arc::new(SundialSchema::new(inserts)))?;
         crate::pg_catalog::register(&ctx, db.clone())?;
         questdb::functions::register(&ctx);
+        ctx.register_udtf(
+            crate::latest::LATEST_ROWS,
+            Arc::new(crate::latest::LatestRows { db: db.clone() }),
+        );
         let state = ctx.state();
         let task = state.task_ctx();
         Ok(Engine {
@@ -709,6 +713,14 @@ impl questdb::Catalog for Engine {
 
     fn is_aggregate(&self, function: &str) -> bool {
         self.state.aggregate_functions().contains_key(function)
+    }
+
+    fn is_symbol(&self, table: &str, column: &str) -> bool {
+        self.db.table(table).is_some_and(|t| {
+            let meta = t.meta();
+            meta.column_index(column)
+                .is_some_and(|i| meta.columns[i].column_type == ColumnType::Symbol)
+        })
     }
 }
 

@@ -21,6 +21,7 @@ mod ddl;
 mod engine;
 mod error;
 mod key_index;
+mod latest;
 mod lookup;
 mod pg_catalog;
 mod provider;

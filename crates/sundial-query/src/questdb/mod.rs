@@ -53,6 +53,8 @@ pub(crate) trait Catalog {
     fn designated_timestamp(&self, table: &str) -> Option<Option<String>>;
     /// Whether `function` (lower case) names an aggregate.
     fn is_aggregate(&self, function: &str) -> bool;
+    /// Whether `column` of `table` is a SYMBOL column.
+    fn is_symbol(&self, table: &str, column: &str) -> bool;
 }
 
 /// More rows than any query returns.
@@ -369,16 +371,17 @@ impl Rewriter<'_> {
 
     fn rewrite_query(&self, query: &mut Query) -> Result<()> {
         if let SetExpr::Select(select) = &mut *query.body {
-            self.latest(select)?;
+            // Latest rows come in timestamp order unless the query orders or aggregates.
+            if let Some(timestamp) = self.latest(select)?
+                && query.order_by.is_none()
+                && !self.aggregates_rows(select)
+            {
+                query.order_by = Some(order_by(vec![timestamp]));
+            }
             if let Some(order_by) = self.sample_by(select)?
                 && query.order_by.is_none()
             {
                 query.order_by = Some(order_by);
-            }
-            if let Some(latest_order) = self.latest_order(select)
-                && query.order_by.is_none()
-            {
-                query.order_by = Some(latest_order);
             }
             self.first_and_last(select);
         }
@@ -661,16 +664,16 @@ impl Rewriter<'_> {
     // --- LATEST ON / LATEST BY ---
 
     /// Rewrites a SELECT whose WHERE carries a LATEST marker: its FROM becomes the newest row
-    /// per key among the rows the WHERE keeps.
-    fn latest(&self, select: &mut Select) -> Result<()> {
+    /// per key among the rows the WHERE keeps. Returns the timestamp to order the rows by.
+    fn latest(&self, select: &mut Select) -> Result<Option<Expr>> {
         let Some(selection) = select.selection.take() else {
-            return Ok(());
+            return Ok(None);
         };
         let (index, rest) = match split_marker(selection, LATEST_MARKER) {
             (Some(index), rest) => (index, rest),
             (None, rest) => {
                 select.selection = rest;
-                return Ok(());
+                return Ok(None);
             }
         };
         let latest = self
@@ -686,67 +689,94 @@ impl Rewriter<'_> {
         };
         let source = self.source(select, clause, at)?;
         let timestamp = match &latest.timestamp {
-            Some(ts) => parse_expr(ts, clause, at)?.to_string(),
-            None => source.timestamp.to_string(),
+            Some(ts) => parse_expr(ts, clause, at)?,
+            None => source.timestamp.clone(),
         };
         let keys = latest
             .keys
             .iter()
-            .map(|k| parse_expr(k, clause, at).map(|e| e.to_string()))
+            .map(|k| parse_expr(k, clause, at))
             .collect::<Result<Vec<_>>>()?;
         let TableFactor::Table { alias, .. } = &select.from[0].relation else {
-            return Ok(());
+            return Ok(None);
         };
-        let alias_sql = alias
-            .as_ref()
-            .map(|a| format!(" AS {}", a.name))
-            .unwrap_or_default();
-        let filter = rest.map(|w| format!(" WHERE {w}")).unwrap_or_default();
         let name = alias
             .as_ref()
             .map(|a| a.name.clone())
             .unwrap_or_else(|| column_ident(&source.qualifier));
-        let sql = format!(
-            "SELECT * EXCLUDE (__sundial_rn) FROM (SELECT *, row_number() OVER (PARTITION BY {} \
-             ORDER BY {timestamp} DESC) AS __sundial_rn FROM {}{alias_sql}{filter}) \
-             WHERE __sundial_rn = 1",
-            keys.join(", "),
-            source.table,
-        );
-        let wrapped = parse_query(&format!("SELECT * FROM ({sql}) AS {name}"))?;
-        let SetExpr::Select(mut wrapped) = *wrapped.body else {
+        let relation = match self.latest_by_symbols(&source, &timestamp, &keys, rest.as_ref()) {
+            Some(call) => format!("SELECT * FROM {call} AS {name}"),
+            None => {
+                let alias_sql = alias
+                    .as_ref()
+                    .map(|a| format!(" AS {}", a.name))
+                    .unwrap_or_default();
+                let filter = rest.map(|w| format!(" WHERE {w}")).unwrap_or_default();
+                let keys: Vec<String> = keys.iter().map(ToString::to_string).collect();
+                format!(
+                    "SELECT * FROM (SELECT * EXCLUDE (__sundial_rn) FROM (SELECT *, row_number() \
+                     OVER (PARTITION BY {} ORDER BY {timestamp} DESC) AS __sundial_rn FROM {}\
+                     {alias_sql}{filter}) WHERE __sundial_rn = 1) AS {name}",
+                    keys.join(", "),
+                    source.table,
+                )
+            }
+        };
+        let SetExpr::Select(mut wrapped) = *parse_query(&relation)?.body else {
             return Err(QueryError::Invalid("internal LATEST rewrite failed".into()));
         };
         select.from[0].relation = wrapped.from.remove(0).relation;
-        select.selection = None;
-        Ok(())
+        Ok(Some(Expr::CompoundIdentifier(vec![
+            name,
+            column_ident(&source.column),
+        ])))
     }
 
-    /// After LATEST: rows come in timestamp order unless the query orders or aggregates.
-    fn latest_order(&self, select: &Select) -> Option<OrderBy> {
-        let [from] = select.from.as_slice() else {
-            return None;
-        };
-        let TableFactor::Derived {
-            subquery, alias, ..
-        } = &from.relation
-        else {
-            return None;
-        };
-        let inner = subquery.to_string();
-        if !inner.contains("__sundial_rn") {
+    /// `latest_rows(...)` (see `crate::latest`) when the keys are SYMBOL columns, the order is
+    /// the designated timestamp's and the filter needs nothing from outside the table.
+    fn latest_by_symbols(
+        &self,
+        source: &Source,
+        timestamp: &Expr,
+        keys: &[Expr],
+        filter: Option<&Expr>,
+    ) -> Option<String> {
+        if !source.is_timestamp(timestamp) {
             return None;
         }
-        if self.aggregates_rows(select) {
-            return None;
+        let table = object_name_text(&source.table)?;
+        let mut args = vec![table.clone(), source.qualifier.clone()];
+        let filter_text = match filter {
+            Some(f) if is_self_contained(f) => f.to_string(),
+            Some(_) => return None,
+            None => String::new(),
+        };
+        args.push(filter_text);
+        for key in keys {
+            let column = match key {
+                Expr::Identifier(i) => i,
+                Expr::CompoundIdentifier(parts) if parts.len() == 2 => &parts[1],
+                _ => return None,
+            };
+            let name = if column.quote_style.is_some() {
+                column.value.clone()
+            } else {
+                column.value.to_lowercase()
+            };
+            if !self.catalog.is_symbol(&table, &name) {
+                return None;
+            }
+            args.push(name);
         }
-        let table = latest_table(subquery)?;
-        let column = self.catalog.designated_timestamp(&table)??;
-        let qualifier = alias.as_ref()?.name.clone();
-        Some(order_by(vec![Expr::CompoundIdentifier(vec![
-            qualifier,
-            column_ident(&column),
-        ])]))
+        let args: Vec<String> = args
+            .iter()
+            .map(|a| format!("'{}'", a.replace('\'', "''")))
+            .collect();
+        Some(format!(
+            "{}({})",
+            crate::latest::LATEST_ROWS,
+            args.join(", ")
+        ))
     }
 
     // --- first / last ---
@@ -1069,21 +1099,22 @@ fn split_marker(selection: Expr, marker: &str) -> (Option<usize>, Option<Expr>) 
     (None, Some(selection))
 }
 
-/// The table a LATEST rewrite reads (the innermost FROM of its subquery).
-fn latest_table(subquery: &Query) -> Option<String> {
-    let SetExpr::Select(outer) = &*subquery.body else {
-        return None;
-    };
-    let TableFactor::Derived { subquery, .. } = &outer.from.first()?.relation else {
-        return None;
-    };
-    let SetExpr::Select(inner) = &*subquery.body else {
-        return None;
-    };
-    let TableFactor::Table { name, .. } = &inner.from.first()?.relation else {
-        return None;
-    };
-    object_name_text(name)
+/// Whether `e` can be evaluated on a table's rows alone: no parameters, no subqueries.
+fn is_self_contained(e: &Expr) -> bool {
+    let mut contained = true;
+    let _ = visit_expressions(e, |e| {
+        let outside = match e {
+            Expr::Subquery(_) | Expr::Exists { .. } | Expr::InSubquery { .. } => true,
+            Expr::Value(v) => matches!(v.value, Value::Placeholder(_)),
+            _ => false,
+        };
+        if outside {
+            contained = false;
+            return ControlFlow::Break(());
+        }
+        ControlFlow::Continue(())
+    });
+    contained
 }
 
 /// Whether a query's output has a column `e` names (an identifier naming an alias, a column,
@@ -1200,6 +1231,10 @@ mod tests {
                 "avg" | "max" | "min" | "count" | "sum" | "first_value" | "last_value"
             )
         }
+
+        fn is_symbol(&self, table: &str, column: &str) -> bool {
+            table == "cpu" && column == "hostname"
+        }
     }
 
     fn rewritten(sql: &str) -> Result<String> {
@@ -1245,8 +1280,17 @@ mod tests {
     fn latest_keeps_the_newest_row_per_key() {
         assert_eq!(
             rewritten("SELECT * FROM cpu latest by hostname").unwrap(),
-            "SELECT * FROM (SELECT * EXCLUDE (__sundial_rn) FROM (SELECT *, row_number() OVER (PARTITION BY hostname ORDER BY timestamp DESC) AS __sundial_rn FROM cpu) WHERE __sundial_rn = 1) AS cpu ORDER BY cpu.timestamp"
+            "SELECT * FROM latest_rows('cpu', 'cpu', '', 'hostname') AS cpu ORDER BY cpu.timestamp"
         );
+        assert_eq!(
+            rewritten(
+                "SELECT * FROM cpu c WHERE u > 'it''s' LATEST ON timestamp PARTITION BY c.hostname"
+            )
+            .unwrap(),
+            // The filter argument holds `(u > 'it''s')`; sqlparser prints a doubled quote as is.
+            "SELECT * FROM latest_rows('cpu', 'c', '(u > ''it''s'')', 'hostname') AS c ORDER BY c.timestamp"
+        );
+        // Keys that are not all SYMBOLs: a window over the filtered rows.
         assert_eq!(
             rewritten("SELECT hostname FROM cpu WHERE u > 1 LATEST ON timestamp PARTITION BY hostname, region").unwrap(),
             "SELECT hostname FROM (SELECT * EXCLUDE (__sundial_rn) FROM (SELECT *, row_number() OVER (PARTITION BY hostname, region ORDER BY timestamp DESC) AS __sundial_rn FROM cpu WHERE (u > 1)) WHERE __sundial_rn = 1) AS cpu ORDER BY cpu.timestamp"

@@ -1,0 +1,343 @@
+//! `LATEST ON ts PARTITION BY <symbols>` by a backward scan that stops early.
+//!
+//! ```text
+//!  newest partition ──▶ … ──▶ oldest            each chunk, last row first:
+//!  [ … chunk k-1 | chunk k ]◀── read backwards    filter? ─▶ key unseen? ─▶ keep the row
+//!  stop when every key of the symbols' dictionaries has its row
+//! ```
+//!
+//! The QuestDB rewrite turns a LATEST clause whose keys are all SYMBOL columns into the table
+//! function `latest_rows('table', 'qualifier', 'filter', 'key', ...)`. Rows are sorted by the
+//! designated timestamp, so the first row met for a key, reading backwards, is its latest.
+//! A key's dictionary bounds how many distinct keys there can be, so once each has been met
+//! (and, for a NULL key, no NULL remains in older rows) the scan stops: TSBS's `lastpoint`
+//! reads a few hundred rows of a million. The filter is the WHERE written before LATEST and
+//! is applied to each row before it counts; filters written around the query apply to the
+//! result, as the provider accepts no pushed-down filters.
+
+use std::collections::HashSet;
+use std::fmt;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use datafusion::arrow::array::{Array, AsArray, BooleanArray, RecordBatch};
+use datafusion::arrow::compute::concat_batches;
+use datafusion::arrow::datatypes::{Int32Type, SchemaRef};
+use datafusion::catalog::{Session, TableFunctionArgs, TableFunctionImpl};
+use datafusion::common::tree_node::TreeNodeRecursion;
+use datafusion::common::{DFSchema, DataFusionError, Result as DfResult, ScalarValue};
+use datafusion::datasource::{TableProvider, TableType};
+use datafusion::execution::context::SessionState;
+use datafusion::execution::{SendableRecordBatchStream, TaskContext};
+use datafusion::logical_expr::Expr;
+use datafusion::physical_expr::{EquivalenceProperties, PhysicalExpr};
+use datafusion::physical_plan::execution_plan::{Boundedness, EmissionType};
+use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
+use datafusion::physical_plan::{
+    ChildrenPropertiesMode, DisplayAs, DisplayFormatType, ExecutionPlan, Partitioning,
+    PlanProperties, ReplaceChildrenOptions,
+};
+use sundial_storage::{ColumnType, Database, Snapshot};
+
+use crate::error::external;
+
+/// The table function's name.
+pub(crate) const LATEST_ROWS: &str = "latest_rows";
+
+/// Rows read per step of the backward scan.
+const CHUNK_ROWS: u64 = 4_096;
+
+/// `latest_rows(table, qualifier, filter, key...)`.
+#[derive(Debug)]
+pub(crate) struct LatestRows {
+    pub db: Arc<Database>,
+}
+
+impl TableFunctionImpl for LatestRows {
+    fn call_with_args(&self, args: TableFunctionArgs) -> DfResult<Arc<dyn TableProvider>> {
+        let texts = args
+            .exprs()
+            .iter()
+            .map(|e| match e {
+                Expr::Literal(ScalarValue::Utf8(Some(s)), _) => Ok(s.clone()),
+                _ => Err(DataFusionError::Plan(format!(
+                    "{LATEST_ROWS}: arguments must be strings"
+                ))),
+            })
+            .collect::<DfResult<Vec<_>>>()?;
+        let [table, qualifier, filter, keys @ ..] = texts.as_slice() else {
+            return Err(DataFusionError::Plan(format!(
+                "{LATEST_ROWS}(table, qualifier, filter, key, ...)"
+            )));
+        };
+        let t = self
+            .db
+            .table(table)
+            .ok_or_else(|| DataFusionError::Plan(format!("table '{table}' does not exist")))?;
+        let snapshot = t.snapshot();
+        let meta = snapshot.meta();
+        if meta.timestamp_index.is_none() || keys.is_empty() {
+            return Err(DataFusionError::Plan(format!(
+                "{LATEST_ROWS}: '{table}' needs a designated timestamp and a key"
+            )));
+        }
+        let keys = keys
+            .iter()
+            .map(|k| {
+                meta.column_index(k)
+                    .filter(|&i| meta.columns[i].column_type == ColumnType::Symbol)
+                    .ok_or_else(|| {
+                        DataFusionError::Plan(format!(
+                            "{LATEST_ROWS}: '{k}' is not a SYMBOL column of '{table}'"
+                        ))
+                    })
+            })
+            .collect::<DfResult<Vec<_>>>()?;
+        Ok(Arc::new(LatestTable {
+            schema: meta.arrow_schema(),
+            snapshot,
+            qualifier: qualifier.clone(),
+            filter: (!filter.is_empty()).then(|| filter.clone()),
+            keys,
+        }))
+    }
+}
+
+/// The latest row per key of one snapshot.
+#[derive(Debug)]
+struct LatestTable {
+    snapshot: Arc<Snapshot>,
+    schema: SchemaRef,
+    qualifier: String,
+    filter: Option<String>,
+    keys: Vec<usize>,
+}
+
+#[async_trait]
+impl TableProvider for LatestTable {
+    fn schema(&self) -> SchemaRef {
+        self.schema.clone()
+    }
+
+    fn table_type(&self) -> TableType {
+        TableType::View
+    }
+
+    async fn scan(
+        &self,
+        state: &dyn Session,
+        projection: Option<&Vec<usize>>,
+        _filters: &[Expr],
+        _limit: Option<usize>,
+    ) -> DfResult<Arc<dyn ExecutionPlan>> {
+        let filter = match &self.filter {
+            Some(sql) => {
+                let state = state
+                    .as_any()
+                    .downcast_ref::<SessionState>()
+                    .ok_or_else(|| DataFusionError::Internal("session state expected".into()))?;
+                let df_schema =
+                    DFSchema::try_from_qualified_schema(self.qualifier.as_str(), &self.schema)?;
+                let expr = state.create_logical_expr(sql, &df_schema)?;
+                Some(state.create_physical_expr(expr, &df_schema)?)
+            }
+            None => None,
+        };
+        let projection = projection
+            .cloned()
+            .unwrap_or_else(|| (0..self.schema.fields().len()).collect());
+        let output = Arc::new(self.schema.project(&projection)?);
+        Ok(Arc::new(LatestExec {
+            snapshot: self.snapshot.clone(),
+            keys: self.keys.clone(),
+            filter,
+            projection,
+            properties: Arc::new(PlanProperties::new(
+                EquivalenceProperties::new(output.clone()),
+                Partitioning::UnknownPartitioning(1),
+                EmissionType::Final,
+                Boundedness::Bounded,
+            )),
+            output,
+        }))
+    }
+}
+
+#[derive(Debug)]
+struct LatestExec {
+    snapshot: Arc<Snapshot>,
+    keys: Vec<usize>,
+    filter: Option<Arc<dyn PhysicalExpr>>,
+    projection: Vec<usize>,
+    output: SchemaRef,
+    properties: Arc<PlanProperties>,
+}
+
+impl DisplayAs for LatestExec {
+    fn fmt_as(&self, _t: DisplayFormatType, f: &mut fmt::Formatter) -> fmt::Result {
+        write!(
+            f,
+            "LatestExec: table={}, keys={:?}, filter={}",
+            self.snapshot.meta().name,
+            self.keys,
+            self.filter
+                .as_ref()
+                .map_or("none".to_string(), |e| e.to_string())
+        )
+    }
+}
+
+impl ExecutionPlan for LatestExec {
+    fn name(&self) -> &'static str {
+        "LatestExec"
+    }
+
+    fn properties(&self) -> &Arc<PlanProperties> {
+        &self.properties
+    }
+
+    fn children(&self) -> Vec<&Arc<dyn ExecutionPlan>> {
+        vec![]
+    }
+
+    fn apply_expressions(
+        &self,
+        f: &mut dyn FnMut(&Arc<dyn PhysicalExpr>) -> DfResult<TreeNodeRecursion>,
+    ) -> DfResult<TreeNodeRecursion> {
+        match &self.filter {
+            Some(e) => f(e),
+            None => Ok(TreeNodeRecursion::Continue),
+        }
+    }
+
+    fn replace_children(
+        self: Arc<Self>,
+        _: Vec<Arc<dyn ExecutionPlan>>,
+        _: ReplaceChildrenOptions,
+    ) -> DfResult<Arc<dyn ExecutionPlan>> {
+        Ok(self)
+    }
+
+    fn with_new_children(
+        self: Arc<Self>,
+        children: Vec<Arc<dyn ExecutionPlan>>,
+    ) -> DfResult<Arc<dyn ExecutionPlan>> {
+        self.replace_children(
+            children,
+            ReplaceChildrenOptions::new(ChildrenPropertiesMode::Recompute),
+        )
+    }
+
+    fn execute(
+        &self,
+        _partition: usize,
+        _context: Arc<TaskContext>,
+    ) -> DfResult<SendableRecordBatchStream> {
+        let search = Search {
+            snapshot: self.snapshot.clone(),
+            keys: self.keys.clone(),
+            filter: self.filter.clone(),
+            projection: self.projection.clone(),
+            output: self.output.clone(),
+        };
+        let batch = futures::stream::once(async move { search.run() });
+        Ok(Box::pin(RecordBatchStreamAdapter::new(
+            self.output.clone(),
+            batch,
+        )))
+    }
+}
+
+/// One backward search.
+struct Search {
+    snapshot: Arc<Snapshot>,
+    keys: Vec<usize>,
+    filter: Option<Arc<dyn PhysicalExpr>>,
+    projection: Vec<usize>,
+    output: SchemaRef,
+}
+
+/// A key: the SYMBOL codes of a row, `-1` for NULL.
+type Key = Vec<i32>;
+
+impl Search {
+    fn run(&self) -> DfResult<RecordBatch> {
+        let all: Vec<usize> = (0..self.snapshot.meta().columns.len()).collect();
+        // Every symbol of every key column has been met: only NULL keys can still be missing.
+        let symbol_keys: u64 = self
+            .keys
+            .iter()
+            .map(|&k| self.snapshot.symbols(k).map_or(0, |s| s.len() as u64))
+            .fold(1u64, u64::saturating_mul);
+        let mut seen: HashSet<Key> = HashSet::new();
+        let mut seen_symbol_keys = 0u64;
+        let mut found: Vec<RecordBatch> = Vec::new();
+        for (p, partition) in self.snapshot.partitions().iter().enumerate().rev() {
+            let mut end = partition.row_count;
+            while end > 0 {
+                let complete = seen_symbol_keys == symbol_keys;
+                if complete && !self.has_null_key(p, 0..end)? {
+                    break;
+                }
+                let start = end.saturating_sub(CHUNK_ROWS);
+                let batch = self
+                    .snapshot
+                    .read_batch(p, &all, start..end)
+                    .map_err(external)?;
+                let mask = self.mask(&batch)?;
+                let codes: Vec<_> = self
+                    .keys
+                    .iter()
+                    .map(|&k| batch.column(k).as_dictionary::<Int32Type>().keys().clone())
+                    .collect();
+                for row in (0..batch.num_rows()).rev() {
+                    if mask
+                        .as_ref()
+                        .is_some_and(|m| !m.value(row) || m.is_null(row))
+                    {
+                        continue;
+                    }
+                    let key: Key = codes
+                        .iter()
+                        .map(|c| if c.is_null(row) { -1 } else { c.value(row) })
+                        .collect();
+                    if complete && key.iter().all(|&c| c >= 0) {
+                        continue;
+                    }
+                    if seen.insert(key.clone()) {
+                        if key.iter().all(|&c| c >= 0) {
+                            seen_symbol_keys += 1;
+                        }
+                        found.push(batch.project(&self.projection)?.slice(row, 1));
+                    }
+                }
+                end = start;
+            }
+        }
+        // Found newest first; QuestDB returns them oldest first.
+        found.reverse();
+        Ok(concat_batches(&self.output, &found)?)
+    }
+
+    fn mask(&self, batch: &RecordBatch) -> DfResult<Option<BooleanArray>> {
+        let Some(filter) = &self.filter else {
+            return Ok(None);
+        };
+        let values = filter.evaluate(batch)?.into_array(batch.num_rows())?;
+        Ok(Some(values.as_boolean().clone()))
+    }
+
+    /// Whether any key column has a NULL in rows `rows` of partition `p`.
+    fn has_null_key(&self, p: usize, rows: std::ops::Range<u64>) -> DfResult<bool> {
+        for &k in &self.keys {
+            let column = self
+                .snapshot
+                .read_batch(p, &[k], rows.clone())
+                .map_err(external)?;
+            if column.column(0).null_count() > 0 {
+                return Ok(true);
+            }
+        }
+        Ok(false)
+    }
+}
