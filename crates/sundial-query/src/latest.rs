@@ -330,11 +330,12 @@ impl Search {
     /// Whether any key column has a NULL in rows `rows` of partition `p`.
     fn has_null_key(&self, p: usize, rows: std::ops::Range<u64>) -> DfResult<bool> {
         for &k in &self.keys {
-            let column = self
+            if self
                 .snapshot
-                .read_batch(p, &[k], rows.clone())
-                .map_err(external)?;
-            if column.column(0).null_count() > 0 {
+                .null_count(p, k, rows.clone())
+                .map_err(external)?
+                > 0
+            {
                 return Ok(true);
             }
         }

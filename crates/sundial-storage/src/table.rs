@@ -15,6 +15,7 @@ use std::sync::{Arc, Condvar, Mutex, RwLock};
 use std::time::Duration;
 
 use arrow_array::{ArrayRef, RecordBatch, cast::AsArray, types::TimestampNanosecondType};
+use arrow_buffer::BooleanBuffer;
 
 use crate::column::{ColumnBuf, SymbolResolver, Values, from_arrow};
 use crate::error::{IoContext, Result, StorageError, ensure_invariant};
@@ -102,6 +103,34 @@ impl Snapshot {
     /// The dictionary of a SYMBOL column.
     pub fn symbols(&self, column: usize) -> Option<&SymbolValues> {
         self.symbols.get(&self.state.meta.columns.get(column)?.id)
+    }
+
+    /// How many of rows `rows` of column `column` of partition `partition` are NULL, from the
+    /// validity bitmap alone (no data is read).
+    pub fn null_count(&self, partition: usize, column: usize, rows: Range<u64>) -> Result<u64> {
+        let part = self.partition(partition)?;
+        let col = self.column(column)?;
+        if rows.start > rows.end || rows.end > part.row_count {
+            return Err(StorageError::InvalidInput(format!(
+                "rows {rows:?} outside partition of {} rows",
+                part.row_count
+            )));
+        }
+        // Rows before the column existed (below its top) are NULL.
+        let top = part.column_top(col.id);
+        let below_top = rows.end.min(top).saturating_sub(rows.start);
+        let (lo, hi) = (rows.start.max(top) - top, rows.end.max(top) - top);
+        if lo >= hi {
+            return Ok(below_top);
+        }
+        let nulls = match self.dirs[partition].map_validity(col.id, hi as usize)? {
+            Some(bits) => {
+                let valid = BooleanBuffer::new(bits, lo as usize, (hi - lo) as usize);
+                (hi - lo) - valid.count_set_bits() as u64
+            }
+            None => 0,
+        };
+        Ok(below_top + nulls)
     }
 
     /// Rows `rows` of column `column` of partition `partition`, without copying fixed-width data.
