@@ -6,9 +6,13 @@
 //!
 //! ```text
 //!  SQL text ──split──▶ statement ──ddl::parse──▶ Command::CreateTable / Alter / Show ... ─▶ storage
-//!                                      └──────▶ Command::Sql ─▶ DataFusion planner
+//!                                      └──────▶ Command::Sql ─▶ questdb (SAMPLE BY, LATEST ON,
+//!                                                   │  LIMIT -n, intervals) + compat (PostgreSQL)
+//!                                                   ▼  rewrites ─▶ DataFusion planner
 //!                                                   │ scan:   SundialTable ─▶ SundialScanExec
-//!                                                   │          (ts pruning, frames on all cores)
+//!                                                   │          (ts pruning, frames on all cores,
+//!                                                   │           ts order, reverse for ts DESC)
+//!                                                   │ latest: latest_rows ─▶ LatestExec (backward)
 //!                                                   └ insert: SundialSink ─▶ TableWriter (1 commit)
 //! ```
 //!
