@@ -403,7 +403,7 @@ fn cast(expr: Expr, data_type: DataType) -> Expr {
     }
 }
 
-fn call(name: &str, args: Vec<Expr>) -> Expr {
+pub(crate) fn call(name: &str, args: Vec<Expr>) -> Expr {
     Expr::Function(Function {
         name: ObjectName::from(vec![Ident::new(name)]),
         uses_odbc_syntax: false,

@@ -110,12 +110,7 @@ impl Snapshot {
     pub fn null_count(&self, partition: usize, column: usize, rows: Range<u64>) -> Result<u64> {
         let part = self.partition(partition)?;
         let col = self.column(column)?;
-        if rows.start > rows.end || rows.end > part.row_count {
-            return Err(StorageError::InvalidInput(format!(
-                "rows {rows:?} outside partition of {} rows",
-                part.row_count
-            )));
-        }
+        check_rows(part, &rows)?;
         // Rows before the column existed (below its top) are NULL.
         let top = part.column_top(col.id);
         let below_top = rows.end.min(top).saturating_sub(rows.start);
@@ -142,12 +137,7 @@ impl Snapshot {
     ) -> Result<ArrayRef> {
         let part = self.partition(partition)?;
         let col = self.column(column)?;
-        if rows.start > rows.end || rows.end > part.row_count {
-            return Err(StorageError::InvalidInput(format!(
-                "rows {rows:?} outside partition of {} rows",
-                part.row_count
-            )));
-        }
+        check_rows(part, &rows)?;
         let array = read_array(
             &self.dirs[partition],
             col,
@@ -1203,6 +1193,17 @@ fn version_of(path: &Path) -> Result<u64> {
         .ok_or_else(|| {
             StorageError::Internal(format!("bad partition directory {}", path.display()))
         })
+}
+
+/// Fails unless `rows` is a range of `part`'s rows.
+fn check_rows(part: &PartitionMeta, rows: &Range<u64>) -> Result<()> {
+    if rows.start > rows.end || rows.end > part.row_count {
+        return Err(StorageError::InvalidInput(format!(
+            "rows {rows:?} outside partition of {} rows",
+            part.row_count
+        )));
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -334,13 +334,7 @@ fn difference(unit: Unit, a: i64, b: i64) -> Option<i64> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn ns(s: &str) -> i64 {
-        s.parse::<DateTime<chrono::Utc>>()
-            .unwrap()
-            .timestamp_nanos_opt()
-            .unwrap()
-    }
+    use crate::questdb::stride::ns;
 
     #[test]
     fn floors_in_a_time_zone() {

@@ -158,13 +158,7 @@ fn clock(t: &str, bad: impl Fn() -> String) -> Result<(NaiveTime, Step), String>
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn ns(s: &str) -> i64 {
-        s.parse::<chrono::DateTime<chrono::Utc>>()
-            .unwrap()
-            .timestamp_nanos_opt()
-            .unwrap()
-    }
+    use crate::questdb::stride::ns;
 
     #[test]
     fn precision_sets_the_interval() {

@@ -32,10 +32,10 @@ use std::ops::ControlFlow;
 
 use datafusion::sql::sqlparser::ast::{
     BinaryOperator, CastKind, DataType, Expr, Function, FunctionArg, FunctionArgExpr,
-    FunctionArgumentClause, FunctionArgumentList, FunctionArguments, GroupByExpr, Ident,
-    LimitClause, ObjectName, ObjectNamePart, Offset, OffsetRows, OrderBy, OrderByExpr, OrderByKind,
-    OrderByOptions, Query, Select, SelectItem, SetExpr, Statement, TableFactor, TimezoneInfo,
-    Value, VisitMut, VisitorMut, visit_expressions, visit_expressions_mut,
+    FunctionArgumentClause, FunctionArguments, GroupByExpr, Ident, LimitClause, ObjectName,
+    ObjectNamePart, Offset, OffsetRows, OrderBy, OrderByExpr, OrderByKind, OrderByOptions, Query,
+    Select, SelectItem, SetExpr, Statement, TableFactor, TimezoneInfo, Value, VisitMut, VisitorMut,
+    visit_expressions, visit_expressions_mut,
 };
 use datafusion::sql::sqlparser::dialect::GenericDialect;
 use datafusion::sql::sqlparser::parser::Parser;
@@ -45,6 +45,7 @@ use clauses::{
 };
 pub(crate) use clauses::{Clauses, extract};
 
+use crate::compat::call;
 use crate::error::{QueryError, Result};
 
 /// What the rewrite needs to know about tables.
@@ -170,26 +171,6 @@ fn unnamed_args(f: &Function) -> Option<Vec<&Expr>> {
             _ => None,
         })
         .collect()
-}
-
-fn call(name: &str, args: Vec<Expr>) -> Expr {
-    Expr::Function(Function {
-        name: ObjectName(vec![ObjectNamePart::Identifier(Ident::new(name))]),
-        uses_odbc_syntax: false,
-        parameters: FunctionArguments::None,
-        args: FunctionArguments::List(FunctionArgumentList {
-            duplicate_treatment: None,
-            args: args
-                .into_iter()
-                .map(|e| FunctionArg::Unnamed(FunctionArgExpr::Expr(e)))
-                .collect(),
-            clauses: Vec::new(),
-        }),
-        filter: None,
-        null_treatment: None,
-        over: None,
-        within_group: Vec::new(),
-    })
 }
 
 fn string(s: &str) -> Expr {

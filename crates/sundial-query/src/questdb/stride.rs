@@ -177,16 +177,18 @@ fn add_months(t: NaiveDateTime, months: i64) -> Option<NaiveDateTime> {
     }
 }
 
+/// Nanoseconds since the epoch of an RFC 3339 instant, for tests.
+#[cfg(test)]
+pub(crate) fn ns(s: &str) -> i64 {
+    s.parse::<DateTime<chrono::Utc>>()
+        .expect("an RFC 3339 instant")
+        .timestamp_nanos_opt()
+        .expect("in range")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn ns(s: &str) -> i64 {
-        s.parse::<DateTime<chrono::Utc>>()
-            .unwrap()
-            .timestamp_nanos_opt()
-            .unwrap()
-    }
 
     #[test]
     fn parses_questdb_strides() {
