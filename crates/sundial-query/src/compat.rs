@@ -153,7 +153,7 @@ impl VisitorMut for Compat {
 // Expressions
 // ---------------------------------------------------------------------------------------------
 
-fn null() -> Expr {
+pub(crate) fn null() -> Expr {
     Expr::value(Value::Null)
 }
 
@@ -393,7 +393,7 @@ fn time_bucket(f: &Function) -> Option<Expr> {
     Some(call("date_bin", args))
 }
 
-fn cast(expr: Expr, data_type: DataType) -> Expr {
+pub(crate) fn cast(expr: Expr, data_type: DataType) -> Expr {
     Expr::Cast {
         kind: CastKind::Cast,
         expr: Box::new(expr),

@@ -71,7 +71,7 @@ pub struct Statement {
     pub line: u64,
 }
 
-fn tokenize(sql: &str) -> Result<Vec<TokenWithSpan>> {
+pub(crate) fn tokenize(sql: &str) -> Result<Vec<TokenWithSpan>> {
     Tokenizer::new(&GenericDialect {}, sql)
         .tokenize_with_location()
         .map_err(|e| QueryError::Syntax {
@@ -82,7 +82,7 @@ fn tokenize(sql: &str) -> Result<Vec<TokenWithSpan>> {
 }
 
 /// Byte offset of a token location in `sql`.
-fn offset(sql: &str, loc: Location) -> usize {
+pub(crate) fn offset(sql: &str, loc: Location) -> usize {
     let mut line = 1;
     let mut line_start = 0;
     if loc.line > 1 {

@@ -286,8 +286,7 @@ impl SundialScanExec {
 
     /// The designated timestamp's position in the scan's output, if projected.
     fn timestamp_output(&self) -> Option<usize> {
-        let ts = self.snapshot.meta().timestamp_index?;
-        self.projection.iter().position(|&c| c == ts)
+        timestamp_position(&self.snapshot, &self.projection)
     }
 
     pub fn frames(&self) -> &[Frame] {
@@ -304,14 +303,19 @@ fn timestamp_ordering(
     schema: &SchemaRef,
     reverse: bool,
 ) -> Option<Vec<PhysicalSortExpr>> {
-    let ts = snapshot.meta().timestamp_index?;
-    let at = projection.iter().position(|&c| c == ts)?;
+    let at = timestamp_position(snapshot, projection)?;
     let column = Column::new(schema.field(at).name(), at);
     let options = SortOptions {
         descending: reverse,
         nulls_first: reverse,
     };
     Some(vec![PhysicalSortExpr::new(Arc::new(column), options)])
+}
+
+/// The designated timestamp's position among the projected columns, if projected.
+fn timestamp_position(snapshot: &Snapshot, projection: &[usize]) -> Option<usize> {
+    let ts = snapshot.meta().timestamp_index?;
+    projection.iter().position(|&c| c == ts)
 }
 
 /// Rows `rows` of `frame`'s partition in pieces of at most `batch_rows`, first to last or
@@ -583,5 +587,91 @@ mod tests {
         );
         let sizes: Vec<u64> = f.iter().map(|f| f.rows.end - f.rows.start).collect();
         assert_eq!(sizes, vec![10, 10, 5, 4]);
+    }
+
+    /// The physical plan of `sql`, and its result as text.
+    async fn plan_and_rows(engine: &crate::Engine, sql: &str) -> (String, String) {
+        use datafusion::arrow::array::AsArray;
+        use datafusion::arrow::util::pretty::pretty_format_batches;
+        let explained = crate::collect(engine.run(&format!("EXPLAIN {sql}")).await.expect(sql))
+            .await
+            .expect(sql);
+        let mut plan = String::new();
+        for batch in &explained.batches {
+            let (kinds, texts) = (
+                batch.column(0).as_string::<i32>(),
+                batch.column(1).as_string::<i32>(),
+            );
+            for row in 0..batch.num_rows() {
+                if kinds.value(row) == "physical_plan" {
+                    plan.push_str(texts.value(row));
+                }
+            }
+        }
+        let rows = crate::collect(engine.run(sql).await.expect(sql))
+            .await
+            .expect(sql);
+        let rows = pretty_format_batches(&rows.batches)
+            .expect("format")
+            .to_string();
+        (plan, rows)
+    }
+
+    #[tokio::test]
+    async fn timestamp_order_needs_no_sort_and_descending_reads_backwards() {
+        use sundial_storage::{Database, Durability, StorageOptions};
+        let dir = tempfile::tempdir().expect("temp dir");
+        let options = StorageOptions {
+            durability: Durability::None,
+            ..StorageOptions::default()
+        };
+        let db = Database::open(dir.path(), options).expect("open database");
+        let engine = crate::Engine::new(db).expect("engine");
+        for sql in [
+            "CREATE TABLE t (ts TIMESTAMP, v LONG) TIMESTAMP(ts) PARTITION BY DAY",
+            "INSERT INTO t VALUES ('2024-01-01T00:00:00Z', 1), ('2024-01-01T12:00:00Z', 2), \
+             ('2024-01-02T00:00:00Z', 3), ('2024-01-03T00:00:00Z', 4)",
+        ] {
+            engine.run(sql).await.expect(sql);
+        }
+        let (plan, rows) =
+            plan_and_rows(&engine, "SELECT ts, v FROM t ORDER BY ts DESC LIMIT 2").await;
+        assert!(
+            plan.contains("reverse") && !plan.contains("SortExec"),
+            "{plan}"
+        );
+        assert!(
+            rows.contains("2024-01-03T00:00:00 | 4") && rows.contains("2024-01-02T00:00:00 | 3")
+        );
+        assert!(
+            rows.find("| 4").unwrap() < rows.find("| 3").unwrap(),
+            "{rows}"
+        );
+
+        let (plan, rows) = plan_and_rows(&engine, "SELECT v FROM t ORDER BY ts").await;
+        assert!(!plan.contains("SortExec"), "{plan}");
+        let order: Vec<_> = ["| 1", "| 2", "| 3", "| 4"]
+            .iter()
+            .map(|v| rows.find(v).unwrap())
+            .collect();
+        assert!(order.is_sorted(), "{rows}");
+
+        // A filter that only bounds the timestamp is the scan's; others stay a filter.
+        let (plan, rows) = plan_and_rows(
+            &engine,
+            "SELECT v FROM t WHERE ts >= '2024-01-02T00:00:00Z'",
+        )
+        .await;
+        assert!(!plan.contains("FilterExec"), "{plan}");
+        assert!(
+            rows.contains("| 3") && rows.contains("| 4") && !rows.contains("| 2"),
+            "{rows}"
+        );
+        let (plan, _) = plan_and_rows(
+            &engine,
+            "SELECT v FROM t WHERE ts >= '2024-01-02T00:00:00Z' AND v > 3",
+        )
+        .await;
+        assert!(plan.contains("FilterExec"), "{plan}");
     }
 }

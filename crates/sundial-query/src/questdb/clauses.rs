@@ -18,9 +18,9 @@
 
 use std::borrow::Cow;
 
-use datafusion::sql::sqlparser::dialect::GenericDialect;
-use datafusion::sql::sqlparser::tokenizer::{Location, Token, TokenWithSpan, Tokenizer};
+use datafusion::sql::sqlparser::tokenizer::{Location, Token, TokenWithSpan};
 
+use crate::ddl::{offset, tokenize};
 use crate::error::{QueryError, Result};
 
 pub(crate) const SAMPLE_MARKER: &str = "__sundial_sample_by";
@@ -116,19 +116,12 @@ pub(crate) fn extract(sql: &str) -> Result<(Cow<'_, str>, Clauses)> {
     if !mentions_a_clause(sql) {
         return Ok((Cow::Borrowed(sql), Clauses::default()));
     }
-    let tokens: Vec<TokenWithSpan> = Tokenizer::new(&GenericDialect {}, sql)
-        .tokenize_with_location()
-        .map_err(|e| QueryError::Syntax {
-            message: e.message,
-            line: e.location.line,
-            column: e.location.column,
-        })?
+    let tokens: Vec<TokenWithSpan> = tokenize(sql)?
         .into_iter()
         .filter(|t| !matches!(t.token, Token::Whitespace(_)))
         .collect();
     let mut scan = Scanner {
         sql,
-        offsets: LineOffsets::new(sql),
         tokens,
         pos: 0,
         edits: Vec::new(),
@@ -142,35 +135,15 @@ pub(crate) fn extract(sql: &str) -> Result<(Cow<'_, str>, Clauses)> {
 }
 
 fn mentions_a_clause(sql: &str) -> bool {
-    let lower = sql.to_ascii_lowercase();
-    lower.contains("sample")
-        || lower.contains("latest")
-        || lower.contains("limit")
-        || (lower.contains("in") && lower.contains('\''))
-}
-
-/// Byte offsets of line starts, to turn token locations into byte offsets.
-struct LineOffsets<'a> {
-    sql: &'a str,
-    starts: Vec<usize>,
-}
-
-impl<'a> LineOffsets<'a> {
-    fn new(sql: &'a str) -> Self {
-        let mut starts = vec![0];
-        starts.extend(sql.match_indices('\n').map(|(i, _)| i + 1));
-        LineOffsets { sql, starts }
-    }
-
-    fn byte(&self, loc: Location) -> usize {
-        let Some(&start) = self.starts.get(loc.line.saturating_sub(1) as usize) else {
-            return self.sql.len();
-        };
-        self.sql[start..]
-            .char_indices()
-            .nth(loc.column.saturating_sub(1) as usize)
-            .map_or(self.sql.len(), |(i, _)| start + i)
-    }
+    let mentions = |word: &str| {
+        sql.as_bytes()
+            .windows(word.len())
+            .any(|w| w.eq_ignore_ascii_case(word.as_bytes()))
+    };
+    mentions("sample")
+        || mentions("latest")
+        || mentions("limit")
+        || (sql.contains('\'') && mentions("in"))
 }
 
 /// One textual replacement: bytes `start..end` become `text`.
@@ -182,7 +155,6 @@ struct Edit {
 
 struct Scanner<'a> {
     sql: &'a str,
-    offsets: LineOffsets<'a>,
     tokens: Vec<TokenWithSpan>,
     pos: usize,
     edits: Vec<Edit>,
@@ -299,13 +271,13 @@ impl Scanner<'_> {
 
     fn start_byte(&self, i: usize) -> usize {
         match self.tokens.get(i) {
-            Some(t) => self.offsets.byte(t.span.start),
+            Some(t) => offset(self.sql, t.span.start),
             None => self.sql.len(),
         }
     }
 
     fn end_of(&self, t: &TokenWithSpan) -> usize {
-        self.offsets.byte(t.span.end)
+        offset(self.sql, t.span.end)
     }
 
     fn end_byte(&self, i: usize) -> usize {

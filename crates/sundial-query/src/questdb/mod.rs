@@ -31,11 +31,11 @@ mod stride;
 use std::ops::ControlFlow;
 
 use datafusion::sql::sqlparser::ast::{
-    BinaryOperator, CastKind, DataType, Expr, Function, FunctionArg, FunctionArgExpr,
-    FunctionArgumentClause, FunctionArguments, GroupByExpr, Ident, LimitClause, ObjectName,
-    ObjectNamePart, Offset, OffsetRows, OrderBy, OrderByExpr, OrderByKind, OrderByOptions, Query,
-    Select, SelectItem, SetExpr, Statement, TableFactor, TimezoneInfo, Value, VisitMut, VisitorMut,
-    visit_expressions, visit_expressions_mut,
+    BinaryOperator, DataType, Expr, Function, FunctionArg, FunctionArgExpr, FunctionArgumentClause,
+    FunctionArguments, GroupByExpr, Ident, LimitClause, ObjectName, ObjectNamePart, Offset,
+    OffsetRows, OrderBy, OrderByExpr, OrderByKind, OrderByOptions, Query, Select, SelectItem,
+    SetExpr, Statement, TableFactor, TimezoneInfo, Value, VisitMut, VisitorMut, visit_expressions,
+    visit_expressions_mut,
 };
 use datafusion::sql::sqlparser::dialect::GenericDialect;
 use datafusion::sql::sqlparser::parser::Parser;
@@ -45,7 +45,7 @@ use clauses::{
 };
 pub(crate) use clauses::{Clauses, extract};
 
-use crate::compat::call;
+use crate::compat::{call, cast, null};
 use crate::error::{QueryError, Result};
 
 /// What the rewrite needs to know about tables.
@@ -177,32 +177,16 @@ fn string(s: &str) -> Expr {
     Expr::value(Value::SingleQuotedString(s.to_string()))
 }
 
-fn null() -> Expr {
-    Expr::value(Value::Null)
-}
-
 fn timestamp_literal(ns: i64) -> Expr {
     let text = chrono::DateTime::from_timestamp_nanos(ns)
         .naive_utc()
         .format("%Y-%m-%dT%H:%M:%S%.f")
         .to_string();
-    Expr::Cast {
-        kind: CastKind::Cast,
-        expr: Box::new(string(&text)),
-        data_type: DataType::Timestamp(None, TimezoneInfo::None),
-        format: None,
-        array: false,
-    }
+    to_timestamp(string(&text))
 }
 
 fn to_timestamp(expr: Expr) -> Expr {
-    Expr::Cast {
-        kind: CastKind::Cast,
-        expr: Box::new(expr),
-        data_type: DataType::Timestamp(None, TimezoneInfo::None),
-        format: None,
-        array: false,
-    }
+    cast(expr, DataType::Timestamp(None, TimezoneInfo::None))
 }
 
 fn and(a: Expr, b: Expr) -> Expr {
@@ -467,11 +451,6 @@ impl Rewriter<'_> {
         found
     }
 
-    /// Replaces references to the timestamp outside aggregate calls by `bucket`.
-    fn replace_timestamp(&self, e: &mut Expr, source: &Source, bucket: &Expr) {
-        replace_outside_aggregates(self, e, source, bucket);
-    }
-
     // --- SAMPLE BY ---
 
     /// Rewrites a SELECT marked with SAMPLE BY; returns the ORDER BY it implies.
@@ -537,7 +516,7 @@ impl Rewriter<'_> {
                 }
                 SelectItem::UnnamedExpr(e) | SelectItem::ExprWithAlias { expr: e, .. } => {
                     let was_timestamp = source.is_timestamp(e);
-                    self.replace_timestamp(e, &source, &bucket);
+                    replace_outside_aggregates(self, e, &source, &bucket);
                     if was_timestamp {
                         bucket_item.get_or_insert(i);
                     } else if !self.has_aggregate(e) && !is_constant(e) && *e != bucket {
@@ -557,7 +536,7 @@ impl Rewriter<'_> {
             if source.is_timestamp(&key) {
                 continue;
             }
-            self.replace_timestamp(&mut key, &source, &bucket);
+            replace_outside_aggregates(self, &mut key, &source, &bucket);
             if !keys.contains(&key) && key != bucket {
                 keys.push(key);
             }
@@ -1182,13 +1161,7 @@ fn date_part_of(f: &Function) -> Option<Expr> {
 }
 
 fn cast_int(e: Expr) -> Expr {
-    Expr::Cast {
-        kind: CastKind::Cast,
-        expr: Box::new(e),
-        data_type: DataType::Int(None),
-        format: None,
-        array: false,
-    }
+    cast(e, DataType::Int(None))
 }
 
 #[cfg(test)]

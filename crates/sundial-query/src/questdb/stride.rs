@@ -10,7 +10,7 @@ const NANOS_PER_SECOND: i64 = 1_000_000_000;
 const NANOS_PER_DAY: i64 = 86_400 * NANOS_PER_SECOND;
 
 /// The Monday after the epoch: weeks start on Mondays (ISO 8601).
-pub(crate) const FIRST_MONDAY_NS: i64 = 4 * NANOS_PER_DAY;
+const FIRST_MONDAY_NS: i64 = 4 * NANOS_PER_DAY;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Unit {
