@@ -6,6 +6,7 @@
 #
 #   bench/tsbs.sh
 #   WORKERS=2 PROTOCOLS="http pg" bench/tsbs.sh
+#   INDEX= bench/tsbs.sh          # without the symbol index on hostname
 #
 # Prints every `result:` line, then a table per protocol: each query type's median and p99 (ms)
 # on both servers and Sundial's speed-up (QuestDB's median / Sundial's). Everything also goes to
@@ -18,6 +19,8 @@ DATA=${DATA:-$TSBS_DIR/devops-cpu-s100-1d.ilp.zst}
 WORKERS=${WORKERS:-1}
 ROUNDS=${ROUNDS:-1}
 PROTOCOLS=${PROTOCOLS:-http}
+# Both servers get this symbol index after loading (QuestDB users index the filtered symbol).
+INDEX=${INDEX-hostname}
 SERVERS=${SERVERS:-"sundial questdb"}
 WORK=${WORK:-$(mktemp -d /tmp/sundial-tsbs-bench.XXXXXX)}
 mkdir -p bench/results
@@ -31,6 +34,10 @@ export QDB_HTTP_PORT=19000 QDB_ILP_PORT=19009 QDB_PG_PORT=18812
 run_suite() { # label pg http ilp
     target/release/sundial-bench load --file "$DATA" --ilp-addr "$4" \
         --http-addr "$3"
+    if [ -n "$INDEX" ]; then
+        curl -sfG "http://$3/exec" \
+            --data-urlencode "query=ALTER TABLE cpu ALTER COLUMN $INDEX ADD INDEX" >/dev/null
+    fi
     for protocol in $PROTOCOLS; do
         target/release/sundial-bench tsbs-queries --label "$1" --protocol "$protocol" \
             --pg-addr "$2" --http-addr "$3" --workers "$WORKERS" --rounds "$ROUNDS" \
@@ -87,7 +94,7 @@ ratios() {
 }
 
 {
-    echo "# bench/tsbs.sh $(date -u +%FT%TZ): data=$(basename "$DATA") workers=$WORKERS rounds=$ROUNDS"
+    echo "# bench/tsbs.sh $(date -u +%FT%TZ): data=$(basename "$DATA") workers=$WORKERS rounds=$ROUNDS index=${INDEX:-none}"
     for server in $SERVERS; do
         "run_$server"
     done

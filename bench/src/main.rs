@@ -185,6 +185,7 @@ async fn storage(
             columns,
             timestamp: Some("timestamp".into()),
             partition_by: PartitionBy::Day,
+            indexed: Vec::new(),
         },
         false,
     )?;

@@ -268,6 +268,7 @@ mod tests {
                 ],
                 timestamp: Some("ts".into()),
                 partition_by: PartitionBy::Day,
+                indexed: Vec::new(),
             },
             false,
         )

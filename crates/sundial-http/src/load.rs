@@ -203,6 +203,7 @@ fn table_for<R: Read>(
         columns,
         timestamp,
         partition_by: options.partition_by,
+        indexed: Vec::new(),
     };
     Ok(db.create_table(def, false)?)
 }

@@ -312,6 +312,7 @@ impl Ingestor {
                         columns,
                         timestamp: Some(self.options.timestamp_column.clone()),
                         partition_by: self.options.partition_by,
+                        indexed: Vec::new(),
                     };
                     self.db.create_table(def, true)?
                 }

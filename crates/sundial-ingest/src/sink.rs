@@ -668,6 +668,7 @@ mod tests {
             columns: all,
             timestamp: Some("timestamp".into()),
             partition_by: PartitionBy::Day,
+            indexed: Vec::new(),
         };
         let table = db.create_table(def, false).unwrap();
         (dir, Sinks::new(db), table)

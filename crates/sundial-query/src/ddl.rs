@@ -14,7 +14,15 @@ pub enum Command {
     AddColumns {
         table: String,
         columns: Vec<(String, ColumnType)>,
+        /// Added SYMBOL columns declared with `INDEX`.
+        indexed: Vec<String>,
         if_not_exists: bool,
+    },
+    /// `ALTER TABLE t ALTER COLUMN c ADD INDEX` (or `DROP INDEX`: `indexed` false).
+    SetIndexed {
+        table: String,
+        column: String,
+        indexed: bool,
     },
     DropColumns {
         table: String,
@@ -58,6 +66,8 @@ pub struct CreateTable {
     pub name: String,
     pub if_not_exists: bool,
     pub columns: Vec<(String, ColumnType)>,
+    /// SYMBOL columns declared with `INDEX`, in the column or as `, INDEX(c)` after the list.
+    pub indexed: Vec<String>,
     /// `CREATE TABLE ... AS (query)`: the query text.
     pub as_query: Option<String>,
     pub timestamp: Option<String>,
@@ -363,6 +373,7 @@ impl Parser<'_> {
             name,
             if_not_exists,
             columns: Vec::new(),
+            indexed: Vec::new(),
             as_query: None,
             timestamp: None,
             partition_by: None,
@@ -373,7 +384,10 @@ impl Parser<'_> {
             self.expect(&Token::LParen)?;
             loop {
                 let column = self.name("column name")?;
-                let column_type = self.column_type()?;
+                let (column_type, indexed) = self.column_type()?;
+                if indexed {
+                    create.indexed.push(column.clone());
+                }
                 create.columns.push((column, column_type));
                 if !self.eat(&Token::Comma) {
                     break;
@@ -420,7 +434,8 @@ impl Parser<'_> {
         Ok(self.sql[offset(self.sql, start)..end].trim().to_string())
     }
 
-    fn column_type(&mut self) -> Result<ColumnType> {
+    /// A column's type and whether it is declared `INDEX`.
+    fn column_type(&mut self) -> Result<(ColumnType, bool)> {
         let loc = self.location();
         let mut words = Vec::new();
         while let Some(Token::Word(w)) = self.peek().map(|t| &t.token) {
@@ -462,26 +477,34 @@ impl Parser<'_> {
                 });
             }
         };
-        self.symbol_options()?;
-        Ok(column_type)
+        let indexed = self.symbol_options()?;
+        Ok((column_type, indexed))
     }
 
-    /// QuestDB's SYMBOL options: CAPACITY n, CACHE / NOCACHE are accepted (no effect here).
-    fn symbol_options(&mut self) -> Result<()> {
+    /// QuestDB's SYMBOL options; says whether they include `INDEX`. `CAPACITY n` (of the
+    /// dictionary or of the index) and `CACHE` / `NOCACHE` are accepted with no effect here.
+    fn symbol_options(&mut self) -> Result<bool> {
+        let mut indexed = false;
         loop {
             if self.eat_kw("CAPACITY") {
-                match self.peek().map(|t| &t.token) {
-                    Some(Token::Number(_, _)) => self.pos += 1,
-                    _ => return self.error("expected a number after CAPACITY"),
-                }
+                self.capacity()?;
             } else if self.eat_kw("CACHE") || self.eat_kw("NOCACHE") {
-            } else if self.peek_kw("INDEX") {
-                return Err(QueryError::NotSupported(
-                    "symbol indexes (INDEX) are not available yet".into(),
-                ));
+            } else if self.eat_kw("INDEX") {
+                indexed = true;
             } else {
-                return Ok(());
+                return Ok(indexed);
             }
+        }
+    }
+
+    /// The number after `CAPACITY`.
+    fn capacity(&mut self) -> Result<()> {
+        match self.peek().map(|t| &t.token) {
+            Some(Token::Number(_, _)) => {
+                self.pos += 1;
+                Ok(())
+            }
+            _ => self.error("expected a number after CAPACITY"),
         }
     }
 
@@ -503,10 +526,15 @@ impl Parser<'_> {
             } else if self.eat_kw("WAL") || (self.eat_kw("BYPASS") && self.expect_kw("WAL").is_ok())
             {
                 // QuestDB's WAL choice has no meaning here: every commit is crash-safe.
-            } else if self.eat(&Token::Comma) && self.peek_kw("INDEX") {
-                return Err(QueryError::NotSupported(
-                    "symbol indexes (INDEX) are not available yet".into(),
-                ));
+            } else if self.eat(&Token::Comma) {
+                // `, INDEX(column [CAPACITY n])`, QuestDB's table-level index declaration.
+                self.expect_kw("INDEX")?;
+                self.expect(&Token::LParen)?;
+                create.indexed.push(self.name("indexed column")?);
+                if self.eat_kw("CAPACITY") {
+                    self.capacity()?;
+                }
+                self.expect(&Token::RParen)?;
             } else {
                 return Ok(());
             }
@@ -519,9 +547,14 @@ impl Parser<'_> {
             self.eat_kw("COLUMN");
             let if_not_exists = self.if_not_exists()?;
             let mut columns = Vec::new();
+            let mut indexed = Vec::new();
             loop {
                 let name = self.name("column name")?;
-                columns.push((name, self.column_type()?));
+                let (column_type, index) = self.column_type()?;
+                if index {
+                    indexed.push(name.clone());
+                }
+                columns.push((name, column_type));
                 if !self.eat(&Token::Comma) {
                     break;
                 }
@@ -530,6 +563,7 @@ impl Parser<'_> {
             return Ok(Command::AddColumns {
                 table,
                 columns,
+                indexed,
                 if_not_exists,
             });
         }
@@ -581,12 +615,30 @@ impl Parser<'_> {
                 to: self.name("new column name")?,
             });
         }
-        if self.peek_kw("ALTER") {
-            return Err(QueryError::NotSupported(
-                "ALTER COLUMN (symbol indexes) is not available yet".into(),
-            ));
+        if self.eat_kw("ALTER") {
+            self.expect_kw("COLUMN")?;
+            let column = self.name("column name")?;
+            let indexed = if self.eat_kw("ADD") {
+                true
+            } else if self.eat_kw("DROP") {
+                false
+            } else {
+                return self.error("expected ADD INDEX or DROP INDEX");
+            };
+            self.expect_kw("INDEX")?;
+            if indexed && self.eat_kw("CAPACITY") {
+                self.capacity()?;
+            }
+            self.end()?;
+            return Ok(Command::SetIndexed {
+                table,
+                column,
+                indexed,
+            });
         }
-        self.error("expected ADD COLUMN, DROP COLUMN, DROP PARTITION, RENAME COLUMN or RENAME TO")
+        self.error(
+            "expected ADD COLUMN, DROP COLUMN, DROP PARTITION, RENAME COLUMN, RENAME TO or ALTER COLUMN",
+        )
     }
 }
 
@@ -612,6 +664,7 @@ mod tests {
         assert_eq!(c.name, "cpu");
         assert!(c.if_not_exists);
         assert_eq!(c.columns[1], ("host".into(), ColumnType::Symbol));
+        assert!(c.indexed.is_empty());
         assert_eq!(c.columns[2].1, ColumnType::Double);
         assert_eq!(c.columns[3].1, ColumnType::Varchar);
         assert_eq!(c.timestamp.as_deref(), Some("ts"));
@@ -647,6 +700,38 @@ mod tests {
             parse("describe t").unwrap(),
             Command::ShowColumns { table: "t".into() }
         );
+    }
+
+    #[test]
+    fn parses_symbol_indexes() {
+        let c = parse("CREATE TABLE t (a SYMBOL CAPACITY 64 NOCACHE INDEX CAPACITY 256, b SYMBOL, c SYMBOL, ts TIMESTAMP), INDEX(b CAPACITY 128), INDEX (c) TIMESTAMP(ts)").unwrap();
+        let Command::CreateTable(c) = c else { panic!() };
+        assert_eq!(c.indexed, ["a", "b", "c"]);
+        assert_eq!(c.timestamp.as_deref(), Some("ts"));
+        assert_eq!(
+            parse("ALTER TABLE t ALTER COLUMN a ADD INDEX CAPACITY 1024").unwrap(),
+            Command::SetIndexed {
+                table: "t".into(),
+                column: "a".into(),
+                indexed: true
+            }
+        );
+        assert_eq!(
+            parse("alter table t alter column a drop index").unwrap(),
+            Command::SetIndexed {
+                table: "t".into(),
+                column: "a".into(),
+                indexed: false
+            }
+        );
+        let Command::AddColumns { indexed, .. } =
+            parse("ALTER TABLE t ADD COLUMN s SYMBOL INDEX, n INT").unwrap()
+        else {
+            panic!()
+        };
+        assert_eq!(indexed, ["s"]);
+        let e = parse("ALTER TABLE t ALTER COLUMN a REBUILD INDEX").unwrap_err();
+        assert_eq!(e.position(), Some((1, 30)), "{e}");
     }
 
     #[test]

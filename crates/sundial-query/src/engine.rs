@@ -192,8 +192,8 @@ pub struct Engine {
     /// saves copying every function registry per statement.
     state: SessionState,
     task: Arc<TaskContext>,
-    /// Key indexes for point lookups, shared by all sessions.
-    key_indexes: KeyIndexes,
+    /// Key indexes for point lookups and indexed symbols, shared by all sessions.
+    key_indexes: Arc<KeyIndexes>,
     /// Memory one query's operators may reserve (0: no limit).
     query_memory_bytes_max: usize,
 }
@@ -205,7 +205,7 @@ const LOOKUP_NOW_STEP_ROWS_MAX: u64 = 1 << 16;
 /// Rows pending commit in a table past which an INSERT waits (unless the server says).
 pub const INSERT_PENDING_ROWS_MAX: usize = 400_000;
 
-/// Memory the point lookups' key indexes may take.
+/// Memory the key indexes (point lookups, symbol indexes) may take.
 const KEY_INDEX_BYTES_MAX: usize = 256 << 20;
 
 impl Engine {
@@ -232,7 +232,11 @@ impl Engine {
         let catalog = ctx
             .catalog(CATALOG)
             .ok_or_else(|| QueryError::Invalid("default catalog missing".into()))?;
-        catalog.register_schema(SCHEMA, Arc::new(SundialSchema::new(inserts)))?;
+        let key_indexes = Arc::new(KeyIndexes::new(KEY_INDEX_BYTES_MAX));
+        catalog.register_schema(
+            SCHEMA,
+            Arc::new(SundialSchema::new(inserts, key_indexes.clone())),
+        )?;
         crate::pg_catalog::register(&ctx, db.clone())?;
         questdb::functions::register(&ctx);
         ctx.register_udtf(
@@ -246,7 +250,7 @@ impl Engine {
             ctx,
             state,
             task,
-            key_indexes: KeyIndexes::new(KEY_INDEX_BYTES_MAX),
+            key_indexes,
             query_memory_bytes_max: 0,
         })
     }
@@ -313,6 +317,7 @@ impl Engine {
             Command::AddColumns {
                 table,
                 columns,
+                indexed,
                 if_not_exists,
             } => {
                 let t = self.table(&table)?;
@@ -322,7 +327,19 @@ impl Engine {
                         continue;
                     }
                     w.add_column(&name, column_type)?;
+                    if indexed.contains(&name) {
+                        w.set_column_indexed(&name, true)?;
+                    }
                 }
+                done("ALTER TABLE")
+            }
+            Command::SetIndexed {
+                table,
+                column,
+                indexed,
+            } => {
+                let mut w = self.table(&table)?.writer()?;
+                w.set_column_indexed(&column, indexed)?;
                 done("ALTER TABLE")
             }
             Command::DropColumns { table, columns } => {
@@ -592,6 +609,7 @@ impl Engine {
                 columns: c.columns,
                 timestamp: c.timestamp,
                 partition_by,
+                indexed: c.indexed,
             };
             self.db.create_table(def, c.if_not_exists)?;
             return done("CREATE TABLE");
@@ -624,6 +642,7 @@ impl Engine {
             columns,
             timestamp: c.timestamp,
             partition_by,
+            indexed: c.indexed,
         };
         let table = self.db.create_table(def, false)?;
         let result = async {
@@ -842,7 +861,7 @@ fn show_columns(meta: &TableMeta) -> RecordBatch {
     ]));
     let names: Vec<&str> = meta.columns.iter().map(|c| c.name.as_str()).collect();
     let types: Vec<&str> = meta.columns.iter().map(|c| c.column_type.name()).collect();
-    let indexed = vec![false; names.len()];
+    let indexed: Vec<bool> = meta.columns.iter().map(|c| c.indexed).collect();
     let designated: Vec<bool> = (0..names.len())
         .map(|i| meta.timestamp_index == Some(i))
         .collect();

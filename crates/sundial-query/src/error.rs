@@ -148,6 +148,17 @@ pub(crate) fn external(e: StorageError) -> DataFusionError {
     DataFusionError::External(Box::new(e))
 }
 
+impl From<QueryError> for DataFusionError {
+    /// For query-layer work running inside DataFusion; `From<DataFusionError>` undoes it.
+    fn from(e: QueryError) -> Self {
+        match e {
+            QueryError::Storage(e) => external(e),
+            QueryError::DataFusion { error, .. } => error,
+            other => DataFusionError::External(Box::new(other)),
+        }
+    }
+}
+
 /// sqlparser reports where parsing failed only in its message: `... at Line: 1, Column: 8`.
 fn parser_position(error: &DataFusionError) -> Option<(u64, u64)> {
     let DataFusionError::SQL(e, _) = error else {

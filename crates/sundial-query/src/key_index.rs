@@ -1,18 +1,22 @@
-//! In-memory key indexes for point lookups, built on first use and shared by every session.
+//! In-memory key indexes, built on first use and shared by every session: point lookups use
+//! them for their key columns, and scans for filters on indexed SYMBOL columns.
 //!
 //! ```text
-//! (table, column, partition key) ──▶ KeyIndex of one partition version
-//!     heads: key ──▶ newest row with that key        next: row ──▶ previous row, same key
-//!     next.len(): how many of the partition's rows are indexed (appends extend it)
+//! (table, column, partition key) ──▶ KeyIndex of one partition version, `rows` rows indexed
+//!   integer keys:  heads: key ──▶ newest row with it     next: row ──▶ previous row, same key
+//!   SYMBOL codes:  lists: code ──▶ its rows, ascending
 //! ```
 //!
-//! A partition only grows by appends until it is rewritten, and a rewrite gets a new version,
-//! so an index stays right for the rows it covers and extends itself when a newer snapshot has
-//! more. A lookup in a newer version replaces the index of the older one (a reader still on
-//! the older snapshot then builds its own, unshared, and drops it after use). Integer-like columns (integers, timestamps, dates) and SYMBOL codes are indexed; other
-//! types are scanned. The total size is bounded: past `bytes_max` the least recently used
-//! indexes are dropped, and a partition too big for the budget is scanned instead.
+//! A partition only grows by appends until it is rewritten (an out-of-order commit, a
+//! compaction), and a rewrite gets a new version, so an index stays right for the rows it
+//! covers and extends itself when a newer snapshot has more. A lookup in a newer version
+//! replaces the index of the older one (a reader still on the older snapshot then builds its
+//! own, unshared, and drops it after use). Integer-like columns (integers, timestamps, dates)
+//! and SYMBOL codes are indexed; other types are scanned. The total size is bounded: past
+//! `bytes_max` the least recently used indexes are dropped, and a partition too big for the
+//! budget is scanned instead.
 
+use std::ops::Range;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 
@@ -61,14 +65,56 @@ struct KeyIndex {
     /// name is another table.
     table: Weak<Table>,
     partition_version: u64,
-    heads: HashMap<i64, u32>,
-    next: Vec<u32>,
+    entries: Entries,
+    /// The partition's first `rows` rows are indexed.
+    rows: u64,
     last_used: u64,
+}
+
+#[derive(Debug)]
+enum Entries {
+    /// Integer keys: the newest row of each key, and each row's previous row with its key.
+    Chains {
+        heads: HashMap<i64, u32>,
+        next: Vec<u32>,
+    },
+    /// SYMBOL codes (dense from 0): each code's rows, ascending. `bytes` is their footprint.
+    Postings { lists: Vec<Vec<u32>>, bytes: usize },
 }
 
 impl KeyIndex {
     fn bytes(&self) -> usize {
-        self.next.capacity() * 4 + self.heads.capacity() * 24
+        match &self.entries {
+            Entries::Chains { heads, next } => next.capacity() * 4 + heads.capacity() * 24,
+            Entries::Postings { bytes, .. } => *bytes,
+        }
+    }
+
+    /// The indexed rows in `within` holding `key`, ascending.
+    fn hits(&self, key: i64, within: Range<u64>) -> Vec<u32> {
+        match &self.entries {
+            Entries::Chains { heads, next } => {
+                let mut hits = Vec::new();
+                let mut row = heads.get(&key).copied().unwrap_or(NO_ROW);
+                // Chains run from the newest row to the oldest.
+                while row != NO_ROW && (row as u64) >= within.start {
+                    if (row as u64) < within.end {
+                        hits.push(row);
+                    }
+                    row = next[row as usize];
+                }
+                hits.reverse();
+                hits
+            }
+            Entries::Postings { lists, .. } => {
+                let Some(list) = usize::try_from(key).ok().and_then(|code| lists.get(code)) else {
+                    return Vec::new();
+                };
+                let from = list.partition_point(|r| (*r as u64) < within.start);
+                let to = list.partition_point(|r| (*r as u64) < within.end);
+                list[from..to.max(from)].to_vec()
+            }
+        }
     }
 }
 
@@ -95,8 +141,9 @@ impl KeyIndexes {
         }
     }
 
-    /// Rows of `partition` (in table order) whose column `column` holds `key`. Indexing more
-    /// than `index_rows_max` rows to answer is left to the caller ([`IndexRows::Deferred`]).
+    /// Rows `within` of `partition` (in table order) whose column `column` holds `key` (for a
+    /// SYMBOL column, its code). Indexing more than `index_rows_max` rows to answer is left to
+    /// the caller ([`IndexRows::Deferred`]).
     pub(crate) fn rows(
         &self,
         table: &Arc<Table>,
@@ -104,6 +151,7 @@ impl KeyIndexes {
         index_rows_max: u64,
         (partition, column): (usize, usize),
         key: i64,
+        within: Range<u64>,
     ) -> Result<IndexRows> {
         let part = &snapshot.partitions()[partition];
         let rows = part.row_count;
@@ -116,10 +164,11 @@ impl KeyIndexes {
             column_id: column_meta.id,
             partition_key: part.key,
         };
-        let entry = self.entry(id, table, part.version);
+        let symbols = column_meta.column_type == ColumnType::Symbol;
+        let entry = self.entry(id, table, part.version, symbols);
         let mut index = entry.lock().unwrap_or_else(|e| e.into_inner());
         index.last_used = self.clock.fetch_add(1, Ordering::Relaxed);
-        let indexed = index.next.len() as u64;
+        let indexed = index.rows;
         if rows.saturating_sub(indexed) > index_rows_max {
             return Ok(IndexRows::Deferred);
         }
@@ -136,27 +185,36 @@ impl KeyIndexes {
                 index = entry.lock().unwrap_or_else(|e| e.into_inner());
             }
         }
-        let mut hits = Vec::new();
-        let mut row = index.heads.get(&key).copied().unwrap_or(NO_ROW);
-        while row != NO_ROW {
-            if (row as u64) < rows {
-                hits.push(row);
-            }
-            row = index.next[row as usize];
-        }
-        hits.reverse();
-        Ok(IndexRows::Hits(hits))
+        let within = within.start..within.end.min(rows);
+        Ok(IndexRows::Hits(index.hits(key, within)))
     }
 
     /// The shared index for `id` at `version`. An index of an older version is replaced; a
     /// reader of an older version than the one shared gets a private index.
-    fn entry(&self, id: IndexId, table: &Arc<Table>, version: u64) -> Arc<Mutex<KeyIndex>> {
+    fn entry(
+        &self,
+        id: IndexId,
+        table: &Arc<Table>,
+        version: u64,
+        symbols: bool,
+    ) -> Arc<Mutex<KeyIndex>> {
         let fresh = || {
+            let entries = if symbols {
+                Entries::Postings {
+                    lists: Vec::new(),
+                    bytes: 0,
+                }
+            } else {
+                Entries::Chains {
+                    heads: HashMap::default(),
+                    next: Vec::new(),
+                }
+            };
             Arc::new(Mutex::new(KeyIndex {
                 table: Arc::downgrade(table),
                 partition_version: version,
-                heads: HashMap::default(),
-                next: Vec::new(),
+                entries,
+                rows: 0,
                 last_used: 0,
             }))
         };
@@ -224,17 +282,34 @@ fn extend(index: &mut KeyIndex, values: &ArrayRef) -> Result<()> {
         None => cast(values, &DataType::Int64)?,
     };
     let keys = keys.as_primitive::<Int64Type>();
-    index.next.reserve(keys.len());
-    index.heads.reserve(keys.len().min(1 << 16));
-    for key in keys.iter() {
-        // The caller indexes only partitions of fewer than NO_ROW rows.
-        let row = index.next.len() as u32;
-        let Some(key) = key else {
-            index.next.push(NO_ROW);
-            continue;
-        };
-        let previous = index.heads.insert(key, row).unwrap_or(NO_ROW);
-        index.next.push(previous);
+    // The caller indexes only partitions of fewer than NO_ROW rows.
+    let first_row = index.rows as u32;
+    match &mut index.entries {
+        Entries::Chains { heads, next } => {
+            next.reserve(keys.len());
+            heads.reserve(keys.len().min(1 << 16));
+            for (row, key) in (first_row..).zip(keys.iter()) {
+                let previous = match key {
+                    Some(key) => heads.insert(key, row).unwrap_or(NO_ROW),
+                    None => NO_ROW,
+                };
+                next.push(previous);
+            }
+        }
+        Entries::Postings { lists, bytes } => {
+            for (row, key) in (first_row..).zip(keys.iter()) {
+                // NULL has no code; a negative code would be a corrupt column.
+                let Some(code) = key.and_then(|k| usize::try_from(k).ok()) else {
+                    continue;
+                };
+                if code >= lists.len() {
+                    lists.resize_with(code + 1, Vec::new);
+                }
+                lists[code].push(row);
+            }
+            *bytes = lists.capacity() * 24 + lists.iter().map(|l| l.capacity() * 4).sum::<usize>();
+        }
     }
+    index.rows += keys.len() as u64;
     Ok(())
 }

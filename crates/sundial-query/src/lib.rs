@@ -24,6 +24,7 @@ pub mod copy;
 mod ddl;
 mod engine;
 mod error;
+mod index_scan;
 mod key_index;
 mod latest;
 mod lookup;

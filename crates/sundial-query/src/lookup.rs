@@ -392,7 +392,7 @@ fn literal_fits(value: &ScalarValue, column_type: &DataType) -> bool {
 }
 
 /// The dictionary code of `value` in SYMBOL column `column`, if the column ever held it.
-fn symbol_code(snapshot: &Snapshot, column: usize, value: &ScalarValue) -> Option<i32> {
+pub(crate) fn symbol_code(snapshot: &Snapshot, column: usize, value: &ScalarValue) -> Option<i32> {
     let text = match value {
         ScalarValue::Utf8(Some(s))
         | ScalarValue::LargeUtf8(Some(s))
@@ -426,6 +426,7 @@ fn indexed_rows(scope: &Scope<'_>, needles: &[Needle]) -> Result<Option<Vec<u32>
         scope.step_rows_max,
         (scope.partition, needles[first].column),
         key,
+        0..u64::MAX,
     )?;
     let mut rows = match found {
         IndexRows::Hits(rows) => rows,
@@ -527,7 +528,7 @@ fn compare(values: &dyn Array, needle: &dyn Datum) -> Result<BooleanArray> {
     })
 }
 
-fn internal(message: String) -> QueryError {
+pub(crate) fn internal(message: String) -> QueryError {
     QueryError::from(datafusion::error::DataFusionError::Internal(message))
 }
 
@@ -777,7 +778,7 @@ mod tests {
         let table = engine.db().table("t").expect("table");
         let snapshot = table.snapshot();
         let rows = indexes
-            .rows(&table, &snapshot, u64::MAX, (0, 2), 1)
+            .rows(&table, &snapshot, u64::MAX, (0, 2), 1, 0..u64::MAX)
             .expect("rows");
         assert!(matches!(rows, IndexRows::Unindexed));
     }
@@ -791,7 +792,7 @@ mod tests {
         trades(&engine).await;
         let table = engine.db().table("t").expect("table");
         let snapshot = table.snapshot();
-        let rows = |allowed| indexes.rows(&table, &snapshot, allowed, (0, 2), 1);
+        let rows = |allowed| indexes.rows(&table, &snapshot, allowed, (0, 2), 1, 0..u64::MAX);
         assert!(matches!(rows(1).expect("rows"), IndexRows::Deferred));
         assert!(matches!(rows(u64::MAX).expect("rows"), IndexRows::Hits(h) if h == [0]));
         assert!(matches!(rows(0).expect("rows"), IndexRows::Hits(h) if h == [0]));
@@ -807,7 +808,7 @@ mod tests {
         for hour in 0..5 {
             let snapshot = table.snapshot();
             let hits = indexes
-                .rows(&table, &snapshot, u64::MAX, (2, 2), 3)
+                .rows(&table, &snapshot, u64::MAX, (2, 2), 3, 0..u64::MAX)
                 .expect("rows");
             assert!(
                 matches!(hits, IndexRows::Hits(h) if h.len() == 1 + hour),

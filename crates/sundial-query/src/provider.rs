@@ -9,18 +9,22 @@ use async_trait::async_trait;
 use datafusion::arrow::compute::concat_batches;
 use datafusion::arrow::datatypes::SchemaRef;
 use datafusion::catalog::{SchemaProvider, Session, TableProvider};
-use datafusion::common::{DataFusionError, Result as DfResult};
+use datafusion::common::{DFSchema, DataFusionError, Result as DfResult};
 use datafusion::datasource::TableType;
 use datafusion::datasource::sink::{DataSink, DataSinkExec};
 use datafusion::execution::{SendableRecordBatchStream, TaskContext};
 use datafusion::logical_expr::dml::InsertOp;
+use datafusion::logical_expr::utils::conjunction;
 use datafusion::logical_expr::{Expr, TableProviderFilterPushDown};
+use datafusion::physical_plan::filter::FilterExecBuilder;
 use datafusion::physical_plan::{DisplayAs, DisplayFormatType, ExecutionPlan};
 use futures::StreamExt;
 use sundial_ingest::{IngestError, Sinks};
-use sundial_storage::{Database, Snapshot, StorageError, Table};
+use sundial_storage::{ColumnMeta, Database, Snapshot, StorageError, Table};
 
 use crate::error::external;
+use crate::index_scan::{pick_rows, symbol_filter, symbol_filters};
+use crate::key_index::KeyIndexes;
 use crate::scan::{
     SundialScanExec, is_exact_time_filter, is_time_filter, ranges, scan_batch_rows, split_frames,
     time_bounds,
@@ -45,13 +49,15 @@ impl fmt::Debug for InsertPath {
 pub struct SundialSchema {
     db: Arc<Database>,
     inserts: InsertPath,
+    indexes: Arc<KeyIndexes>,
 }
 
 impl SundialSchema {
-    pub fn new(inserts: InsertPath) -> Self {
+    pub(crate) fn new(inserts: InsertPath, indexes: Arc<KeyIndexes>) -> Self {
         SundialSchema {
             db: inserts.sinks.db().clone(),
             inserts,
+            indexes,
         }
     }
 }
@@ -64,7 +70,11 @@ impl SchemaProvider for SundialSchema {
 
     async fn table(&self, name: &str) -> DfResult<Option<Arc<dyn TableProvider>>> {
         Ok(self.db.table(name).map(|t| {
-            Arc::new(SundialTable::new(t, self.inserts.clone())) as Arc<dyn TableProvider>
+            Arc::new(SundialTable::new(
+                t,
+                self.inserts.clone(),
+                self.indexes.clone(),
+            )) as Arc<dyn TableProvider>
         }))
     }
 
@@ -82,10 +92,12 @@ pub struct SundialTable {
     snapshot: Arc<Snapshot>,
     schema: SchemaRef,
     inserts: InsertPath,
+    /// Symbol indexes, shared with point lookups.
+    indexes: Arc<KeyIndexes>,
 }
 
 impl SundialTable {
-    pub fn new(table: Arc<Table>, inserts: InsertPath) -> Self {
+    pub(crate) fn new(table: Arc<Table>, inserts: InsertPath, indexes: Arc<KeyIndexes>) -> Self {
         let snapshot = table.snapshot();
         let schema = snapshot.meta().arrow_schema();
         SundialTable {
@@ -93,6 +105,7 @@ impl SundialTable {
             snapshot,
             schema,
             inserts,
+            indexes,
         }
     }
 
@@ -104,11 +117,13 @@ impl SundialTable {
     /// at the same positions (columns added since are ignored: the plan never reads them).
     pub(crate) fn scan_snapshot(&self) -> DfResult<Arc<Snapshot>> {
         let newest = self.table.snapshot();
+        let (planned, now) = (&self.snapshot.meta().columns, &newest.meta().columns);
+        // Adding or dropping a symbol index changes no column the plan reads.
+        let same = |a: &ColumnMeta, b: &ColumnMeta| {
+            (a.id, &a.name, a.column_type) == (b.id, &b.name, b.column_type)
+        };
         if Arc::ptr_eq(newest.meta(), self.snapshot.meta())
-            || newest
-                .meta()
-                .columns
-                .starts_with(&self.snapshot.meta().columns)
+            || (now.len() >= planned.len() && planned.iter().zip(now).all(|(a, b)| same(a, b)))
         {
             return Ok(newest);
         }
@@ -116,6 +131,22 @@ impl SundialTable {
             "table '{}' changed its columns after this statement was planned; prepare it again",
             self.snapshot.meta().name
         )))
+    }
+
+    /// Filters of a scan that neither bound the designated timestamp nor select indexed
+    /// symbols: any reported Exact must be applied above the scan.
+    fn unrecognised_filters(&self, filters: &[Expr]) -> Vec<Expr> {
+        let meta = self.snapshot.meta();
+        filters
+            .iter()
+            .filter(|f| {
+                let time = self
+                    .timestamp_name()
+                    .is_some_and(|ts| is_time_filter(f, ts));
+                !time && symbol_filter(f, meta).is_none()
+            })
+            .cloned()
+            .collect()
     }
 
     pub(crate) fn timestamp_name(&self) -> Option<&str> {
@@ -158,10 +189,12 @@ impl TableProvider for SundialTable {
         filters: &[&Expr],
     ) -> DfResult<Vec<TableProviderFilterPushDown>> {
         let ts = self.timestamp_name();
+        let meta = self.snapshot.meta();
         Ok(filters
             .iter()
             .map(|f| match ts {
                 Some(ts) if is_exact_time_filter(f, ts) => TableProviderFilterPushDown::Exact,
+                _ if symbol_filter(f, meta).is_some() => TableProviderFilterPushDown::Exact,
                 Some(ts) if is_time_filter(f, ts) => TableProviderFilterPushDown::Inexact,
                 _ => TableProviderFilterPushDown::Unsupported,
             })
@@ -175,30 +208,61 @@ impl TableProvider for SundialTable {
         filters: &[Expr],
         limit: Option<usize>,
     ) -> DfResult<Arc<dyn ExecutionPlan>> {
-        let projection = projection
+        let mut projection = projection
             .cloned()
             .unwrap_or_else(|| (0..self.schema.fields().len()).collect());
-        let schema = Arc::new(self.schema.project(&projection)?);
-        let bounds = match self.timestamp_name() {
-            Some(ts) => time_bounds(filters, ts),
-            None => Default::default(),
-        };
+        let output_columns = projection.len();
         let snapshot = self.scan_snapshot()?;
-        let ranges = ranges(&snapshot, bounds).map_err(external)?;
-        let total: u64 = ranges.iter().map(|r| r.rows.end - r.rows.start).sum();
+        let mut frames = match self.timestamp_name() {
+            Some(ts) => ranges(&snapshot, time_bounds(filters, ts)),
+            None => ranges(&snapshot, Default::default()),
+        }
+        .map_err(external)?;
+        // Decided against the planned schema, as the pushdown that made them Exact was.
+        let planned = self.snapshot.meta();
+        let symbol_filters = symbol_filters(filters, planned);
+        if !symbol_filters.is_empty() {
+            frames = pick_rows(
+                &self.indexes,
+                &self.table,
+                &snapshot,
+                &symbol_filters,
+                frames,
+            )?;
+        }
+        // A filter reported Exact may reach the scan rewritten by later optimizer passes
+        // into a form the scan does not recognise; such filters are applied above it.
+        let residual = self.unrecognised_filters(filters);
+        let limit = if residual.is_empty() { limit } else { None };
+        for column in residual.iter().flat_map(|f| f.column_refs()) {
+            let index = self.schema.index_of(&column.name)?;
+            if !projection.contains(&index) {
+                projection.push(index);
+            }
+        }
+        let schema = Arc::new(self.schema.project(&projection)?);
         let config = state.config();
+        let total: u64 = frames.iter().map(|f| f.len()).sum();
         let frames = split_frames(
-            ranges,
+            frames,
             frame_rows(total, config.target_partitions(), config.batch_size()),
         );
-        Ok(Arc::new(SundialScanExec::new(
+        let scan = Arc::new(SundialScanExec::new(
             snapshot,
             projection,
-            schema,
+            schema.clone(),
             frames,
             limit,
             config.target_partitions(),
-        )))
+        ));
+        let Some(predicate) = conjunction(residual) else {
+            return Ok(scan);
+        };
+        let predicate = state.create_physical_expr(predicate, &DFSchema::try_from(schema)?)?;
+        let filter = FilterExecBuilder::new(predicate, scan)
+            .apply_projection(Some((0..output_columns).collect()))?
+            .build()?;
+        Ok(Arc::new(filter))
     }
 
     async fn insert_into(

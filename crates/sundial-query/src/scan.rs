@@ -16,7 +16,7 @@ use std::sync::Arc;
 use datafusion::arrow::array::UInt32Array;
 use datafusion::arrow::compute::{SortOptions, take_record_batch};
 use datafusion::arrow::datatypes::SchemaRef;
-use datafusion::arrow::record_batch::RecordBatch;
+use datafusion::arrow::record_batch::{RecordBatch, RecordBatchOptions};
 use datafusion::common::tree_node::TreeNodeRecursion;
 use datafusion::common::{Result as DfResult, ScalarValue};
 use datafusion::execution::{SendableRecordBatchStream, TaskContext};
@@ -33,11 +33,52 @@ use sundial_storage::Snapshot;
 
 use crate::error::external;
 
-/// Rows `rows` of partition `partition` of a snapshot.
+/// Rows `rows` of partition `partition` of a snapshot: all of them, or only `picks`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Frame {
     pub partition: usize,
     pub rows: Range<u64>,
+    /// The rows of `rows` to read, ascending, when an index chose them (see `index_scan`).
+    pub picks: Option<Arc<[u32]>>,
+}
+
+impl Frame {
+    /// All rows `rows` of `partition`.
+    pub fn range(partition: usize, rows: Range<u64>) -> Frame {
+        Frame {
+            partition,
+            rows,
+            picks: None,
+        }
+    }
+
+    /// How many rows the frame reads.
+    pub fn len(&self) -> u64 {
+        match &self.picks {
+            Some(picks) => picks.len() as u64,
+            None => self.rows.end - self.rows.start,
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The frame's rows from the `from`-th to before the `to`-th it reads.
+    fn slice(&self, from: u64, to: u64) -> Frame {
+        match &self.picks {
+            Some(picks) => {
+                let picks = &picks[from as usize..to as usize];
+                Frame {
+                    partition: self.partition,
+                    rows: picks.first().map_or(0, |r| *r as u64)
+                        ..picks.last().map_or(0, |r| *r as u64 + 1),
+                    picks: Some(picks.into()),
+                }
+            }
+            None => Frame::range(self.partition, self.rows.start + from..self.rows.start + to),
+        }
+    }
 }
 
 /// Bounds `[lo, hi)` on the designated timestamp implied by a conjunction of filters.
@@ -184,13 +225,10 @@ pub fn ranges(snapshot: &Snapshot, bounds: TimeBounds) -> sundial_storage::Resul
             }
             let rows = snapshot.rows_in_range(i, bounds.lo, bounds.hi)?;
             if !rows.is_empty() {
-                out.push(Frame { partition: i, rows });
+                out.push(Frame::range(i, rows));
             }
         } else {
-            out.push(Frame {
-                partition: i,
-                rows: 0..p.row_count,
-            });
+            out.push(Frame::range(i, 0..p.row_count));
         }
     }
     Ok(out)
@@ -206,18 +244,20 @@ pub fn scan_batch_rows(session_batch_rows: usize) -> u64 {
     session_batch_rows.max(SCAN_BATCH_ROWS_MIN) as u64
 }
 
-/// Splits ranges into frames of about `frame_rows` rows (whole multiples of `batch_rows`).
-pub fn split_frames(ranges: Vec<Frame>, frame_rows: u64) -> Vec<Frame> {
+/// Splits frames into frames reading about `frame_rows` rows each.
+pub fn split_frames(frames: Vec<Frame>, frame_rows: u64) -> Vec<Frame> {
     let frame_rows = frame_rows.max(1);
     let mut out = Vec::new();
-    for r in ranges {
-        let mut start = r.rows.start;
-        while start < r.rows.end {
-            let end = (start + frame_rows).min(r.rows.end);
-            out.push(Frame {
-                partition: r.partition,
-                rows: start..end,
-            });
+    for frame in frames {
+        let len = frame.len();
+        if len <= frame_rows {
+            out.push(frame);
+            continue;
+        }
+        let mut start = 0;
+        while start < len {
+            let end = (start + frame_rows).min(len);
+            out.push(frame.slice(start, end));
             start = end;
         }
     }
@@ -318,40 +358,31 @@ fn timestamp_position(snapshot: &Snapshot, projection: &[usize]) -> Option<usize
     projection.iter().position(|&c| c == ts)
 }
 
-/// Rows `rows` of `frame`'s partition in pieces of at most `batch_rows`, first to last or
-/// (when `reverse`) last to first.
-fn pieces(
-    frame: Frame,
-    batch_rows: u64,
-    reverse: bool,
-) -> impl Iterator<Item = (usize, Range<u64>)> {
-    let (mut start, mut end) = (frame.rows.start, frame.rows.end);
+/// `frame` in pieces reading at most `batch_rows` rows each, first to last or (when
+/// `reverse`) last to first.
+fn pieces(frame: Frame, batch_rows: u64, reverse: bool) -> impl Iterator<Item = Frame> {
+    let (mut start, mut end) = (0, frame.len());
     std::iter::from_fn(move || {
         if start >= end {
             return None;
         }
-        let piece = if reverse {
+        Some(if reverse {
             let lo = end.saturating_sub(batch_rows).max(start);
-            let piece = lo..end;
+            let piece = frame.slice(lo, end);
             end = lo;
             piece
         } else {
             let hi = (start + batch_rows).min(end);
-            let piece = start..hi;
+            let piece = frame.slice(start, hi);
             start = hi;
             piece
-        };
-        Some((frame.partition, piece))
+        })
     })
 }
 
 impl DisplayAs for SundialScanExec {
     fn fmt_as(&self, _t: DisplayFormatType, f: &mut fmt::Formatter) -> fmt::Result {
-        let rows: u64 = self
-            .frames
-            .iter()
-            .map(|fr| fr.rows.end - fr.rows.start)
-            .sum();
+        let rows: u64 = self.frames.iter().map(Frame::len).sum();
         write!(
             f,
             "SundialScanExec: table={}, frames={}, rows={rows}, projection={:?}",
@@ -364,6 +395,9 @@ impl DisplayAs for SundialScanExec {
         }
         if self.reverse {
             write!(f, ", reverse")?;
+        }
+        if self.frames.iter().any(|fr| fr.picks.is_some()) {
+            write!(f, ", indexed")?;
         }
         Ok(())
     }
@@ -485,23 +519,19 @@ impl ExecutionPlan for SundialScanExec {
         let batches = mine
             .into_iter()
             .flat_map(move |frame| pieces(frame, batch_rows, reverse))
-            .map_while(move |(p, rows)| {
+            .map_while(move |piece| {
                 if remaining == 0 {
                     return None;
                 }
-                let take = (rows.end - rows.start).min(remaining);
+                let len = piece.len();
+                let take = len.min(remaining);
                 remaining -= take;
-                let rows = if reverse {
-                    rows.end - take..rows.end
+                let piece = if reverse {
+                    piece.slice(len - take, len)
                 } else {
-                    rows.start..rows.start + take
+                    piece.slice(0, take)
                 };
-                let batch = read(&snapshot, p, &projection, rows);
-                Some(if reverse {
-                    batch.and_then(reversed)
-                } else {
-                    batch
-                })
+                Some(read(&snapshot, &piece, &projection, reverse))
             });
         Ok(Box::pin(RecordBatchStreamAdapter::new(
             self.schema.clone(),
@@ -510,26 +540,37 @@ impl ExecutionPlan for SundialScanExec {
     }
 }
 
-/// `batch` with its rows in the opposite order.
-fn reversed(batch: RecordBatch) -> DfResult<RecordBatch> {
-    let rows = batch.num_rows() as u32;
-    let indices = UInt32Array::from_iter_values((0..rows).rev());
+/// The rows `frame` reads, in table order or (when `reverse`) in the opposite order.
+fn read(
+    snapshot: &Snapshot,
+    frame: &Frame,
+    projection: &[usize],
+    reverse: bool,
+) -> DfResult<RecordBatch> {
+    let batch = snapshot
+        .read_batch(frame.partition, projection, frame.rows.clone())
+        .map_err(external)?;
+    if batch.num_columns() == 0 {
+        // No columns to reorder or pick from: only the row count matters.
+        let rows = RecordBatchOptions::new().with_row_count(Some(frame.len() as usize));
+        return Ok(RecordBatch::try_new_with_options(
+            batch.schema(),
+            Vec::new(),
+            &rows,
+        )?);
+    }
+    let start = frame.rows.start as u32;
+    let indices = match (&frame.picks, reverse) {
+        (None, false) => return Ok(batch),
+        (None, true) => UInt32Array::from_iter_values((0..batch.num_rows() as u32).rev()),
+        (Some(picks), false) => UInt32Array::from_iter_values(picks.iter().map(|r| r - start)),
+        (Some(picks), true) => UInt32Array::from_iter_values(picks.iter().rev().map(|r| r - start)),
+    };
     Ok(take_record_batch(&batch, &indices)?)
 }
 
-fn read(
-    snapshot: &Snapshot,
-    partition: usize,
-    projection: &[usize],
-    rows: Range<u64>,
-) -> DfResult<RecordBatch> {
-    snapshot
-        .read_batch(partition, projection, rows)
-        .map_err(external)
-}
-
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use datafusion::logical_expr::{col, lit};
 
@@ -574,23 +615,47 @@ mod tests {
     fn frames_split_evenly() {
         let f = split_frames(
             vec![
+                Frame::range(0, 0..25),
+                Frame::range(1, 5..9),
                 Frame {
-                    partition: 0,
-                    rows: 0..25,
-                },
-                Frame {
-                    partition: 1,
-                    rows: 5..9,
+                    partition: 2,
+                    rows: 3..40,
+                    picks: Some(vec![3, 5, 8, 13, 21, 34, 39].into()),
                 },
             ],
             10,
         );
         let sizes: Vec<u64> = f.iter().map(|f| f.rows.end - f.rows.start).collect();
-        assert_eq!(sizes, vec![10, 10, 5, 4]);
+        assert_eq!(sizes, vec![10, 10, 5, 4, 37]);
+        let f = split_frames(f, 3);
+        let picked: Vec<_> = f[f.len() - 3..]
+            .iter()
+            .map(|f| (f.rows.clone(), f.picks.as_deref().unwrap().to_vec()))
+            .collect();
+        assert_eq!(
+            picked,
+            [
+                (3..9, vec![3, 5, 8]),
+                (13..35, vec![13, 21, 34]),
+                (39..40, vec![39])
+            ]
+        );
+    }
+
+    /// An engine on a fresh database, and the directory to keep while it is used.
+    pub(crate) fn engine() -> (crate::Engine, tempfile::TempDir) {
+        use sundial_storage::{Database, Durability, StorageOptions};
+        let dir = tempfile::tempdir().expect("temp dir");
+        let options = StorageOptions {
+            durability: Durability::None,
+            ..StorageOptions::default()
+        };
+        let db = Database::open(dir.path(), options).expect("open database");
+        (crate::Engine::new(db).expect("engine"), dir)
     }
 
     /// The physical plan of `sql`, and its result as text.
-    async fn plan_and_rows(engine: &crate::Engine, sql: &str) -> (String, String) {
+    pub(crate) async fn plan_and_rows(engine: &crate::Engine, sql: &str) -> (String, String) {
         use datafusion::arrow::array::AsArray;
         use datafusion::arrow::util::pretty::pretty_format_batches;
         let explained = crate::collect(engine.run(&format!("EXPLAIN {sql}")).await.expect(sql))
@@ -619,14 +684,7 @@ mod tests {
 
     #[tokio::test]
     async fn timestamp_order_needs_no_sort_and_descending_reads_backwards() {
-        use sundial_storage::{Database, Durability, StorageOptions};
-        let dir = tempfile::tempdir().expect("temp dir");
-        let options = StorageOptions {
-            durability: Durability::None,
-            ..StorageOptions::default()
-        };
-        let db = Database::open(dir.path(), options).expect("open database");
-        let engine = crate::Engine::new(db).expect("engine");
+        let (engine, _dir) = engine();
         for sql in [
             "CREATE TABLE t (ts TIMESTAMP, v LONG) TIMESTAMP(ts) PARTITION BY DAY",
             "INSERT INTO t VALUES ('2024-01-01T00:00:00Z', 1), ('2024-01-01T12:00:00Z', 2), \

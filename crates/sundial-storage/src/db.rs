@@ -12,7 +12,7 @@ use std::time::Duration;
 use crate::error::{IoContext, Result, StorageError};
 use crate::files::sync_dir;
 use crate::partition::PartitionBy;
-use crate::table::{Durability, StorageOptions, Table};
+use crate::table::{Durability, StorageOptions, Table, check_indexable};
 use crate::txn::{ColumnMeta, TableMeta};
 use crate::types::ColumnType;
 use crate::validate_name;
@@ -28,6 +28,8 @@ pub struct TableDef {
     /// The designated timestamp column (must be one of `columns`, of type TIMESTAMP).
     pub timestamp: Option<String>,
     pub partition_by: PartitionBy,
+    /// SYMBOL columns (of `columns`) that get a symbol index.
+    pub indexed: Vec<String>,
 }
 
 /// An open data directory. One process at a time may hold it.
@@ -239,6 +241,7 @@ fn validate_def(def: &TableDef) -> Result<TableMeta> {
             id: i as u32,
             name: name.clone(),
             column_type: *column_type,
+            indexed: false,
         });
     }
     let timestamp_index = match &def.timestamp {
@@ -261,6 +264,18 @@ fn validate_def(def: &TableDef) -> Result<TableMeta> {
             Some(i)
         }
     };
+    for name in &def.indexed {
+        let column = columns
+            .iter_mut()
+            .find(|c| c.name.eq_ignore_ascii_case(name))
+            .ok_or_else(|| {
+                StorageError::InvalidInput(format!(
+                    "indexed column '{name}' is not a column of the table"
+                ))
+            })?;
+        check_indexable(column)?;
+        column.indexed = true;
+    }
     if timestamp_index.is_none() && def.partition_by != PartitionBy::None {
         return Err(StorageError::InvalidInput(format!(
             "PARTITION BY {} needs a designated timestamp: add TIMESTAMP(column)",

@@ -629,6 +629,7 @@ impl TableWriter {
                 id,
                 name: name.to_string(),
                 column_type,
+                indexed: false,
             });
             meta.next_column_id += 1;
             state.meta = Arc::new(meta);
@@ -681,6 +682,29 @@ impl TableWriter {
             }
             let mut meta = (*state.meta).clone();
             meta.columns[index].name = to.to_string();
+            state.meta = Arc::new(meta);
+            Ok(())
+        })
+    }
+
+    /// Adds or drops a SYMBOL column's index (`ALTER TABLE ... ALTER COLUMN c ADD/DROP INDEX`).
+    /// The flag is all that is stored: indexes are derived from the column's data when read.
+    pub fn set_column_indexed(&mut self, name: &str, indexed: bool) -> Result<()> {
+        self.change_schema(|state| {
+            let index = column_or_error(&state.meta, name)?;
+            let column = &state.meta.columns[index];
+            if indexed {
+                check_indexable(column)?;
+            }
+            if column.indexed == indexed {
+                let state = if indexed { "already" } else { "not" };
+                return Err(StorageError::InvalidInput(format!(
+                    "column '{}' is {state} indexed",
+                    column.name
+                )));
+            }
+            let mut meta = (*state.meta).clone();
+            meta.columns[index].indexed = indexed;
             state.meta = Arc::new(meta);
             Ok(())
         })
@@ -739,6 +763,18 @@ impl TableWriter {
         self.table.publish(snapshot);
         Ok(())
     }
+}
+
+/// Only SYMBOL columns take an index.
+pub(crate) fn check_indexable(column: &ColumnMeta) -> Result<()> {
+    if column.column_type == ColumnType::Symbol {
+        return Ok(());
+    }
+    Err(StorageError::InvalidInput(format!(
+        "column '{}' is {}: only SYMBOL columns can be indexed",
+        column.name,
+        column.column_type.name()
+    )))
 }
 
 fn column_or_error(meta: &TableMeta, name: &str) -> Result<usize> {

@@ -18,7 +18,10 @@ use crate::partition::PartitionBy;
 use crate::types::ColumnType;
 
 const MAGIC: &[u8; 4] = b"SDTX";
-const FORMAT_VERSION: u16 = 1;
+/// Version 2 added a flags byte per column; version 1 slots are still read.
+const FORMAT_VERSION: u16 = 2;
+/// Column flag: a SYMBOL column with a symbol index.
+const COLUMN_INDEXED: u8 = 1;
 const HEADER_BYTES: usize = 4 + 2 + 2 + 8 + 4;
 
 /// One column of a table.
@@ -28,6 +31,8 @@ pub struct ColumnMeta {
     pub id: u32,
     pub name: String,
     pub column_type: ColumnType,
+    /// A SYMBOL column whose filters are answered through a symbol index (`INDEX`).
+    pub indexed: bool,
 }
 
 /// A table's schema and settings.
@@ -118,6 +123,11 @@ impl TxnState {
     }
 
     pub fn encode(&self) -> Vec<u8> {
+        self.encode_format(FORMAT_VERSION)
+    }
+
+    /// The slot in format `format` (older formats only for tests of reading them).
+    fn encode_format(&self, format: u16) -> Vec<u8> {
         let mut p = Encoder::default();
         let meta = &self.meta;
         p.str(&meta.name);
@@ -132,6 +142,9 @@ impl TxnState {
         for c in &meta.columns {
             p.u32(c.id);
             p.u8(c.column_type as u8);
+            if format >= 2 {
+                p.u8(if c.indexed { COLUMN_INDEXED } else { 0 });
+            }
             p.str(&c.name);
         }
         p.u32(self.symbol_counts.len() as u32);
@@ -155,7 +168,7 @@ impl TxnState {
         let payload = p.0;
         let mut out = Vec::with_capacity(HEADER_BYTES + payload.len() + 4);
         out.extend_from_slice(MAGIC);
-        out.extend_from_slice(&FORMAT_VERSION.to_le_bytes());
+        out.extend_from_slice(&format.to_le_bytes());
         out.extend_from_slice(&0u16.to_le_bytes());
         out.extend_from_slice(&self.seq.to_le_bytes());
         out.extend_from_slice(&(payload.len() as u32).to_le_bytes());
@@ -181,7 +194,7 @@ impl TxnState {
             path,
         };
         let format = d.u16()?;
-        if format != FORMAT_VERSION {
+        if format == 0 || format > FORMAT_VERSION {
             return Err(bad(&format!("unsupported format version {format}")));
         }
         d.u16()?;
@@ -202,6 +215,14 @@ impl TxnState {
             let id = d.u32()?;
             let column_type =
                 ColumnType::from_code(d.u8()?).ok_or_else(|| bad("unknown column type"))?;
+            let flags = if format >= 2 { d.u8()? } else { 0 };
+            if flags & !COLUMN_INDEXED != 0 {
+                return Err(bad("unknown column flags"));
+            }
+            let indexed = flags & COLUMN_INDEXED != 0;
+            if indexed && column_type != ColumnType::Symbol {
+                return Err(bad("index on a column that is not a SYMBOL"));
+            }
             let name = d.str()?;
             if id >= next_column_id {
                 return Err(bad("column id beyond next_column_id"));
@@ -210,6 +231,7 @@ impl TxnState {
                 id,
                 name,
                 column_type,
+                indexed,
             });
         }
         let timestamp_index = if timestamp_id == u32::MAX {
@@ -359,11 +381,13 @@ mod tests {
                         id: 0,
                         name: "ts".into(),
                         column_type: ColumnType::Timestamp,
+                        indexed: false,
                     },
                     ColumnMeta {
                         id: 2,
                         name: "host".into(),
                         column_type: ColumnType::Symbol,
+                        indexed: true,
                     },
                 ],
                 timestamp_index: Some(0),
@@ -387,6 +411,16 @@ mod tests {
     fn round_trip() {
         let t = sample();
         let bytes = t.encode();
+        assert_eq!(TxnState::decode(&bytes, Path::new("x")).unwrap(), t);
+    }
+
+    #[test]
+    fn version_1_slots_read_as_unindexed() {
+        let mut t = sample();
+        let bytes = t.encode_format(1);
+        let mut meta = (*t.meta).clone();
+        meta.columns[1].indexed = false;
+        t.meta = Arc::new(meta);
         assert_eq!(TxnState::decode(&bytes, Path::new("x")).unwrap(), t);
     }
 

@@ -32,6 +32,7 @@ fn readers_see_whole_commits_while_a_writer_appends() {
                 columns: columns(),
                 timestamp: Some("ts".into()),
                 partition_by: PartitionBy::Hour,
+                indexed: Vec::new(),
             },
             false,
         )

@@ -68,6 +68,7 @@ fn def() -> TableDef {
         columns: columns(),
         timestamp: Some("ts".into()),
         partition_by: PartitionBy::Hour,
+        indexed: Vec::new(),
     }
 }
 

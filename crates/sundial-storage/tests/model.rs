@@ -19,6 +19,7 @@ fn def(name: &str, partition_by: PartitionBy) -> TableDef {
         columns: columns(),
         timestamp: Some("ts".into()),
         partition_by,
+        indexed: Vec::new(),
     }
 }
 
@@ -118,6 +119,7 @@ fn schema_changes_keep_rows_and_read_new_columns_as_null() {
                     ],
                     timestamp: Some("ts".into()),
                     partition_by: PartitionBy::Hour,
+                    indexed: Vec::new(),
                 },
                 false,
             )
@@ -149,6 +151,12 @@ fn schema_changes_keep_rows_and_read_new_columns_as_null() {
         w.rename_column("v", "value").unwrap();
         w.drop_column("s").unwrap();
         assert!(w.drop_column("ts").is_err());
+        w.set_column_indexed("sym", true).unwrap();
+        assert!(
+            w.set_column_indexed("sym", true).is_err(),
+            "already indexed"
+        );
+        assert!(w.set_column_indexed("value", true).is_err(), "not a SYMBOL");
         drop(w);
         let meta = table.meta();
         let names: Vec<_> = meta.columns.iter().map(|c| c.name.as_str()).collect();
@@ -156,6 +164,18 @@ fn schema_changes_keep_rows_and_read_new_columns_as_null() {
     }
     let db = Database::open(dir.path(), options()).unwrap();
     let table = db.table("T").unwrap();
+    let indexed: Vec<_> = table.meta().columns.iter().map(|c| c.indexed).collect();
+    assert_eq!(
+        indexed,
+        [false, false, true, false, false],
+        "the flag survives reopening"
+    );
+    table
+        .writer()
+        .unwrap()
+        .set_column_indexed("SYM", false)
+        .unwrap();
+    assert!(!table.meta().columns[2].indexed);
     assert_eq!(table.snapshot().row_count(), 80);
     db.rename_table("t", "t2").unwrap();
     assert!(db.table("t").is_none());
