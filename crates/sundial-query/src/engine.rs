@@ -565,7 +565,7 @@ impl Engine {
         let (sql, clauses) = questdb::extract(sql)?;
         let mut statement = state.sql_to_statement(&sql, &dialect)?;
         let mut parameters = 0;
-        if let DFStatement::Statement(s) = &mut statement {
+        if let Some(s) = sql_statement(&mut statement) {
             parameters = crate::compat::rewrite(s);
             questdb::rewrite(s, &clauses, self)?;
         }
@@ -720,6 +720,17 @@ impl Engine {
             tag: "ALTER TABLE".into(),
             rows: Some(dropped as u64),
         })
+    }
+}
+
+/// The SQL statement to rewrite: the statement itself, or the one EXPLAIN explains.
+fn sql_statement(
+    statement: &mut DFStatement,
+) -> Option<&mut datafusion::sql::sqlparser::ast::Statement> {
+    match statement {
+        DFStatement::Statement(s) => Some(s),
+        DFStatement::Explain(explain) => sql_statement(&mut explain.statement),
+        _ => None,
     }
 }
 

@@ -7,6 +7,8 @@
 //! - `datediff(unit, a, b)`: whole units between `a` and `b`, `|b - a|`.
 //! - `to_timezone(ts, tz)`: the wall-clock time in `tz` of the UTC instant `ts`;
 //!   `to_utc(ts, tz)` the inverse.
+//! - `sample_grid(stride, lo, hi, origin, time_zone)`: the starts of every bucket
+//!   `timestamp_floor` cuts `[lo, hi)` into, as a list: the buckets SAMPLE BY ... FILL fills.
 //!
 //! Timestamps are `Timestamp(Nanosecond)` (others are cast); units and time zones must be
 //! constants.
@@ -15,8 +17,12 @@ use std::sync::Arc;
 
 use chrono::{DateTime, Offset, TimeZone};
 use chrono_tz::Tz;
-use datafusion::arrow::array::{Array, ArrayRef, Int64Array, TimestampNanosecondArray};
-use datafusion::arrow::datatypes::{DataType, TimeUnit};
+use std::ops::Range;
+
+use datafusion::arrow::array::{
+    Array, ArrayRef, Int64Array, ListBuilder, TimestampNanosecondArray, TimestampNanosecondBuilder,
+};
+use datafusion::arrow::datatypes::{DataType, Field, TimeUnit};
 use datafusion::common::{DataFusionError, Result as DfResult, ScalarValue};
 use datafusion::logical_expr::{
     ColumnarValue, ScalarFunctionArgs, ScalarUDF, ScalarUDFImpl, Signature, Volatility,
@@ -38,7 +44,131 @@ pub(crate) fn register(ctx: &SessionContext) {
     ] {
         ctx.register_udf(ScalarUDF::new_from_impl(TimeFunction::new(kind)));
     }
+    ctx.register_udf(ScalarUDF::new_from_impl(SampleGrid::new()));
 }
+
+/// Buckets one `sample_grid` call may produce: a FILL over more would hold too many rows.
+pub(crate) const GRID_BUCKETS_MAX: usize = 1 << 22;
+
+/// `sample_grid(stride, lo, hi, origin, time_zone)`: see the module docs.
+#[derive(Debug, PartialEq, Eq, Hash)]
+struct SampleGrid {
+    signature: Signature,
+    /// The floor function whose argument handling (stride, zone) the grid shares.
+    floor: TimeFunction,
+}
+
+impl SampleGrid {
+    fn new() -> Self {
+        SampleGrid {
+            signature: Signature::exact(
+                vec![
+                    DataType::Utf8,
+                    TIMESTAMP,
+                    TIMESTAMP,
+                    TIMESTAMP,
+                    DataType::Utf8,
+                ],
+                Volatility::Immutable,
+            ),
+            floor: TimeFunction::new(Kind::TimestampFloor),
+        }
+    }
+
+    fn item() -> Arc<Field> {
+        Arc::new(Field::new("item", TIMESTAMP, true))
+    }
+}
+
+impl ScalarUDFImpl for SampleGrid {
+    fn name(&self) -> &str {
+        "sample_grid"
+    }
+
+    fn signature(&self) -> &Signature {
+        &self.signature
+    }
+
+    fn return_type(&self, _arg_types: &[DataType]) -> DfResult<DataType> {
+        Ok(DataType::List(SampleGrid::item()))
+    }
+
+    fn invoke_with_args(&self, args: ScalarFunctionArgs) -> DfResult<ColumnarValue> {
+        let rows = args.number_rows;
+        let a = &args.args;
+        let error = |m: String| DataFusionError::Plan(format!("sample_grid: {m}"));
+        let stride = self.floor.stride(&a[0])?;
+        let step = stride
+            .step()
+            .ok_or_else(|| error("stride too large".into()))?;
+        let zone = self.floor.zone(&a[4])?;
+        let (lo, hi, origin) = (
+            timestamps(&a[1], rows)?,
+            timestamps(&a[2], rows)?,
+            timestamps(&a[3], rows)?,
+        );
+        let mut out =
+            ListBuilder::new(TimestampNanosecondBuilder::new()).with_field(SampleGrid::item());
+        for row in 0..rows {
+            if lo.is_null(row) || hi.is_null(row) {
+                out.append_null();
+                continue;
+            }
+            let origin = match origin.is_null(row) {
+                true => stride.calendar_origin(),
+                false => origin.value(row),
+            };
+            let buckets = grid(step, origin, zone, lo.value(row)..hi.value(row))
+                .ok_or_else(|| error("a bucket falls outside the timestamp range".into()))?;
+            if buckets.len() > GRID_BUCKETS_MAX {
+                return Err(error(format!(
+                    "FILL would make more than {GRID_BUCKETS_MAX} buckets of '{}'; \
+                     use a longer stride or a narrower FROM ... TO",
+                    self.floor
+                        .constant_text(&a[0], "stride")?
+                        .unwrap_or_default()
+                )));
+            }
+            out.values().append_slice(&buckets);
+            out.append(true);
+        }
+        Ok(ColumnarValue::Array(Arc::new(out.finish())))
+    }
+}
+
+/// The starts of the buckets holding `[range.start, range.end)`, at most one past
+/// [`GRID_BUCKETS_MAX`]; `None` if one is not a representable instant.
+fn grid(step: Step, origin: i64, zone: Option<Tz>, range: Range<i64>) -> Option<Vec<i64>> {
+    let floor_one = |t: i64| match zone {
+        None => step.floor(t, origin),
+        Some(zone) => {
+            let local = t.checked_add(utc_offset_ns(&zone, t))?;
+            local_to_utc(&zone, step.floor(local, origin)?)
+        }
+    };
+    let mut out = Vec::new();
+    if range.start >= range.end {
+        return Some(out);
+    }
+    let mut bucket = floor_one(range.start)?;
+    while bucket < range.end && out.len() <= GRID_BUCKETS_MAX {
+        out.push(bucket);
+        // In a time zone a bucket may last up to an hour longer than its stride (a clock
+        // change): probe further until the next bucket starts.
+        let mut probe = step.add(bucket, 1)?;
+        loop {
+            let next = floor_one(probe)?;
+            if next > bucket {
+                bucket = next;
+                break;
+            }
+            probe = probe.checked_add(HOUR_NS)?;
+        }
+    }
+    Some(out)
+}
+
+const HOUR_NS: i64 = 3_600_000_000_000;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 enum Kind {
@@ -335,6 +465,32 @@ fn difference(unit: Unit, a: i64, b: i64) -> Option<i64> {
 mod tests {
     use super::*;
     use crate::questdb::stride::ns;
+
+    #[test]
+    fn grids_cover_the_range_bucket_by_bucket() {
+        let hour = Stride::parse("1h").unwrap().step().unwrap();
+        let range = ns("2024-01-01T00:30:00Z")..ns("2024-01-01T03:00:00Z");
+        let buckets = grid(hour, 0, None, range).unwrap();
+        let expected: Vec<i64> = ["00", "01", "02"]
+            .iter()
+            .map(|h| ns(&format!("2024-01-01T{h}:00:00Z")))
+            .collect();
+        assert_eq!(buckets, expected);
+        // Days in Berlin across the October clock change: the 27th lasts 25 hours.
+        let day = Stride::parse("1d").unwrap().step().unwrap();
+        let berlin = parse_zone("Europe/Berlin").ok();
+        let range = ns("2024-10-26T12:00:00Z")..ns("2024-10-28T12:00:00Z");
+        let buckets = grid(day, 0, berlin, range).unwrap();
+        let expected = [
+            ns("2024-10-25T22:00:00Z"),
+            ns("2024-10-26T22:00:00Z"),
+            ns("2024-10-27T23:00:00Z"),
+        ];
+        assert_eq!(buckets, expected);
+        let month = Stride::parse("1M").unwrap().step().unwrap();
+        let range = ns("2024-01-15T00:00:00Z")..ns("2024-03-01T00:00:00Z");
+        assert_eq!(grid(month, 0, None, range).unwrap().len(), 2);
+    }
 
     #[test]
     fn floors_in_a_time_zone() {

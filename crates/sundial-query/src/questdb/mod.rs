@@ -14,6 +14,7 @@
 //! - `SAMPLE BY` groups by `timestamp_floor(stride, ts, origin, tz)`; the designated
 //!   timestamp in the select list stands for its bucket, every other non-aggregate item is a
 //!   key, and the result is ordered by bucket (then keys) unless the query says otherwise.
+//!   `FILL(...)` wraps the sampled query in SQL that adds the empty buckets ([`fill`]).
 //! - `LATEST ON ts PARTITION BY k` (and `LATEST BY k`) keeps, among the rows passing the
 //!   WHERE before it, the newest row of each key, in timestamp order.
 //! - `LIMIT -n` and the other negative forms take rows from the end: the query runs in
@@ -24,6 +25,7 @@
 //!   `count_distinct(x)` is `count(DISTINCT x)`; `hour(ts)` & co. are `date_part`.
 
 mod clauses;
+mod fill;
 pub(crate) mod functions;
 mod interval;
 mod stride;
@@ -343,12 +345,21 @@ impl Rewriter<'_> {
             {
                 query.order_by = Some(order_by(vec![timestamp]));
             }
-            if let Some(order_by) = self.sample_by(select)?
-                && query.order_by.is_none()
-            {
-                query.order_by = Some(order_by);
+            let mut fill = None;
+            if let Some((order_by, mut fill_plan)) = self.sample_by(select)? {
+                if let Some(plan) = &mut fill_plan {
+                    plan.default_order = query.order_by.is_none();
+                }
+                if query.order_by.is_none() {
+                    query.order_by = Some(order_by);
+                }
+                fill = fill_plan;
             }
             self.first_and_last(select);
+            if let Some(plan) = fill {
+                *query = fill::fill_query(query, &plan)?;
+                return Ok(());
+            }
         }
         if query.limit_clause.is_some() && query.order_by.is_none() {
             // QuestDB's LIMIT counts rows in designated-timestamp order.
@@ -453,8 +464,9 @@ impl Rewriter<'_> {
 
     // --- SAMPLE BY ---
 
-    /// Rewrites a SELECT marked with SAMPLE BY; returns the ORDER BY it implies.
-    fn sample_by(&self, select: &mut Select) -> Result<Option<OrderBy>> {
+    /// Rewrites a SELECT marked with SAMPLE BY; returns the ORDER BY it implies, and what
+    /// its FILL leaves to do (the select items are then named `__f<i>` for it).
+    fn sample_by(&self, select: &mut Select) -> Result<Option<(OrderBy, Option<fill::FillPlan>)>> {
         let GroupByExpr::Expressions(groups, _) = &mut select.group_by else {
             return Ok(None);
         };
@@ -472,33 +484,37 @@ impl Rewriter<'_> {
             .ok_or_else(|| QueryError::Invalid("SAMPLE BY marker out of range".into()))?;
         let explicit_keys = std::mem::take(groups);
         let source = self.source(select, "SAMPLE BY", sample.position)?;
-        if sample
+        let fills = sample
             .fill
             .iter()
-            .any(|f| !matches!(f, clauses::Fill::None))
-        {
-            return Err(QueryError::NotSupported(format!(
-                "FILL other than NONE (SAMPLE BY at {})",
-                sample.position
-            )));
-        }
+            .any(|f| !matches!(f, clauses::Fill::None));
         let bucket = self.bucket(select, sample, &source)?;
-        if let (Some(from), to) = (&sample.from, &sample.to) {
-            let lo = to_timestamp(parse_expr(from, "SAMPLE BY FROM", sample.position)?);
-            let mut bound = compare(source.timestamp.clone(), BinaryOperator::GtEq, lo);
-            if let Some(to) = to {
-                let hi = to_timestamp(parse_expr(to, "SAMPLE BY TO", sample.position)?);
-                bound = and(
-                    bound,
-                    compare(source.timestamp.clone(), BinaryOperator::Lt, hi),
-                );
-            }
-            add_filter(select, bound);
-        } else if let Some(to) = &sample.to {
-            let hi = to_timestamp(parse_expr(to, "SAMPLE BY TO", sample.position)?);
+        let from = match &sample.from {
+            Some(from) => Some(to_timestamp(parse_expr(
+                from,
+                "SAMPLE BY FROM",
+                sample.position,
+            )?)),
+            None => None,
+        };
+        let to = match &sample.to {
+            Some(to) => Some(to_timestamp(parse_expr(
+                to,
+                "SAMPLE BY TO",
+                sample.position,
+            )?)),
+            None => None,
+        };
+        if let Some(lo) = &from {
             add_filter(
                 select,
-                compare(source.timestamp.clone(), BinaryOperator::Lt, hi),
+                compare(source.timestamp.clone(), BinaryOperator::GtEq, lo.clone()),
+            );
+        }
+        if let Some(hi) = &to {
+            add_filter(
+                select,
+                compare(source.timestamp.clone(), BinaryOperator::Lt, hi.clone()),
             );
         }
 
@@ -538,6 +554,12 @@ impl Rewriter<'_> {
             }
             replace_outside_aggregates(self, &mut key, &source, &bucket);
             if !keys.contains(&key) && key != bucket {
+                if fills {
+                    return Err(QueryError::NotSupported(format!(
+                        "SAMPLE BY at {}: FILL with a GROUP BY key that is not selected ({key})",
+                        sample.position
+                    )));
+                }
                 keys.push(key);
             }
         }
@@ -545,11 +567,34 @@ impl Rewriter<'_> {
         group_by.extend(keys.iter().cloned());
         select.group_by = GroupByExpr::Expressions(group_by, Vec::new());
 
+        let fill_plan = if fills {
+            let Some([_, _, origin, zone]) = bucket_args(&bucket) else {
+                return Err(QueryError::Invalid("SAMPLE BY bucket malformed".into()));
+            };
+            let plan = fill::FillPlan {
+                fills: sample.fill.clone(),
+                bucket: bucket.clone(),
+                stride: sample.stride.clone(),
+                origin,
+                zone,
+                from,
+                to,
+                bucket_item,
+                key_items: key_items.clone(),
+                names: select.projection.iter().map(item_name).collect(),
+                default_order: true,
+            };
+            name_items(select, &plan);
+            Some(plan)
+        } else {
+            None
+        };
+
         // Order by bucket, then keys: by position where the select list has them.
         let position = |i: usize| Expr::value(Value::Number((i + 1).to_string(), false));
         let mut order = vec![bucket_item.map_or(bucket, position)];
         order.extend(key_items.into_iter().map(position));
-        Ok(Some(order_by(order)))
+        Ok(Some((order_by(order), fill_plan)))
     }
 
     /// `timestamp_floor(stride, ts, origin, time_zone)` for `sample`.
@@ -993,6 +1038,55 @@ fn replace_outside_aggregates(r: &Rewriter<'_>, e: &mut Expr, source: &Source, b
             }
         }
         _ => {}
+    }
+}
+
+/// The arguments of a `timestamp_floor` call.
+fn bucket_args(bucket: &Expr) -> Option<[Expr; 4]> {
+    let Expr::Function(f) = bucket else {
+        return None;
+    };
+    let args: Vec<Expr> = unnamed_args(f)?.into_iter().cloned().collect();
+    args.try_into().ok()
+}
+
+/// The name a select item's column gets, as QuestDB names it: the alias, the column, or the
+/// function (`avg`).
+fn item_name(item: &SelectItem) -> String {
+    match item {
+        SelectItem::ExprWithAlias { alias, .. } => alias.value.clone(),
+        SelectItem::UnnamedExpr(Expr::Identifier(i)) => i.value.clone(),
+        SelectItem::UnnamedExpr(Expr::CompoundIdentifier(parts)) => {
+            parts.last().map_or(String::new(), |i| i.value.clone())
+        }
+        SelectItem::UnnamedExpr(Expr::Function(f)) => {
+            function_name(f).unwrap_or_else(|| f.to_string())
+        }
+        other => other.to_string(),
+    }
+}
+
+/// Names the items `__f<i>` (and adds the bucket as `__fb` when unselected), as
+/// [`fill::fill_query`] refers to them.
+fn name_items(select: &mut Select, plan: &fill::FillPlan) {
+    for (i, item) in select.projection.iter_mut().enumerate() {
+        let expr = match std::mem::replace(item, SelectItem::Wildcard(Default::default())) {
+            SelectItem::ExprWithAlias { expr, .. } | SelectItem::UnnamedExpr(expr) => expr,
+            other => {
+                *item = other;
+                continue;
+            }
+        };
+        *item = SelectItem::ExprWithAlias {
+            expr,
+            alias: Ident::new(format!("__f{i}")),
+        };
+    }
+    if plan.bucket_item.is_none() {
+        select.projection.push(SelectItem::ExprWithAlias {
+            expr: plan.bucket.clone(),
+            alias: Ident::new("__fb"),
+        });
     }
 }
 
