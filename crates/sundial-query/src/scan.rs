@@ -16,7 +16,7 @@ use std::sync::Arc;
 use datafusion::arrow::array::UInt32Array;
 use datafusion::arrow::compute::{SortOptions, take_record_batch};
 use datafusion::arrow::datatypes::SchemaRef;
-use datafusion::arrow::record_batch::{RecordBatch, RecordBatchOptions};
+use datafusion::arrow::record_batch::RecordBatch;
 use datafusion::common::tree_node::TreeNodeRecursion;
 use datafusion::common::{Result as DfResult, ScalarValue};
 use datafusion::execution::{SendableRecordBatchStream, TaskContext};
@@ -547,25 +547,16 @@ fn read(
     projection: &[usize],
     reverse: bool,
 ) -> DfResult<RecordBatch> {
-    let batch = snapshot
-        .read_batch(frame.partition, projection, frame.rows.clone())
-        .map_err(external)?;
-    if batch.num_columns() == 0 {
-        // No columns to reorder or pick from: only the row count matters.
-        let rows = RecordBatchOptions::new().with_row_count(Some(frame.len() as usize));
-        return Ok(RecordBatch::try_new_with_options(
-            batch.schema(),
-            Vec::new(),
-            &rows,
-        )?);
+    let batch = match &frame.picks {
+        Some(picks) => snapshot.read_batch_picked(frame.partition, projection, picks),
+        None => snapshot.read_batch(frame.partition, projection, frame.rows.clone()),
     }
-    let start = frame.rows.start as u32;
-    let indices = match (&frame.picks, reverse) {
-        (None, false) => return Ok(batch),
-        (None, true) => UInt32Array::from_iter_values((0..batch.num_rows() as u32).rev()),
-        (Some(picks), false) => UInt32Array::from_iter_values(picks.iter().map(|r| r - start)),
-        (Some(picks), true) => UInt32Array::from_iter_values(picks.iter().rev().map(|r| r - start)),
-    };
+    .map_err(external)?;
+    // Without columns there is nothing to reorder: only the row count matters.
+    if !reverse || batch.num_columns() == 0 {
+        return Ok(batch);
+    }
+    let indices = UInt32Array::from_iter_values((0..batch.num_rows() as u32).rev());
     Ok(take_record_batch(&batch, &indices)?)
 }
 

@@ -2,13 +2,14 @@
 
 use std::sync::Arc;
 
+use arrow_array::cast::AsArray;
 use arrow_array::types::{
     Date64Type, Float32Type, Float64Type, Int8Type, Int16Type, Int32Type, Int64Type,
     TimestampNanosecondType,
 };
 use arrow_array::{
-    ArrayRef, ArrowPrimitiveType, BooleanArray, DictionaryArray, LargeBinaryArray,
-    LargeStringArray, PrimitiveArray, new_null_array,
+    Array, ArrayRef, ArrowPrimitiveType, BooleanArray, DictionaryArray, LargeBinaryArray,
+    LargeStringArray, PrimitiveArray, UInt32Array, new_null_array,
 };
 use arrow_buffer::{BooleanBuffer, Buffer, NullBuffer, OffsetBuffer, ScalarBuffer};
 
@@ -42,12 +43,7 @@ pub(crate) fn read_array(
     let path = || dir.path.join(data_file(id));
     let missing = || StorageError::corrupt(path(), "missing column file");
     let corrupt = |e: arrow_schema::ArrowError| StorageError::corrupt(path(), e.to_string());
-    let nulls = match dir.map_validity(id, start + len)? {
-        Some(b) => {
-            Some(NullBuffer::new(BooleanBuffer::new(b, start, len))).filter(|n| n.null_count() > 0)
-        }
-        None => None,
-    };
+    let nulls = validity(dir, id, start, len)?;
     let array: ArrayRef = match column.column_type.layout() {
         Layout::Fixed { width } => {
             let buf = dir
@@ -67,11 +63,7 @@ pub(crate) fn read_array(
                 ColumnType::Symbol => {
                     let keys =
                         PrimitiveArray::<Int32Type>::new(ScalarBuffer::new(buf, start, len), nulls);
-                    let values = symbols.ok_or_else(|| {
-                        StorageError::Internal(format!("no dictionary for column {id}"))
-                    })?;
-                    let values: ArrayRef = values.clone();
-                    Arc::new(DictionaryArray::try_new(keys, values).map_err(corrupt)?)
+                    symbol_array(keys, column, symbols, &path())?
                 }
                 ColumnType::Uuid => {
                     uuid_strings(&buf.as_slice()[start * 16..(start + len) * 16], nulls)
@@ -110,6 +102,66 @@ pub(crate) fn read_array(
         }
     };
     Ok(array)
+}
+
+/// Rows `picks` (ascending row numbers of the partition) of `column`, gathered from the
+/// mapped files. Only the picked SYMBOL codes are checked against the dictionary, so a few rows
+/// spread over a large range cost what they are, not what the range is.
+pub(crate) fn read_picked(
+    dir: &PartitionDir,
+    column: &ColumnMeta,
+    top: u64,
+    picks: &[u32],
+    symbols: Option<&SymbolValues>,
+) -> Result<ArrayRef> {
+    let (Some(&first), Some(&last)) = (picks.first(), picks.last()) else {
+        return Ok(arrow_array::new_empty_array(
+            &column.column_type.arrow_type(),
+        ));
+    };
+    let (lo, hi) = (u64::from(first), u64::from(last) + 1);
+    let indices = UInt32Array::from_iter_values(picks.iter().map(|r| r - first));
+    let take = |array: &dyn Array| {
+        arrow_select::take::take(array, &indices, None)
+            .map_err(|e| StorageError::Internal(e.to_string()))
+    };
+    if column.column_type != ColumnType::Symbol || lo < top {
+        return take(read_array(dir, column, top, lo, hi, symbols)?.as_ref());
+    }
+    let (start, len) = ((lo - top) as usize, (hi - lo) as usize);
+    let path = dir.path.join(data_file(column.id));
+    let buf = dir
+        .map(&data_file(column.id), (start + len) * 4)?
+        .ok_or_else(|| StorageError::corrupt(&path, "missing column file"))?;
+    let nulls = validity(dir, column.id, start, len)?;
+    let codes = PrimitiveArray::<Int32Type>::new(ScalarBuffer::new(buf, start, len), nulls);
+    let codes = take(&codes)?.as_primitive::<Int32Type>().clone();
+    symbol_array(codes, column, symbols, &path)
+}
+
+/// The validity of rows `[start, start + len)` of column `id`, if any is NULL.
+fn validity(dir: &PartitionDir, id: u32, start: usize, len: usize) -> Result<Option<NullBuffer>> {
+    Ok(match dir.map_validity(id, start + len)? {
+        Some(b) => {
+            Some(NullBuffer::new(BooleanBuffer::new(b, start, len))).filter(|n| n.null_count() > 0)
+        }
+        None => None,
+    })
+}
+
+/// SYMBOL codes as a dictionary array over the column's symbols; every code must name one.
+fn symbol_array(
+    codes: PrimitiveArray<Int32Type>,
+    column: &ColumnMeta,
+    symbols: Option<&SymbolValues>,
+    path: &std::path::Path,
+) -> Result<ArrayRef> {
+    let values = symbols
+        .ok_or_else(|| StorageError::Internal(format!("no dictionary for column {}", column.id)))?;
+    let values: ArrayRef = values.clone();
+    let array = DictionaryArray::try_new(codes, values)
+        .map_err(|e| StorageError::corrupt(path, e.to_string()))?;
+    Ok(Arc::new(array))
 }
 
 /// UUIDs as canonical text: the one type whose reads format (copy) instead of mapping.

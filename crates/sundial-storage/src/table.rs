@@ -23,7 +23,7 @@ use crate::files::{
     ColumnFiles, PartitionDir, TableDir, data_file, offsets_file, partition_dir_name, sync_dir,
     validity_file, write_file,
 };
-use crate::read::read_array;
+use crate::read::{read_array, read_picked};
 use crate::symbols::{SYMBOL_DIR, SymbolDict};
 use crate::txn::{ColumnMeta, PartitionMeta, TableMeta, TxnState};
 use crate::types::{ColumnType, Layout, SymbolValues};
@@ -172,6 +172,51 @@ impl Snapshot {
             .collect::<Result<Vec<_>>>()?;
         let options = arrow_array::RecordBatchOptions::new()
             .with_row_count(Some((rows.end - rows.start) as usize));
+        RecordBatch::try_new_with_options(schema, columns, &options)
+            .map_err(|e| StorageError::Internal(e.to_string()))
+    }
+
+    /// Rows `rows` (ascending) of the projected columns of a partition, as one batch: the
+    /// rows an index picked, gathered without reading the range between them.
+    pub fn read_batch_picked(
+        &self,
+        partition: usize,
+        projection: &[usize],
+        rows: &[u32],
+    ) -> Result<RecordBatch> {
+        let part = self.partition(partition)?;
+        if !rows.is_sorted() || rows.last().is_some_and(|r| u64::from(*r) >= part.row_count) {
+            return Err(StorageError::InvalidInput(format!(
+                "picked rows must ascend within the partition's {} rows",
+                part.row_count
+            )));
+        }
+        let full = self.meta().arrow_schema();
+        let schema = Arc::new(
+            full.project(projection)
+                .map_err(|e| StorageError::InvalidInput(e.to_string()))?,
+        );
+        let columns = projection
+            .iter()
+            .map(|&c| {
+                let col = self.column(c)?;
+                let array = read_picked(
+                    &self.dirs[partition],
+                    col,
+                    part.column_top(col.id),
+                    rows,
+                    self.symbols.get(&col.id),
+                )?;
+                ensure_invariant!(
+                    array.len() == rows.len(),
+                    "gathered {} rows, wanted {}",
+                    array.len(),
+                    rows.len()
+                );
+                Ok(array)
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let options = arrow_array::RecordBatchOptions::new().with_row_count(Some(rows.len()));
         RecordBatch::try_new_with_options(schema, columns, &options)
             .map_err(|e| StorageError::Internal(e.to_string()))
     }
