@@ -161,19 +161,10 @@ impl Snapshot {
         projection: &[usize],
         rows: Range<u64>,
     ) -> Result<RecordBatch> {
-        let full = self.meta().arrow_schema();
-        let schema = Arc::new(
-            full.project(projection)
-                .map_err(|e| StorageError::InvalidInput(e.to_string()))?,
-        );
-        let columns = projection
-            .iter()
-            .map(|c| self.read_column(partition, *c, rows.clone()))
-            .collect::<Result<Vec<_>>>()?;
-        let options = arrow_array::RecordBatchOptions::new()
-            .with_row_count(Some((rows.end - rows.start) as usize));
-        RecordBatch::try_new_with_options(schema, columns, &options)
-            .map_err(|e| StorageError::Internal(e.to_string()))
+        let len = (rows.end - rows.start) as usize;
+        self.batch(projection, len, |c| {
+            self.read_column(partition, c, rows.clone())
+        })
     }
 
     /// Rows `rows` (ascending) of the projected columns of a partition, as one batch: the
@@ -191,6 +182,22 @@ impl Snapshot {
                 part.row_count
             )));
         }
+        self.batch(projection, rows.len(), |c| {
+            let col = self.column(c)?;
+            let top = part.column_top(col.id);
+            let symbols = self.symbols.get(&col.id);
+            read_picked(&self.dirs[partition], col, top, rows, symbols)
+        })
+    }
+
+    /// A batch of `rows` rows of the projected columns, each read by `read`, which must
+    /// return exactly `rows` values.
+    fn batch(
+        &self,
+        projection: &[usize],
+        rows: usize,
+        mut read: impl FnMut(usize) -> Result<ArrayRef>,
+    ) -> Result<RecordBatch> {
         let full = self.meta().arrow_schema();
         let schema = Arc::new(
             full.project(projection)
@@ -199,24 +206,16 @@ impl Snapshot {
         let columns = projection
             .iter()
             .map(|&c| {
-                let col = self.column(c)?;
-                let array = read_picked(
-                    &self.dirs[partition],
-                    col,
-                    part.column_top(col.id),
-                    rows,
-                    self.symbols.get(&col.id),
-                )?;
+                let array = read(c)?;
                 ensure_invariant!(
-                    array.len() == rows.len(),
-                    "gathered {} rows, wanted {}",
-                    array.len(),
-                    rows.len()
+                    array.len() == rows,
+                    "read {} rows of column {c}, wanted {rows}",
+                    array.len()
                 );
                 Ok(array)
             })
             .collect::<Result<Vec<_>>>()?;
-        let options = arrow_array::RecordBatchOptions::new().with_row_count(Some(rows.len()));
+        let options = arrow_array::RecordBatchOptions::new().with_row_count(Some(rows));
         RecordBatch::try_new_with_options(schema, columns, &options)
             .map_err(|e| StorageError::Internal(e.to_string()))
     }
