@@ -228,7 +228,13 @@ impl Engine {
         let mut config = config;
         // Spans let planning errors point at the offending identifier.
         config.options_mut().sql_parser.collect_spans = true;
-        let ctx = SessionContext::new_with_config(config);
+        let state = crate::asof::install(
+            datafusion::execution::session_state::SessionStateBuilder::new()
+                .with_config(config)
+                .with_default_features(),
+        )
+        .build();
+        let ctx = SessionContext::new_with_state(state);
         let catalog = ctx
             .catalog(CATALOG)
             .ok_or_else(|| QueryError::Invalid("default catalog missing".into()))?;
@@ -239,6 +245,7 @@ impl Engine {
         )?;
         crate::pg_catalog::register(&ctx, db.clone())?;
         questdb::functions::register(&ctx);
+        ctx.register_udf(crate::asof::marker_function());
         ctx.register_udtf(
             crate::latest::LATEST_ROWS,
             Arc::new(crate::latest::LatestRows { db: db.clone() }),

@@ -38,6 +38,10 @@ impl From<DataFusionError> for QueryError {
                 Ok(s) => QueryError::Storage(*s),
                 Err(other) => QueryError::datafusion(DataFusionError::External(other)),
             },
+            // Sundial's own plan rules word their errors for users: no rule name before them.
+            DataFusionError::Context(ctx, inner) if ctx.starts_with("sundial_") => {
+                QueryError::from(*inner)
+            }
             DataFusionError::Context(ctx, inner) => match QueryError::from(*inner) {
                 QueryError::DataFusion { error, position } => QueryError::DataFusion {
                     error: DataFusionError::Context(ctx, Box::new(error)),

@@ -13,12 +13,14 @@
 //!                                                   │          (ts pruning, frames on all cores,
 //!                                                   │           ts order, reverse for ts DESC)
 //!                                                   │ latest: latest_rows ─▶ LatestExec (backward)
+//!                                                   │ ASOF/LT JOIN: asof rule ─▶ AsofJoinExec (merge)
 //!                                                   └ insert: SundialSink ─▶ TableWriter (1 commit)
 //! ```
 //!
 //! Every query plans against one snapshot per table, so it sees a consistent table however
 //! many commits land while it runs.
 
+mod asof;
 mod compat;
 pub mod copy;
 mod ddl;

@@ -10,6 +10,8 @@
 //! | `LIMIT m, n` (both ≥ 0)          | `LIMIT n-m OFFSET m`                             |
 //! | `LIMIT -n`, `LIMIT -m, -n`, ...  | `LIMIT __sundial_limit(i)`                       |
 //! | `ts IN '2016-01-01;2h'`          | `ts IN (__sundial_interval('2016-01-01;2h'))`    |
+//! | `a ASOF JOIN b [ON ..] [TOLERANCE 1s]` | `a ASOF JOIN b MATCH_CONDITION (__sundial_time_join(i)) [ON ..]` |
+//! | `a LT JOIN b [ON ..]`            | the same, with `ASOF` for `LT`                   |
 //!
 //! The clause's details go to [`Clauses`], indexed by the marker's `i`; the AST rewrite in
 //! the parent module finds each marker in the SELECT it belongs to. Text outside the clauses
@@ -27,6 +29,7 @@ pub(crate) const SAMPLE_MARKER: &str = "__sundial_sample_by";
 pub(crate) const LATEST_MARKER: &str = "__sundial_latest";
 pub(crate) const LIMIT_MARKER: &str = "__sundial_limit";
 pub(crate) const INTERVAL_MARKER: &str = "__sundial_interval";
+pub(crate) const TIME_JOIN_MARKER: &str = "__sundial_time_join";
 
 /// The QuestDB clauses of one statement, indexed by their markers.
 #[derive(Debug, Default, Clone, PartialEq)]
@@ -34,6 +37,7 @@ pub(crate) struct Clauses {
     pub samples: Vec<SampleBy>,
     pub latest: Vec<Latest>,
     pub limits: Vec<RangeLimit>,
+    pub time_joins: Vec<TimeJoin>,
 }
 
 /// Where a clause starts, for error messages (1-based).
@@ -110,6 +114,16 @@ pub(crate) struct RangeLimit {
     pub position: Position,
 }
 
+/// `ASOF JOIN` (`strict: false`: the newest right row at or before each left row) or
+/// `LT JOIN` (`strict: true`: strictly before), with an optional `TOLERANCE`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct TimeJoin {
+    pub strict: bool,
+    /// How far back a right row may lie and still match, in nanoseconds.
+    pub tolerance_ns: Option<i64>,
+    pub position: Position,
+}
+
 /// Replaces QuestDB's clauses in `sql` by markers. SQL without any is returned unchanged,
 /// without being tokenized when no clause keyword occurs in it at all.
 pub(crate) fn extract(sql: &str) -> Result<(Cow<'_, str>, Clauses)> {
@@ -144,6 +158,7 @@ fn mentions_a_clause(sql: &str) -> bool {
         || mentions("latest")
         || mentions("limit")
         || (sql.contains('\'') && mentions("in"))
+        || (mentions("join") && (mentions("asof") || mentions("lt")))
 }
 
 /// One textual replacement: bytes `start..end` become `text`.
@@ -179,6 +194,24 @@ const CLAUSE_ENDS: &[&str] = &[
     "QUALIFY",
 ];
 
+/// Keywords besides [`CLAUSE_ENDS`] that may follow a joined relation, so are never its alias.
+const AFTER_RELATION: &[&str] = &[
+    "ON",
+    "USING",
+    "TOLERANCE",
+    "JOIN",
+    "ASOF",
+    "LT",
+    "SPLICE",
+    "LEFT",
+    "RIGHT",
+    "FULL",
+    "INNER",
+    "CROSS",
+    "OUTER",
+    "NATURAL",
+];
+
 impl Scanner<'_> {
     fn run(&mut self) -> Result<()> {
         // Byte offset just past the WHERE keyword of the SELECT open at each depth.
@@ -210,6 +243,12 @@ impl Scanner<'_> {
                 continue;
             } else if self.at_kw("LIMIT") {
                 self.limit()?;
+                continue;
+            } else if (self.at_kw("ASOF") || self.at_kw("LT")) && self.kw_at(self.pos + 1, "JOIN") {
+                self.time_join()?;
+                continue;
+            } else if self.at_kw("TOLERANCE") && self.tolerance_may_follow() {
+                self.tolerance()?;
                 continue;
             } else if self.at_kw("IN")
                 && let Some(Token::SingleQuotedString(_)) = self.token_at(self.pos + 1)
@@ -347,7 +386,7 @@ impl Scanner<'_> {
         let first = self.pos;
         let position = self.position(first);
         self.pos += 2;
-        let stride = self.stride()?;
+        let stride = self.stride("SAMPLE BY")?;
         let mut sample = SampleBy {
             stride,
             from: None,
@@ -391,8 +430,7 @@ impl Scanner<'_> {
     }
 
     /// `1h`, `15m`, `1M`: a count and a unit, written together.
-    fn stride(&mut self) -> Result<String> {
-        const CLAUSE: &str = "SAMPLE BY";
+    fn stride(&mut self, clause: &str) -> Result<String> {
         let first = self.pos;
         let stride = match self.token_at(self.pos) {
             Some(Token::Number(n, _)) => {
@@ -402,10 +440,10 @@ impl Scanner<'_> {
                         && matches!(&next.token, Token::Word(w) if w.quote_style.is_none())
                 });
                 if !adjacent {
-                    return self.error(CLAUSE, "expected a stride such as 1h or 15m");
+                    return self.error(clause, "expected a stride such as 1h or 15m");
                 }
                 let Some(Token::Word(unit)) = self.token_at(self.pos + 1) else {
-                    return self.error(CLAUSE, "expected a stride such as 1h or 15m");
+                    return self.error(clause, "expected a stride such as 1h or 15m");
                 };
                 let stride = format!("{n}{}", unit.value);
                 self.pos += 2;
@@ -422,11 +460,11 @@ impl Scanner<'_> {
                 self.pos += 1;
                 s
             }
-            _ => return self.error(CLAUSE, "expected a stride such as 1h or 15m"),
+            _ => return self.error(clause, "expected a stride such as 1h or 15m"),
         };
         if let Err(message) = super::stride::Stride::parse(&stride) {
             self.pos = first;
-            return self.error(CLAUSE, message);
+            return self.error(clause, message);
         }
         Ok(stride)
     }
@@ -556,6 +594,146 @@ impl Scanner<'_> {
                 text: format!("WHERE {marker} "),
             });
         }
+        Ok(())
+    }
+
+    // --- ASOF JOIN, LT JOIN ---
+
+    /// Marks `ASOF JOIN rel` / `LT JOIN rel` with a `MATCH_CONDITION` naming the join's
+    /// entry in [`Clauses::time_joins`], which sqlparser parses into an ASOF join.
+    fn time_join(&mut self) -> Result<()> {
+        let strict = self.at_kw("LT");
+        let clause = if strict { "LT JOIN" } else { "ASOF JOIN" };
+        let position = self.position(self.pos);
+        if strict {
+            let (start, end) = (self.start_byte(self.pos), self.end_byte(self.pos));
+            let text = "ASOF".to_string();
+            self.edits.push(Edit { start, end, text });
+        }
+        self.pos += 2;
+        let end = self.relation_end(clause)?;
+        let index = self.clauses.time_joins.len();
+        self.clauses.time_joins.push(TimeJoin {
+            strict,
+            tolerance_ns: None,
+            position,
+        });
+        let at = self.end_byte(end - 1);
+        self.edits.push(Edit {
+            start: at,
+            end: at,
+            text: format!(" MATCH_CONDITION ({TIME_JOIN_MARKER}({index}))"),
+        });
+        // A subquery's own clauses are found by scanning on inside it.
+        if !matches!(self.token_at(self.pos), Some(Token::LParen)) {
+            self.pos = end;
+        }
+        Ok(())
+    }
+
+    /// The index of the token after the joined relation starting here (a table name or a
+    /// parenthesised subquery) and its alias.
+    fn relation_end(&self, clause: &str) -> Result<usize> {
+        let mut i = self.pos;
+        let fail = |i: usize, message: &str| {
+            let p = self.position(i);
+            Err(QueryError::Syntax {
+                message: format!("{clause}: {message}"),
+                line: p.line,
+                column: p.column,
+            })
+        };
+        if matches!(self.token_at(i), Some(Token::LParen)) {
+            let mut depth = 0usize;
+            loop {
+                match self.token_at(i) {
+                    Some(Token::LParen) => depth += 1,
+                    Some(Token::RParen) => depth -= 1,
+                    None | Some(Token::EOF) => {
+                        return fail(i, "expected ')' closing the subquery");
+                    }
+                    _ => {}
+                }
+                i += 1;
+                if depth == 0 {
+                    break;
+                }
+            }
+        } else {
+            loop {
+                if !matches!(self.token_at(i), Some(Token::Word(_))) {
+                    return fail(i, "expected a table or a subquery");
+                }
+                i += 1;
+                if self.token_at(i) != Some(&Token::Period) {
+                    break;
+                }
+                i += 1;
+            }
+        }
+        let is_alias = |t: Option<&Token>| match t {
+            Some(Token::Word(w)) => {
+                w.quote_style.is_some()
+                    || !AFTER_RELATION
+                        .iter()
+                        .chain(CLAUSE_ENDS)
+                        .any(|k| w.value.eq_ignore_ascii_case(k))
+            }
+            _ => false,
+        };
+        if self.kw_at(i, "AS") {
+            if !matches!(self.token_at(i + 1), Some(Token::Word(_))) {
+                return fail(i + 1, "expected an alias after AS");
+            }
+            i += 2;
+        } else if is_alias(self.token_at(i)) {
+            i += 1;
+        }
+        Ok(i)
+    }
+
+    /// Whether `TOLERANCE` here is the clause rather than a column: a time join without one
+    /// came before, and a stride follows.
+    fn tolerance_may_follow(&self) -> bool {
+        self.clauses
+            .time_joins
+            .last()
+            .is_some_and(|j| j.tolerance_ns.is_none())
+            && matches!(
+                self.token_at(self.pos + 1),
+                Some(Token::Number(..) | Token::SingleQuotedString(_))
+            )
+    }
+
+    /// `TOLERANCE 10s` after an ASOF or LT JOIN's condition: removed, and kept with the join.
+    fn tolerance(&mut self) -> Result<()> {
+        const CLAUSE: &str = "TOLERANCE";
+        let first = self.pos;
+        self.pos += 1;
+        let at = self.pos;
+        let text = self.stride(CLAUSE)?;
+        let nanos = super::stride::Stride::parse(&text)
+            .ok()
+            .and_then(|s| match s.step() {
+                Some(super::stride::Step::Nanos(ns)) => Some(ns),
+                _ => None,
+            });
+        let Some(nanos) = nanos else {
+            self.pos = at;
+            return self.error(
+                CLAUSE,
+                "months and years vary in length: write the tolerance in U, T, s, m, h, d or w",
+            );
+        };
+        if let Some(join) = self.clauses.time_joins.last_mut() {
+            join.tolerance_ns = Some(nanos);
+        }
+        let (start, end) = (self.start_byte(first), self.start_byte(self.pos));
+        self.edits.push(Edit {
+            start,
+            end,
+            text: String::new(),
+        });
         Ok(())
     }
 
@@ -725,6 +903,24 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("FILL: expected '('"), "{e}");
+    }
+
+    #[test]
+    fn time_joins_get_a_match_condition_marker() {
+        let (text, clauses) = rewritten(
+            "SELECT * FROM a LT JOIN (SELECT * FROM b SAMPLE BY 1h) AS x ON (s) TOLERANCE 10s \
+             ASOF JOIN c WHERE tolerance > 1",
+        );
+        assert_eq!(
+            text,
+            "SELECT * FROM a ASOF JOIN (SELECT * FROM b GROUP BY __sundial_sample_by(0) ) AS x \
+             MATCH_CONDITION (__sundial_time_join(0)) ON (s) ASOF JOIN c MATCH_CONDITION \
+             (__sundial_time_join(1)) WHERE tolerance > 1"
+        );
+        assert_eq!(clauses.time_joins.len(), 2);
+        assert!(clauses.time_joins[0].strict);
+        assert_eq!(clauses.time_joins[0].tolerance_ns, Some(10_000_000_000));
+        assert_eq!(clauses.time_joins[1].tolerance_ns, None);
     }
 
     #[test]

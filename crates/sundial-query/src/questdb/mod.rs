@@ -21,6 +21,8 @@
 //!   reverse order with a plain limit (a reverse scan that stops early when the order is the
 //!   designated timestamp's), and the rows are put back in order.
 //! - `ts IN '2016-01-01;2h'` becomes `ts >= lo AND ts < hi`, which the scan prunes by.
+//! - `ASOF JOIN` / `LT JOIN` become a `LEFT JOIN` marked for the `asof` plan rule
+//!   ([`time_join`]).
 //! - `first`/`last` are `first_value`/`last_value` in designated-timestamp order;
 //!   `count_distinct(x)` is `count(DISTINCT x)`; `hour(ts)` & co. are `date_part`.
 
@@ -29,6 +31,7 @@ mod fill;
 pub(crate) mod functions;
 mod interval;
 mod stride;
+mod time_join;
 
 use std::ops::ControlFlow;
 
@@ -44,6 +47,7 @@ use datafusion::sql::sqlparser::parser::Parser;
 
 use clauses::{
     Align, INTERVAL_MARKER, LATEST_MARKER, LIMIT_MARKER, Position, SAMPLE_MARKER, SampleBy,
+    TIME_JOIN_MARKER,
 };
 pub(crate) use clauses::{Clauses, extract};
 
@@ -108,6 +112,7 @@ fn leftover_marker(statement: &Statement) -> Result<()> {
             (LATEST_MARKER, "LATEST ON/BY"),
             (LIMIT_MARKER, "LIMIT"),
             (INTERVAL_MARKER, "IN '<interval>'"),
+            (TIME_JOIN_MARKER, "ASOF/LT JOIN"),
         ] {
             if marker_argument(e, marker).is_some() {
                 found = Some(clause);
@@ -337,6 +342,7 @@ impl Rewriter<'_> {
     }
 
     fn rewrite_query(&self, query: &mut Query) -> Result<()> {
+        time_join::rewrite(&mut query.body, &self.clauses.time_joins)?;
         if let SetExpr::Select(select) = &mut *query.body {
             // Latest rows come in timestamp order unless the query orders or aggregates.
             if let Some(timestamp) = self.latest(select)?
