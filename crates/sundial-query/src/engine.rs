@@ -231,7 +231,8 @@ impl Engine {
         let state = crate::asof::install(
             datafusion::execution::session_state::SessionStateBuilder::new()
                 .with_config(config)
-                .with_default_features(),
+                .with_default_features()
+                .with_physical_optimizer_rule(Arc::new(crate::bucket_agg::FuseBucketAggregates)),
         )
         .build();
         let ctx = SessionContext::new_with_state(state);

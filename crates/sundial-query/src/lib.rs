@@ -14,6 +14,8 @@
 //!                                                   │           ts order, reverse for ts DESC)
 //!                                                   │ latest: latest_rows ─▶ LatestExec (backward)
 //!                                                   │ ASOF/LT JOIN: asof rule ─▶ AsofJoinExec (merge)
+//!                                                   │ SAMPLE BY / time_bucket aggregates:
+//!                                                   │   BucketAggregateExec (in scan order, no hash)
 //!                                                   └ insert: SundialSink ─▶ TableWriter (1 commit)
 //! ```
 //!
@@ -21,6 +23,7 @@
 //! many commits land while it runs.
 
 mod asof;
+mod bucket_agg;
 mod compat;
 pub mod copy;
 mod ddl;

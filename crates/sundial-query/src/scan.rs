@@ -352,6 +352,19 @@ fn timestamp_ordering(
     Some(vec![PhysicalSortExpr::new(Arc::new(column), options)])
 }
 
+/// `ExecutionPlan::apply_expressions` over a node's own expressions.
+pub(crate) fn visit_each<'a>(
+    exprs: impl IntoIterator<Item = &'a Arc<dyn PhysicalExpr>>,
+    f: &mut dyn FnMut(&Arc<dyn PhysicalExpr>) -> DfResult<TreeNodeRecursion>,
+) -> DfResult<TreeNodeRecursion> {
+    for e in exprs {
+        if f(e)? == TreeNodeRecursion::Stop {
+            return Ok(TreeNodeRecursion::Stop);
+        }
+    }
+    Ok(TreeNodeRecursion::Continue)
+}
+
 /// The designated timestamp's position among the projected columns, if projected.
 fn timestamp_position(snapshot: &Snapshot, projection: &[usize]) -> Option<usize> {
     let ts = snapshot.meta().timestamp_index?;

@@ -162,12 +162,7 @@ impl ExecutionPlan for AsofJoinExec {
         let exprs = [&m.left_time, &m.right_time]
             .into_iter()
             .chain(m.keys.iter().flat_map(|(l, r)| [l, r]));
-        for e in exprs {
-            if f(e)? == TreeNodeRecursion::Stop {
-                return Ok(TreeNodeRecursion::Stop);
-            }
-        }
-        Ok(TreeNodeRecursion::Continue)
+        crate::scan::visit_each(exprs, f)
     }
 
     fn replace_children(

@@ -1,0 +1,922 @@
+//! Bucketed aggregation fused onto the scan: `SAMPLE BY` (`timestamp_floor`) and
+//! `time_bucket` (`date_bin`) groups computed as the rows stream past in timestamp order,
+//! without a hash table.
+//!
+//! ```text
+//!  AggregateExec(Final)                       AggregateExec(Final)
+//!    AggregateExec(Partial)          ==>        BucketAggregateExec  ── one bucket open at a
+//!      [FilterExec] SundialScanExec               [FilterExec] SundialScanExec  time; SYMBOL
+//!   (hash of bucket and keys per row)          (rows in timestamp order)        keys index slots
+//! ```
+//!
+//! Rows arrive in timestamp order, so a bucket's rows are consecutive: the exec keeps the
+//! aggregate states of the open bucket only, one slot per SYMBOL code of the key (or a single
+//! slot without one), updates them over runs of rows with the same bucket, and emits the
+//! bucket's partial states, exactly as DataFusion's partial aggregate would, when the next
+//! bucket starts. The final aggregate above merges them as before. Rows out of order only cost
+//! extra partial rows (the final aggregate merges equal groups), never wrong results.
+//!
+//! Fused: `count`, `sum`, `avg`, `min`, `max` over DOUBLE, LONG, INT and TIMESTAMP
+//! arguments, grouped by the bucket and at most one SYMBOL column. Anything else (DISTINCT,
+//! FILTER, ordered aggregates, other keys) keeps DataFusion's hash aggregate.
+
+use std::fmt;
+use std::ops::Range;
+use std::sync::Arc;
+
+use datafusion::arrow::array::{
+    Array, ArrayRef, AsArray, DictionaryArray, Float64Builder, Int32Array, Int64Array,
+    Int64Builder, RecordBatch, UInt64Builder,
+};
+use datafusion::arrow::buffer::NullBuffer;
+use datafusion::arrow::compute::cast;
+use datafusion::arrow::datatypes::{DataType, Float64Type, Int32Type, Int64Type, SchemaRef};
+use datafusion::common::tree_node::{Transformed, TreeNode, TreeNodeRecursion};
+use datafusion::config::ConfigOptions;
+use datafusion::error::{DataFusionError, Result as DfResult};
+use datafusion::execution::{SendableRecordBatchStream, TaskContext};
+use datafusion::physical_expr::{EquivalenceProperties, PhysicalExpr, ScalarFunctionExpr};
+use datafusion::physical_optimizer::PhysicalOptimizerRule;
+use datafusion::physical_plan::aggregates::{AggregateExec, AggregateMode};
+use datafusion::physical_plan::execution_plan::{
+    Boundedness, ChildrenPropertiesMode, EmissionType, ReplaceChildrenOptions,
+};
+use datafusion::physical_plan::expressions::{Column, Literal};
+use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
+use datafusion::physical_plan::{
+    ColumnarValue, DisplayAs, DisplayFormatType, ExecutionPlan, ExecutionPlanProperties,
+    PlanProperties,
+};
+use futures::StreamExt;
+
+/// Replaces partial aggregates over time buckets with [`BucketAggregateExec`] (and single-stage
+/// ones with a final aggregate over it).
+#[derive(Debug)]
+pub(crate) struct FuseBucketAggregates;
+
+impl PhysicalOptimizerRule for FuseBucketAggregates {
+    fn optimize(
+        &self,
+        plan: Arc<dyn ExecutionPlan>,
+        _: &ConfigOptions,
+    ) -> DfResult<Arc<dyn ExecutionPlan>> {
+        plan.transform_up(|node| {
+            let Some(aggregate) = node.downcast_ref::<AggregateExec>() else {
+                return Ok(Transformed::no(node));
+            };
+            Ok(match fuse(aggregate)? {
+                Some(fused) => Transformed::yes(fused),
+                None => Transformed::no(node),
+            })
+        })
+        .map(|t| t.data)
+    }
+
+    fn name(&self) -> &str {
+        "sundial_fuse_bucket_aggregates"
+    }
+
+    fn schema_check(&self) -> bool {
+        true
+    }
+}
+
+fn fuse(aggregate: &AggregateExec) -> DfResult<Option<Arc<dyn ExecutionPlan>>> {
+    if aggregate.limit_options().is_some() {
+        return Ok(None);
+    }
+    match aggregate.mode() {
+        AggregateMode::Partial => {
+            Ok(BucketAggregateExec::try_fuse(aggregate)?.map(|e| Arc::new(e) as _))
+        }
+        AggregateMode::Single => {
+            let partial = AggregateExec::try_new(
+                AggregateMode::Partial,
+                aggregate.group_expr().clone(),
+                aggregate.aggr_expr().to_vec(),
+                aggregate.filter_expr().to_vec(),
+                aggregate.input().clone(),
+                aggregate.input_schema(),
+            )?;
+            let Some(fused) = BucketAggregateExec::try_fuse(&partial)? else {
+                return Ok(None);
+            };
+            let merged = AggregateExec::try_new(
+                AggregateMode::Final,
+                partial.group_expr().as_final(),
+                partial.aggr_expr().to_vec(),
+                aggregate.filter_expr().to_vec(),
+                Arc::new(fused),
+                aggregate.input_schema(),
+            )?;
+            Ok(Some(Arc::new(merged)))
+        }
+        _ => Ok(None),
+    }
+}
+
+/// An aggregate function the exec computes, and the kind of its argument.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Op {
+    Count,
+    Sum,
+    Avg,
+    Min,
+    Max,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    F64,
+    I64,
+}
+
+#[derive(Debug, Clone)]
+struct Aggregate {
+    op: Op,
+    kind: Kind,
+    arg: Arc<dyn PhysicalExpr>,
+}
+
+impl Aggregate {
+    /// The partial state's column types, as DataFusion's partial aggregate writes them.
+    fn state_types(&self, arg_type: &DataType) -> Vec<DataType> {
+        match (self.op, self.kind) {
+            (Op::Count, _) => vec![DataType::Int64],
+            (Op::Sum, Kind::F64) => vec![DataType::Float64],
+            (Op::Sum, Kind::I64) => vec![DataType::Int64],
+            (Op::Avg, _) => vec![DataType::UInt64, DataType::Float64],
+            (Op::Min | Op::Max, _) => vec![arg_type.clone()],
+        }
+    }
+}
+
+/// The partial aggregate of [`FuseBucketAggregates`], computed in timestamp order.
+#[derive(Debug)]
+pub(crate) struct BucketAggregateExec {
+    input: Arc<dyn ExecutionPlan>,
+    /// The bucket expression and its position among the group columns.
+    bucket: (Arc<dyn PhysicalExpr>, usize),
+    /// The SYMBOL key column and its position among the group columns.
+    key: Option<(Arc<dyn PhysicalExpr>, usize)>,
+    aggregates: Vec<Aggregate>,
+    /// The partial aggregate's output: group columns, then each aggregate's state columns.
+    schema: SchemaRef,
+    properties: Arc<PlanProperties>,
+}
+
+impl BucketAggregateExec {
+    /// The fused form of `partial`, if it groups by a time bucket of its input's order (and at
+    /// most one SYMBOL key) and computes only aggregates the exec knows.
+    fn try_fuse(partial: &AggregateExec) -> DfResult<Option<Self>> {
+        let group_by = partial.group_expr();
+        if !group_by.is_single() || partial.filter_expr().iter().any(Option::is_some) {
+            return Ok(None);
+        }
+        let input = partial.input();
+        let input_schema = input.schema();
+        let Some(time) = ordered_time_column(input.as_ref()) else {
+            return Ok(None);
+        };
+        let mut bucket = None;
+        let mut key = None;
+        for (i, (expr, _)) in group_by.expr().iter().enumerate() {
+            if bucket.is_none() && is_bucket_of(expr, time) {
+                bucket = Some((expr.clone(), i));
+            } else if key.is_none() && is_symbol_column(expr, &input_schema) {
+                key = Some((expr.clone(), i));
+            } else {
+                return Ok(None);
+            }
+        }
+        let Some(bucket) = bucket else {
+            return Ok(None);
+        };
+        let schema = partial.schema();
+        let mut state_at = group_by.expr().len();
+        let mut aggregates = Vec::new();
+        for expr in partial.aggr_expr() {
+            if expr.is_distinct() || !expr.order_bys().is_empty() {
+                return Ok(None);
+            }
+            let args = expr.expressions();
+            let [arg] = args.as_slice() else {
+                return Ok(None);
+            };
+            let arg = arg.clone();
+            let arg_type = arg.data_type(&input_schema)?;
+            let Some(aggregate) = aggregate_of(expr.fun().name(), arg, &arg_type) else {
+                return Ok(None);
+            };
+            let states = aggregate.state_types(&arg_type);
+            let written: Vec<&DataType> = schema.fields()[state_at..]
+                .iter()
+                .take(states.len())
+                .map(|f| f.data_type())
+                .collect();
+            if written.len() != states.len() || written.iter().zip(&states).any(|(a, b)| *a != b) {
+                return Ok(None);
+            }
+            state_at += states.len();
+            aggregates.push(aggregate);
+        }
+        if state_at != schema.fields().len() {
+            return Ok(None);
+        }
+        let properties = Arc::new(PlanProperties::new(
+            EquivalenceProperties::new(schema.clone()),
+            input.output_partitioning().clone(),
+            EmissionType::Incremental,
+            Boundedness::Bounded,
+        ));
+        Ok(Some(BucketAggregateExec {
+            input: input.clone(),
+            bucket,
+            key,
+            aggregates,
+            schema,
+            properties,
+        }))
+    }
+}
+
+/// The input column the plan's rows are ordered by first (ascending), if any.
+fn ordered_time_column(input: &dyn ExecutionPlan) -> Option<usize> {
+    let first = input.properties().output_ordering()?.first();
+    if first.options.descending {
+        return None;
+    }
+    first.expr.downcast_ref::<Column>().map(Column::index)
+}
+
+/// Whether `expr` is `timestamp_floor(stride, time, ...)` or `date_bin(width, time, ...)`.
+fn is_bucket_of(expr: &Arc<dyn PhysicalExpr>, time: usize) -> bool {
+    let Some(f) = expr.downcast_ref::<ScalarFunctionExpr>() else {
+        return false;
+    };
+    matches!(f.name(), "timestamp_floor" | "date_bin")
+        && f.args()
+            .get(1)
+            .and_then(|a| a.downcast_ref::<Column>())
+            .is_some_and(|c| c.index() == time)
+        && f.args()
+            .iter()
+            .enumerate()
+            .all(|(i, a)| i == 1 || a.downcast_ref::<Literal>().is_some())
+}
+
+fn is_symbol_column(expr: &Arc<dyn PhysicalExpr>, schema: &SchemaRef) -> bool {
+    expr.downcast_ref::<Column>().is_some_and(|c| {
+        matches!(
+            schema.field(c.index()).data_type(),
+            DataType::Dictionary(k, _) if **k == DataType::Int32
+        )
+    })
+}
+
+fn aggregate_of(name: &str, arg: Arc<dyn PhysicalExpr>, arg_type: &DataType) -> Option<Aggregate> {
+    let op = match name {
+        "count" => Op::Count,
+        "sum" => Op::Sum,
+        "avg" => Op::Avg,
+        "min" => Op::Min,
+        "max" => Op::Max,
+        _ => return None,
+    };
+    let kind = match arg_type {
+        // Counting reads only which rows are NULL.
+        _ if op == Op::Count => Kind::I64,
+        DataType::Float64 => Kind::F64,
+        DataType::Int64 | DataType::Timestamp(..) if op != Op::Avg => Kind::I64,
+        DataType::Int32 if matches!(op, Op::Min | Op::Max) => Kind::I64,
+        _ => return None,
+    };
+    Some(Aggregate { op, kind, arg })
+}
+
+impl DisplayAs for BucketAggregateExec {
+    fn fmt_as(&self, _: DisplayFormatType, f: &mut fmt::Formatter) -> fmt::Result {
+        write!(f, "BucketAggregateExec: bucket={}", self.bucket.0)?;
+        if let Some((key, _)) = &self.key {
+            write!(f, ", key={key}")?;
+        }
+        let names: Vec<String> = self
+            .aggregates
+            .iter()
+            .map(|a| format!("{:?}({})", a.op, a.arg).to_lowercase())
+            .collect();
+        write!(f, ", aggr=[{}]", names.join(", "))
+    }
+}
+
+impl ExecutionPlan for BucketAggregateExec {
+    fn name(&self) -> &'static str {
+        "BucketAggregateExec"
+    }
+
+    fn properties(&self) -> &Arc<PlanProperties> {
+        &self.properties
+    }
+
+    fn children(&self) -> Vec<&Arc<dyn ExecutionPlan>> {
+        vec![&self.input]
+    }
+
+    fn apply_expressions(
+        &self,
+        f: &mut dyn FnMut(&Arc<dyn PhysicalExpr>) -> DfResult<TreeNodeRecursion>,
+    ) -> DfResult<TreeNodeRecursion> {
+        let exprs = std::iter::once(&self.bucket.0)
+            .chain(self.key.iter().map(|(k, _)| k))
+            .chain(self.aggregates.iter().map(|a| &a.arg));
+        crate::scan::visit_each(exprs, f)
+    }
+
+    fn replace_children(
+        self: Arc<Self>,
+        mut children: Vec<Arc<dyn ExecutionPlan>>,
+        _: ReplaceChildrenOptions,
+    ) -> DfResult<Arc<dyn ExecutionPlan>> {
+        let input = children
+            .pop()
+            .ok_or_else(|| DataFusionError::Internal("BucketAggregateExec has a child".into()))?;
+        Ok(Arc::new(BucketAggregateExec {
+            input,
+            bucket: self.bucket.clone(),
+            key: self.key.clone(),
+            aggregates: self.aggregates.clone(),
+            schema: self.schema.clone(),
+            properties: self.properties.clone(),
+        }))
+    }
+
+    fn with_new_children(
+        self: Arc<Self>,
+        children: Vec<Arc<dyn ExecutionPlan>>,
+    ) -> DfResult<Arc<dyn ExecutionPlan>> {
+        self.replace_children(
+            children,
+            ReplaceChildrenOptions::new(ChildrenPropertiesMode::Recompute),
+        )
+    }
+
+    fn execute(
+        &self,
+        partition: usize,
+        context: Arc<TaskContext>,
+    ) -> DfResult<SendableRecordBatchStream> {
+        let input = self.input.execute(partition, context.clone())?;
+        let state = Aggregation::new(self, context.session_config().batch_size());
+        let stream = futures::stream::unfold(Some((input, state)), |open| async move {
+            let (mut input, mut state) = open?;
+            loop {
+                let step = match input.next().await {
+                    Some(Ok(batch)) => state.consume(&batch).and_then(|()| state.output(false)),
+                    Some(Err(e)) => Err(e),
+                    None => {
+                        state.close_bucket();
+                        return state.output(true).transpose().map(|out| (out, None));
+                    }
+                };
+                match step {
+                    Ok(Some(batch)) => return Some((Ok(batch), Some((input, state)))),
+                    Ok(None) => continue,
+                    Err(e) => return Some((Err(e), None)),
+                }
+            }
+        });
+        Ok(Box::pin(RecordBatchStreamAdapter::new(
+            self.schema.clone(),
+            stream,
+        )))
+    }
+}
+
+/// Number types the states hold.
+trait Native: Copy + Default {
+    fn plus(self, other: Self) -> Self;
+    /// Total order: NaN above every number, as DataFusion's `max` and `min` have it.
+    fn above(self, other: Self) -> bool;
+}
+
+impl Native for f64 {
+    fn plus(self, other: Self) -> Self {
+        self + other
+    }
+    fn above(self, other: Self) -> bool {
+        self.total_cmp(&other).is_gt()
+    }
+}
+
+impl Native for i64 {
+    fn plus(self, other: Self) -> Self {
+        self.wrapping_add(other)
+    }
+    fn above(self, other: Self) -> bool {
+        self > other
+    }
+}
+
+/// One aggregate's states, a slot per key.
+struct Slots<T> {
+    op: Op,
+    values: Vec<T>,
+    /// Values seen (rows, for `count`).
+    counts: Vec<u64>,
+}
+
+impl<T: Native> Slots<T> {
+    fn new(op: Op) -> Self {
+        Slots {
+            op,
+            values: Vec::new(),
+            counts: Vec::new(),
+        }
+    }
+
+    fn ensure(&mut self, slots: usize) {
+        if self.counts.len() < slots {
+            self.values.resize(slots, T::default());
+            self.counts.resize(slots, 0);
+        }
+    }
+
+    /// Adds `rows` of `values` (NULLs skipped), each to the slot `slot_of` gives.
+    fn update(
+        &mut self,
+        values: &[T],
+        nulls: Option<&NullBuffer>,
+        rows: Range<usize>,
+        slot_of: impl Fn(usize) -> usize,
+    ) {
+        for row in rows {
+            if nulls.is_some_and(|n| n.is_null(row)) {
+                continue;
+            }
+            let (slot, v) = (slot_of(row), values[row]);
+            let (value, count) = (&mut self.values[slot], &mut self.counts[slot]);
+            *value = match self.op {
+                Op::Count => *value,
+                Op::Sum | Op::Avg => value.plus(v),
+                Op::Min if *count == 0 || value.above(v) => v,
+                Op::Max if *count == 0 || v.above(*value) => v,
+                Op::Min | Op::Max => *value,
+            };
+            *count += 1;
+        }
+    }
+
+    fn count_rows(
+        &mut self,
+        nulls: Option<&NullBuffer>,
+        rows: Range<usize>,
+        slot_of: impl Fn(usize) -> usize,
+    ) {
+        for row in rows {
+            if nulls.is_none_or(|n| n.is_valid(row)) {
+                self.counts[slot_of(row)] += 1;
+            }
+        }
+    }
+
+    /// The slot's value, or `None` if it saw none; and resets the slot.
+    fn take(&mut self, slot: usize) -> (Option<T>, u64) {
+        let count = std::mem::take(&mut self.counts[slot]);
+        let value = std::mem::take(&mut self.values[slot]);
+        ((count > 0).then_some(value), count)
+    }
+}
+
+enum State {
+    F64(Slots<f64>),
+    I64(Slots<i64>),
+}
+
+impl State {
+    fn ensure(&mut self, slots: usize) {
+        match self {
+            State::F64(s) => s.ensure(slots),
+            State::I64(s) => s.ensure(slots),
+        }
+    }
+}
+
+/// The output columns being built: group columns, then states.
+enum Builder {
+    Bucket(Int64Builder),
+    Key(Vec<Option<i32>>),
+    F64(Float64Builder),
+    I64(Int64Builder),
+    U64(UInt64Builder),
+}
+
+/// One partition's aggregation.
+struct Aggregation {
+    bucket: Arc<dyn PhysicalExpr>,
+    key: Option<Arc<dyn PhysicalExpr>>,
+    aggregates: Vec<Aggregate>,
+    states: Vec<State>,
+    schema: SchemaRef,
+    batch_rows: usize,
+    /// The open bucket (`Some(None)`: the bucket of NULL timestamps).
+    open: Option<Option<i64>>,
+    /// Slots the open bucket has rows for, in first-seen order.
+    touched: Vec<usize>,
+    is_touched: Vec<bool>,
+    /// The key's dictionary (the largest seen: SYMBOL codes only grow).
+    key_values: Option<ArrayRef>,
+    builders: Vec<Builder>,
+    rows: usize,
+}
+
+impl Aggregation {
+    fn new(exec: &BucketAggregateExec, batch_rows: usize) -> Self {
+        let groups = 1 + usize::from(exec.key.is_some());
+        let mut builders: Vec<Builder> = Vec::new();
+        for i in 0..groups {
+            builders.push(if i == exec.bucket.1 {
+                Builder::Bucket(Int64Builder::new())
+            } else {
+                Builder::Key(Vec::new())
+            });
+        }
+        for a in &exec.aggregates {
+            match (a.op, a.kind) {
+                (Op::Count, _) => builders.push(Builder::I64(Int64Builder::new())),
+                (Op::Avg, _) => {
+                    builders.push(Builder::U64(UInt64Builder::new()));
+                    builders.push(Builder::F64(Float64Builder::new()));
+                }
+                (_, Kind::F64) => builders.push(Builder::F64(Float64Builder::new())),
+                (_, Kind::I64) => builders.push(Builder::I64(Int64Builder::new())),
+            }
+        }
+        let states = exec
+            .aggregates
+            .iter()
+            .map(|a| match a.kind {
+                Kind::F64 => State::F64(Slots::new(a.op)),
+                Kind::I64 => State::I64(Slots::new(a.op)),
+            })
+            .collect();
+        Aggregation {
+            bucket: exec.bucket.0.clone(),
+            key: exec.key.as_ref().map(|(k, _)| k.clone()),
+            aggregates: exec.aggregates.clone(),
+            states,
+            schema: exec.schema.clone(),
+            batch_rows,
+            open: None,
+            touched: Vec::new(),
+            is_touched: Vec::new(),
+            key_values: None,
+            builders,
+            rows: 0,
+        }
+    }
+
+    fn consume(&mut self, batch: &RecordBatch) -> DfResult<()> {
+        let n = batch.num_rows();
+        if n == 0 {
+            return Ok(());
+        }
+        let buckets = as_i64(self.bucket.evaluate(batch)?.into_array(n)?)?;
+        let codes = match &self.key {
+            Some(key) => Some(self.key_codes(key.evaluate(batch)?.into_array(n)?)?),
+            None => None,
+        };
+        let slots = self.key_values.as_ref().map_or(1, |v| v.len() + 1);
+        self.is_touched
+            .resize(slots.max(self.is_touched.len()), false);
+        let args = self.arguments(batch, slots)?;
+        let mut start = 0;
+        while start < n {
+            let bucket = buckets.is_valid(start).then(|| buckets.value(start));
+            let mut end = start + 1;
+            while end < n && buckets.is_valid(end).then(|| buckets.value(end)) == bucket {
+                end += 1;
+            }
+            if self.open != Some(bucket) {
+                self.close_bucket();
+                self.open = Some(bucket);
+            }
+            self.add_run(codes.as_ref(), &args, start..end);
+            start = end;
+        }
+        Ok(())
+    }
+
+    /// The key's SYMBOL codes; remembers the dictionary.
+    fn key_codes(&mut self, keys: ArrayRef) -> DfResult<Int32Array> {
+        let dictionary = keys
+            .as_dictionary_opt::<Int32Type>()
+            .ok_or_else(|| DataFusionError::Internal("bucket key is not a SYMBOL".into()))?;
+        let values = dictionary.values();
+        match &self.key_values {
+            Some(kept) if Arc::ptr_eq(kept, values) => {}
+            Some(kept) => {
+                // SYMBOL codes only grow: one dictionary must begin with the other.
+                let (short, long) = if kept.len() <= values.len() {
+                    (kept, values)
+                } else {
+                    (values, kept)
+                };
+                if long.slice(0, short.len()).to_data() != short.to_data() {
+                    return Err(DataFusionError::Internal(
+                        "a bucket key's dictionaries disagree between batches".into(),
+                    ));
+                }
+                if kept.len() < values.len() {
+                    self.key_values = Some(values.clone());
+                }
+            }
+            None => self.key_values = Some(values.clone()),
+        }
+        Ok(dictionary.keys().clone())
+    }
+
+    /// Each aggregate's argument over `batch`, with states sized for `slots`.
+    fn arguments(&mut self, batch: &RecordBatch, slots: usize) -> DfResult<Vec<Argument>> {
+        let n = batch.num_rows();
+        let mut args = Vec::with_capacity(self.aggregates.len());
+        for (a, state) in self.aggregates.iter().zip(&mut self.states) {
+            state.ensure(slots);
+            let value = a.arg.evaluate(batch)?;
+            args.push(match (a.op, value, state) {
+                (Op::Count, ColumnarValue::Scalar(s), _) => Argument::Rows { all: !s.is_null() },
+                (Op::Count, ColumnarValue::Array(array), _) => {
+                    Argument::Valid(array.logical_nulls())
+                }
+                (_, value, State::F64(_)) => {
+                    Argument::F64(value.into_array(n)?.as_primitive::<Float64Type>().clone())
+                }
+                (_, value, State::I64(_)) => Argument::I64(as_i64(value.into_array(n)?)?),
+            });
+        }
+        Ok(args)
+    }
+
+    /// Adds rows `rows`, all of the open bucket.
+    fn add_run(&mut self, codes: Option<&Int32Array>, args: &[Argument], rows: Range<usize>) {
+        match codes {
+            None => {
+                self.touch(0);
+                self.update(args, rows, |_| 0);
+            }
+            Some(codes) => {
+                let slot_of = |row: usize| {
+                    if codes.is_valid(row) {
+                        codes.value(row) as usize + 1
+                    } else {
+                        0
+                    }
+                };
+                for row in rows.clone() {
+                    self.touch(slot_of(row));
+                }
+                self.update(args, rows, slot_of);
+            }
+        }
+    }
+
+    fn touch(&mut self, slot: usize) {
+        if !self.is_touched[slot] {
+            self.is_touched[slot] = true;
+            self.touched.push(slot);
+        }
+    }
+
+    fn update(
+        &mut self,
+        args: &[Argument],
+        rows: Range<usize>,
+        slot_of: impl Fn(usize) -> usize + Copy,
+    ) {
+        for (arg, state) in args.iter().zip(&mut self.states) {
+            let rows = rows.clone();
+            match (arg, state) {
+                (Argument::Rows { all: true }, State::I64(s)) => s.count_rows(None, rows, slot_of),
+                (Argument::Valid(nulls), State::I64(s)) => {
+                    s.count_rows(nulls.as_ref(), rows, slot_of)
+                }
+                (Argument::F64(a), State::F64(s)) => s.update(a.values(), a.nulls(), rows, slot_of),
+                (Argument::I64(a), State::I64(s)) => s.update(a.values(), a.nulls(), rows, slot_of),
+                // A NULL constant counts nothing; other pairs are never built.
+                _ => {}
+            }
+        }
+    }
+
+    /// Writes the open bucket's states to the output and resets them.
+    fn close_bucket(&mut self) {
+        let Some(bucket) = self.open.take() else {
+            return;
+        };
+        let mut touched = std::mem::take(&mut self.touched);
+        touched.sort_unstable();
+        for &slot in &touched {
+            self.is_touched[slot] = false;
+            let mut states = self.states.iter_mut();
+            let mut pending: Option<(Option<f64>, u64)> = None;
+            for builder in &mut self.builders {
+                match builder {
+                    Builder::Bucket(b) => b.append_option(bucket),
+                    Builder::Key(k) => k.push(slot.checked_sub(1).map(|c| c as i32)),
+                    Builder::U64(b) => {
+                        // avg: count, then sum; both NULL without values, as DataFusion's.
+                        if let Some(State::F64(s)) = states.next() {
+                            let (sum, count) = s.take(slot);
+                            b.append_option((count > 0).then_some(count));
+                            pending = Some((sum, count));
+                        }
+                    }
+                    Builder::F64(b) => match pending.take() {
+                        Some((sum, _)) => b.append_option(sum),
+                        None => {
+                            if let Some(State::F64(s)) = states.next() {
+                                b.append_option(s.take(slot).0);
+                            }
+                        }
+                    },
+                    Builder::I64(b) => {
+                        if let Some(State::I64(s)) = states.next() {
+                            let (value, count) = s.take(slot);
+                            if s.op == Op::Count {
+                                b.append_value(count as i64);
+                            } else {
+                                b.append_option(value);
+                            }
+                        }
+                    }
+                }
+            }
+            self.rows += 1;
+        }
+        touched.clear();
+        self.touched = touched;
+    }
+
+    /// The rows built so far as a batch, once there are enough (or any, when `all`).
+    fn output(&mut self, all: bool) -> DfResult<Option<RecordBatch>> {
+        if self.rows == 0 || (!all && self.rows < self.batch_rows) {
+            return Ok(None);
+        }
+        self.rows = 0;
+        let mut columns = Vec::with_capacity(self.builders.len());
+        for (builder, field) in self.builders.iter_mut().zip(self.schema.fields()) {
+            let array: ArrayRef = match builder {
+                Builder::Bucket(b) => Arc::new(b.finish()),
+                Builder::Key(codes) => {
+                    let codes = Int32Array::from(std::mem::take(codes));
+                    let values = self.key_values.clone().ok_or_else(|| {
+                        DataFusionError::Internal("bucket key without a dictionary".into())
+                    })?;
+                    Arc::new(DictionaryArray::<Int32Type>::try_new(codes, values)?)
+                }
+                Builder::F64(b) => Arc::new(b.finish()),
+                Builder::I64(b) => Arc::new(b.finish()),
+                Builder::U64(b) => Arc::new(b.finish()),
+            };
+            columns.push(if array.data_type() == field.data_type() {
+                array
+            } else {
+                cast(&array, field.data_type())?
+            });
+        }
+        Ok(Some(RecordBatch::try_new(self.schema.clone(), columns)?))
+    }
+}
+
+/// An aggregate's argument over one batch.
+enum Argument {
+    /// A constant (`count(*)`): every row counts if it is not NULL.
+    Rows {
+        all: bool,
+    },
+    /// `count(x)`: the rows where `x` is not NULL.
+    Valid(Option<NullBuffer>),
+    F64(datafusion::arrow::array::Float64Array),
+    I64(Int64Array),
+}
+
+/// Integers and timestamps as `i64`.
+fn as_i64(array: ArrayRef) -> DfResult<Int64Array> {
+    let array = match array.data_type() {
+        DataType::Int64 => array,
+        DataType::Timestamp(unit, _) => cast(
+            &cast(&array, &DataType::Timestamp(*unit, None))?,
+            &DataType::Int64,
+        )?,
+        _ => cast(&array, &DataType::Int64)?,
+    };
+    Ok(array.as_primitive::<Int64Type>().clone())
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::scan::tests::{engine, plan_and_rows};
+
+    /// Rows with NULLs in every column but the timestamp, NaNs, and SYMBOL keys, arriving out
+    /// of order over several partitions.
+    fn inserts() -> Vec<String> {
+        let rows = |from: u32, to: u32| {
+            format!(
+                "INSERT INTO t SELECT to_timestamp_seconds(1704067200 + value * 97), \
+                 CASE value % 5 WHEN 0 THEN NULL WHEN 1 THEN 'a' WHEN 2 THEN 'b' ELSE 'c' END, \
+                 CASE WHEN value % 7 = 0 THEN NULL ELSE value * 0.25 END, \
+                 CASE WHEN value % 7 = 0 THEN NULL WHEN value % 11 = 0 THEN 'NaN'::double \
+                      ELSE value * 0.5 END, \
+                 CASE WHEN value % 6 = 0 THEN NULL ELSE value * 3 - 5000 END, \
+                 CASE WHEN value % 4 = 0 THEN NULL ELSE CAST(value % 1000 AS INT) END \
+                 FROM generate_series({from}, {to} - 1)"
+            )
+        };
+        vec![
+            "CREATE TABLE t (ts TIMESTAMP, k SYMBOL, d DOUBLE, e DOUBLE, l LONG, i INT) \
+             TIMESTAMP(ts) \
+             PARTITION BY DAY"
+                .to_string(),
+            rows(2000, 5000),
+            rows(0, 2000),
+            rows(5000, 6000),
+        ]
+    }
+
+    /// NaN (in `e`) makes sums NaN; DataFusion's hash `min` and `max` give NaN no fixed place
+    /// (they depend on row order), so those read `d`, which has none.
+    const AGGREGATES: &str = "count(*) AS n, count(e) AS ne, round(sum(d), 6) AS sd, \
+        round(sum(e), 6) AS se, sum(l) AS sl, round(avg(d), 6) AS ad, round(avg(e), 6) AS ae, round(avg(l), 6) AS al, min(d) AS mind, max(d) AS maxd, \
+        min(l) AS minl, max(l) AS maxl, min(i) AS mini, max(i) AS maxi, min(ts) AS mint, \
+        max(ts) AS maxt";
+
+    #[tokio::test]
+    async fn fused_bucket_aggregates_match_hash_aggregates() {
+        let (engine, _dir) = engine();
+        for sql in inserts() {
+            engine.run(&sql).await.expect(&sql);
+        }
+        // `ts + INTERVAL '0 seconds'` is no longer the column the scan orders by, so those
+        // queries keep DataFusion's hash aggregate.
+        for (fused, reference) in [
+            (
+                format!(
+                    "SELECT timestamp_floor('1h', ts) AS b, k, {AGGREGATES} FROM t GROUP BY b, k ORDER BY b, k"
+                ),
+                format!(
+                    "SELECT timestamp_floor('1h', ts + INTERVAL '0 seconds') AS b, k, {AGGREGATES} FROM t GROUP BY b, k ORDER BY b, k"
+                ),
+            ),
+            (
+                format!(
+                    "SELECT k, date_bin(INTERVAL '15 minutes', ts) AS b, {AGGREGATES} FROM t WHERE k IN ('a', 'c') GROUP BY k, b ORDER BY b, k"
+                ),
+                format!(
+                    "SELECT k, date_bin(INTERVAL '15 minutes', ts + INTERVAL '0 seconds') AS b, {AGGREGATES} FROM t WHERE k IN ('a', 'c') GROUP BY k, b ORDER BY b, k"
+                ),
+            ),
+            (
+                format!("SELECT ts, {AGGREGATES} FROM t WHERE ts >= '2024-01-02' SAMPLE BY 1d"),
+                format!(
+                    "SELECT timestamp_floor('1d', ts + INTERVAL '0 seconds') AS ts, {AGGREGATES} FROM t WHERE ts >= '2024-01-02' GROUP BY 1 ORDER BY 1"
+                ),
+            ),
+            (
+                format!("SELECT ts, k, {AGGREGATES} FROM t SAMPLE BY 1w"),
+                format!(
+                    "SELECT timestamp_floor('1w', ts + INTERVAL '0 seconds') AS ts, k, {AGGREGATES} FROM t GROUP BY 1, 2 ORDER BY 1, 2"
+                ),
+            ),
+        ] {
+            let (plan, got) = plan_and_rows(&engine, &fused).await;
+            assert!(plan.contains("BucketAggregateExec"), "{fused}: {plan}");
+            let (plan, want) = plan_and_rows(&engine, &reference).await;
+            assert!(!plan.contains("BucketAggregateExec"), "{reference}: {plan}");
+            let differing: Vec<(&str, &str)> = got
+                .lines()
+                .zip(want.lines())
+                .filter(|(g, w)| g != w)
+                .take(3)
+                .collect();
+            assert!(differing.is_empty(), "{fused}: {differing:#?}");
+            assert_eq!(got.lines().count(), want.lines().count(), "{fused}");
+            assert!(got.lines().count() > 5, "{got}");
+        }
+    }
+
+    #[tokio::test]
+    async fn other_groupings_keep_the_hash_aggregate() {
+        let (engine, _dir) = engine();
+        for sql in inserts() {
+            engine.run(&sql).await.expect(&sql);
+        }
+        for sql in [
+            "SELECT timestamp_floor('1h', ts) AS b, sum(d) FILTER (WHERE l > 0) FROM t GROUP BY b",
+            "SELECT timestamp_floor('1h', ts) AS b, i, count(*) FROM t GROUP BY b, i",
+            "SELECT timestamp_floor('1h', ts) AS b, first_value(d ORDER BY ts) FROM t GROUP BY b",
+            "SELECT k, count(*) FROM t GROUP BY k",
+        ] {
+            let (plan, _) = plan_and_rows(&engine, sql).await;
+            assert!(!plan.contains("BucketAggregateExec"), "{sql}: {plan}");
+        }
+    }
+}
