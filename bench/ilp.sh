@@ -32,21 +32,13 @@ export QDB_HTTP_PORT=19000 QDB_ILP_PORT=19009 QDB_PG_PORT=18812
 disk_bytes() { du -s --block-size=1 "$1" | cut -f1; }
 
 run_sundial() { # file protocol
-    local dir=$WORK/sundial-data
-    rm -rf "$dir"
-    target/release/sundial serve --data-dir "$dir" --http-addr $SUNDIAL_HTTP \
-        --ilp-tcp-addr $SUNDIAL_ILP 2>"$WORK/sundial.log" &
-    local pid=$!
-    for _ in $(seq 200); do
-        grep -q "sundial serving" "$WORK/sundial.log" 2>/dev/null && break
-        sleep 0.05
-    done
+    local root=$WORK/sundial
+    bench/peers/sundial.sh start "$root"
     target/release/sundial-bench load --file "$1" --protocol "$2" --workers "$WORKERS" \
         --batch-lines "$BATCH_LINES" --ilp-addr $SUNDIAL_ILP --http-addr $SUNDIAL_HTTP \
-        --server-pid $pid --label sundial | tr -d '\n'
-    kill -TERM $pid
-    wait $pid
-    echo " disk_mib_stopped=$(( $(disk_bytes "$dir") / 1048576 ))"
+        --server-pid "$(bench/peers/sundial.sh pid "$root")" --label sundial | tr -d '\n'
+    bench/peers/sundial.sh stop "$root"
+    echo " disk_mib_stopped=$(( $(disk_bytes "$root/data") / 1048576 ))"
 }
 
 run_questdb() { # file protocol

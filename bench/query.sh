@@ -39,18 +39,9 @@ run_queries() { # label pg http ilp
 }
 
 run_sundial() {
-    local dir=$WORK/sundial-data
-    rm -rf "$dir"
-    target/release/sundial serve --data-dir "$dir" --http-addr 127.0.0.1:29000 \
-        --ilp-tcp-addr 127.0.0.1:29009 --pg-addr 127.0.0.1:28812 2>"$WORK/sundial.log" &
-    local pid=$!
-    for _ in $(seq 200); do
-        grep -q "sundial serving" "$WORK/sundial.log" 2>/dev/null && break
-        sleep 0.05
-    done
+    bench/peers/sundial.sh start "$WORK/sundial"
     run_queries sundial 127.0.0.1:28812 127.0.0.1:29000 127.0.0.1:29009
-    kill -TERM $pid
-    wait $pid
+    bench/peers/sundial.sh stop "$WORK/sundial"
 }
 
 run_questdb() {

@@ -21,18 +21,11 @@ export QDB_UDP_RCVBUF=$RCVBUF
 
 {
     echo "# bench/udp.sh on $(date -u +%FT%TZ), $(nproc) cores; LINES=$LINES RCVBUF=$RCVBUF"
-    target/release/sundial serve --data-dir "$WORK/sundial-data" --http-addr 127.0.0.1:29000 \
-        --ilp-tcp-addr 127.0.0.1:29009 --ilp-udp-addr 127.0.0.1:29009 \
-        --ilp-udp-recv-buffer-bytes "$RCVBUF" 2>"$WORK/sundial.log" &
-    pid=$!
-    for _ in $(seq 200); do
-        grep -q "sundial serving" "$WORK/sundial.log" 2>/dev/null && break
-        sleep 0.05
-    done
+    bench/peers/sundial.sh start "$WORK/sundial" --ilp-udp-addr 127.0.0.1:29009 \
+        --ilp-udp-recv-buffer-bytes "$RCVBUF"
     target/release/sundial-bench udp --udp-addr 127.0.0.1:29009 --http-addr 127.0.0.1:29000 \
         --lines "$LINES" --rates "$RATES" --label sundial
-    kill -TERM $pid
-    wait $pid
+    bench/peers/sundial.sh stop "$WORK/sundial"
 
     bench/peers/questdb.sh start "$WORK/questdb-root" >/dev/null
     target/release/sundial-bench udp --udp-addr 127.0.0.1:$QDB_UDP_PORT \
