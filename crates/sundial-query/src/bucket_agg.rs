@@ -25,8 +25,8 @@ use std::ops::Range;
 use std::sync::Arc;
 
 use datafusion::arrow::array::{
-    Array, ArrayRef, AsArray, DictionaryArray, Float64Builder, Int32Array, Int64Array,
-    Int64Builder, RecordBatch, UInt64Builder,
+    Array, ArrayBuilder, ArrayRef, AsArray, DictionaryArray, Float64Builder, Int32Array,
+    Int64Array, Int64Builder, RecordBatch, UInt64Builder,
 };
 use datafusion::arrow::buffer::NullBuffer;
 use datafusion::arrow::compute::cast;
@@ -39,7 +39,7 @@ use datafusion::physical_expr::{EquivalenceProperties, PhysicalExpr, ScalarFunct
 use datafusion::physical_optimizer::PhysicalOptimizerRule;
 use datafusion::physical_plan::aggregates::{AggregateExec, AggregateMode};
 use datafusion::physical_plan::execution_plan::{
-    Boundedness, ChildrenPropertiesMode, EmissionType, ReplaceChildrenOptions,
+    Boundedness, EmissionType, ReplaceChildrenOptions,
 };
 use datafusion::physical_plan::expressions::{Column, Literal};
 use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
@@ -350,15 +350,7 @@ impl ExecutionPlan for BucketAggregateExec {
         }))
     }
 
-    fn with_new_children(
-        self: Arc<Self>,
-        children: Vec<Arc<dyn ExecutionPlan>>,
-    ) -> DfResult<Arc<dyn ExecutionPlan>> {
-        self.replace_children(
-            children,
-            ReplaceChildrenOptions::new(ChildrenPropertiesMode::Recompute),
-        )
-    }
+    with_new_children_recomputing!();
 
     fn execute(
         &self,
@@ -487,35 +479,143 @@ impl<T: Native> Slots<T> {
     }
 }
 
-enum State {
-    F64(Slots<f64>),
-    I64(Slots<i64>),
+/// One aggregate's states and the output columns they are written to, in DataFusion's
+/// partial-state layout.
+enum Accumulator {
+    Count {
+        slots: Slots<i64>,
+        counts: Int64Builder,
+    },
+    /// `sum`, `min` or `max` of DOUBLE.
+    F64 {
+        slots: Slots<f64>,
+        out: Float64Builder,
+    },
+    /// `sum`, `min` or `max` of integers and timestamps.
+    I64 {
+        slots: Slots<i64>,
+        out: Int64Builder,
+    },
+    Avg {
+        slots: Slots<f64>,
+        counts: UInt64Builder,
+        sums: Float64Builder,
+    },
 }
 
-impl State {
-    fn ensure(&mut self, slots: usize) {
-        match self {
-            State::F64(s) => s.ensure(slots),
-            State::I64(s) => s.ensure(slots),
+impl Accumulator {
+    fn new(a: &Aggregate) -> Self {
+        match (a.op, a.kind) {
+            (Op::Count, _) => Accumulator::Count {
+                slots: Slots::new(a.op),
+                counts: Int64Builder::new(),
+            },
+            (Op::Avg, _) => Accumulator::Avg {
+                slots: Slots::new(a.op),
+                counts: UInt64Builder::new(),
+                sums: Float64Builder::new(),
+            },
+            (_, Kind::F64) => Accumulator::F64 {
+                slots: Slots::new(a.op),
+                out: Float64Builder::new(),
+            },
+            (_, Kind::I64) => Accumulator::I64 {
+                slots: Slots::new(a.op),
+                out: Int64Builder::new(),
+            },
         }
     }
-}
 
-/// The output columns being built: group columns, then states.
-enum Builder {
-    Bucket(Int64Builder),
-    Key(Vec<Option<i32>>),
-    F64(Float64Builder),
-    I64(Int64Builder),
-    U64(UInt64Builder),
+    fn ensure(&mut self, slots: usize) {
+        match self {
+            Accumulator::Count { slots: s, .. } | Accumulator::I64 { slots: s, .. } => {
+                s.ensure(slots)
+            }
+            Accumulator::F64 { slots: s, .. } | Accumulator::Avg { slots: s, .. } => {
+                s.ensure(slots)
+            }
+        }
+    }
+
+    /// The argument's values over `batch`, in the form this accumulator reads.
+    fn argument(&self, value: ColumnarValue, rows: usize) -> DfResult<Argument> {
+        Ok(match (self, value) {
+            (Accumulator::Count { .. }, ColumnarValue::Scalar(s)) => {
+                Argument::Rows { all: !s.is_null() }
+            }
+            (Accumulator::Count { .. }, ColumnarValue::Array(array)) => {
+                Argument::Valid(array.logical_nulls())
+            }
+            (Accumulator::F64 { .. } | Accumulator::Avg { .. }, value) => Argument::F64(
+                value
+                    .into_array(rows)?
+                    .as_primitive::<Float64Type>()
+                    .clone(),
+            ),
+            (Accumulator::I64 { .. }, value) => Argument::I64(as_i64(value.into_array(rows)?)?),
+        })
+    }
+
+    fn update(&mut self, arg: &Argument, rows: Range<usize>, slot_of: impl Fn(usize) -> usize) {
+        match (self, arg) {
+            (Accumulator::Count { slots, .. }, Argument::Rows { all: true }) => {
+                slots.count_rows(None, rows, slot_of)
+            }
+            (Accumulator::Count { slots, .. }, Argument::Valid(nulls)) => {
+                slots.count_rows(nulls.as_ref(), rows, slot_of)
+            }
+            (Accumulator::F64 { slots, .. } | Accumulator::Avg { slots, .. }, Argument::F64(a)) => {
+                slots.update(a.values(), a.nulls(), rows, slot_of)
+            }
+            (Accumulator::I64 { slots, .. }, Argument::I64(a)) => {
+                slots.update(a.values(), a.nulls(), rows, slot_of)
+            }
+            // A NULL constant counts nothing; `argument` builds no other pairs.
+            _ => {}
+        }
+    }
+
+    /// Appends the slot's states to the output and resets the slot. Without values, sums,
+    /// extremes and avg's count and sum are NULL, as in DataFusion's partial states.
+    fn emit(&mut self, slot: usize) {
+        match self {
+            Accumulator::Count { slots, counts } => counts.append_value(slots.take(slot).1 as i64),
+            Accumulator::F64 { slots, out } => out.append_option(slots.take(slot).0),
+            Accumulator::I64 { slots, out } => out.append_option(slots.take(slot).0),
+            Accumulator::Avg {
+                slots,
+                counts,
+                sums,
+            } => {
+                let (sum, count) = slots.take(slot);
+                counts.append_option((count > 0).then_some(count));
+                sums.append_option(sum);
+            }
+        }
+    }
+
+    /// The state columns built so far.
+    fn finish(&mut self, columns: &mut Vec<ArrayRef>) {
+        match self {
+            Accumulator::Count { counts, .. } => columns.push(Arc::new(counts.finish())),
+            Accumulator::F64 { out, .. } => columns.push(Arc::new(out.finish())),
+            Accumulator::I64 { out, .. } => columns.push(Arc::new(out.finish())),
+            Accumulator::Avg { counts, sums, .. } => {
+                columns.push(Arc::new(counts.finish()));
+                columns.push(Arc::new(sums.finish()));
+            }
+        }
+    }
 }
 
 /// One partition's aggregation.
 struct Aggregation {
     bucket: Arc<dyn PhysicalExpr>,
     key: Option<Arc<dyn PhysicalExpr>>,
-    aggregates: Vec<Aggregate>,
-    states: Vec<State>,
+    /// The bucket's position among the group columns (the key has the other).
+    bucket_at: usize,
+    args: Vec<Arc<dyn PhysicalExpr>>,
+    accumulators: Vec<Accumulator>,
     schema: SchemaRef,
     batch_rows: usize,
     /// The open bucket (`Some(None)`: the bucket of NULL timestamps).
@@ -525,53 +625,27 @@ struct Aggregation {
     is_touched: Vec<bool>,
     /// The key's dictionary (the largest seen: SYMBOL codes only grow).
     key_values: Option<ArrayRef>,
-    builders: Vec<Builder>,
-    rows: usize,
+    /// Output rows built so far: their buckets and key codes.
+    buckets: Int64Builder,
+    keys: Vec<Option<i32>>,
 }
 
 impl Aggregation {
     fn new(exec: &BucketAggregateExec, batch_rows: usize) -> Self {
-        let groups = 1 + usize::from(exec.key.is_some());
-        let mut builders: Vec<Builder> = Vec::new();
-        for i in 0..groups {
-            builders.push(if i == exec.bucket.1 {
-                Builder::Bucket(Int64Builder::new())
-            } else {
-                Builder::Key(Vec::new())
-            });
-        }
-        for a in &exec.aggregates {
-            match (a.op, a.kind) {
-                (Op::Count, _) => builders.push(Builder::I64(Int64Builder::new())),
-                (Op::Avg, _) => {
-                    builders.push(Builder::U64(UInt64Builder::new()));
-                    builders.push(Builder::F64(Float64Builder::new()));
-                }
-                (_, Kind::F64) => builders.push(Builder::F64(Float64Builder::new())),
-                (_, Kind::I64) => builders.push(Builder::I64(Int64Builder::new())),
-            }
-        }
-        let states = exec
-            .aggregates
-            .iter()
-            .map(|a| match a.kind {
-                Kind::F64 => State::F64(Slots::new(a.op)),
-                Kind::I64 => State::I64(Slots::new(a.op)),
-            })
-            .collect();
         Aggregation {
             bucket: exec.bucket.0.clone(),
             key: exec.key.as_ref().map(|(k, _)| k.clone()),
-            aggregates: exec.aggregates.clone(),
-            states,
+            bucket_at: exec.bucket.1,
+            args: exec.aggregates.iter().map(|a| a.arg.clone()).collect(),
+            accumulators: exec.aggregates.iter().map(Accumulator::new).collect(),
             schema: exec.schema.clone(),
             batch_rows,
             open: None,
             touched: Vec::new(),
             is_touched: Vec::new(),
             key_values: None,
-            builders,
-            rows: 0,
+            buckets: Int64Builder::new(),
+            keys: Vec::new(),
         }
     }
 
@@ -638,20 +712,10 @@ impl Aggregation {
     /// Each aggregate's argument over `batch`, with states sized for `slots`.
     fn arguments(&mut self, batch: &RecordBatch, slots: usize) -> DfResult<Vec<Argument>> {
         let n = batch.num_rows();
-        let mut args = Vec::with_capacity(self.aggregates.len());
-        for (a, state) in self.aggregates.iter().zip(&mut self.states) {
-            state.ensure(slots);
-            let value = a.arg.evaluate(batch)?;
-            args.push(match (a.op, value, state) {
-                (Op::Count, ColumnarValue::Scalar(s), _) => Argument::Rows { all: !s.is_null() },
-                (Op::Count, ColumnarValue::Array(array), _) => {
-                    Argument::Valid(array.logical_nulls())
-                }
-                (_, value, State::F64(_)) => {
-                    Argument::F64(value.into_array(n)?.as_primitive::<Float64Type>().clone())
-                }
-                (_, value, State::I64(_)) => Argument::I64(as_i64(value.into_array(n)?)?),
-            });
+        let mut args = Vec::with_capacity(self.args.len());
+        for (arg, accumulator) in self.args.iter().zip(&mut self.accumulators) {
+            accumulator.ensure(slots);
+            args.push(accumulator.argument(arg.evaluate(batch)?, n)?);
         }
         Ok(args)
     }
@@ -692,18 +756,8 @@ impl Aggregation {
         rows: Range<usize>,
         slot_of: impl Fn(usize) -> usize + Copy,
     ) {
-        for (arg, state) in args.iter().zip(&mut self.states) {
-            let rows = rows.clone();
-            match (arg, state) {
-                (Argument::Rows { all: true }, State::I64(s)) => s.count_rows(None, rows, slot_of),
-                (Argument::Valid(nulls), State::I64(s)) => {
-                    s.count_rows(nulls.as_ref(), rows, slot_of)
-                }
-                (Argument::F64(a), State::F64(s)) => s.update(a.values(), a.nulls(), rows, slot_of),
-                (Argument::I64(a), State::I64(s)) => s.update(a.values(), a.nulls(), rows, slot_of),
-                // A NULL constant counts nothing; other pairs are never built.
-                _ => {}
-            }
+        for (arg, accumulator) in args.iter().zip(&mut self.accumulators) {
+            accumulator.update(arg, rows.clone(), slot_of);
         }
     }
 
@@ -712,77 +766,50 @@ impl Aggregation {
         let Some(bucket) = self.open.take() else {
             return;
         };
-        let mut touched = std::mem::take(&mut self.touched);
-        touched.sort_unstable();
-        for &slot in &touched {
+        self.touched.sort_unstable();
+        for &slot in &self.touched {
             self.is_touched[slot] = false;
-            let mut states = self.states.iter_mut();
-            let mut pending: Option<(Option<f64>, u64)> = None;
-            for builder in &mut self.builders {
-                match builder {
-                    Builder::Bucket(b) => b.append_option(bucket),
-                    Builder::Key(k) => k.push(slot.checked_sub(1).map(|c| c as i32)),
-                    Builder::U64(b) => {
-                        // avg: count, then sum; both NULL without values, as DataFusion's.
-                        if let Some(State::F64(s)) = states.next() {
-                            let (sum, count) = s.take(slot);
-                            b.append_option((count > 0).then_some(count));
-                            pending = Some((sum, count));
-                        }
-                    }
-                    Builder::F64(b) => match pending.take() {
-                        Some((sum, _)) => b.append_option(sum),
-                        None => {
-                            if let Some(State::F64(s)) = states.next() {
-                                b.append_option(s.take(slot).0);
-                            }
-                        }
-                    },
-                    Builder::I64(b) => {
-                        if let Some(State::I64(s)) = states.next() {
-                            let (value, count) = s.take(slot);
-                            if s.op == Op::Count {
-                                b.append_value(count as i64);
-                            } else {
-                                b.append_option(value);
-                            }
-                        }
-                    }
-                }
+            self.buckets.append_option(bucket);
+            if self.key.is_some() {
+                self.keys.push(slot.checked_sub(1).map(|code| code as i32));
             }
-            self.rows += 1;
+            for accumulator in &mut self.accumulators {
+                accumulator.emit(slot);
+            }
         }
-        touched.clear();
-        self.touched = touched;
+        self.touched.clear();
     }
 
     /// The rows built so far as a batch, once there are enough (or any, when `all`).
     fn output(&mut self, all: bool) -> DfResult<Option<RecordBatch>> {
-        if self.rows == 0 || (!all && self.rows < self.batch_rows) {
+        let rows = self.buckets.len();
+        if rows == 0 || (!all && rows < self.batch_rows) {
             return Ok(None);
         }
-        self.rows = 0;
-        let mut columns = Vec::with_capacity(self.builders.len());
-        for (builder, field) in self.builders.iter_mut().zip(self.schema.fields()) {
-            let array: ArrayRef = match builder {
-                Builder::Bucket(b) => Arc::new(b.finish()),
-                Builder::Key(codes) => {
-                    let codes = Int32Array::from(std::mem::take(codes));
-                    let values = self.key_values.clone().ok_or_else(|| {
-                        DataFusionError::Internal("bucket key without a dictionary".into())
-                    })?;
-                    Arc::new(DictionaryArray::<Int32Type>::try_new(codes, values)?)
-                }
-                Builder::F64(b) => Arc::new(b.finish()),
-                Builder::I64(b) => Arc::new(b.finish()),
-                Builder::U64(b) => Arc::new(b.finish()),
-            };
-            columns.push(if array.data_type() == field.data_type() {
-                array
-            } else {
-                cast(&array, field.data_type())?
-            });
+        let mut columns: Vec<ArrayRef> = Vec::with_capacity(self.schema.fields().len());
+        columns.push(Arc::new(self.buckets.finish()));
+        if self.key.is_some() {
+            let codes = Int32Array::from(std::mem::take(&mut self.keys));
+            let values = self.key_values.clone().ok_or_else(|| {
+                DataFusionError::Internal("bucket key without a dictionary".into())
+            })?;
+            let keys = Arc::new(DictionaryArray::<Int32Type>::try_new(codes, values)?);
+            columns.insert(1 - self.bucket_at, keys);
         }
+        for accumulator in &mut self.accumulators {
+            accumulator.finish(&mut columns);
+        }
+        let columns = columns
+            .into_iter()
+            .zip(self.schema.fields())
+            .map(|(array, field)| {
+                if array.data_type() == field.data_type() {
+                    Ok(array)
+                } else {
+                    cast(&array, field.data_type())
+                }
+            })
+            .collect::<Result<Vec<_>, _>>()?;
         Ok(Some(RecordBatch::try_new(self.schema.clone(), columns)?))
     }
 }

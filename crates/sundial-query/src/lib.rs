@@ -22,6 +22,26 @@
 //! Every query plans against one snapshot per table, so it sees a consistent table however
 //! many commits land while it runs.
 
+/// `ExecutionPlan::with_new_children`, which DataFusion still requires though deprecated, as
+/// the `replace_children` call (recomputing properties) it stands for.
+macro_rules! with_new_children_recomputing {
+    () => {
+        fn with_new_children(
+            self: std::sync::Arc<Self>,
+            children: Vec<std::sync::Arc<dyn datafusion::physical_plan::ExecutionPlan>>,
+        ) -> datafusion::error::Result<std::sync::Arc<dyn datafusion::physical_plan::ExecutionPlan>>
+        {
+            use datafusion::physical_plan::execution_plan::{
+                ChildrenPropertiesMode, ReplaceChildrenOptions,
+            };
+            self.replace_children(
+                children,
+                ReplaceChildrenOptions::new(ChildrenPropertiesMode::Recompute),
+            )
+        }
+    };
+}
+
 mod asof;
 mod bucket_agg;
 mod compat;

@@ -26,8 +26,8 @@ use datafusion::physical_expr::{EquivalenceProperties, PhysicalExpr, PhysicalSor
 use datafusion::physical_plan::execution_plan::{Boundedness, EmissionType};
 use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
 use datafusion::physical_plan::{
-    ChildrenPropertiesMode, DisplayAs, DisplayFormatType, ExecutionPlan, Partitioning,
-    PlanProperties, ReplaceChildrenOptions, SortOrderPushdownResult,
+    DisplayAs, DisplayFormatType, ExecutionPlan, Partitioning, PlanProperties,
+    ReplaceChildrenOptions, SortOrderPushdownResult,
 };
 use sundial_storage::Snapshot;
 
@@ -444,15 +444,7 @@ impl ExecutionPlan for SundialScanExec {
         Ok(self)
     }
 
-    fn with_new_children(
-        self: Arc<Self>,
-        children: Vec<Arc<dyn ExecutionPlan>>,
-    ) -> DfResult<Arc<dyn ExecutionPlan>> {
-        self.replace_children(
-            children,
-            ReplaceChildrenOptions::new(ChildrenPropertiesMode::Recompute),
-        )
-    }
+    with_new_children_recomputing!();
 
     /// Sorting by the designated timestamp needs no sort: ascending is the scan's order, and
     /// descending is a reverse scan, run as one partition so that a LIMIT above it stops

@@ -24,7 +24,7 @@ use datafusion::physical_expr::{
     PhysicalSortRequirement,
 };
 use datafusion::physical_plan::execution_plan::{
-    Boundedness, ChildrenPropertiesMode, EmissionType, ReplaceChildrenOptions,
+    Boundedness, EmissionType, ReplaceChildrenOptions,
 };
 use datafusion::physical_plan::expressions::Column;
 use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
@@ -182,15 +182,7 @@ impl ExecutionPlan for AsofJoinExec {
         }))
     }
 
-    fn with_new_children(
-        self: Arc<Self>,
-        children: Vec<Arc<dyn ExecutionPlan>>,
-    ) -> DfResult<Arc<dyn ExecutionPlan>> {
-        self.replace_children(
-            children,
-            ReplaceChildrenOptions::new(ChildrenPropertiesMode::Recompute),
-        )
-    }
+    with_new_children_recomputing!();
 
     fn execute(
         &self,

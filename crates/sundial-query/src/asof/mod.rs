@@ -156,17 +156,11 @@ pub(crate) struct AsofJoin {
 
 impl PartialOrd for AsofJoin {
     fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
-        let key = |j: &AsofJoin| {
-            (
-                j.left.clone(),
-                j.right.clone(),
-                j.on.clone(),
-                j.left_time.clone(),
-                j.right_time.clone(),
-                j.strict,
-                j.tolerance_ns,
-            )
-        };
+        // The schema follows from the inputs.
+        fn key(j: &AsofJoin) -> impl PartialOrd + '_ {
+            let times = (&j.left_time, &j.right_time);
+            (&j.left, &j.right, &j.on, times, j.strict, j.tolerance_ns)
+        }
         key(self).partial_cmp(&key(other))
     }
 }

@@ -158,7 +158,22 @@ fn mentions_a_clause(sql: &str) -> bool {
         || mentions("latest")
         || mentions("limit")
         || (sql.contains('\'') && mentions("in"))
-        || (mentions("join") && (mentions("asof") || mentions("lt")))
+        || (mentions("join") && (mentions_word(sql, "asof") || mentions_word(sql, "lt")))
+}
+
+/// Whether `word` occurs in `sql` on its own, not inside a longer name (`lt` in `result`).
+fn mentions_word(sql: &str, word: &str) -> bool {
+    let bytes = sql.as_bytes();
+    let is_name = |i: usize| {
+        bytes
+            .get(i)
+            .is_some_and(|b| b.is_ascii_alphanumeric() || *b == b'_')
+    };
+    bytes.windows(word.len()).enumerate().any(|(i, w)| {
+        w.eq_ignore_ascii_case(word.as_bytes())
+            && (i == 0 || !is_name(i - 1))
+            && !is_name(i + word.len())
+    })
 }
 
 /// One textual replacement: bytes `start..end` become `text`.
