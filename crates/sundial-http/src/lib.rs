@@ -38,11 +38,13 @@ mod query;
 use std::sync::Arc;
 
 use axum::Router;
+use axum::body::HttpBody;
 use axum::extract::DefaultBodyLimit;
 use axum::http::{Method, header};
 use axum::routing::{get, post};
 use sundial_query::Engine;
-use tower_http::compression::CompressionLayer;
+use tower_http::CompressionLevel;
+use tower_http::compression::{CompressionLayer, Predicate};
 use tower_http::cors::{Any, CorsLayer};
 
 pub use error::Error;
@@ -55,6 +57,27 @@ pub struct HttpOptions {
     pub statement_timeout_ms: u64,
     /// Largest `/imp` request body, in bytes; larger ones get 413.
     pub import_bytes_max: u64,
+    /// Whether answers of at least [`GZIP_BYTES_MIN`] go out gzip-compressed to clients that
+    /// accept it.
+    pub gzip: bool,
+}
+
+/// Smallest answer worth compressing: below it, compressing costs more time than sending the
+/// bytes over a LAN saves (and every streamed answer, being one chunk or more, is above it).
+pub const GZIP_BYTES_MIN: u64 = query::CHUNK_BYTES as u64;
+
+/// Compresses answers of at least [`GZIP_BYTES_MIN`] bytes, and streamed ones.
+#[derive(Debug, Clone, Copy)]
+struct LargeAnswers;
+
+impl Predicate for LargeAnswers {
+    fn should_compress<B: HttpBody>(&self, response: &axum::http::Response<B>) -> bool {
+        response
+            .body()
+            .size_hint()
+            .exact()
+            .is_none_or(|bytes| bytes >= GZIP_BYTES_MIN)
+    }
 }
 
 impl Default for HttpOptions {
@@ -62,6 +85,7 @@ impl Default for HttpOptions {
         HttpOptions {
             statement_timeout_ms: 0,
             import_bytes_max: 1 << 30,
+            gzip: true,
         }
     }
 }
@@ -75,7 +99,7 @@ pub struct HttpSql {
     pub options: HttpOptions,
 }
 
-/// The router of `/exec`, `/exp` and `/imp`, with gzip compression and CORS.
+/// The router of `/exec`, `/exp` and `/imp`, with gzip compression of large answers and CORS.
 pub fn sql_router(state: HttpSql) -> Router {
     let import_limit = usize::try_from(state.options.import_bytes_max).unwrap_or(usize::MAX);
     let cors = CorsLayer::new()
@@ -83,14 +107,24 @@ pub fn sql_router(state: HttpSql) -> Router {
         .allow_methods([Method::GET, Method::POST, Method::OPTIONS])
         .allow_headers(Any)
         .expose_headers([header::CONTENT_DISPOSITION]);
-    Router::new()
+    let gzip = state.options.gzip;
+    let router = Router::new()
         .route("/exec", get(exec::exec))
         .route("/exp", get(exp::exp))
         .route(
             "/imp",
             post(imp::imp).layer(DefaultBodyLimit::max(import_limit)),
         )
-        .with_state(Arc::new(state))
-        .layer(CompressionLayer::new().gzip(true))
-        .layer(cors)
+        .with_state(Arc::new(state));
+    let router = if gzip {
+        router.layer(
+            CompressionLayer::new()
+                .gzip(true)
+                .quality(CompressionLevel::Fastest)
+                .compress_when(LargeAnswers),
+        )
+    } else {
+        router
+    };
+    router.layer(cors)
 }

@@ -4,9 +4,10 @@
 //! ```text
 //!  handler ── start() ──spawn on `queries`──▶ produce(): prepare, run, stream batches
 //!     │                                           │ Encoder::head / rows / tail
-//!     ◀──────── Msg::Chunk (≈64 KiB, ≤ 4 queued) ─┘ Msg::Done (DDL, INSERT), Msg::Failed
+//!     ◀── Msg::Chunk (≈256 KiB, ≤ 4 queued) … Msg::Last ┘ Msg::Done (DDL, INSERT), Msg::Failed
 //!  first(): waits (Statement-Timeout) for the first message, so a failure or a timeout before
-//!  any row is a proper 400; the rest streams as the body. Dropping `Running` (the client went
+//!  any row is a proper 400; the rest streams as the body. An answer that is one Msg::Last
+//!  goes out whole, with its length, so small answers skip compression. Dropping `Running` (the client went
 //!  away, or the handler gave up) aborts the task, which drops DataFusion's stream and stops it.
 //! ```
 
@@ -28,8 +29,10 @@ use tokio::time::Instant;
 use crate::error::Error;
 
 /// Bytes gathered before a chunk is handed to the HTTP side.
-const CHUNK_BYTES: usize = 64 << 10;
-/// Chunks that may wait for the HTTP side (so at most ~256 KiB per request in flight).
+pub(crate) const CHUNK_BYTES: usize = 256 << 10;
+/// A chunk's first allocation; it grows (to a little over [`CHUNK_BYTES`]) as rows come.
+const CHUNK_START_BYTES: usize = 16 << 10;
+/// Chunks that may wait for the HTTP side (so at most ~1 MiB per request in flight).
 const CHANNEL_CHUNKS: usize = 4;
 
 /// Rows `[first, end)` of the result to send.
@@ -125,8 +128,8 @@ pub(crate) enum Msg {
     Done(String),
     /// The statement failed before any of its answer was sent.
     Failed(Error),
-    /// The answer is complete.
-    End,
+    /// The answer's last bytes: it is complete.
+    Last(Bytes),
 }
 
 /// One statement in flight.
@@ -236,15 +239,15 @@ impl Running {
                 self.complete = true;
                 Ok(Started::Done(tag))
             }
-            Some(Msg::End) => {
+            Some(Msg::Last(bytes)) => {
                 self.complete = true;
-                Ok(Started::Rows(Body::empty()))
+                Ok(Started::Rows(Body::from(bytes)))
             }
             Some(Msg::Chunk(bytes)) => Ok(Started::Rows(self.body(bytes))),
         }
     }
 
-    /// The rest of the answer as a streamed body. The body ends normally only at `Msg::End`;
+    /// The rest of the answer as a streamed body. The body ends normally only at `Msg::Last`;
     /// a task that stopped before it makes the body fail, which cuts the connection.
     fn body(self, first: Bytes) -> Body {
         let stream =
@@ -255,9 +258,9 @@ impl Running {
                 }
                 match running.rx.recv().await {
                     Some(Msg::Chunk(bytes)) => Some((Ok(bytes), (None, Some(running)))),
-                    Some(Msg::End) => {
+                    Some(Msg::Last(bytes)) => {
                         running.complete = true;
-                        None
+                        Some((Ok(bytes), (None, None)))
                     }
                     Some(Msg::Failed(e)) => {
                         Some((Err(std::io::Error::other(e.to_string())), (None, None)))
@@ -332,7 +335,7 @@ async fn produce<E: Encoder>(
         Ok(Output::Rows(stream)) => stream,
     };
     let range = request.range;
-    let mut out = Vec::with_capacity(CHUNK_BYTES + (CHUNK_BYTES >> 2));
+    let mut out = Vec::with_capacity(CHUNK_START_BYTES);
     encoder.head(&stream.schema(), &mut out);
     let mut sent_any = false;
     let mut row = 0u64;
@@ -377,7 +380,7 @@ async fn produce<E: Encoder>(
         if out.len() >= CHUNK_BYTES {
             let chunk = Bytes::from(std::mem::replace(
                 &mut out,
-                Vec::with_capacity(CHUNK_BYTES + (CHUNK_BYTES >> 2)),
+                Vec::with_capacity(CHUNK_START_BYTES),
             ));
             if !send(&tx, Msg::Chunk(chunk), deadline).await {
                 return;
@@ -405,12 +408,18 @@ async fn produce<E: Encoder>(
     };
     let message = failure.map(|e| e.to_string());
     let complete = encoder.tail(&tail, message.as_deref(), &mut out);
-    if !send(&tx, Msg::Chunk(Bytes::from(out)), deadline).await {
-        return;
-    }
-    if complete {
-        let _ = send(&tx, Msg::End, deadline).await;
-    }
+    // Without `Msg::Last` the body fails, which tells the client the answer is cut short.
+    let last = Bytes::from(out);
+    let _ = send(
+        &tx,
+        if complete {
+            Msg::Last(last)
+        } else {
+            Msg::Chunk(last)
+        },
+        deadline,
+    )
+    .await;
 }
 
 #[cfg(test)]

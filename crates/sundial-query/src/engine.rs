@@ -1,6 +1,6 @@
 //! The SQL engine: routes each statement to Sundial's own DDL or to DataFusion.
 
-use std::sync::Arc;
+use std::sync::{Arc, RwLock};
 
 use datafusion::arrow::array::{
     ArrayRef, BooleanArray, Int64Array, RecordBatch, StringArray, TimestampNanosecondArray,
@@ -27,6 +27,7 @@ use crate::ddl::{self, Command, CreateTable, Statement};
 use crate::error::{QueryError, Result};
 use crate::key_index::KeyIndexes;
 use crate::lookup::PointLookup;
+use crate::plan_cache::{self, PlanCache, PlannedTables, Shape};
 use crate::provider::{InsertPath, SundialSchema};
 use crate::questdb;
 
@@ -69,6 +70,9 @@ pub struct Prepared {
     pub param_types: Vec<Option<DataType>>,
     /// The result's columns; `None` for statements that return no rows.
     pub schema: Option<SchemaRef>,
+    /// Values of parameters the statement's text does not show: its literals, when its plan is
+    /// shared with statements of the same shape (see `plan_cache`).
+    literals: Vec<ScalarValue>,
 }
 
 #[derive(Debug, Clone)]
@@ -91,7 +95,20 @@ impl Prepared {
     }
 }
 
-fn check_param_count(prepared: &Prepared, params: &[ScalarValue]) -> Result<()> {
+/// The values of a prepared statement's parameters: the caller's, or the literals bound to a
+/// shared plan.
+fn parameter_values<'a>(
+    prepared: &'a Prepared,
+    params: &'a [ScalarValue],
+) -> Result<&'a [ScalarValue]> {
+    if !prepared.literals.is_empty() {
+        if !params.is_empty() {
+            return Err(QueryError::Invalid(
+                "this statement takes no parameters".into(),
+            ));
+        }
+        return Ok(&prepared.literals);
+    }
     if params.len() != prepared.param_types.len() {
         return Err(QueryError::Invalid(format!(
             "the statement has {} parameters but {} values were given",
@@ -99,7 +116,15 @@ fn check_param_count(prepared: &Prepared, params: &[ScalarValue]) -> Result<()> 
             params.len()
         )));
     }
-    Ok(())
+    Ok(params)
+}
+
+/// `plan` with its parameters replaced by `values`.
+fn with_values(plan: &LogicalPlan, values: &[ScalarValue]) -> Result<LogicalPlan> {
+    if values.is_empty() {
+        return Ok(plan.clone());
+    }
+    Ok(plan.clone().with_param_values(values.to_vec())?)
 }
 
 /// Whether any expression calls a stable function: one constant within a statement but not
@@ -187,15 +212,51 @@ fn is_insert(plan: &LogicalPlan) -> bool {
 pub struct Engine {
     db: Arc<Database>,
     ctx: SessionContext,
-    /// A snapshot of the session taken once all functions and schemas are registered. Tables
-    /// come and go through the shared catalog, so the snapshot stays current; taking it once
-    /// saves copying every function registry per statement.
-    state: SessionState,
-    task: Arc<TaskContext>,
+    /// A snapshot of the session, taken once all functions and schemas are registered and
+    /// again after each SET. Tables come and go through the shared catalog, so the snapshot
+    /// stays current; taking it once saves copying every function registry per statement.
+    current: RwLock<Arc<Current>>,
     /// Key indexes for point lookups and indexed symbols, shared by all sessions.
     key_indexes: Arc<KeyIndexes>,
     /// Memory one query's operators may reserve (0: no limit).
     query_memory_bytes_max: usize,
+    /// Plans shared by queries of the same shape (see `plan_cache`).
+    plans: PlanCache<SharedPlan>,
+}
+
+/// The session as statements plan and run in it.
+struct Current {
+    state: SessionState,
+    task: Arc<TaskContext>,
+}
+
+impl Current {
+    fn of(ctx: &SessionContext) -> Arc<Current> {
+        let state = ctx.state();
+        let task = state.task_ctx();
+        Arc::new(Current { state, task })
+    }
+}
+
+/// What the queries of one shape share.
+enum SharedPlan {
+    /// A plan with the shape's literals as parameters, good while its tables are unchanged.
+    Planned {
+        prepared: Box<Prepared>,
+        tables: PlannedTables,
+    },
+    /// Nothing: the plan reads more than Sundial tables, or a parameter's type is unknown, so
+    /// each query is planned with its literals.
+    Unshared,
+}
+
+impl SharedPlan {
+    fn is_current(&self, db: &Database) -> bool {
+        match self {
+            SharedPlan::Planned { tables, .. } => tables.are_current(db),
+            SharedPlan::Unshared => true,
+        }
+    }
 }
 
 /// The most rows [`Engine::run_lookup_now`] indexes or scans in one partition: about a
@@ -204,6 +265,9 @@ const LOOKUP_NOW_STEP_ROWS_MAX: u64 = 1 << 16;
 
 /// Rows pending commit in a table past which an INSERT waits (unless the server says).
 pub const INSERT_PENDING_ROWS_MAX: usize = 400_000;
+
+/// Query shapes whose plans are kept (see `plan_cache`).
+const PLAN_CACHE_ENTRIES_MAX: usize = 1024;
 
 /// Memory the key indexes (point lookups, symbol indexes) may take.
 const KEY_INDEX_BYTES_MAX: usize = 256 << 20;
@@ -228,6 +292,12 @@ impl Engine {
         let mut config = config;
         // Spans let planning errors point at the offending identifier.
         config.options_mut().sql_parser.collect_spans = true;
+        // Scans report exact row counts, so estimates above them (a partial aggregate's) are
+        // good enough to keep small queries in one partition, without repartitioning.
+        config
+            .options_mut()
+            .execution
+            .use_row_number_estimates_to_optimize_partitioning = true;
         let state = crate::asof::install(
             datafusion::execution::session_state::SessionStateBuilder::new()
                 .with_config(config)
@@ -251,15 +321,13 @@ impl Engine {
             crate::latest::LATEST_ROWS,
             Arc::new(crate::latest::LatestRows { db: db.clone() }),
         );
-        let state = ctx.state();
-        let task = state.task_ctx();
         Ok(Engine {
             db,
+            current: RwLock::new(Current::of(&ctx)),
             ctx,
-            state,
-            task,
             key_indexes,
             query_memory_bytes_max: 0,
+            plans: PlanCache::new(PLAN_CACHE_ENTRIES_MAX),
         })
     }
 
@@ -269,20 +337,67 @@ impl Engine {
         self.query_memory_bytes_max = bytes;
     }
 
+    /// The session as it is now.
+    fn current(&self) -> Arc<Current> {
+        self.current
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    /// Takes the session's snapshot again after a SET; shared plans were optimized with the
+    /// old settings, so they go.
+    fn refresh_session(&self) {
+        *self.current.write().unwrap_or_else(|e| e.into_inner()) = Current::of(&self.ctx);
+        self.plans.clear();
+    }
+
+    /// Bounds how many query shapes keep a shared plan (0: none; each query is planned with
+    /// its literals).
+    pub fn set_plan_cache_entries_max(&mut self, entries: usize) {
+        self.plans = PlanCache::new(entries);
+    }
+
+    /// How many query shapes have a plan kept.
+    #[cfg(test)]
+    pub(crate) fn shared_plans(&self) -> usize {
+        self.plans.len()
+    }
+
+    /// The physical plan `sql` runs with, as text, and whether it is a shared plan.
+    #[cfg(test)]
+    pub(crate) async fn physical_plan_text(&self, sql: &str) -> (String, bool) {
+        use datafusion::physical_plan::displayable;
+        let prepared = self.prepare(sql).await.expect(sql);
+        let PreparedKind::Optimized(plan) = &prepared.kind else {
+            panic!("{sql}: not an optimized plan");
+        };
+        let plan = with_values(plan, &prepared.literals).expect(sql);
+        let current = self.current();
+        let physical = current
+            .state
+            .query_planner()
+            .create_physical_plan(&plan, &current.state)
+            .await
+            .expect(sql);
+        let text = displayable(physical.as_ref()).indent(false).to_string();
+        (text, !prepared.literals.is_empty())
+    }
+
     /// The context a query executes in: the session's, with a memory pool of its own when
     /// queries are bounded.
     fn query_task(&self) -> Arc<TaskContext> {
+        let task = self.current().task.clone();
         if self.query_memory_bytes_max == 0 {
-            return self.task.clone();
+            return task;
         }
-        let base = self.task.runtime_env();
+        let base = task.runtime_env();
         let runtime = RuntimeEnv {
             memory_pool: Arc::new(GreedyMemoryPool::new(self.query_memory_bytes_max)),
             disk_manager: base.disk_manager.clone(),
             cache_manager: base.cache_manager.clone(),
             object_store_registry: base.object_store_registry.clone(),
         };
-        let task = &self.task;
         Arc::new(TaskContext::new(
             task.task_id(),
             task.session_id(),
@@ -417,8 +532,8 @@ impl Engine {
     }
 
     async fn run_datafusion(&self, sql: &str) -> Result<Output> {
-        let (plan, _) = self.plan_sql(sql).await?;
-        self.run_plan(plan).await
+        let prepared = self.prepare_sql(sql).await?;
+        self.run_prepared(&prepared, Vec::new()).await
     }
 
     /// Parses and plans one statement once, for running many times with parameters (`$1`, ...).
@@ -427,23 +542,84 @@ impl Engine {
     /// are run once here to learn their result's shape, which is safe as they only read.
     pub async fn prepare(&self, sql: &str) -> Result<Prepared> {
         let command = ddl::parse(sql)?;
-        if command != Command::Sql {
-            let schema = match command {
-                Command::ShowTables
-                | Command::ShowColumns { .. }
-                | Command::ShowPartitions { .. } => match self.run(sql).await? {
+        if command == Command::Sql {
+            return self.prepare_sql(sql).await;
+        }
+        let schema = match command {
+            Command::ShowTables | Command::ShowColumns { .. } | Command::ShowPartitions { .. } => {
+                match self.run(sql).await? {
                     Output::Rows(stream) => Some(stream.schema()),
                     Output::Done { .. } => None,
-                },
-                _ => None,
-            };
-            return Ok(Prepared {
-                kind: PreparedKind::Own(sql.to_string()),
-                param_types: Vec::new(),
-                schema,
-            });
+                }
+            }
+            _ => None,
+        };
+        Ok(Prepared {
+            kind: PreparedKind::Own(sql.to_string()),
+            param_types: Vec::new(),
+            schema,
+            literals: Vec::new(),
+        })
+    }
+
+    /// Prepares a statement DataFusion plans: a query without parameters of its own takes
+    /// the plan its shape shares where it can (see `plan_cache`).
+    async fn prepare_sql(&self, sql: &str) -> Result<Prepared> {
+        let (statement, parameters) = self.parse_sql(sql)?;
+        if parameters == 0
+            && self.plans.is_enabled()
+            && let Some(shape) = Shape::of(&statement)
+            && let Some(prepared) = self.prepare_shared(shape).await
+        {
+            return Ok(prepared);
         }
-        let (plan, parameters) = self.plan_sql(sql).await?;
+        let plan = self.plan_statement(statement).await?;
+        self.prepare_plan(plan, parameters)
+    }
+
+    /// The shape's shared plan with the shape's literals bound, planning it first if needed;
+    /// `None` if the statement must be planned with its literals.
+    async fn prepare_shared(&self, shape: Shape) -> Option<Prepared> {
+        let shared = match self.plans.get(&shape.key) {
+            Some(shared) if shared.is_current(&self.db) => shared,
+            _ => {
+                // A failure here is the statement's own: planning it with its literals
+                // reports it.
+                let shared = Arc::new(self.plan_shared(shape.statement).await.ok()?);
+                self.plans.insert(shape.key, shared.clone());
+                shared
+            }
+        };
+        let SharedPlan::Planned { prepared, .. } = shared.as_ref() else {
+            return None;
+        };
+        let literals = plan_cache::bind(&shape.literals, &prepared.param_types)?;
+        Some(Prepared {
+            kind: prepared.kind.clone(),
+            param_types: Vec::new(),
+            schema: prepared.schema.clone(),
+            literals,
+        })
+    }
+
+    async fn plan_shared(&self, statement: DFStatement) -> Result<SharedPlan> {
+        let plan = self.plan_statement(statement).await?;
+        let Some(tables) = PlannedTables::of(&plan) else {
+            return Ok(SharedPlan::Unshared);
+        };
+        let prepared = self.prepare_plan(plan, 0)?;
+        if prepared.param_types.iter().any(Option::is_none) {
+            return Ok(SharedPlan::Unshared);
+        }
+        Ok(SharedPlan::Planned {
+            prepared: Box::new(prepared),
+            tables,
+        })
+    }
+
+    /// A planned statement with `parameters` parameters in its text, optimized unless it
+    /// must be optimized at each run.
+    fn prepare_plan(&self, plan: LogicalPlan, parameters: usize) -> Result<Prepared> {
         // Parameters the rewrite dropped still take (unused) values.
         let mut param_types = vec![None; parameters];
         for (name, data_type) in plan.get_parameter_types()? {
@@ -468,7 +644,7 @@ impl Engine {
             // such plans are optimized at each run, with that run's statement time.
             PreparedKind::Plan(plan)
         } else {
-            let optimized = self.state.optimize(&plan)?;
+            let optimized = self.current().state.optimize(&plan)?;
             match PointLookup::from_plan(&optimized) {
                 Some(lookup) => PreparedKind::Lookup(lookup),
                 None => PreparedKind::Optimized(optimized),
@@ -478,6 +654,7 @@ impl Engine {
             kind,
             param_types,
             schema,
+            literals: Vec::new(),
         })
     }
 
@@ -487,37 +664,14 @@ impl Engine {
         prepared: &Prepared,
         params: Vec<ScalarValue>,
     ) -> Result<Output> {
+        let values = parameter_values(prepared, &params)?;
         match &prepared.kind {
-            PreparedKind::Own(sql) => {
-                if !params.is_empty() {
-                    return Err(QueryError::Invalid(
-                        "this statement takes no parameters".into(),
-                    ));
-                }
-                self.run(sql).await
-            }
-            PreparedKind::Plan(plan) => {
-                let plan = if params.is_empty() && prepared.param_types.is_empty() {
-                    plan.clone()
-                } else {
-                    check_param_count(prepared, &params)?;
-                    plan.clone().with_param_values(params)?
-                };
-                self.run_plan(plan).await
-            }
-            PreparedKind::Optimized(plan) => {
-                let plan = if params.is_empty() && prepared.param_types.is_empty() {
-                    plan.clone()
-                } else {
-                    check_param_count(prepared, &params)?;
-                    plan.clone().with_param_values(params)?
-                };
-                self.run_optimized(plan).await
-            }
+            PreparedKind::Own(sql) => Box::pin(self.run(sql)).await,
+            PreparedKind::Plan(plan) => self.run_plan(with_values(plan, values)?).await,
+            PreparedKind::Optimized(plan) => self.run_optimized(with_values(plan, values)?).await,
             PreparedKind::Lookup(lookup) => {
-                check_param_count(prepared, &params)?;
                 let batches = lookup
-                    .run(&self.key_indexes, &params, u64::MAX)?
+                    .run(&self.key_indexes, values, u64::MAX)?
                     .unwrap_or_default();
                 let stream = MemoryStream::try_new(batches, lookup.schema().clone(), None)?;
                 Ok(Output::Rows(Box::pin(stream)))
@@ -536,10 +690,11 @@ impl Engine {
         let PreparedKind::Lookup(lookup) = &prepared.kind else {
             return None;
         };
-        if let Err(e) = check_param_count(prepared, params) {
-            return Some(Err(e));
-        }
-        match lookup.run(&self.key_indexes, params, LOOKUP_NOW_STEP_ROWS_MAX) {
+        let values = match parameter_values(prepared, params) {
+            Ok(values) => values,
+            Err(e) => return Some(Err(e)),
+        };
+        match lookup.run(&self.key_indexes, values, LOOKUP_NOW_STEP_ROWS_MAX) {
             Ok(Some(batches)) => Some(Ok((lookup.schema().clone(), batches))),
             Ok(None) => None,
             Err(e) => Some(Err(e)),
@@ -549,10 +704,11 @@ impl Engine {
     /// Runs a plan the optimizer already saw: straight to physical planning.
     async fn run_optimized(&self, plan: LogicalPlan) -> Result<Output> {
         let insert = is_insert(&plan);
-        let physical = self
+        let current = self.current();
+        let physical = current
             .state
             .query_planner()
-            .create_physical_plan(&plan, &self.state)
+            .create_physical_plan(&plan, &current.state)
             .await?;
         if insert {
             let batches = collect_physical(physical, self.query_task()).await?;
@@ -564,11 +720,12 @@ impl Engine {
         Ok(Output::Rows(execute_stream(physical, self.query_task())?))
     }
 
-    /// Parses, rewrites PostgreSQL catalog idioms DataFusion lacks (see `compat`), and plans.
-    /// Also returns how many parameters the SQL text has (which may exceed the plan's: see
-    /// `compat::rewrite`).
-    async fn plan_sql(&self, sql: &str) -> Result<(LogicalPlan, usize)> {
-        let state = &self.state;
+    /// Parses and rewrites PostgreSQL catalog idioms DataFusion lacks (see `compat`) and
+    /// QuestDB's dialect (see `questdb`). Also returns how many parameters the SQL text has
+    /// (which may exceed the plan's: see `compat::rewrite`).
+    fn parse_sql(&self, sql: &str) -> Result<(DFStatement, usize)> {
+        let current = self.current();
+        let state = &current.state;
         let dialect = state.config().options().sql_parser.dialect;
         let (sql, clauses) = questdb::extract(sql)?;
         let mut statement = state.sql_to_statement(&sql, &dialect)?;
@@ -577,7 +734,11 @@ impl Engine {
             parameters = crate::compat::rewrite(s);
             questdb::rewrite(s, &clauses, self)?;
         }
-        let plan = state.statement_to_plan(statement).await?;
+        Ok((statement, parameters))
+    }
+
+    async fn plan_statement(&self, statement: DFStatement) -> Result<LogicalPlan> {
+        let plan = self.current().state.statement_to_plan(statement).await?;
         SQLOptions::new()
             .with_allow_ddl(false)
             .verify_plan(&plan)
@@ -587,12 +748,22 @@ impl Engine {
                         .into(),
                 )
             })?;
-        Ok((plan, parameters))
+        Ok(plan)
     }
 
     async fn run_plan(&self, plan: LogicalPlan) -> Result<Output> {
         let insert = is_insert(&plan);
+        let sets = matches!(
+            plan,
+            LogicalPlan::Statement(
+                datafusion::logical_expr::Statement::SetVariable(_)
+                    | datafusion::logical_expr::Statement::ResetVariable(_)
+            )
+        );
         let df = self.ctx.execute_logical_plan(plan).await?;
+        if sets {
+            self.refresh_session();
+        }
         let physical = df.create_physical_plan().await?;
         if insert {
             let batches = collect_physical(physical, self.query_task()).await?;
@@ -750,7 +921,10 @@ impl questdb::Catalog for Engine {
     }
 
     fn is_aggregate(&self, function: &str) -> bool {
-        self.state.aggregate_functions().contains_key(function)
+        self.current()
+            .state
+            .aggregate_functions()
+            .contains_key(function)
     }
 
     fn is_symbol(&self, table: &str, column: &str) -> bool {

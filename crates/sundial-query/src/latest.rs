@@ -37,9 +37,10 @@ use datafusion::physical_plan::{
     DisplayAs, DisplayFormatType, ExecutionPlan, Partitioning, PlanProperties,
     ReplaceChildrenOptions,
 };
-use sundial_storage::{ColumnType, Database, Snapshot};
+use sundial_storage::{ColumnType, Database, Snapshot, Table};
 
 use crate::error::external;
+use crate::provider::newest_snapshot;
 
 /// The table function's name.
 pub(crate) const LATEST_ROWS: &str = "latest_rows";
@@ -95,6 +96,7 @@ impl TableFunctionImpl for LatestRows {
             .collect::<DfResult<Vec<_>>>()?;
         Ok(Arc::new(LatestTable {
             schema: meta.arrow_schema(),
+            table: t.clone(),
             snapshot,
             qualifier: qualifier.clone(),
             filter: (!filter.is_empty()).then(|| filter.clone()),
@@ -103,14 +105,25 @@ impl TableFunctionImpl for LatestRows {
     }
 }
 
-/// The latest row per key of one snapshot.
+/// The latest row per key of a table. Planning reads the schema of the snapshot current then;
+/// each scan reads the table's newest snapshot, as
+/// [`SundialTable`](crate::provider::SundialTable) does.
 #[derive(Debug)]
-struct LatestTable {
+pub(crate) struct LatestTable {
+    table: Arc<Table>,
+    /// The snapshot planned against.
     snapshot: Arc<Snapshot>,
     schema: SchemaRef,
     qualifier: String,
     filter: Option<String>,
     keys: Vec<usize>,
+}
+
+impl LatestTable {
+    /// The table and the snapshot the plan was made against.
+    pub(crate) fn planned(&self) -> (&Arc<Table>, &Arc<Snapshot>) {
+        (&self.table, &self.snapshot)
+    }
 }
 
 #[async_trait]
@@ -148,7 +161,7 @@ impl TableProvider for LatestTable {
             .unwrap_or_else(|| (0..self.schema.fields().len()).collect());
         let output = Arc::new(self.schema.project(&projection)?);
         Ok(Arc::new(LatestExec {
-            snapshot: self.snapshot.clone(),
+            snapshot: newest_snapshot(&self.table, &self.snapshot)?,
             keys: self.keys.clone(),
             filter,
             projection,

@@ -8,7 +8,9 @@
 //!  SQL text ──split──▶ statement ──ddl::parse──▶ Command::CreateTable / Alter / Show ... ─▶ storage
 //!                                      └──────▶ Command::Sql ─▶ questdb (SAMPLE BY, LATEST ON,
 //!                                                   │  LIMIT -n, intervals) + compat (PostgreSQL)
-//!                                                   ▼  rewrites ─▶ DataFusion planner
+//!                                                   ▼  rewrites ─▶ plan_cache (a query's
+//!                                                   │  filter literals become $n; one plan
+//!                                                   │  per shape) ─▶ DataFusion planner
 //!                                                   │ scan:   SundialTable ─▶ SundialScanExec
 //!                                                   │          (ts pruning, frames on all cores,
 //!                                                   │           ts order, reverse for ts DESC)
@@ -20,7 +22,8 @@
 //! ```
 //!
 //! Every query plans against one snapshot per table, so it sees a consistent table however
-//! many commits land while it runs.
+//! many commits land while it runs. A plan kept for later (a prepared statement, a query
+//! shape's shared plan) reads each table's newest snapshot whenever it runs.
 
 /// `ExecutionPlan::with_new_children`, which DataFusion still requires though deprecated, as
 /// the `replace_children` call (recomputing properties) it stands for.
@@ -54,6 +57,7 @@ mod key_index;
 mod latest;
 mod lookup;
 mod pg_catalog;
+mod plan_cache;
 mod provider;
 mod questdb;
 pub mod scan;

@@ -27,7 +27,7 @@ use datafusion::common::Column;
 use datafusion::datasource::source_as_provider;
 use datafusion::logical_expr::utils::split_conjunction;
 use datafusion::logical_expr::{
-    BinaryExpr, Expr, FetchType, Filter, LogicalPlan, Operator, SkipType, TableScan,
+    BinaryExpr, Expr, FetchType, LogicalPlan, Operator, SkipType, TableScan,
 };
 use datafusion::scalar::ScalarValue;
 use sundial_storage::{ColumnType, Snapshot, Table};
@@ -102,9 +102,7 @@ impl PointLookup {
                 };
                 let (input, sort) = strip_timestamp_sort(input, &mut fetch);
                 inner_sort = sort;
-                let LogicalPlan::Filter(filter) = input else {
-                    return None;
-                };
+                let filter = filtered_scan(input)?;
                 let columns = p
                     .expr
                     .iter()
@@ -115,12 +113,9 @@ impl PointLookup {
                     .collect::<Option<Vec<_>>>()?;
                 (Some((p, columns)), filter)
             }
-            LogicalPlan::Filter(filter) => (None, filter),
-            _ => return None,
+            plan => (None, filtered_scan(plan)?),
         };
-        let LogicalPlan::TableScan(scan) = filter.input.as_ref() else {
-            return None;
-        };
+        let (scan, terms) = filter;
         if scan.fetch.is_some() {
             return None;
         }
@@ -163,7 +158,7 @@ impl PointLookup {
         if !types_match {
             return None;
         }
-        let keys = keys(filter, scan, table)?;
+        let keys = keys(&terms, scan, table)?;
         Some(PointLookup {
             provider,
             keys,
@@ -349,10 +344,25 @@ fn scan_column(scan: &TableScan, column: &Column) -> Option<usize> {
 }
 
 /// The filter as `column = value` terms, or `None` if any term has another shape.
-fn keys(filter: &Filter, scan: &TableScan, table: &SundialTable) -> Option<Vec<Key>> {
+/// A scan with the conjuncts that filter it, above it or pushed into it; `None` for any
+/// other plan, or a scan without filters.
+fn filtered_scan(plan: &LogicalPlan) -> Option<(&TableScan, Vec<&Expr>)> {
+    let (scan, mut terms) = match plan {
+        LogicalPlan::Filter(filter) => match filter.input.as_ref() {
+            LogicalPlan::TableScan(scan) => (scan, split_conjunction(&filter.predicate)),
+            _ => return None,
+        },
+        LogicalPlan::TableScan(scan) => (scan, Vec::new()),
+        _ => return None,
+    };
+    terms.extend(scan.filters.iter().flat_map(split_conjunction));
+    (!terms.is_empty()).then_some((scan, terms))
+}
+
+fn keys(terms: &[&Expr], scan: &TableScan, table: &SundialTable) -> Option<Vec<Key>> {
     let table_schema = table.schema();
-    split_conjunction(&filter.predicate)
-        .into_iter()
+    terms
+        .iter()
         .map(|term| {
             let Expr::BinaryExpr(BinaryExpr {
                 left,

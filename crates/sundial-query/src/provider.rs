@@ -9,7 +9,8 @@ use async_trait::async_trait;
 use datafusion::arrow::compute::concat_batches;
 use datafusion::arrow::datatypes::SchemaRef;
 use datafusion::catalog::{SchemaProvider, Session, TableProvider};
-use datafusion::common::{DFSchema, DataFusionError, Result as DfResult};
+use datafusion::common::tree_node::{Transformed, TreeNode};
+use datafusion::common::{DFSchema, DataFusionError, Result as DfResult, ScalarValue};
 use datafusion::datasource::TableType;
 use datafusion::datasource::sink::{DataSink, DataSinkExec};
 use datafusion::execution::{SendableRecordBatchStream, TaskContext};
@@ -113,24 +114,15 @@ impl SundialTable {
         &self.table
     }
 
-    /// The newest snapshot, provided the table still has the columns the plan was made for,
-    /// at the same positions (columns added since are ignored: the plan never reads them).
+    /// The newest snapshot, provided the table still has the columns the plan was made for
+    /// (see [`newest_snapshot`]).
     pub(crate) fn scan_snapshot(&self) -> DfResult<Arc<Snapshot>> {
-        let newest = self.table.snapshot();
-        let (planned, now) = (&self.snapshot.meta().columns, &newest.meta().columns);
-        // Adding or dropping a symbol index changes no column the plan reads.
-        let same = |a: &ColumnMeta, b: &ColumnMeta| {
-            (a.id, &a.name, a.column_type) == (b.id, &b.name, b.column_type)
-        };
-        if Arc::ptr_eq(newest.meta(), self.snapshot.meta())
-            || (now.len() >= planned.len() && planned.iter().zip(now).all(|(a, b)| same(a, b)))
-        {
-            return Ok(newest);
-        }
-        Err(DataFusionError::Plan(format!(
-            "table '{}' changed its columns after this statement was planned; prepare it again",
-            self.snapshot.meta().name
-        )))
+        newest_snapshot(&self.table, &self.snapshot)
+    }
+
+    /// The snapshot the plan was made against.
+    pub(crate) fn planned_snapshot(&self) -> &Arc<Snapshot> {
+        &self.snapshot
     }
 
     /// Filters of a scan that neither bound the designated timestamp nor select indexed
@@ -155,6 +147,57 @@ impl SundialTable {
             .timestamp_column()
             .map(|c| c.name.as_str())
     }
+}
+
+/// `filter` with each typed placeholder (`$1`) replaced by a non-null value of its type.
+///
+/// A plan with placeholders gets their values before any scan is made from it, so a filter
+/// the scan applies for every non-null value is pushed down as it would be with literals. A
+/// NULL value, which bounds no scan, leaves its filter among the residual filters the scan
+/// applies above itself (see `unrecognised_filters`).
+fn with_sample_values(filter: &Expr) -> Expr {
+    let sampled = filter.clone().transform(|e| {
+        let Expr::Placeholder(p) = &e else {
+            return Ok(Transformed::no(e));
+        };
+        match p
+            .field
+            .as_ref()
+            .map(|f| ScalarValue::new_default(f.data_type()))
+        {
+            Some(Ok(value)) => Ok(Transformed::yes(Expr::Literal(value, None))),
+            _ => Ok(Transformed::no(e)),
+        }
+    });
+    match sampled {
+        Ok(t) => t.data,
+        Err(_) => filter.clone(),
+    }
+}
+
+/// The newest snapshot of `table`, provided it still has the columns a plan made against
+/// `planned` reads, at the same positions (columns added since are ignored: the plan never
+/// reads them).
+pub(crate) fn newest_snapshot(table: &Table, planned: &Snapshot) -> DfResult<Arc<Snapshot>> {
+    let newest = table.snapshot();
+    if Arc::ptr_eq(newest.meta(), planned.meta())
+        || same_columns(&planned.meta().columns, &newest.meta().columns)
+    {
+        return Ok(newest);
+    }
+    Err(DataFusionError::Plan(format!(
+        "table '{}' changed its columns after this statement was planned; prepare it again",
+        planned.meta().name
+    )))
+}
+
+/// Whether `now` starts with the columns of `planned` (same ids, names and types).
+/// Adding or dropping a symbol index changes no column a plan reads.
+pub(crate) fn same_columns(planned: &[ColumnMeta], now: &[ColumnMeta]) -> bool {
+    let same = |a: &ColumnMeta, b: &ColumnMeta| {
+        (a.id, &a.name, a.column_type) == (b.id, &b.name, b.column_type)
+    };
+    now.len() >= planned.len() && planned.iter().zip(now).all(|(a, b)| same(a, b))
 }
 
 /// A failed INSERT's error in the storage terms the protocol layers map to SQLSTATEs.
@@ -192,10 +235,11 @@ impl TableProvider for SundialTable {
         let meta = self.snapshot.meta();
         Ok(filters
             .iter()
+            .map(|f| with_sample_values(f))
             .map(|f| match ts {
-                Some(ts) if is_exact_time_filter(f, ts) => TableProviderFilterPushDown::Exact,
-                _ if symbol_filter(f, meta).is_some() => TableProviderFilterPushDown::Exact,
-                Some(ts) if is_time_filter(f, ts) => TableProviderFilterPushDown::Inexact,
+                Some(ts) if is_exact_time_filter(&f, ts) => TableProviderFilterPushDown::Exact,
+                _ if symbol_filter(&f, meta).is_some() => TableProviderFilterPushDown::Exact,
+                Some(ts) if is_time_filter(&f, ts) => TableProviderFilterPushDown::Inexact,
                 _ => TableProviderFilterPushDown::Unsupported,
             })
             .collect())

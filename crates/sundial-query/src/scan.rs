@@ -17,13 +17,15 @@ use datafusion::arrow::array::UInt32Array;
 use datafusion::arrow::compute::{SortOptions, take_record_batch};
 use datafusion::arrow::datatypes::SchemaRef;
 use datafusion::arrow::record_batch::RecordBatch;
+use datafusion::common::stats::Precision;
 use datafusion::common::tree_node::TreeNodeRecursion;
-use datafusion::common::{Result as DfResult, ScalarValue};
+use datafusion::common::{Result as DfResult, ScalarValue, Statistics};
 use datafusion::execution::{SendableRecordBatchStream, TaskContext};
 use datafusion::logical_expr::{BinaryExpr, Expr, Operator};
 use datafusion::physical_expr::expressions::Column;
 use datafusion::physical_expr::{EquivalenceProperties, PhysicalExpr, PhysicalSortExpr};
 use datafusion::physical_plan::execution_plan::{Boundedness, EmissionType};
+use datafusion::physical_plan::statistics::StatisticsArgs;
 use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
 use datafusion::physical_plan::{
     DisplayAs, DisplayFormatType, ExecutionPlan, Partitioning, PlanProperties,
@@ -445,6 +447,33 @@ impl ExecutionPlan for SundialScanExec {
     }
 
     with_new_children_recomputing!();
+
+    /// The scan knows how many rows it returns: each partition its frames' rows, at most its
+    /// limit. Small scans so get plans without repartitioning, and `count(*)` of a whole
+    /// table is answered from them.
+    fn statistics_from_inputs(
+        &self,
+        _input_stats: &[Arc<Statistics>],
+        args: &StatisticsArgs,
+    ) -> DfResult<Arc<Statistics>> {
+        let partition_rows = |partition: usize| {
+            let rows: u64 = self
+                .frames
+                .iter()
+                .skip(partition)
+                .step_by(self.partitions.max(1))
+                .map(Frame::len)
+                .sum();
+            self.limit.map_or(rows, |limit| rows.min(limit as u64))
+        };
+        let rows: u64 = match args.partition() {
+            Some(partition) => partition_rows(partition),
+            None => (0..self.partitions).map(partition_rows).sum(),
+        };
+        let mut statistics = Statistics::new_unknown(&self.schema);
+        statistics.num_rows = Precision::Exact(usize::try_from(rows).unwrap_or(usize::MAX));
+        Ok(Arc::new(statistics))
+    }
 
     /// Sorting by the designated timestamp needs no sort: ascending is the scan's order, and
     /// descending is a reverse scan, run as one partition so that a LIMIT above it stops

@@ -80,6 +80,10 @@ pub struct ServeArgs {
     /// Largest accepted HTTP `/imp` (CSV upload) body, in bytes; larger ones get 413.
     #[arg(long, env = "SUNDIAL_HTTP_IMPORT_BYTES_MAX", default_value_t = 1 << 30)]
     pub http_import_bytes_max: u64,
+    /// Gzip-compress `/exec` and `/exp` answers of 256 KiB or more for clients that accept it
+    /// (`--http-gzip false`: never; QuestDB never does).
+    #[arg(long, env = "SUNDIAL_HTTP_GZIP", default_value_t = true, action = clap::ArgAction::Set)]
+    pub http_gzip: bool,
     /// Longest accepted ILP line, in bytes.
     #[arg(long, env = "SUNDIAL_ILP_LINE_BYTES_MAX", default_value_t = 1 << 20)]
     pub ilp_line_bytes_max: usize,
@@ -313,6 +317,7 @@ pub async fn run(db: Arc<Database>, args: ServeArgs) -> Result<(), String> {
         options: HttpOptions {
             statement_timeout_ms: args.statement_timeout_ms,
             import_bytes_max: args.http_import_bytes_max,
+            gzip: args.http_gzip,
         },
     });
     let app = Router::new()

@@ -133,7 +133,7 @@ fn exec_answers_like_questdb() {
     assert_eq!(reply.status, 400);
     assert!(reply.text().contains("No query text"));
 
-    // gzip when asked for, and CORS for browser consoles.
+    // gzip when asked for, for answers worth compressing, and CORS for browser consoles.
     let reply = request(
         server.http,
         "GET",
@@ -145,9 +145,27 @@ fn exec_answers_like_questdb() {
         b"",
     );
     assert_eq!(reply.status, 200);
-    assert_eq!(reply.header("content-encoding"), Some("gzip"));
+    assert_eq!(reply.header("content-encoding"), None, "a small answer");
+    assert_eq!(
+        reply.header("content-length"),
+        Some(reply.body.len().to_string().as_str())
+    );
     assert_eq!(reply.header("access-control-allow-origin"), Some("*"));
     assert!(reply.text().contains(r#""count":3}"#), "{}", reply.text());
+    let large = format!(
+        "/exec?query={}",
+        encode("SELECT value FROM generate_series(1, 200000)")
+    );
+    let reply = request(
+        server.http,
+        "GET",
+        &large,
+        &[("Accept-Encoding", "gzip")],
+        b"",
+    );
+    assert_eq!(reply.status, 200);
+    assert_eq!(reply.header("content-encoding"), Some("gzip"));
+    assert!(reply.text().contains(r#""count":200000}"#));
     let reply = request(
         server.http,
         "OPTIONS",
