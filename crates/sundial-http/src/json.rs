@@ -75,16 +75,17 @@ pub fn write_columns(out: &mut Vec<u8>, schema: &Schema) {
 }
 
 /// A finite float the shortest way that reads back exactly (`1.0`, `0.1`, `1e20`).
+/// The shortest text that reads back as `v` (finite).
 pub(crate) fn push_f64(out: &mut Vec<u8>, v: f64) {
-    let _ = write!(out, "{v:?}");
+    out.extend_from_slice(ryu::Buffer::new().format_finite(v).as_bytes());
 }
 
 pub(crate) fn push_f32(out: &mut Vec<u8>, v: f32) {
-    let _ = write!(out, "{v:?}");
+    out.extend_from_slice(ryu::Buffer::new().format_finite(v).as_bytes());
 }
 
-pub(crate) fn push_int(out: &mut Vec<u8>, v: impl std::fmt::Display) {
-    let _ = write!(out, "{v}");
+pub(crate) fn push_int(out: &mut Vec<u8>, v: impl itoa::Integer) {
+    out.extend_from_slice(itoa::Buffer::new().format(v).as_bytes());
 }
 
 /// Nanoseconds since the epoch of a timestamp value of any unit.

@@ -20,8 +20,8 @@ use std::fmt;
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use datafusion::arrow::array::{Array, AsArray, BooleanArray, RecordBatch};
-use datafusion::arrow::compute::concat_batches;
+use datafusion::arrow::array::{Array, AsArray, BooleanArray, RecordBatch, UInt32Array};
+use datafusion::arrow::compute::{concat_batches, take_record_batch};
 use datafusion::arrow::datatypes::{Int32Type, SchemaRef};
 use datafusion::catalog::{Session, TableFunctionArgs, TableFunctionImpl};
 use datafusion::common::tree_node::TreeNodeRecursion;
@@ -275,6 +275,7 @@ impl Search {
             .map(|&k| self.snapshot.symbols(k).map_or(0, |s| s.len() as u64))
             .fold(1u64, u64::saturating_mul);
         let mut seen: HashSet<Key> = HashSet::new();
+        let mut key: Key = Vec::with_capacity(self.keys.len());
         let mut seen_symbol_keys = 0u64;
         let mut found: Vec<RecordBatch> = Vec::new();
         for (p, partition) in self.snapshot.partitions().iter().enumerate().rev() {
@@ -295,6 +296,8 @@ impl Search {
                     .iter()
                     .map(|&k| batch.column(k).as_dictionary::<Int32Type>().keys().clone())
                     .collect();
+                // Rows kept from this chunk, newest first.
+                let mut picked: Vec<u32> = Vec::new();
                 for row in (0..batch.num_rows()).rev() {
                     if mask
                         .as_ref()
@@ -302,24 +305,32 @@ impl Search {
                     {
                         continue;
                     }
-                    let key: Key = codes
-                        .iter()
-                        .map(|c| if c.is_null(row) { -1 } else { c.value(row) })
-                        .collect();
-                    if complete && key.iter().all(|&c| c >= 0) {
+                    key.clear();
+                    key.extend(
+                        codes
+                            .iter()
+                            .map(|c| if c.is_null(row) { -1 } else { c.value(row) }),
+                    );
+                    let has_null = key.iter().any(|&c| c < 0);
+                    if (complete && !has_null) || seen.contains(&key) {
                         continue;
                     }
-                    if seen.insert(key.clone()) {
-                        if key.iter().all(|&c| c >= 0) {
-                            seen_symbol_keys += 1;
-                        }
-                        found.push(batch.project(&self.projection)?.slice(row, 1));
+                    seen.insert(key.clone());
+                    if !has_null {
+                        seen_symbol_keys += 1;
                     }
+                    // A chunk has at most CHUNK_ROWS rows.
+                    picked.push(row as u32);
+                }
+                if !picked.is_empty() {
+                    picked.reverse();
+                    let rows = UInt32Array::from(picked);
+                    found.push(take_record_batch(&batch.project(&self.projection)?, &rows)?);
                 }
                 end = start;
             }
         }
-        // Found newest first; QuestDB returns them oldest first.
+        // Chunks were found newest first; QuestDB returns rows oldest first.
         found.reverse();
         Ok(concat_batches(&self.output, &found)?)
     }
