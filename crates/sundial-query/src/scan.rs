@@ -757,4 +757,31 @@ pub(crate) mod tests {
         .await;
         assert!(plan.contains("FilterExec"), "{plan}");
     }
+
+    /// Scans report exact row counts: a query over a few rows plans in one partition, and a
+    /// table's `count(*)` comes from them.
+    #[tokio::test]
+    async fn small_scans_plan_without_repartitioning() {
+        let (engine, _dir) = engine();
+        for sql in [
+            "CREATE TABLE t (ts TIMESTAMP, k SYMBOL, v LONG) TIMESTAMP(ts) PARTITION BY HOUR",
+            "INSERT INTO t SELECT to_timestamp_seconds(1704067200 + value), \
+             'k' || (value % 3), value FROM generate_series(0, 19999)",
+        ] {
+            engine.run(sql).await.expect(sql);
+        }
+        let small = "SELECT ts, k, max(v) AS m FROM t WHERE ts < '2024-01-01T00:10:00Z' \
+                     SAMPLE BY 1m ORDER BY ts, k";
+        let (plan, rows) = plan_and_rows(&engine, small).await;
+        assert!(!plan.contains("RepartitionExec"), "{plan}");
+        assert!(
+            rows.contains("| 2024-01-01T00:09:00 | k2 | 599 |"),
+            "{rows}"
+        );
+        let (plan, rows) = plan_and_rows(&engine, "SELECT count(*) AS n FROM t").await;
+        assert!(!plan.contains("SundialScanExec"), "{plan}");
+        assert!(rows.contains("| 20000 |"), "{rows}");
+        let (plan, _) = plan_and_rows(&engine, "SELECT k, max(v) FROM t GROUP BY k").await;
+        assert!(plan.contains("RepartitionExec"), "{plan}");
+    }
 }
