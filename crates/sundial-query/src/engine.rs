@@ -478,6 +478,7 @@ impl Engine {
             }
             Command::RenameTable { from, to } => {
                 self.db.rename_table(&from, &to)?;
+                self.plans.clear();
                 done("RENAME TABLE")
             }
             Command::DropPartitions {
@@ -486,12 +487,16 @@ impl Engine {
                 predicate,
             } => self.drop_partitions(&table, names, predicate).await,
             Command::DropTables { names, if_exists } => {
-                for name in names {
-                    if if_exists && self.db.table(&name).is_none() {
-                        continue;
+                let dropped = names.iter().try_for_each(|name| {
+                    if if_exists && self.db.table(name).is_none() {
+                        return Ok(());
                     }
-                    self.db.drop_table(&name)?;
-                }
+                    self.db.drop_table(name)
+                });
+                // Kept plans hold their tables, and a dropped table's files go with its
+                // last holder.
+                self.plans.clear();
+                dropped?;
                 done("DROP TABLE")
             }
             Command::Truncate { tables } => {

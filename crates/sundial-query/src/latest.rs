@@ -37,7 +37,7 @@ use datafusion::physical_plan::{
     DisplayAs, DisplayFormatType, ExecutionPlan, Partitioning, PlanProperties,
     ReplaceChildrenOptions,
 };
-use sundial_storage::{ColumnType, Database, Snapshot, Table};
+use sundial_storage::{ColumnType, Database, Snapshot, Table, TableMeta};
 
 use crate::error::external;
 use crate::provider::newest_snapshot;
@@ -75,8 +75,7 @@ impl TableFunctionImpl for LatestRows {
             .db
             .table(table)
             .ok_or_else(|| DataFusionError::Plan(format!("table '{table}' does not exist")))?;
-        let snapshot = t.snapshot();
-        let meta = snapshot.meta();
+        let meta = t.meta();
         if meta.timestamp_index.is_none() || keys.is_empty() {
             return Err(DataFusionError::Plan(format!(
                 "{LATEST_ROWS}: '{table}' needs a designated timestamp and a key"
@@ -97,7 +96,7 @@ impl TableFunctionImpl for LatestRows {
         Ok(Arc::new(LatestTable {
             schema: meta.arrow_schema(),
             table: t.clone(),
-            snapshot,
+            planned: meta,
             qualifier: qualifier.clone(),
             filter: (!filter.is_empty()).then(|| filter.clone()),
             keys,
@@ -111,8 +110,8 @@ impl TableFunctionImpl for LatestRows {
 #[derive(Debug)]
 pub(crate) struct LatestTable {
     table: Arc<Table>,
-    /// The snapshot planned against.
-    snapshot: Arc<Snapshot>,
+    /// The metadata planned against (not the snapshot: see `SundialTable`).
+    planned: Arc<TableMeta>,
     schema: SchemaRef,
     qualifier: String,
     filter: Option<String>,
@@ -120,9 +119,9 @@ pub(crate) struct LatestTable {
 }
 
 impl LatestTable {
-    /// The table and the snapshot the plan was made against.
-    pub(crate) fn planned(&self) -> (&Arc<Table>, &Arc<Snapshot>) {
-        (&self.table, &self.snapshot)
+    /// The table and the metadata the plan was made against.
+    pub(crate) fn planned(&self) -> (&Arc<Table>, &Arc<TableMeta>) {
+        (&self.table, &self.planned)
     }
 }
 
@@ -161,7 +160,7 @@ impl TableProvider for LatestTable {
             .unwrap_or_else(|| (0..self.schema.fields().len()).collect());
         let output = Arc::new(self.schema.project(&projection)?);
         Ok(Arc::new(LatestExec {
-            snapshot: newest_snapshot(&self.table, &self.snapshot)?,
+            snapshot: newest_snapshot(&self.table, &self.planned)?,
             keys: self.keys.clone(),
             filter,
             projection,

@@ -33,7 +33,7 @@ use datafusion::sql::sqlparser::ast::{
     BinaryOperator, Expr, Query, SetExpr, Statement, TableFactor, TableWithJoins, UnaryOperator,
     Value,
 };
-use sundial_storage::{Database, Snapshot, Table};
+use sundial_storage::{Database, Table, TableMeta};
 
 use crate::latest::LatestTable;
 use crate::provider::SundialTable;
@@ -243,9 +243,9 @@ fn takes_text(data_type: &DataType) -> bool {
     }
 }
 
-/// The tables a plan reads, each with the snapshot it was planned against.
+/// The tables a plan reads, each with the metadata it was planned against.
 #[derive(Debug)]
-pub(crate) struct PlannedTables(Vec<(Arc<Table>, Arc<Snapshot>)>);
+pub(crate) struct PlannedTables(Vec<(Arc<Table>, Arc<TableMeta>)>);
 
 impl PlannedTables {
     /// `None` if the plan reads anything but Sundial tables (catalog tables, table
@@ -259,10 +259,10 @@ impl PlannedTables {
             };
             let provider = source_as_provider(&scan.source)?;
             if let Some(t) = provider.downcast_ref::<SundialTable>() {
-                tables.push((t.table().clone(), t.planned_snapshot().clone()));
+                tables.push((t.table().clone(), t.planned_meta().clone()));
             } else if let Some(t) = provider.downcast_ref::<LatestTable>() {
-                let (table, snapshot) = t.planned();
-                tables.push((table.clone(), snapshot.clone()));
+                let (table, meta) = t.planned();
+                tables.push((table.clone(), meta.clone()));
             } else {
                 shareable = false;
                 return Ok(TreeNodeRecursion::Stop);
@@ -276,7 +276,6 @@ impl PlannedTables {
     /// indexes, and designated timestamp) it was planned with.
     pub fn are_current(&self, db: &Database) -> bool {
         self.0.iter().all(|(table, planned)| {
-            let planned = planned.meta();
             db.table(&planned.name)
                 .is_some_and(|t| Arc::ptr_eq(&t, table) && *t.meta() == **planned)
         })
@@ -628,6 +627,30 @@ mod tests {
         );
         let fresh = rows(&engine, latest).await;
         assert!(fresh.contains("| z |"), "{fresh}");
+    }
+
+    /// A kept plan holds its tables: dropping one must not leave its files behind.
+    #[tokio::test]
+    async fn dropped_tables_leave_no_files_behind() {
+        let (engine, dir) = crate::scan::tests::engine();
+        let table_dirs = || {
+            std::fs::read_dir(dir.path())
+                .expect("data dir")
+                .filter_map(|e| e.ok())
+                .filter(|e| e.file_name().to_string_lossy().starts_with("gone~"))
+                .count()
+        };
+        // (Created without INSERT, whose table sink also holds the table.)
+        rows_of(
+            &engine,
+            "CREATE TABLE gone (ts TIMESTAMP, v DOUBLE) TIMESTAMP(ts) PARTITION BY DAY",
+        )
+        .await;
+        rows(&engine, "SELECT * FROM gone WHERE v > 0").await;
+        assert_eq!(engine.shared_plans(), 1);
+        assert_eq!(table_dirs(), 1);
+        rows_of(&engine, "DROP TABLE gone").await;
+        assert_eq!(table_dirs(), 0);
     }
 
     #[test]

@@ -21,7 +21,7 @@ use datafusion::physical_plan::filter::FilterExecBuilder;
 use datafusion::physical_plan::{DisplayAs, DisplayFormatType, ExecutionPlan};
 use futures::StreamExt;
 use sundial_ingest::{IngestError, Sinks};
-use sundial_storage::{ColumnMeta, Database, Snapshot, StorageError, Table};
+use sundial_storage::{ColumnMeta, Database, Snapshot, StorageError, Table, TableMeta};
 
 use crate::error::external;
 use crate::index_scan::{pick_rows, symbol_filter, symbol_filters};
@@ -90,7 +90,9 @@ impl SchemaProvider for SundialSchema {
 #[derive(Debug)]
 pub struct SundialTable {
     table: Arc<Table>,
-    snapshot: Arc<Snapshot>,
+    /// The metadata planned against. Only that is kept, not the snapshot, so that a kept plan
+    /// does not hold on to partition versions later commits replaced.
+    planned: Arc<TableMeta>,
     schema: SchemaRef,
     inserts: InsertPath,
     /// Symbol indexes, shared with point lookups.
@@ -99,11 +101,11 @@ pub struct SundialTable {
 
 impl SundialTable {
     pub(crate) fn new(table: Arc<Table>, inserts: InsertPath, indexes: Arc<KeyIndexes>) -> Self {
-        let snapshot = table.snapshot();
-        let schema = snapshot.meta().arrow_schema();
+        let planned = table.meta();
+        let schema = planned.arrow_schema();
         SundialTable {
             table,
-            snapshot,
+            planned,
             schema,
             inserts,
             indexes,
@@ -117,18 +119,18 @@ impl SundialTable {
     /// The newest snapshot, provided the table still has the columns the plan was made for
     /// (see [`newest_snapshot`]).
     pub(crate) fn scan_snapshot(&self) -> DfResult<Arc<Snapshot>> {
-        newest_snapshot(&self.table, &self.snapshot)
+        newest_snapshot(&self.table, &self.planned)
     }
 
-    /// The snapshot the plan was made against.
-    pub(crate) fn planned_snapshot(&self) -> &Arc<Snapshot> {
-        &self.snapshot
+    /// The metadata the plan was made against.
+    pub(crate) fn planned_meta(&self) -> &Arc<TableMeta> {
+        &self.planned
     }
 
     /// Filters of a scan that neither bound the designated timestamp nor select indexed
     /// symbols: any reported Exact must be applied above the scan.
     fn unrecognised_filters(&self, filters: &[Expr]) -> Vec<Expr> {
-        let meta = self.snapshot.meta();
+        let meta = &self.planned;
         filters
             .iter()
             .filter(|f| {
@@ -142,10 +144,7 @@ impl SundialTable {
     }
 
     pub(crate) fn timestamp_name(&self) -> Option<&str> {
-        self.snapshot
-            .meta()
-            .timestamp_column()
-            .map(|c| c.name.as_str())
+        self.planned.timestamp_column().map(|c| c.name.as_str())
     }
 }
 
@@ -178,16 +177,15 @@ fn with_sample_values(filter: &Expr) -> Expr {
 /// The newest snapshot of `table`, provided it still has the columns a plan made against
 /// `planned` reads, at the same positions (columns added since are ignored: the plan never
 /// reads them).
-pub(crate) fn newest_snapshot(table: &Table, planned: &Snapshot) -> DfResult<Arc<Snapshot>> {
+pub(crate) fn newest_snapshot(table: &Table, planned: &Arc<TableMeta>) -> DfResult<Arc<Snapshot>> {
     let newest = table.snapshot();
-    if Arc::ptr_eq(newest.meta(), planned.meta())
-        || same_columns(&planned.meta().columns, &newest.meta().columns)
+    if Arc::ptr_eq(newest.meta(), planned) || same_columns(&planned.columns, &newest.meta().columns)
     {
         return Ok(newest);
     }
     Err(DataFusionError::Plan(format!(
         "table '{}' changed its columns after this statement was planned; prepare it again",
-        planned.meta().name
+        planned.name
     )))
 }
 
@@ -232,7 +230,7 @@ impl TableProvider for SundialTable {
         filters: &[&Expr],
     ) -> DfResult<Vec<TableProviderFilterPushDown>> {
         let ts = self.timestamp_name();
-        let meta = self.snapshot.meta();
+        let meta = &self.planned;
         Ok(filters
             .iter()
             .map(|f| with_sample_values(f))
@@ -263,7 +261,7 @@ impl TableProvider for SundialTable {
         }
         .map_err(external)?;
         // Decided against the planned schema, as the pushdown that made them Exact was.
-        let planned = self.snapshot.meta();
+        let planned = &self.planned;
         let symbol_filters = symbol_filters(filters, planned);
         if !symbol_filters.is_empty() {
             frames = pick_rows(
