@@ -276,8 +276,10 @@ impl PlannedTables {
     /// indexes, and designated timestamp) it was planned with.
     pub fn are_current(&self, db: &Database) -> bool {
         self.0.iter().all(|(table, planned)| {
-            db.table(&planned.name)
-                .is_some_and(|t| Arc::ptr_eq(&t, table) && *t.meta() == **planned)
+            db.table(&planned.name).is_some_and(|t| {
+                let now = t.meta();
+                Arc::ptr_eq(&t, table) && (Arc::ptr_eq(&now, planned) || *now == **planned)
+            })
         })
     }
 }

@@ -495,22 +495,13 @@ impl Rewriter<'_> {
             .iter()
             .any(|f| !matches!(f, clauses::Fill::None));
         let bucket = self.bucket(select, sample, &source)?;
-        let from = match &sample.from {
-            Some(from) => Some(to_timestamp(parse_expr(
-                from,
-                "SAMPLE BY FROM",
-                sample.position,
-            )?)),
-            None => None,
+        let bound = |text: &Option<String>, clause: &str| {
+            text.as_deref()
+                .map(|t| parse_expr(t, clause, sample.position).map(to_timestamp))
+                .transpose()
         };
-        let to = match &sample.to {
-            Some(to) => Some(to_timestamp(parse_expr(
-                to,
-                "SAMPLE BY TO",
-                sample.position,
-            )?)),
-            None => None,
-        };
+        let from = bound(&sample.from, "SAMPLE BY FROM")?;
+        let to = bound(&sample.to, "SAMPLE BY TO")?;
         if let Some(lo) = &from {
             add_filter(
                 select,
