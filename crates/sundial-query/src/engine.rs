@@ -16,7 +16,7 @@ use datafusion::execution::runtime_env::RuntimeEnv;
 use datafusion::execution::session_state::SessionState;
 use datafusion::logical_expr::{DmlStatement, LogicalPlan, WriteOp};
 use datafusion::physical_plan::memory::MemoryStream;
-use datafusion::physical_plan::{collect as collect_physical, execute_stream};
+use datafusion::physical_plan::{ExecutionPlan, collect as collect_physical, execute_stream};
 use datafusion::scalar::ScalarValue;
 use datafusion::sql::parser::Statement as DFStatement;
 use futures::StreamExt;
@@ -30,6 +30,7 @@ use crate::lookup::PointLookup;
 use crate::plan_cache::{self, PlanCache, PlannedTables, Shape};
 use crate::provider::{InsertPath, SundialSchema};
 use crate::questdb;
+use crate::reuse;
 
 /// Catalog and schema names under which Sundial tables appear.
 pub const CATALOG: &str = "sundial";
@@ -73,6 +74,61 @@ pub struct Prepared {
     /// Values of parameters the statement's text does not show: its literals, when its plan is
     /// shared with statements of the same shape (see `plan_cache`).
     literals: Vec<ScalarValue>,
+    /// The physical plan runs of an optimized plan bind (see `reuse`), shared by the
+    /// statements sharing the plan.
+    physical: Arc<KeptPhysical>,
+}
+
+/// A physical plan kept for reuse, once the first run has tried to plan one.
+#[derive(Default)]
+struct KeptPhysical(std::sync::Mutex<Kept>);
+
+#[derive(Default)]
+enum Kept {
+    #[default]
+    Untried,
+    /// Planned in the session `session` (a SET makes a new one, and the plan is made again).
+    Plan {
+        plan: Arc<dyn ExecutionPlan>,
+        session: std::sync::Weak<Current>,
+    },
+    /// The plan cannot be bound to values: each run plans afresh.
+    Never,
+}
+
+impl std::fmt::Debug for KeptPhysical {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let kept = match *self.lock() {
+            Kept::Untried => "untried",
+            Kept::Plan { .. } => "kept",
+            Kept::Never => "never",
+        };
+        write!(f, "KeptPhysical({kept})")
+    }
+}
+
+impl KeptPhysical {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Kept> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The kept plan if it was planned in `session`; `Err(())` if no plan can be kept.
+    fn get(
+        &self,
+        session: &Arc<Current>,
+    ) -> std::result::Result<Option<Arc<dyn ExecutionPlan>>, ()> {
+        match &*self.lock() {
+            Kept::Plan { plan, session: s } if std::ptr::eq(s.as_ptr(), Arc::as_ptr(session)) => {
+                Ok(Some(plan.clone()))
+            }
+            Kept::Never => Err(()),
+            _ => Ok(None),
+        }
+    }
+
+    fn set(&self, kept: Kept) {
+        *self.lock() = kept;
+    }
 }
 
 #[derive(Debug, Clone)]
@@ -564,6 +620,7 @@ impl Engine {
             param_types: Vec::new(),
             schema,
             literals: Vec::new(),
+            physical: Default::default(),
         })
     }
 
@@ -604,6 +661,7 @@ impl Engine {
             param_types: Vec::new(),
             schema: prepared.schema.clone(),
             literals,
+            physical: prepared.physical.clone(),
         })
     }
 
@@ -660,6 +718,7 @@ impl Engine {
             param_types,
             schema,
             literals: Vec::new(),
+            physical: Default::default(),
         })
     }
 
@@ -673,7 +732,6 @@ impl Engine {
         match &prepared.kind {
             PreparedKind::Own(sql) => Box::pin(self.run(sql)).await,
             PreparedKind::Plan(plan) => self.run_plan(with_values(plan, values)?).await,
-            PreparedKind::Optimized(plan) => self.run_optimized(with_values(plan, values)?).await,
             PreparedKind::Lookup(lookup) => {
                 let batches = lookup
                     .run(&self.key_indexes, values, u64::MAX)?
@@ -681,7 +739,52 @@ impl Engine {
                 let stream = MemoryStream::try_new(batches, lookup.schema().clone(), None)?;
                 Ok(Output::Rows(Box::pin(stream)))
             }
+            PreparedKind::Optimized(plan) => {
+                if !is_insert(plan)
+                    && let Some(physical) =
+                        self.reused_plan(plan, values, &prepared.physical).await?
+                {
+                    return Ok(Output::Rows(execute_stream(physical, self.query_task())?));
+                }
+                self.run_optimized(with_values(plan, values)?).await
+            }
         }
+    }
+
+    /// The physical plan `plan` runs with `values`, bound from the kept one (planning and
+    /// keeping it on the first run); `None` if the run must be planned afresh (see `reuse`).
+    async fn reused_plan(
+        &self,
+        plan: &LogicalPlan,
+        values: &[ScalarValue],
+        kept: &KeptPhysical,
+    ) -> Result<Option<Arc<dyn ExecutionPlan>>> {
+        let current = self.current();
+        match kept.get(&current) {
+            Ok(Some(physical)) => return Ok(reuse::bind(&physical, Some(values))?),
+            Ok(None) => {}
+            Err(()) => return Ok(None),
+        }
+        let planning = current
+            .state
+            .query_planner()
+            .create_physical_plan(plan, &current.state);
+        // A failure is a placeholder the scans do not take, or the statement's own, which
+        // planning it with its values reports.
+        let physical = match reuse::plan_for_reuse(values, planning).await {
+            Ok(physical) if reuse::is_reusable(&physical) => physical,
+            _ => {
+                kept.set(Kept::Never);
+                return Ok(None);
+            }
+        };
+        if let Some(unbound) = reuse::bind(&physical, None)? {
+            kept.set(Kept::Plan {
+                plan: unbound,
+                session: Arc::downgrade(&current),
+            });
+        }
+        Ok(Some(physical))
     }
 
     /// Runs a point lookup (see [`Prepared::is_point_lookup`]) right here if that is quick:

@@ -160,7 +160,8 @@ impl TableProvider for LatestTable {
             .unwrap_or_else(|| (0..self.schema.fields().len()).collect());
         let output = Arc::new(self.schema.project(&projection)?);
         Ok(Arc::new(LatestExec {
-            snapshot: newest_snapshot(&self.table, &self.planned)?,
+            table: self.table.clone(),
+            planned: self.planned.clone(),
             keys: self.keys.clone(),
             filter,
             projection,
@@ -175,9 +176,13 @@ impl TableProvider for LatestTable {
     }
 }
 
+/// The latest rows per key, searched in the table's newest snapshot when it runs, so that a
+/// kept plan (see `reuse`) reads the rows committed since it was planned.
 #[derive(Debug)]
-struct LatestExec {
-    snapshot: Arc<Snapshot>,
+pub(crate) struct LatestExec {
+    table: Arc<Table>,
+    /// The metadata planned against.
+    planned: Arc<TableMeta>,
     keys: Vec<usize>,
     filter: Option<Arc<dyn PhysicalExpr>>,
     projection: Vec<usize>,
@@ -190,7 +195,7 @@ impl DisplayAs for LatestExec {
         write!(
             f,
             "LatestExec: table={}, keys={:?}, filter={}",
-            self.snapshot.meta().name,
+            self.planned.name,
             self.keys,
             self.filter
                 .as_ref()
@@ -238,7 +243,7 @@ impl ExecutionPlan for LatestExec {
         _context: Arc<TaskContext>,
     ) -> DfResult<SendableRecordBatchStream> {
         let search = Search {
-            snapshot: self.snapshot.clone(),
+            snapshot: newest_snapshot(&self.table, &self.planned)?,
             keys: self.keys.clone(),
             filter: self.filter.clone(),
             projection: self.projection.clone(),

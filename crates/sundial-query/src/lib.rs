@@ -11,6 +11,8 @@
 //!                                                   ▼  rewrites ─▶ plan_cache (a query's
 //!                                                   │  filter literals become $n; one plan
 //!                                                   │  per shape) ─▶ DataFusion planner
+//!                                                   │  (reuse: the physical plan is kept and
+//!                                                   │   bound to each run's values)
 //!                                                   │ scan:   SundialTable ─▶ SundialScanExec
 //!                                                   │          (ts pruning, frames on all cores,
 //!                                                   │           ts order, reverse for ts DESC)
@@ -23,7 +25,8 @@
 //!
 //! Every query plans against one snapshot per table, so it sees a consistent table however
 //! many commits land while it runs. A plan kept for later (a prepared statement, a query
-//! shape's shared plan) reads each table's newest snapshot whenever it runs.
+//! shape's shared plan, its kept physical plan) reads each table's newest snapshot whenever
+//! it runs.
 
 /// `ExecutionPlan::with_new_children`, which DataFusion still requires though deprecated, as
 /// the `replace_children` call (recomputing properties) it stands for.
@@ -60,6 +63,7 @@ mod pg_catalog;
 mod plan_cache;
 mod provider;
 mod questdb;
+mod reuse;
 pub mod scan;
 pub mod text;
 

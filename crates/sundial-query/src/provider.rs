@@ -24,12 +24,9 @@ use sundial_ingest::{IngestError, Sinks};
 use sundial_storage::{ColumnMeta, Database, Snapshot, StorageError, Table, TableMeta};
 
 use crate::error::external;
-use crate::index_scan::{pick_rows, symbol_filter, symbol_filters};
+use crate::index_scan::symbol_filter;
 use crate::key_index::KeyIndexes;
-use crate::scan::{
-    SundialScanExec, is_exact_time_filter, is_time_filter, ranges, scan_batch_rows, split_frames,
-    time_bounds,
-};
+use crate::scan::{ScanSource, SundialScanExec, is_exact_time_filter, is_time_filter};
 
 /// Where INSERTs write: the table sinks shared with the ILP receivers.
 #[derive(Clone)]
@@ -127,22 +124,6 @@ impl SundialTable {
         &self.planned
     }
 
-    /// Filters of a scan that neither bound the designated timestamp nor select indexed
-    /// symbols: any reported Exact must be applied above the scan.
-    fn unrecognised_filters(&self, filters: &[Expr]) -> Vec<Expr> {
-        let meta = &self.planned;
-        filters
-            .iter()
-            .filter(|f| {
-                let time = self
-                    .timestamp_name()
-                    .is_some_and(|ts| is_time_filter(f, ts));
-                !time && symbol_filter(f, meta).is_none()
-            })
-            .cloned()
-            .collect()
-    }
-
     pub(crate) fn timestamp_name(&self) -> Option<&str> {
         self.planned.timestamp_column().map(|c| c.name.as_str())
     }
@@ -153,7 +134,7 @@ impl SundialTable {
 /// A plan with placeholders gets their values before any scan is made from it, so a filter
 /// the scan applies for every non-null value is pushed down as it would be with literals. A
 /// NULL value, which bounds no scan, leaves its filter among the residual filters the scan
-/// applies above itself (see `unrecognised_filters`).
+/// applies above itself (see `ScanSource::applies`).
 fn with_sample_values(filter: &Expr) -> Expr {
     let sampled = filter.clone().transform(|e| {
         let Expr::Placeholder(p) = &e else {
@@ -207,14 +188,6 @@ fn storage_error(e: IngestError) -> StorageError {
     }
 }
 
-/// Rows per scan frame: a whole number of batches, about a quarter of each core's share so
-/// that cores finishing early take more, and at most 16 batches.
-fn frame_rows(total_rows: u64, target_partitions: usize, session_batch_rows: usize) -> u64 {
-    let batch_rows = scan_batch_rows(session_batch_rows);
-    let wanted = total_rows / (target_partitions.max(1) as u64 * 4);
-    wanted.div_ceil(batch_rows).clamp(1, 16) * batch_rows
-}
-
 #[async_trait]
 impl TableProvider for SundialTable {
     fn schema(&self) -> SchemaRef {
@@ -254,27 +227,28 @@ impl TableProvider for SundialTable {
             .cloned()
             .unwrap_or_else(|| (0..self.schema.fields().len()).collect());
         let output_columns = projection.len();
-        let snapshot = self.scan_snapshot()?;
-        let mut frames = match self.timestamp_name() {
-            Some(ts) => ranges(&snapshot, time_bounds(filters, ts)),
-            None => ranges(&snapshot, Default::default()),
-        }
-        .map_err(external)?;
-        // Decided against the planned schema, as the pushdown that made them Exact was.
-        let planned = &self.planned;
-        let symbol_filters = symbol_filters(filters, planned);
-        if !symbol_filters.is_empty() {
-            frames = pick_rows(
-                &self.indexes,
-                &self.table,
-                &snapshot,
-                &symbol_filters,
-                frames,
-            )?;
-        }
+        // Planning a plan for reuse: the filters hold placeholders, and this run's values.
+        let values = crate::reuse::planning_values();
+        let config = state.config();
+        let source = Arc::new(ScanSource {
+            table: self.table.clone(),
+            planned: self.planned.clone(),
+            indexes: self.indexes.clone(),
+            filters: filters.to_vec(),
+            target_partitions: config.target_partitions(),
+            session_batch_rows: config.batch_size(),
+            reused: values.is_some(),
+        });
+        let Some(filters) = source.bound_filters(values.as_deref().unwrap_or_default())? else {
+            return Err(DataFusionError::Plan(
+                "a filter on a parameter cannot be applied by the scan".into(),
+            ));
+        };
+        let data = source.read(&filters)?;
         // A filter reported Exact may reach the scan rewritten by later optimizer passes
-        // into a form the scan does not recognise; such filters are applied above it.
-        let residual = self.unrecognised_filters(filters);
+        // into a form the scan does not recognise; such filters are applied above it. They
+        // hold no placeholders (see `ScanSource::bound_filters`).
+        let residual: Vec<Expr> = filters.into_iter().filter(|f| !source.applies(f)).collect();
         let limit = if residual.is_empty() { limit } else { None };
         for column in residual.iter().flat_map(|f| f.column_refs()) {
             let index = self.schema.index_of(&column.name)?;
@@ -283,19 +257,12 @@ impl TableProvider for SundialTable {
             }
         }
         let schema = Arc::new(self.schema.project(&projection)?);
-        let config = state.config();
-        let total: u64 = frames.iter().map(|f| f.len()).sum();
-        let frames = split_frames(
-            frames,
-            frame_rows(total, config.target_partitions(), config.batch_size()),
-        );
         let scan = Arc::new(SundialScanExec::new(
-            snapshot,
+            source,
+            data,
             projection,
             schema.clone(),
-            frames,
             limit,
-            config.target_partitions(),
         ));
         let Some(predicate) = conjunction(residual) else {
             return Ok(scan);

@@ -19,7 +19,7 @@ use datafusion::arrow::datatypes::SchemaRef;
 use datafusion::arrow::record_batch::RecordBatch;
 use datafusion::common::stats::Precision;
 use datafusion::common::tree_node::TreeNodeRecursion;
-use datafusion::common::{Result as DfResult, ScalarValue, Statistics};
+use datafusion::common::{DataFusionError, Result as DfResult, ScalarValue, Statistics};
 use datafusion::execution::{SendableRecordBatchStream, TaskContext};
 use datafusion::logical_expr::{BinaryExpr, Expr, Operator};
 use datafusion::physical_expr::expressions::Column;
@@ -31,9 +31,12 @@ use datafusion::physical_plan::{
     DisplayAs, DisplayFormatType, ExecutionPlan, Partitioning, PlanProperties,
     ReplaceChildrenOptions, SortOrderPushdownResult,
 };
-use sundial_storage::Snapshot;
+use sundial_storage::{Snapshot, Table, TableMeta};
 
 use crate::error::external;
+use crate::index_scan::{pick_rows, symbol_filter, symbol_filters};
+use crate::key_index::KeyIndexes;
+use crate::provider::newest_snapshot;
 
 /// Rows `rows` of partition `partition` of a snapshot: all of them, or only `picks`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -266,13 +269,105 @@ pub fn split_frames(frames: Vec<Frame>, frame_rows: u64) -> Vec<Frame> {
     out
 }
 
-/// The physical scan of a Sundial table.
+/// What a scan reads: kept with the scan so that a reused plan reads the newest snapshot, with
+/// the values of its run in place of the filters' placeholders (see `reuse`).
 #[derive(Debug)]
-pub struct SundialScanExec {
+pub(crate) struct ScanSource {
+    pub table: Arc<Table>,
+    /// The metadata planned against, which decided the filters the scan applies.
+    pub planned: Arc<TableMeta>,
+    pub indexes: Arc<KeyIndexes>,
+    /// The filters pushed into the scan, as planned: with placeholders in a reused plan.
+    pub filters: Vec<Expr>,
+    pub target_partitions: usize,
+    pub session_batch_rows: usize,
+    /// Planned for reuse: row counts are estimates, since later runs read other rows.
+    pub reused: bool,
+}
+
+/// The rows one run of a scan reads.
+#[derive(Debug, Clone)]
+pub(crate) struct ScanData {
     snapshot: Arc<Snapshot>,
+    frames: Arc<Vec<Frame>>,
+}
+
+impl ScanSource {
+    fn timestamp_name(&self) -> Option<&str> {
+        self.planned.timestamp_column().map(|c| c.name.as_str())
+    }
+
+    /// Whether the scan applies `filter` in full (bounds on the designated timestamp, or
+    /// symbols of an indexed column). Others must be applied above it.
+    pub(crate) fn applies(&self, filter: &Expr) -> bool {
+        let time = self
+            .timestamp_name()
+            .is_some_and(|ts| is_time_filter(filter, ts));
+        time || symbol_filter(filter, &self.planned).is_some()
+    }
+
+    /// The filters with `values` in place of their placeholders (`values[0]` is `$1`); `None`
+    /// if a filter with a placeholder is then not one the scan applies (a NULL bounds
+    /// nothing), since a plan that pushed it into the scan cannot take such values.
+    pub(crate) fn bound_filters(&self, values: &[ScalarValue]) -> DfResult<Option<Vec<Expr>>> {
+        let mut bound = Vec::with_capacity(self.filters.len());
+        for filter in &self.filters {
+            let with_values = crate::reuse::with_values(filter, values)?;
+            if with_values.transformed && !self.applies(&with_values.data) {
+                return Ok(None);
+            }
+            bound.push(with_values.data);
+        }
+        Ok(Some(bound))
+    }
+
+    /// The rows of the newest snapshot that `filters` (bound) select, in frames.
+    pub(crate) fn read(&self, filters: &[Expr]) -> DfResult<ScanData> {
+        let snapshot = newest_snapshot(&self.table, &self.planned)?;
+        let bounds = match self.timestamp_name() {
+            Some(ts) => time_bounds(filters, ts),
+            None => TimeBounds::default(),
+        };
+        let mut frames = ranges(&snapshot, bounds).map_err(external)?;
+        let symbol_filters = symbol_filters(filters, &self.planned);
+        if !symbol_filters.is_empty() {
+            frames = pick_rows(
+                &self.indexes,
+                &self.table,
+                &snapshot,
+                &symbol_filters,
+                frames,
+            )?;
+        }
+        let total: u64 = frames.iter().map(Frame::len).sum();
+        let frame_rows = frame_rows(total, self.target_partitions, self.session_batch_rows);
+        Ok(ScanData {
+            snapshot,
+            frames: Arc::new(split_frames(frames, frame_rows)),
+        })
+    }
+}
+
+/// Rows per scan frame: a whole number of batches, about a quarter of each core's share so
+/// that cores finishing early take more, and at most 16 batches.
+fn frame_rows(total_rows: u64, target_partitions: usize, session_batch_rows: usize) -> u64 {
+    let batch_rows = scan_batch_rows(session_batch_rows);
+    let wanted = total_rows / (target_partitions.max(1) as u64 * 4);
+    wanted.div_ceil(batch_rows).clamp(1, 16) * batch_rows
+}
+
+/// Rows past which a reused plan that scans in one partition is not used for a run that
+/// could scan in several: a fresh plan costs well under a millisecond, such a scan more.
+const REUSED_SERIAL_SCAN_ROWS_MAX: u64 = 1 << 17;
+
+/// The physical scan of a Sundial table.
+#[derive(Debug, Clone)]
+pub struct SundialScanExec {
+    source: Arc<ScanSource>,
+    /// What this run reads; `None` in a plan kept for reuse, which is bound before each run.
+    data: Option<ScanData>,
     projection: Vec<usize>,
     schema: SchemaRef,
-    frames: Arc<Vec<Frame>>,
     limit: Option<usize>,
     partitions: usize,
     /// Newest rows first: frames and the rows in each in descending timestamp order.
@@ -281,31 +376,36 @@ pub struct SundialScanExec {
 }
 
 impl SundialScanExec {
-    pub fn new(
-        snapshot: Arc<Snapshot>,
+    pub(crate) fn new(
+        source: Arc<ScanSource>,
+        data: ScanData,
         projection: Vec<usize>,
         schema: SchemaRef,
-        frames: Vec<Frame>,
         limit: Option<usize>,
-        target_partitions: usize,
     ) -> Self {
-        let partitions = target_partitions.clamp(1, frames.len().max(1));
+        let partitions = source.target_partitions.clamp(1, data.frames.len().max(1));
         SundialScanExec::build(
-            snapshot, projection, schema, frames, limit, partitions, false,
+            source,
+            Some(data),
+            projection,
+            schema,
+            limit,
+            partitions,
+            false,
         )
     }
 
     fn build(
-        snapshot: Arc<Snapshot>,
+        source: Arc<ScanSource>,
+        data: Option<ScanData>,
         projection: Vec<usize>,
         schema: SchemaRef,
-        frames: Vec<Frame>,
         limit: Option<usize>,
         partitions: usize,
         reverse: bool,
     ) -> Self {
         let mut equivalences = EquivalenceProperties::new(schema.clone());
-        if let Some(ordering) = timestamp_ordering(&snapshot, &projection, &schema, reverse) {
+        if let Some(ordering) = timestamp_ordering(&source.planned, &projection, &schema, reverse) {
             equivalences.add_ordering(ordering);
         }
         let properties = Arc::new(PlanProperties::new(
@@ -315,10 +415,10 @@ impl SundialScanExec {
             Boundedness::Bounded,
         ));
         SundialScanExec {
-            snapshot,
+            source,
+            data,
             projection,
             schema,
-            frames: Arc::new(frames),
             limit,
             partitions,
             reverse,
@@ -326,13 +426,57 @@ impl SundialScanExec {
         }
     }
 
-    /// The designated timestamp's position in the scan's output, if projected.
-    fn timestamp_output(&self) -> Option<usize> {
-        timestamp_position(&self.snapshot, &self.projection)
+    /// The same scan with another limit or order (keeps the rows it reads).
+    fn rebuilt(&self, limit: Option<usize>, partitions: usize, reverse: bool) -> Self {
+        SundialScanExec::build(
+            self.source.clone(),
+            self.data.clone(),
+            self.projection.clone(),
+            self.schema.clone(),
+            limit,
+            partitions,
+            reverse,
+        )
     }
 
+    /// This scan reading the newest rows with `values` for its placeholders, or, with no
+    /// values, holding no rows (as a kept plan does). `None` if the plan does not suit
+    /// these values: a filter it applies would not be applied, or the run would scan many
+    /// rows in the one partition planned for a few.
+    pub(crate) fn bound(&self, values: Option<&[ScalarValue]>) -> DfResult<Option<Self>> {
+        let data = match values {
+            None => None,
+            Some(values) => {
+                let Some(filters) = self.source.bound_filters(values)? else {
+                    return Ok(None);
+                };
+                let data = self.source.read(&filters)?;
+                let rows: u64 = data.frames.iter().map(Frame::len).sum();
+                if self.partitions < self.source.target_partitions
+                    && !self.reverse
+                    && self.limit.is_none()
+                    && rows > REUSED_SERIAL_SCAN_ROWS_MAX
+                {
+                    return Ok(None);
+                }
+                Some(data)
+            }
+        };
+        // Same partitioning and order: the plan above keeps its properties.
+        Ok(Some(SundialScanExec {
+            data,
+            ..self.clone()
+        }))
+    }
+
+    /// The designated timestamp's position in the scan's output, if projected.
+    fn timestamp_output(&self) -> Option<usize> {
+        timestamp_position(&self.source.planned, &self.projection)
+    }
+
+    /// The frames this run reads (none in a plan kept unbound).
     pub fn frames(&self) -> &[Frame] {
-        &self.frames
+        self.data.as_ref().map_or(&[], |d| d.frames.as_slice())
     }
 }
 
@@ -340,12 +484,12 @@ impl SundialScanExec {
 /// designated timestamp (partitions by range, rows within one by the merge on commit), so
 /// every output partition is sorted by it: ascending, or descending when reversed.
 fn timestamp_ordering(
-    snapshot: &Snapshot,
+    meta: &TableMeta,
     projection: &[usize],
     schema: &SchemaRef,
     reverse: bool,
 ) -> Option<Vec<PhysicalSortExpr>> {
-    let at = timestamp_position(snapshot, projection)?;
+    let at = timestamp_position(meta, projection)?;
     let column = Column::new(schema.field(at).name(), at);
     let options = SortOptions {
         descending: reverse,
@@ -368,8 +512,8 @@ pub(crate) fn visit_each<'a>(
 }
 
 /// The designated timestamp's position among the projected columns, if projected.
-fn timestamp_position(snapshot: &Snapshot, projection: &[usize]) -> Option<usize> {
-    let ts = snapshot.meta().timestamp_index?;
+fn timestamp_position(meta: &TableMeta, projection: &[usize]) -> Option<usize> {
+    let ts = meta.timestamp_index?;
     projection.iter().position(|&c| c == ts)
 }
 
@@ -397,12 +541,13 @@ fn pieces(frame: Frame, batch_rows: u64, reverse: bool) -> impl Iterator<Item = 
 
 impl DisplayAs for SundialScanExec {
     fn fmt_as(&self, _t: DisplayFormatType, f: &mut fmt::Formatter) -> fmt::Result {
-        let rows: u64 = self.frames.iter().map(Frame::len).sum();
+        let frames = self.frames();
+        let rows: u64 = frames.iter().map(Frame::len).sum();
         write!(
             f,
             "SundialScanExec: table={}, frames={}, rows={rows}, projection={:?}",
-            self.snapshot.meta().name,
-            self.frames.len(),
+            self.source.planned.name,
+            frames.len(),
             self.projection
         )?;
         if let Some(limit) = self.limit {
@@ -411,7 +556,7 @@ impl DisplayAs for SundialScanExec {
         if self.reverse {
             write!(f, ", reverse")?;
         }
-        if self.frames.iter().any(|fr| fr.picks.is_some()) {
+        if frames.iter().any(|fr| fr.picks.is_some()) {
             write!(f, ", indexed")?;
         }
         Ok(())
@@ -450,15 +595,16 @@ impl ExecutionPlan for SundialScanExec {
 
     /// The scan knows how many rows it returns: each partition its frames' rows, at most its
     /// limit. Small scans so get plans without repartitioning, and `count(*)` of a whole
-    /// table is answered from them.
+    /// table is answered from them. In a plan planned for reuse the counts are estimates:
+    /// its later runs read other rows.
     fn statistics_from_inputs(
         &self,
         _input_stats: &[Arc<Statistics>],
         args: &StatisticsArgs,
     ) -> DfResult<Arc<Statistics>> {
+        let frames = self.frames();
         let partition_rows = |partition: usize| {
-            let rows: u64 = self
-                .frames
+            let rows: u64 = frames
                 .iter()
                 .skip(partition)
                 .step_by(self.partitions.max(1))
@@ -471,7 +617,12 @@ impl ExecutionPlan for SundialScanExec {
             None => (0..self.partitions).map(partition_rows).sum(),
         };
         let mut statistics = Statistics::new_unknown(&self.schema);
-        statistics.num_rows = Precision::Exact(usize::try_from(rows).unwrap_or(usize::MAX));
+        let rows = usize::try_from(rows).unwrap_or(usize::MAX);
+        statistics.num_rows = if self.source.reused {
+            Precision::Inexact(rows)
+        } else {
+            Precision::Exact(rows)
+        };
         Ok(Arc::new(statistics))
     }
 
@@ -495,15 +646,7 @@ impl ExecutionPlan for SundialScanExec {
         }
         let reverse = first.options.descending;
         let partitions = if reverse { 1 } else { self.partitions };
-        let exec = SundialScanExec::build(
-            self.snapshot.clone(),
-            self.projection.clone(),
-            self.schema.clone(),
-            self.frames.as_ref().clone(),
-            None,
-            partitions,
-            reverse,
-        );
+        let exec = self.rebuilt(None, partitions, reverse);
         if partitions > 1 || order.len() > 1 {
             return Ok(SortOrderPushdownResult::Inexact {
                 inner: Arc::new(exec),
@@ -515,15 +658,7 @@ impl ExecutionPlan for SundialScanExec {
     }
 
     fn with_fetch(&self, limit: Option<usize>) -> Option<Arc<dyn ExecutionPlan>> {
-        Some(Arc::new(SundialScanExec::build(
-            self.snapshot.clone(),
-            self.projection.clone(),
-            self.schema.clone(),
-            self.frames.as_ref().clone(),
-            limit,
-            self.partitions,
-            self.reverse,
-        )))
+        Some(Arc::new(self.rebuilt(limit, self.partitions, self.reverse)))
     }
 
     fn fetch(&self) -> Option<usize> {
@@ -535,9 +670,14 @@ impl ExecutionPlan for SundialScanExec {
         partition: usize,
         context: Arc<TaskContext>,
     ) -> DfResult<SendableRecordBatchStream> {
+        let Some(data) = &self.data else {
+            return Err(DataFusionError::Internal(
+                "a scan kept for reuse ran without being bound".into(),
+            ));
+        };
         let batch_rows = scan_batch_rows(context.session_config().batch_size());
         let reverse = self.reverse;
-        let mut mine: Vec<Frame> = self
+        let mut mine: Vec<Frame> = data
             .frames
             .iter()
             .enumerate()
@@ -547,7 +687,7 @@ impl ExecutionPlan for SundialScanExec {
         if reverse {
             mine.reverse();
         }
-        let snapshot = self.snapshot.clone();
+        let snapshot = data.snapshot.clone();
         let projection = self.projection.clone();
         let mut remaining = self.limit.map_or(u64::MAX, |l| l as u64);
         let batches = mine

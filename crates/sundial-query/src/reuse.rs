@@ -1,0 +1,222 @@
+//! Physical plans kept for reuse: a prepared or shared plan (see `plan_cache`) is planned into
+//! a physical plan once, and each run binds that plan to its values and the newest rows
+//! instead of running DataFusion's physical planner and optimizer again.
+//!
+//! ```text
+//! first run:  logical plan with $1.. ──▶ physical planner, this run's values in scope
+//!               ──▶ physical plan ──▶ runs
+//!                        └── unbound (scans drop their rows) ──▶ kept
+//! later runs: kept ──bind(values)──▶ scans: newest snapshot, filters with the values
+//!                                    other nodes: fresh state (metrics, dynamic filters)
+//!                  ──▶ runs
+//! ```
+//!
+//! A plan is kept only if it can be bound: the planner placed every placeholder in a scan's
+//! filters (a placeholder anywhere else fails to plan), and every leaf reads the newest rows
+//! at each run (a Sundial scan, a LATEST search) or is constant. Scans planned for reuse
+//! report estimated row counts, so no optimizer rule turns a count into a constant. A run
+//! whose values do not suit the kept plan (see [`SundialScanExec::bound`]) is planned afresh.
+
+use std::sync::Arc;
+
+use datafusion::common::tree_node::{Transformed, TreeNode};
+use datafusion::common::{DataFusionError, Result as DfResult, ScalarValue};
+use datafusion::logical_expr::Expr;
+use datafusion::physical_plan::ExecutionPlan;
+use datafusion::physical_plan::empty::EmptyExec;
+use datafusion::physical_plan::execution_plan::{ChildrenPropertiesMode, ReplaceChildrenOptions};
+use datafusion::physical_plan::placeholder_row::PlaceholderRowExec;
+
+use crate::engine::placeholder_index;
+use crate::latest::LatestExec;
+use crate::scan::SundialScanExec;
+
+tokio::task_local! {
+    /// The values of the run whose plan is being planned for reuse.
+    static PLANNING_VALUES: Arc<[ScalarValue]>;
+}
+
+/// While a plan is planned for reuse, the values of the run it is planned for.
+pub(crate) fn planning_values() -> Option<Arc<[ScalarValue]>> {
+    PLANNING_VALUES.try_with(Arc::clone).ok()
+}
+
+/// Runs `planning` (the physical planner) as planning for reuse with `values`.
+pub(crate) async fn plan_for_reuse<F: Future>(values: &[ScalarValue], planning: F) -> F::Output {
+    PLANNING_VALUES.scope(values.into(), planning).await
+}
+
+/// `filter` with `values` in place of its placeholders (`values[0]` is `$1`), each cast to
+/// its placeholder's type.
+pub(crate) fn with_values(filter: &Expr, values: &[ScalarValue]) -> DfResult<Transformed<Expr>> {
+    filter.clone().transform(|e| {
+        let Expr::Placeholder(p) = &e else {
+            return Ok(Transformed::no(e));
+        };
+        let value = placeholder_index(&p.id)
+            .and_then(|i| values.get(i))
+            .ok_or_else(|| DataFusionError::Plan(format!("no value for parameter {}", p.id)))?;
+        let value = match &p.field {
+            Some(field) if field.data_type() != &value.data_type() => {
+                value.cast_to(field.data_type())?
+            }
+            _ => value.clone(),
+        };
+        Ok(Transformed::yes(Expr::Literal(value, None)))
+    })
+}
+
+/// Whether `plan` can be kept and bound for each run (see the module docs).
+pub(crate) fn is_reusable(plan: &Arc<dyn ExecutionPlan>) -> bool {
+    let children = plan.children();
+    if !children.is_empty() {
+        return children.into_iter().all(is_reusable);
+    }
+    plan.downcast_ref::<SundialScanExec>().is_some()
+        || plan.downcast_ref::<LatestExec>().is_some()
+        || plan.downcast_ref::<EmptyExec>().is_some()
+        || plan.downcast_ref::<PlaceholderRowExec>().is_some()
+}
+
+/// `plan` ready for a run with `values`, or with none, unbound for keeping (its scans hold
+/// no rows). `None` if the values do not suit the plan: the run must be planned afresh.
+///
+/// Nodes keep their properties: a bound scan has its kept scan's partitioning and order.
+pub(crate) fn bind(
+    plan: &Arc<dyn ExecutionPlan>,
+    values: Option<&[ScalarValue]>,
+) -> DfResult<Option<Arc<dyn ExecutionPlan>>> {
+    if let Some(scan) = plan.downcast_ref::<SundialScanExec>() {
+        return Ok(scan
+            .bound(values)?
+            .map(|s| Arc::new(s) as Arc<dyn ExecutionPlan>));
+    }
+    let children = plan.children();
+    let node = if children.is_empty() {
+        plan.clone()
+    } else {
+        let mut bound = Vec::with_capacity(children.len());
+        for child in children {
+            let Some(child) = bind(child, values)? else {
+                return Ok(None);
+            };
+            bound.push(child);
+        }
+        plan.clone().replace_children(
+            bound,
+            ReplaceChildrenOptions::new(ChildrenPropertiesMode::Keep),
+        )?
+    };
+    // Fresh metrics and dynamic filters: a run must not see another run's state.
+    Ok(Some(node.reset_state()?))
+}
+
+#[cfg(test)]
+mod tests {
+    use datafusion::arrow::util::pretty::pretty_format_batches;
+
+    use super::*;
+    use crate::Engine;
+
+    async fn rows(engine: &Engine, sql: &str, params: Vec<ScalarValue>) -> String {
+        let prepared = engine.prepare(sql).await.expect(sql);
+        run(engine, &prepared, params).await
+    }
+
+    async fn run(engine: &Engine, prepared: &crate::Prepared, params: Vec<ScalarValue>) -> String {
+        let output = engine.run_prepared(prepared, params).await.expect("run");
+        let collected = crate::collect(output).await.expect("collect");
+        pretty_format_batches(&collected.batches)
+            .expect("format")
+            .to_string()
+    }
+
+    /// How the statement's physical plan is kept: `untried`, `kept` or `never`.
+    async fn kept(engine: &Engine, sql: &str) -> String {
+        let prepared = format!("{:?}", engine.prepare(sql).await.expect(sql));
+        let at = prepared.find("KeptPhysical(").expect("kept state") + "KeptPhysical(".len();
+        prepared[at..].split(')').next().expect("state").to_string()
+    }
+
+    async fn engines() -> [(Engine, tempfile::TempDir); 2] {
+        let fresh = crate::scan::tests::engine();
+        let mut planned_each_time = crate::scan::tests::engine();
+        planned_each_time.0.set_plan_cache_entries_max(0);
+        for (engine, _) in [&fresh, &planned_each_time] {
+            for sql in [
+                "CREATE TABLE t (ts TIMESTAMP, k SYMBOL, v DOUBLE), INDEX(k) TIMESTAMP(ts) \
+                 PARTITION BY HOUR",
+                "INSERT INTO t SELECT to_timestamp_seconds(1451606400 + value * 5), \
+                 'k' || (value % 4), value FROM generate_series(0, 2999)",
+            ] {
+                rows(engine, sql, vec![]).await;
+            }
+        }
+        [fresh, planned_each_time]
+    }
+
+    /// Runs of one shape bind the plan its first run kept, and answer as plans made for
+    /// their own values do, rows committed since included.
+    #[tokio::test]
+    async fn kept_plans_answer_each_run() {
+        let [(engine, _a), (reference, _b)] = engines().await;
+        let shape = |k: u32, from: u32, to: u32| {
+            format!(
+                "SELECT ts, max(v), count(*) FROM t WHERE k IN ('k{k}') AND \
+                 ts >= '2016-01-01T0{from}:00:00Z' AND ts < '2016-01-01T0{to}:00:00Z' \
+                 SAMPLE BY 20m"
+            )
+        };
+        let count = "SELECT count(*) FROM t";
+        let runs = [
+            shape(1, 0, 1),
+            shape(2, 1, 4),
+            shape(3, 3, 5),
+            shape(0, 2, 3),
+        ];
+        for sql in runs.iter().chain([&count.to_string()]) {
+            assert_eq!(
+                rows(&engine, sql, vec![]).await,
+                rows(&reference, sql, vec![]).await,
+                "{sql}"
+            );
+        }
+        assert_eq!(kept(&engine, &runs[0]).await, "kept");
+        assert_eq!(kept(&engine, count).await, "kept");
+        let insert = "INSERT INTO t SELECT to_timestamp_seconds(1451606400 + value * 5 + 2), \
+                      'k1', value FROM generate_series(0, 99)";
+        rows(&engine, insert, vec![]).await;
+        rows(&reference, insert, vec![]).await;
+        // A count kept as a constant, or a scan of the old snapshot, would miss these.
+        for sql in [&runs[0], &count.to_string()] {
+            assert_eq!(
+                rows(&engine, sql, vec![]).await,
+                rows(&reference, sql, vec![]).await,
+                "{sql}"
+            );
+        }
+        assert!(rows(&engine, count, vec![]).await.contains("| 3100 "));
+    }
+
+    /// A parameter whose value the scan cannot apply (NULL) is planned afresh; a filter with a
+    /// parameter the scan does not take is never kept.
+    #[tokio::test]
+    async fn values_the_kept_plan_cannot_take_are_planned_afresh() {
+        let [(engine, _a), (reference, _b)] = engines().await;
+        let sql = "SELECT count(*) FROM t WHERE ts >= $1";
+        let prepared = engine.prepare(sql).await.expect(sql);
+        let at = |v: Option<i64>| vec![ScalarValue::TimestampNanosecond(v, None)];
+        for value in [Some(1_451_610_000_000_000_000), None, Some(0)] {
+            assert_eq!(
+                run(&engine, &prepared, at(value)).await,
+                rows(&reference, sql, at(value)).await,
+                "{value:?}"
+            );
+        }
+        assert!(format!("{prepared:?}").contains("KeptPhysical(kept)"));
+        assert!(run(&engine, &prepared, at(None)).await.contains("| 0 "));
+        let residual = "SELECT count(*) FROM t WHERE v > 10.5";
+        rows(&engine, residual, vec![]).await;
+        assert_eq!(kept(&engine, residual).await, "never");
+    }
+}
