@@ -148,6 +148,17 @@ pub fn split_statements(sql: &str) -> Result<Vec<Statement>> {
     Ok(out)
 }
 
+/// Whether `sql` plainly starts with SELECT or WITH, as none of Sundial's own statements
+/// does: queries need no tokenizing here.
+fn is_query(sql: &str) -> bool {
+    let start = sql.trim_start();
+    let word_end = start
+        .find(|c: char| !c.is_ascii_alphabetic())
+        .unwrap_or(start.len());
+    let word = &start[..word_end];
+    word.eq_ignore_ascii_case("SELECT") || word.eq_ignore_ascii_case("WITH")
+}
+
 struct Parser<'a> {
     sql: &'a str,
     tokens: Vec<TokenWithSpan>,
@@ -156,6 +167,9 @@ struct Parser<'a> {
 
 /// Parses one statement into a [`Command`].
 pub fn parse(sql: &str) -> Result<Command> {
+    if is_query(sql) {
+        return Ok(Command::Sql);
+    }
     let tokens = tokenize(sql)?
         .into_iter()
         .filter(|t| !matches!(t.token, Token::Whitespace(_) | Token::EOF))
@@ -655,6 +669,21 @@ mod tests {
             ["select 1", "insert into t values ('a;b')", "select 2"]
         );
         assert_eq!(s[2].line, 3);
+    }
+
+    #[test]
+    fn queries_are_recognised_without_tokenizing() {
+        for sql in [
+            "select 1",
+            "\n  WITH a AS (SELECT 1) SELECT * FROM a",
+            "Select(1)",
+        ] {
+            assert!(is_query(sql), "{sql}");
+            assert_eq!(parse(sql).unwrap(), Command::Sql);
+        }
+        for sql in ["SELECTED", "-- c\nSELECT 1", "SHOW TABLES", "selec t"] {
+            assert!(!is_query(sql), "{sql}");
+        }
     }
 
     #[test]
