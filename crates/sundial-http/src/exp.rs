@@ -123,7 +123,7 @@ struct CsvAnswer {
 }
 
 impl Encoder for CsvAnswer {
-    fn head(&mut self, schema: &SchemaRef, out: &mut Vec<u8>) {
+    fn head(&mut self, schema: &SchemaRef, _timestamp: Option<&str>, out: &mut Vec<u8>) {
         self.bare = bare_strings(schema);
         if self.header {
             write_header(out, schema, self.delimiter);

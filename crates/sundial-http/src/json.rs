@@ -6,7 +6,10 @@
 
 use std::io::Write;
 
-use arrow::array::{Array, AsArray};
+use arrow::array::{
+    Array, AsArray, Float64Array, Int32Array, Int64Array, RecordBatch, StringArray,
+    TimestampNanosecondArray,
+};
 use arrow::datatypes::{
     DataType, Date32Type, Date64Type, Float32Type, Float64Type, Int8Type, Int16Type, Int32Type,
     Int64Type, Schema, TimeUnit, TimestampMicrosecondType, TimestampMillisecondType,
@@ -232,6 +235,123 @@ pub(crate) fn write_present_value(
     }
 }
 
+/// The columns of one batch with their JSON writer chosen once, not per value. SYMBOL
+/// (dictionary) columns write each distinct value's escaped text once and copy it after.
+pub(crate) struct JsonColumns<'a> {
+    columns: Vec<JsonColumn<'a>>,
+    /// Escaped JSON texts of dictionary values met so far, for every dictionary column.
+    texts: Vec<u8>,
+}
+
+enum JsonColumn<'a> {
+    Float64(&'a Float64Array),
+    Int64(&'a Int64Array),
+    Int32(&'a Int32Array),
+    TimestampNanos(&'a TimestampNanosecondArray),
+    Utf8(&'a StringArray),
+    /// Keys into `values`; `memo[key]` is the range of `texts` holding that value's JSON.
+    Symbols {
+        keys: &'a Int32Array,
+        values: &'a StringArray,
+        memo: Vec<Option<(usize, usize)>>,
+    },
+    Other(&'a dyn Array),
+}
+
+/// Dictionaries with more values than this (and than the batch's rows) are written value by
+/// value: remembering their texts would cost more than it saves.
+const MEMO_VALUES_MAX: usize = 4096;
+
+impl<'a> JsonColumns<'a> {
+    pub(crate) fn new(batch: &'a RecordBatch) -> Self {
+        let rows = batch.num_rows();
+        let columns = batch
+            .columns()
+            .iter()
+            .map(|c| JsonColumn::of(c.as_ref(), rows))
+            .collect();
+        JsonColumns {
+            columns,
+            texts: Vec::new(),
+        }
+    }
+
+    /// Row `row` as a JSON array.
+    pub(crate) fn write_row(&mut self, out: &mut Vec<u8>, row: usize) {
+        out.push(b'[');
+        for (i, column) in self.columns.iter_mut().enumerate() {
+            if i > 0 {
+                out.push(b',');
+            }
+            column.write(out, row, &mut self.texts);
+        }
+        out.push(b']');
+    }
+}
+
+impl<'a> JsonColumn<'a> {
+    fn of(array: &'a dyn Array, rows: usize) -> Self {
+        match array.data_type() {
+            DataType::Float64 => JsonColumn::Float64(array.as_primitive()),
+            DataType::Int64 => JsonColumn::Int64(array.as_primitive()),
+            DataType::Int32 => JsonColumn::Int32(array.as_primitive()),
+            DataType::Timestamp(TimeUnit::Nanosecond, _) => {
+                JsonColumn::TimestampNanos(array.as_primitive())
+            }
+            DataType::Utf8 => JsonColumn::Utf8(array.as_string()),
+            DataType::Dictionary(key, value)
+                if **key == DataType::Int32 && **value == DataType::Utf8 =>
+            {
+                let dict = array.as_dictionary::<Int32Type>();
+                let values = dict.values().as_string::<i32>();
+                if values.len() > MEMO_VALUES_MAX.max(rows) {
+                    return JsonColumn::Other(array);
+                }
+                JsonColumn::Symbols {
+                    keys: dict.keys(),
+                    values,
+                    memo: vec![None; values.len()],
+                }
+            }
+            _ => JsonColumn::Other(array),
+        }
+    }
+
+    fn write(&mut self, out: &mut Vec<u8>, row: usize, texts: &mut Vec<u8>) {
+        match self {
+            JsonColumn::Float64(a) => match a.is_valid(row).then(|| a.value(row)) {
+                Some(v) if v.is_finite() => push_f64(out, v),
+                _ => out.extend_from_slice(b"null"),
+            },
+            JsonColumn::Int64(a) if a.is_valid(row) => push_int(out, a.value(row)),
+            JsonColumn::Int32(a) if a.is_valid(row) => push_int(out, a.value(row)),
+            JsonColumn::TimestampNanos(a) if a.is_valid(row) => {
+                out.push(b'"');
+                push_iso_timestamp(out, a.value(row));
+                out.push(b'"');
+            }
+            JsonColumn::Utf8(a) if a.is_valid(row) => write_json_string(out, a.value(row)),
+            JsonColumn::Symbols { keys, values, memo } if keys.is_valid(row) => {
+                let Some(key) = usize::try_from(keys.value(row))
+                    .ok()
+                    .filter(|&k| k < values.len() && values.is_valid(k))
+                else {
+                    out.extend_from_slice(b"null");
+                    return;
+                };
+                let (start, end) = *memo[key].get_or_insert_with(|| {
+                    let start = texts.len();
+                    write_json_string(texts, values.value(key));
+                    (start, texts.len())
+                });
+                out.extend_from_slice(&texts[start..end]);
+            }
+            JsonColumn::Other(a) => write_json_value(out, *a, row),
+            _ => out.extend_from_slice(b"null"),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -247,6 +367,99 @@ mod tests {
                 String::from_utf8(out).unwrap()
             })
             .collect()
+    }
+
+    /// Writers chosen per column write what the writer per value does.
+    #[test]
+    fn column_writers_match_value_writers() {
+        use arrow::array::{
+            BooleanArray, DictionaryArray, Int32Array, Int64Array, TimestampMicrosecondArray,
+        };
+        use arrow::datatypes::Int32Type;
+        let symbols: DictionaryArray<Int32Type> =
+            vec![Some("a\"b"), None, Some("c"), Some("a\"b"), Some("é"), None]
+                .into_iter()
+                .collect();
+        let columns: Vec<ArrayRef> = vec![
+            Arc::new(Float64Array::from(vec![
+                Some(1.5),
+                None,
+                Some(f64::INFINITY),
+                Some(-0.0),
+                Some(1e300),
+                Some(f64::NAN),
+            ])),
+            Arc::new(Int64Array::from(vec![
+                Some(i64::MIN),
+                None,
+                Some(0),
+                Some(7),
+                None,
+                Some(1),
+            ])),
+            Arc::new(Int32Array::from(vec![
+                None,
+                Some(-3),
+                Some(0),
+                Some(i32::MAX),
+                None,
+                Some(2),
+            ])),
+            Arc::new(TimestampNanosecondArray::from(vec![
+                Some(1_451_606_400_000_000_001),
+                None,
+                Some(0),
+                Some(-1),
+                Some(1),
+                Some(2),
+            ])),
+            Arc::new(TimestampMicrosecondArray::from(vec![
+                Some(1),
+                None,
+                Some(2),
+                None,
+                Some(3),
+                Some(4),
+            ])),
+            Arc::new(StringArray::from(vec![
+                Some("x\n"),
+                None,
+                Some(""),
+                Some("y"),
+                None,
+                Some("z"),
+            ])),
+            Arc::new(symbols),
+            Arc::new(BooleanArray::from(vec![
+                Some(true),
+                None,
+                Some(false),
+                None,
+                Some(true),
+                Some(false),
+            ])),
+        ];
+        let batch = RecordBatch::try_from_iter(
+            columns
+                .iter()
+                .enumerate()
+                .map(|(i, c)| (format!("c{i}"), c.clone())),
+        )
+        .unwrap();
+        let mut writers = JsonColumns::new(&batch);
+        for row in 0..batch.num_rows() {
+            let mut by_column = Vec::new();
+            writers.write_row(&mut by_column, row);
+            let by_value: Vec<String> = columns
+                .iter()
+                .map(|c| json(c.clone())[row].clone())
+                .collect();
+            assert_eq!(
+                String::from_utf8(by_column).unwrap(),
+                format!("[{}]", by_value.join(",")),
+                "row {row}"
+            );
+        }
     }
 
     #[test]

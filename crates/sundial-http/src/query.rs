@@ -111,8 +111,9 @@ pub(crate) struct Tail {
 
 /// Turns a result into the bytes of an answer.
 pub(crate) trait Encoder: Send + 'static {
-    /// The start of the answer, before any row.
-    fn head(&mut self, schema: &SchemaRef, out: &mut Vec<u8>);
+    /// The start of the answer, before any row. `timestamp` names the result's designated
+    /// timestamp column, if it has one.
+    fn head(&mut self, schema: &SchemaRef, timestamp: Option<&str>, out: &mut Vec<u8>);
     /// Rows `rows` of `batch`.
     fn rows(&mut self, batch: &RecordBatch, rows: Range<usize>, out: &mut Vec<u8>);
     /// The end of the answer. `failure` is an error after rows were already sent; returns
@@ -280,12 +281,18 @@ impl Running {
 
 /// Prepares and runs the statement; with `select_only`, one that returns no rows is refused
 /// before it runs.
-async fn run(engine: &Engine, sql: &str, select_only: bool) -> Result<Output, Error> {
+/// The statement's output, and its designated timestamp column if it has one.
+async fn run(
+    engine: &Engine,
+    sql: &str,
+    select_only: bool,
+) -> Result<(Output, Option<String>), Error> {
     let prepared = engine.prepare(sql).await?;
     if select_only && prepared.schema.is_none() {
         return Err(Error::NotSelect);
     }
-    Ok(engine.run_prepared(&prepared, Vec::new()).await?)
+    let output = engine.run_prepared(&prepared, Vec::new()).await?;
+    Ok((output, prepared.designated_timestamp))
 }
 
 /// Sends within the deadline; `false` if the receiver is gone or the deadline passed.
@@ -323,20 +330,20 @@ async fn produce<E: Encoder>(
         None => run(&engine, &request.sql, request.select_only).await,
     };
     let compiler_ns = nanos_since(compile);
-    let mut stream = match output {
+    let (mut stream, timestamp) = match output {
         Err(e) => {
             let _ = tx.send(Msg::Failed(e)).await;
             return;
         }
-        Ok(Output::Done { tag, .. }) => {
+        Ok((Output::Done { tag, .. }, _)) => {
             let _ = tx.send(Msg::Done(tag)).await;
             return;
         }
-        Ok(Output::Rows(stream)) => stream,
+        Ok((Output::Rows(stream), timestamp)) => (stream, timestamp),
     };
     let range = request.range;
     let mut out = Vec::with_capacity(CHUNK_START_BYTES);
-    encoder.head(&stream.schema(), &mut out);
+    encoder.head(&stream.schema(), timestamp.as_deref(), &mut out);
     let mut sent_any = false;
     let mut row = 0u64;
     let mut sent = 0u64;

@@ -30,6 +30,7 @@ use crate::lookup::PointLookup;
 use crate::plan_cache::{self, PlanCache, PlannedTables, Shape};
 use crate::provider::{InsertPath, SundialSchema};
 use crate::questdb;
+use crate::result_timestamp;
 use crate::reuse;
 
 /// Catalog and schema names under which Sundial tables appear.
@@ -77,6 +78,17 @@ pub struct Prepared {
     /// The physical plan runs of an optimized plan bind (see `reuse`), shared by the
     /// statements sharing the plan.
     physical: Arc<KeptPhysical>,
+    /// The result column that is the designated timestamp of the table a plain SELECT reads
+    /// (see `result_timestamp`).
+    pub designated_timestamp: Option<String>,
+}
+
+/// A statement parsed and rewritten (see [`Engine::parse_sql`]).
+struct Parsed {
+    statement: DFStatement,
+    /// Parameters in the SQL text.
+    parameters: usize,
+    designated_timestamp: Option<String>,
 }
 
 /// A physical plan kept for reuse, once the first run has tried to plan one.
@@ -621,22 +633,37 @@ impl Engine {
             schema,
             literals: Vec::new(),
             physical: Default::default(),
+            designated_timestamp: None,
         })
     }
 
     /// Prepares a statement DataFusion plans: a query without parameters of its own takes
     /// the plan its shape shares where it can (see `plan_cache`).
     async fn prepare_sql(&self, sql: &str) -> Result<Prepared> {
-        let (statement, parameters) = self.parse_sql(sql)?;
-        if parameters == 0
+        let Parsed {
+            statement,
+            parameters,
+            designated_timestamp,
+        } = self.parse_sql(sql)?;
+        let shared = if parameters == 0
             && self.plans.is_enabled()
             && let Some(shape) = Shape::of(&statement)
-            && let Some(prepared) = self.prepare_shared(shape).await
         {
-            return Ok(prepared);
-        }
-        let plan = self.plan_statement(statement).await?;
-        self.prepare_plan(plan, parameters)
+            self.prepare_shared(shape).await
+        } else {
+            None
+        };
+        let prepared = match shared {
+            Some(prepared) => prepared,
+            None => {
+                let plan = self.plan_statement(statement).await?;
+                self.prepare_plan(plan, parameters)?
+            }
+        };
+        Ok(Prepared {
+            designated_timestamp,
+            ..prepared
+        })
     }
 
     /// The shape's shared plan with the shape's literals bound, planning it first if needed;
@@ -662,6 +689,7 @@ impl Engine {
             schema: prepared.schema.clone(),
             literals,
             physical: prepared.physical.clone(),
+            designated_timestamp: None,
         })
     }
 
@@ -719,6 +747,7 @@ impl Engine {
             schema,
             literals: Vec::new(),
             physical: Default::default(),
+            designated_timestamp: None,
         })
     }
 
@@ -831,18 +860,26 @@ impl Engine {
     /// Parses and rewrites PostgreSQL catalog idioms DataFusion lacks (see `compat`) and
     /// QuestDB's dialect (see `questdb`). Also returns how many parameters the SQL text has
     /// (which may exceed the plan's: see `compat::rewrite`).
-    fn parse_sql(&self, sql: &str) -> Result<(DFStatement, usize)> {
+    fn parse_sql(&self, sql: &str) -> Result<Parsed> {
         let current = self.current();
         let state = &current.state;
         let dialect = state.config().options().sql_parser.dialect;
         let (sql, clauses) = questdb::extract(sql)?;
         let mut statement = state.sql_to_statement(&sql, &dialect)?;
         let mut parameters = 0;
+        let mut designated_timestamp = None;
         if let Some(s) = sql_statement(&mut statement) {
+            if clauses == questdb::Clauses::default() {
+                designated_timestamp = result_timestamp::designated_timestamp(&self.db, s);
+            }
             parameters = crate::compat::rewrite(s);
             questdb::rewrite(s, &clauses, self)?;
         }
-        Ok((statement, parameters))
+        Ok(Parsed {
+            statement,
+            parameters,
+            designated_timestamp,
+        })
     }
 
     async fn plan_statement(&self, statement: DFStatement) -> Result<LogicalPlan> {

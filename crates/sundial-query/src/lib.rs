@@ -63,6 +63,7 @@ mod pg_catalog;
 mod plan_cache;
 mod provider;
 mod questdb;
+mod result_timestamp;
 mod reuse;
 pub mod scan;
 pub mod text;
