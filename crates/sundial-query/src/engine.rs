@@ -1,6 +1,6 @@
 //! The SQL engine: routes each statement to Sundial's own DDL or to DataFusion.
 
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, Mutex, RwLock};
 
 use datafusion::arrow::array::{
     ArrayRef, BooleanArray, Int64Array, RecordBatch, StringArray, TimestampNanosecondArray,
@@ -296,15 +296,59 @@ pub struct Engine {
 struct Current {
     state: SessionState,
     task: Arc<TaskContext>,
+    /// Contexts with a memory pool of their own for queries with a memory bound, kept for
+    /// reuse: one no query holds has nothing reserved, and building one copies every
+    /// function registry.
+    bounded_tasks: Mutex<Vec<Arc<TaskContext>>>,
 }
 
 impl Current {
     fn of(ctx: &SessionContext) -> Arc<Current> {
         let state = ctx.state();
         let task = state.task_ctx();
-        Arc::new(Current { state, task })
+        Arc::new(Current {
+            state,
+            task,
+            bounded_tasks: Mutex::new(Vec::new()),
+        })
+    }
+
+    /// A context whose queries may reserve at most `bytes`, used by no other query.
+    fn bounded_task(&self, bytes: usize) -> Arc<TaskContext> {
+        let mut kept = self.bounded_tasks.lock().unwrap_or_else(|e| e.into_inner());
+        // Only the list holds an idle context; the lock keeps another query from taking it
+        // between the check and the clone.
+        if let Some(idle) = kept.iter().find(|t| Arc::strong_count(t) == 1) {
+            return idle.clone();
+        }
+        let task = self.task.clone();
+        let base = task.runtime_env();
+        let runtime = RuntimeEnv {
+            memory_pool: Arc::new(GreedyMemoryPool::new(bytes)),
+            disk_manager: base.disk_manager.clone(),
+            cache_manager: base.cache_manager.clone(),
+            object_store_registry: base.object_store_registry.clone(),
+        };
+        let bounded = Arc::new(TaskContext::new(
+            task.task_id(),
+            task.session_id(),
+            task.session_config().clone(),
+            task.scalar_functions().clone(),
+            task.higher_order_functions().clone(),
+            task.aggregate_functions().clone(),
+            task.window_functions().clone(),
+            Arc::new(runtime),
+        ));
+        if kept.len() < BOUNDED_TASKS_KEPT_MAX {
+            kept.push(bounded.clone());
+        }
+        bounded
     }
 }
+
+/// Memory-bounded query contexts kept for reuse: about the number of queries that run at
+/// once.
+const BOUNDED_TASKS_KEPT_MAX: usize = 64;
 
 /// What the queries of one shape share.
 enum SharedPlan {
@@ -455,27 +499,11 @@ impl Engine {
     /// The context a query executes in: the session's, with a memory pool of its own when
     /// queries are bounded.
     fn query_task(&self) -> Arc<TaskContext> {
-        let task = self.current().task.clone();
+        let current = self.current();
         if self.query_memory_bytes_max == 0 {
-            return task;
+            return current.task.clone();
         }
-        let base = task.runtime_env();
-        let runtime = RuntimeEnv {
-            memory_pool: Arc::new(GreedyMemoryPool::new(self.query_memory_bytes_max)),
-            disk_manager: base.disk_manager.clone(),
-            cache_manager: base.cache_manager.clone(),
-            object_store_registry: base.object_store_registry.clone(),
-        };
-        Arc::new(TaskContext::new(
-            task.task_id(),
-            task.session_id(),
-            task.session_config().clone(),
-            task.scalar_functions().clone(),
-            task.higher_order_functions().clone(),
-            task.aggregate_functions().clone(),
-            task.window_functions().clone(),
-            Arc::new(runtime),
-        ))
+        current.bounded_task(self.query_memory_bytes_max)
     }
 
     pub fn db(&self) -> &Arc<Database> {
@@ -1247,4 +1275,48 @@ fn show_partitions(table: &Table) -> RecordBatch {
         ],
     )
     .unwrap_or_else(|_| RecordBatch::new_empty(Arc::new(Schema::empty())))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Memory-bounded contexts are reused only once no query holds them, with nothing left
+    /// reserved by the query that had them, a failed one included.
+    #[tokio::test]
+    async fn bounded_contexts_are_reused_when_idle() {
+        let (mut engine, _dir) = crate::scan::tests::engine();
+        engine.set_query_memory_bytes_max(4 << 20);
+        let held = engine.query_task();
+        let other = engine.query_task();
+        assert!(!Arc::ptr_eq(&held, &other));
+        drop(other);
+        assert!(!Arc::ptr_eq(&held, &engine.query_task()));
+        assert_eq!(held.memory_pool().reserved(), 0);
+
+        let big =
+            "SELECT x, count(*) FROM generate_series(1, 2000000) AS g(x) GROUP BY x ORDER BY x";
+        for _ in 0..2 {
+            let failed = match engine.run(big).await {
+                Ok(output) => collect(output).await.err(),
+                Err(e) => Some(e),
+            };
+            assert!(
+                failed.is_some_and(|e| e.to_string().contains("Resources exhausted")),
+                "the bound holds on every run"
+            );
+        }
+        let task = engine.query_task();
+        assert_eq!(task.memory_pool().reserved(), 0);
+        drop(task);
+        let small = collect(
+            engine
+                .run("SELECT count(*) FROM generate_series(1, 1000)")
+                .await
+                .unwrap(),
+        )
+        .await
+        .unwrap();
+        assert_eq!(single_count(&small.batches), 1000);
+    }
 }
