@@ -218,6 +218,12 @@ fn convert(literal: &ScalarValue, data_type: &DataType) -> Option<ScalarValue> {
         return Some(literal.clone());
     }
     match literal {
+        // A dictionary value is its value type's value, wrapped (what the cast gives, without
+        // building a one-value dictionary array).
+        ScalarValue::Utf8(_) if let DataType::Dictionary(key, value) = data_type => {
+            let value = convert(literal, value)?;
+            Some(ScalarValue::Dictionary(key.clone(), Box::new(value)))
+        }
         ScalarValue::Utf8(_) if takes_text(data_type) => literal.cast_to(data_type).ok(),
         ScalarValue::Int64(_) | ScalarValue::Float64(_) if data_type.is_numeric() => {
             let converted = literal.cast_to(data_type).ok()?;
@@ -419,9 +425,14 @@ mod tests {
                 text("host_1"),
                 ScalarValue::Int64(Some(90)),
             ],
-            &[Some(ts.clone()), Some(symbol), Some(DataType::Float64)],
+            &[
+                Some(ts.clone()),
+                Some(symbol.clone()),
+                Some(DataType::Float64),
+            ],
         )
         .unwrap();
+        assert_eq!(bound[1], text("host_1").cast_to(&symbol).unwrap());
         assert_eq!(
             bound[0],
             ScalarValue::TimestampNanosecond(Some(1_451_614_628_000_000_000), None)
