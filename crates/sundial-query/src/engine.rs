@@ -316,9 +316,9 @@ impl Current {
     /// A context whose queries may reserve at most `bytes`, used by no other query.
     fn bounded_task(&self, bytes: usize) -> Arc<TaskContext> {
         let mut kept = self.bounded_tasks.lock().unwrap_or_else(|e| e.into_inner());
-        // Only the list holds an idle context; the lock keeps another query from taking it
-        // between the check and the clone.
-        if let Some(idle) = kept.iter().find(|t| Arc::strong_count(t) == 1) {
+        // The lock keeps another query from taking an idle context between the check and the
+        // clone.
+        if let Some(idle) = kept.iter().find(|t| is_idle(t)) {
             return idle.clone();
         }
         let task = self.task.clone();
@@ -344,6 +344,16 @@ impl Current {
         }
         bounded
     }
+}
+
+/// Whether only the kept list holds `task`: no stream of a query holds it, its runtime or a
+/// reservation of its memory pool.
+fn is_idle(task: &Arc<TaskContext>) -> bool {
+    let runtime = task.runtime_env();
+    // `runtime` is one holder of the runtime, the context the other.
+    Arc::strong_count(task) == 1
+        && Arc::strong_count(&runtime) == 2
+        && Arc::strong_count(&runtime.memory_pool) == 1
 }
 
 /// Memory-bounded query contexts kept for reuse: about the number of queries that run at
