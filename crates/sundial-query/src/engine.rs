@@ -313,6 +313,15 @@ impl Current {
         })
     }
 
+    /// `plan` (optimized) planned into a physical plan.
+    async fn physical_plan(&self, plan: &LogicalPlan) -> Result<Arc<dyn ExecutionPlan>> {
+        Ok(self
+            .state
+            .query_planner()
+            .create_physical_plan(plan, &self.state)
+            .await?)
+    }
+
     /// A context whose queries may reserve at most `bytes`, used by no other query.
     fn bounded_task(&self, bytes: usize) -> Arc<TaskContext> {
         let mut kept = self.bounded_tasks.lock().unwrap_or_else(|e| e.into_inner());
@@ -495,13 +504,7 @@ impl Engine {
             panic!("{sql}: not an optimized plan");
         };
         let plan = with_values(plan, &prepared.literals).expect(sql);
-        let current = self.current();
-        let physical = current
-            .state
-            .query_planner()
-            .create_physical_plan(&plan, &current.state)
-            .await
-            .expect(sql);
+        let physical = self.current().physical_plan(&plan).await.expect(sql);
         let text = displayable(physical.as_ref()).indent(false).to_string();
         (text, !prepared.literals.is_empty())
     }
@@ -832,10 +835,7 @@ impl Engine {
             Ok(None) => {}
             Err(()) => return Ok(None),
         }
-        let planning = current
-            .state
-            .query_planner()
-            .create_physical_plan(plan, &current.state);
+        let planning = current.physical_plan(plan);
         // A failure is a placeholder the scans do not take, or the statement's own, which
         // planning it with its values reports.
         let physical = match reuse::plan_for_reuse(values, planning).await {
@@ -879,12 +879,7 @@ impl Engine {
     /// Runs a plan the optimizer already saw: straight to physical planning.
     async fn run_optimized(&self, plan: LogicalPlan) -> Result<Output> {
         let insert = is_insert(&plan);
-        let current = self.current();
-        let physical = current
-            .state
-            .query_planner()
-            .create_physical_plan(&plan, &current.state)
-            .await?;
+        let physical = self.current().physical_plan(&plan).await?;
         if insert {
             let batches = collect_physical(physical, self.query_task()).await?;
             return Ok(Output::Done {
@@ -1300,9 +1295,24 @@ mod tests {
         let held = engine.query_task();
         let other = engine.query_task();
         assert!(!Arc::ptr_eq(&held, &other));
+        let idle = Arc::as_ptr(&other);
         drop(other);
         assert!(!Arc::ptr_eq(&held, &engine.query_task()));
         assert_eq!(held.memory_pool().reserved(), 0);
+        assert_eq!(
+            Arc::as_ptr(&engine.query_task()),
+            idle,
+            "an idle context is reused"
+        );
+
+        // A reservation outliving its query's context keeps the context busy.
+        let task = engine.query_task();
+        let reservation = datafusion::execution::memory_pool::MemoryConsumer::new("left")
+            .register(task.memory_pool());
+        drop(task);
+        assert_ne!(Arc::as_ptr(&engine.query_task()), idle);
+        drop(reservation);
+        assert_eq!(Arc::as_ptr(&engine.query_task()), idle);
 
         let big =
             "SELECT x, count(*) FROM generate_series(1, 2000000) AS g(x) GROUP BY x ORDER BY x";

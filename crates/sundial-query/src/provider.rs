@@ -9,7 +9,6 @@ use async_trait::async_trait;
 use datafusion::arrow::compute::concat_batches;
 use datafusion::arrow::datatypes::SchemaRef;
 use datafusion::catalog::{SchemaProvider, Session, TableProvider};
-use datafusion::common::tree_node::{Transformed, TreeNode};
 use datafusion::common::{DFSchema, DataFusionError, Result as DfResult, ScalarValue};
 use datafusion::datasource::TableType;
 use datafusion::datasource::sink::{DataSink, DataSinkExec};
@@ -136,18 +135,10 @@ impl SundialTable {
 /// NULL value, which bounds no scan, leaves its filter among the residual filters the scan
 /// applies above itself (see `ScanSource::applies`).
 fn with_sample_values(filter: &Expr) -> Expr {
-    let sampled = filter.clone().transform(|e| {
-        let Expr::Placeholder(p) = &e else {
-            return Ok(Transformed::no(e));
-        };
-        match p
-            .field
+    let sampled = crate::reuse::replace_placeholders(filter, |p| {
+        Ok(p.field
             .as_ref()
-            .map(|f| ScalarValue::new_default(f.data_type()))
-        {
-            Some(Ok(value)) => Ok(Transformed::yes(Expr::Literal(value, None))),
-            _ => Ok(Transformed::no(e)),
-        }
+            .and_then(|f| ScalarValue::new_default(f.data_type()).ok()))
     });
     match sampled {
         Ok(t) => t.data,

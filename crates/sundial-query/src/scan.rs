@@ -899,7 +899,8 @@ pub(crate) mod tests {
     }
 
     /// Scans report exact row counts: a query over a few rows plans in one partition, and a
-    /// table's `count(*)` comes from them.
+    /// table's `count(*)` planned with its literals (as EXPLAIN plans) comes from them. A kept
+    /// plan's scans report estimates and count by scanning (see `reuse`).
     #[tokio::test]
     async fn small_scans_plan_without_repartitioning() {
         let (engine, _dir) = engine();
