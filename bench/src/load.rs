@@ -284,9 +284,17 @@ pub(crate) struct HttpClient {
 
 impl HttpClient {
     pub(crate) fn new(addr: SocketAddr) -> HttpClient {
+        // Timeouts per phase, never a global one: with any timeout covering name resolution,
+        // ureq resolves on a new thread for every request, which would add a thread's start
+        // to every measured query.
+        let timeout = Some(Duration::from_secs(600));
         let config = ureq::Agent::config_builder()
             .http_status_as_error(false)
-            .timeout_global(Some(Duration::from_secs(600)))
+            .timeout_connect(timeout)
+            .timeout_send_request(timeout)
+            .timeout_send_body(timeout)
+            .timeout_recv_response(timeout)
+            .timeout_recv_body(timeout)
             .build();
         HttpClient {
             agent: config.into(),

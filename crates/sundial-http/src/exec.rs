@@ -70,7 +70,7 @@ async fn answer(
         explain: flag(params, "explain"),
         rows_written: 0,
     };
-    let running = start(http.engine.clone(), &http.queries, request, encoder);
+    let running = start(http.engine.clone(), request, encoder);
     match running.first().await? {
         Started::Done(tag) => {
             let kind = if tag.starts_with("INSERT") {

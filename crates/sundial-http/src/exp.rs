@@ -74,7 +74,7 @@ async fn answer(
         header: !flag(params, "nm"),
         bare: Vec::new(),
     };
-    let running = start(http.engine.clone(), &http.queries, request, encoder);
+    let running = start(http.engine.clone(), request, encoder);
     let body = match running.first().await? {
         Started::Rows(body) => body,
         Started::Done(_) => return Err(Error::NotSelect),

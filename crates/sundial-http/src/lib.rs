@@ -7,15 +7,14 @@
 //! too.
 //!
 //! ```text
-//!  HTTP I/O runtime (axum)                 │ query runtime (`HttpSql::queries`)
-//!                                          │
-//!  GET /exec ─┐                            │
-//!  GET /exp  ─┴▶ handler ──spawn───────────┼─▶ task: Engine::prepare / run_prepared
-//!               ▲  waits for the first     │        record batches ─▶ encoder (JSON / CSV)
-//!               │  chunk (Statement-Timeout)│        ─▶ ~64 KiB chunks
-//!               └──── bounded channel ◀────┼──────── (dropping the receiver aborts the task)
-//!  streamed body ◀── chunks                │
-//!                                          │
+//!  query runtime: axum serves each connection on one task, and its statements run there
+//!
+//!  GET /exec ─┐
+//!  GET /exp  ─┴▶ handler ── Running: Engine::prepare / run_prepared ─▶ record batches
+//!               ▲  waits for the first       ─▶ encoder (JSON / CSV) ─▶ ~256 KiB chunks
+//!               │  chunk (Statement-Timeout)    (one chunk ahead; dropping it stops the query)
+//!  streamed body ◀── chunks, each produced when the body asks for more
+//!
 //!  POST /imp ─▶ multipart `data` part ─chunks─▶ blocking task: CsvReader ─▶ load ─▶ TableWriter
 //!               (bounded channel, never the whole file in memory)          (commit at the end)
 //! ```
@@ -90,8 +89,8 @@ impl Default for HttpOptions {
     }
 }
 
-/// What the SQL endpoints need: the engine, the runtime queries execute on (not the one
-/// serving HTTP), and their settings.
+/// What the SQL endpoints need: the engine, the runtime that serves them and runs their
+/// statements (`/imp` loads on its blocking pool), and their settings.
 #[derive(Clone)]
 pub struct HttpSql {
     pub engine: Arc<Engine>,

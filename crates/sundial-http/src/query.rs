@@ -1,29 +1,33 @@
-//! Running one statement for `/exec` or `/exp`: on the query runtime, its answer encoded there
-//! and handed to the HTTP side in chunks through a bounded channel.
+//! Running one statement for `/exec` or `/exp` on the task serving the connection (which runs
+//! on the query runtime), its answer encoded in chunks that go out as the body.
 //!
 //! ```text
-//!  handler ── start() ──spawn on `queries`──▶ produce(): prepare, run, stream batches
-//!     │                                           │ Encoder::head / rows / tail
-//!     ◀── Msg::Chunk (≈256 KiB, ≤ 4 queued) … Msg::Last ┘ Msg::Done (DDL, INSERT), Msg::Failed
+//!  handler ── start() ──▶ Running: a stream of Msg that polls produce() for each one
+//!     │                    produce(): prepare, run, stream batches, Encoder::head / rows / tail
+//!     ◀── Msg::Chunk (≈256 KiB, one at a time) … Msg::Last │ Msg::Done (DDL, INSERT), Msg::Failed
 //!  first(): waits (Statement-Timeout) for the first message, so a failure or a timeout before
 //!  any row is a proper 400; the rest streams as the body. An answer that is one Msg::Last
-//!  goes out whole, with its length, so small answers skip compression. Dropping `Running` (the client went
-//!  away, or the handler gave up) aborts the task, which drops DataFusion's stream and stops it.
+//!  goes out whole, with its length, so small answers skip compression. Dropping `Running` (the
+//!  client went away, or the handler gave up) drops DataFusion's stream, which stops it.
 //! ```
+//!
+//! Running the statement on the connection's own task, not a spawned one, saves two wake-ups
+//! of another thread per query, which is most of a small query's latency.
 
 use std::collections::HashMap;
+use std::future::Future;
 use std::ops::Range;
-use std::sync::Arc;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
 use std::time::Duration;
 
 use arrow::datatypes::SchemaRef;
 use arrow::record_batch::RecordBatch;
 use axum::body::{Body, Bytes};
 use axum::http::HeaderMap;
-use futures::StreamExt;
+use futures::{Stream, StreamExt};
 use sundial_query::{Engine, Output};
-use tokio::sync::mpsc;
-use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
 use crate::error::Error;
@@ -32,8 +36,6 @@ use crate::error::Error;
 pub(crate) const CHUNK_BYTES: usize = 256 << 10;
 /// A chunk's first allocation; it grows (to a little over [`CHUNK_BYTES`]) as rows come.
 const CHUNK_START_BYTES: usize = 16 << 10;
-/// Chunks that may wait for the HTTP side (so at most ~1 MiB per request in flight).
-const CHANNEL_CHUNKS: usize = 4;
 
 /// Rows `[first, end)` of the result to send.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -176,10 +178,11 @@ impl Request {
     }
 }
 
-/// A statement executing on the query runtime; dropping it aborts the execution.
+/// A statement in flight. It runs only while the handler or the body polls it, on the task
+/// serving the connection; dropping it drops the statement's stream, which stops it.
 pub(crate) struct Running {
-    rx: mpsc::Receiver<Msg>,
-    task: JoinHandle<()>,
+    producer: Option<Pin<Box<dyn Future<Output = ()> + Send>>>,
+    outbox: Outbox,
     deadline: Option<Instant>,
     timeout_ms: u64,
     complete: bool,
@@ -187,30 +190,73 @@ pub(crate) struct Running {
 
 impl Drop for Running {
     fn drop(&mut self) {
-        if !self.complete && !self.task.is_finished() {
+        if !self.complete {
             tracing::info!("HTTP query stopped before its answer was complete");
         }
-        self.task.abort();
     }
 }
 
-/// Starts a statement on the query runtime.
-pub(crate) fn start<E: Encoder>(
-    engine: Arc<Engine>,
-    queries: &tokio::runtime::Handle,
-    request: Request,
-    encoder: E,
-) -> Running {
-    let (tx, rx) = mpsc::channel(CHANNEL_CHUNKS);
+/// The one message the producer handed over and the HTTP side has not taken yet.
+#[derive(Clone, Default)]
+struct Outbox(Arc<Mutex<Option<Msg>>>);
+
+impl Outbox {
+    /// Hands `msg` over once the previous message was taken. It waits without a waker, which is
+    /// sound only because [`Running`] polls the producer again each time it is polled after
+    /// taking a message: the producer waits here only while its message is untaken.
+    async fn send(&self, msg: Msg) {
+        let mut msg = Some(msg);
+        std::future::poll_fn(|_| {
+            let mut slot = self.0.lock().unwrap_or_else(|e| e.into_inner());
+            if slot.is_none() {
+                *slot = msg.take();
+                Poll::Ready(())
+            } else {
+                Poll::Pending
+            }
+        })
+        .await
+    }
+
+    fn take(&self) -> Option<Msg> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner()).take()
+    }
+}
+
+/// Starts a statement on the caller's task. It advances only while its messages are polled,
+/// and at most one chunk ahead of what was taken, so a client that stops reading stops it.
+pub(crate) fn start<E: Encoder>(engine: Arc<Engine>, request: Request, encoder: E) -> Running {
+    let outbox = Outbox::default();
     let deadline = request.deadline();
     let timeout_ms = request.timeout_ms;
-    let task = queries.spawn(produce(engine, request, encoder, tx));
     Running {
-        rx,
-        task,
+        producer: Some(Box::pin(produce(engine, request, encoder, outbox.clone()))),
+        outbox,
         deadline,
         timeout_ms,
         complete: false,
+    }
+}
+
+impl Stream for Running {
+    type Item = Msg;
+
+    /// A waiting message; otherwise the producer runs until it hands one over, waits on the
+    /// query, or ends (then the statement's messages end).
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Msg>> {
+        if let Some(msg) = self.outbox.take() {
+            return Poll::Ready(Some(msg));
+        }
+        if let Some(producer) = self.producer.as_mut()
+            && producer.as_mut().poll(cx).is_ready()
+        {
+            self.producer = None;
+        }
+        match self.outbox.take() {
+            Some(msg) => Poll::Ready(Some(msg)),
+            None if self.producer.is_none() => Poll::Ready(None),
+            None => Poll::Pending,
+        }
     }
 }
 
@@ -226,10 +272,10 @@ impl Running {
     /// Waits for the statement's first message, within its timeout.
     pub(crate) async fn first(mut self) -> Result<Started, Error> {
         let first = match self.deadline {
-            Some(deadline) => tokio::time::timeout_at(deadline, self.rx.recv())
+            Some(deadline) => tokio::time::timeout_at(deadline, self.next())
                 .await
                 .map_err(|_| Error::Timeout(self.timeout_ms))?,
-            None => self.rx.recv().await,
+            None => self.next().await,
         };
         match first {
             None => Err(Error::Internal(
@@ -257,7 +303,7 @@ impl Running {
                 if let Some(bytes) = first {
                     return Some((Ok(bytes), (None, Some(running))));
                 }
-                match running.rx.recv().await {
+                match running.next().await {
                     Some(Msg::Chunk(bytes)) => Some((Ok(bytes), (None, Some(running)))),
                     Some(Msg::Last(bytes)) => {
                         running.complete = true;
@@ -295,27 +341,16 @@ async fn run(
     Ok((output, prepared.designated_timestamp))
 }
 
-/// Sends within the deadline; `false` if the receiver is gone or the deadline passed.
-async fn send(tx: &mpsc::Sender<Msg>, msg: Msg, deadline: Option<Instant>) -> bool {
-    match deadline {
-        Some(deadline) => matches!(
-            tokio::time::timeout_at(deadline, tx.send(msg)).await,
-            Ok(Ok(()))
-        ),
-        None => tx.send(msg).await.is_ok(),
-    }
-}
-
 fn nanos_since(t: Instant) -> u64 {
     u64::try_from(t.elapsed().as_nanos()).unwrap_or(u64::MAX)
 }
 
-/// The query task: runs the statement and encodes its answer.
+/// Runs the statement and hands its encoded answer to `outbox`, a chunk at a time.
 async fn produce<E: Encoder>(
     engine: Arc<Engine>,
     request: Request,
     mut encoder: E,
-    tx: mpsc::Sender<Msg>,
+    outbox: Outbox,
 ) {
     let deadline = request.deadline();
     let compile = Instant::now();
@@ -332,11 +367,11 @@ async fn produce<E: Encoder>(
     let compiler_ns = nanos_since(compile);
     let (mut stream, timestamp) = match output {
         Err(e) => {
-            let _ = tx.send(Msg::Failed(e)).await;
+            outbox.send(Msg::Failed(e)).await;
             return;
         }
         Ok((Output::Done { tag, .. }, _)) => {
-            let _ = tx.send(Msg::Done(tag)).await;
+            outbox.send(Msg::Done(tag)).await;
             return;
         }
         Ok((Output::Rows(stream), timestamp)) => (stream, timestamp),
@@ -389,16 +424,14 @@ async fn produce<E: Encoder>(
                 &mut out,
                 Vec::with_capacity(CHUNK_START_BYTES),
             ));
-            if !send(&tx, Msg::Chunk(chunk), deadline).await {
-                return;
-            }
+            outbox.send(Msg::Chunk(chunk)).await;
             sent_any = true;
         }
     }
     // Dropping the stream now releases what the query holds before the last bytes go out.
     drop(stream);
     if let Some(e) = failure.take_if(|_| !sent_any) {
-        let _ = tx.send(Msg::Failed(e)).await;
+        outbox.send(Msg::Failed(e)).await;
         return;
     }
     let tail = Tail {
@@ -417,16 +450,13 @@ async fn produce<E: Encoder>(
     let complete = encoder.tail(&tail, message.as_deref(), &mut out);
     // Without `Msg::Last` the body fails, which tells the client the answer is cut short.
     let last = Bytes::from(out);
-    let _ = send(
-        &tx,
-        if complete {
+    outbox
+        .send(if complete {
             Msg::Last(last)
         } else {
             Msg::Chunk(last)
-        },
-        deadline,
-    )
-    .await;
+        })
+        .await;
 }
 
 #[cfg(test)]

@@ -29,19 +29,23 @@ use datafusion::arrow::array::{
     Int64Array, Int64Builder, RecordBatch, UInt64Builder,
 };
 use datafusion::arrow::buffer::NullBuffer;
+use datafusion::arrow::compute::SortOptions;
 use datafusion::arrow::compute::cast;
 use datafusion::arrow::datatypes::{DataType, Float64Type, Int32Type, Int64Type, SchemaRef};
 use datafusion::common::tree_node::{Transformed, TreeNode, TreeNodeRecursion};
 use datafusion::config::ConfigOptions;
 use datafusion::error::{DataFusionError, Result as DfResult};
 use datafusion::execution::{SendableRecordBatchStream, TaskContext};
-use datafusion::physical_expr::{EquivalenceProperties, PhysicalExpr, ScalarFunctionExpr};
+use datafusion::physical_expr::{
+    EquivalenceProperties, PhysicalExpr, PhysicalSortExpr, ScalarFunctionExpr,
+};
 use datafusion::physical_optimizer::PhysicalOptimizerRule;
 use datafusion::physical_plan::aggregates::{AggregateExec, AggregateMode};
 use datafusion::physical_plan::execution_plan::{
     Boundedness, EmissionType, ReplaceChildrenOptions,
 };
 use datafusion::physical_plan::expressions::{Column, Literal};
+use datafusion::physical_plan::sorts::sort::SortExec;
 use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
 use datafusion::physical_plan::{
     ColumnarValue, DisplayAs, DisplayFormatType, ExecutionPlan, ExecutionPlanProperties,
@@ -61,6 +65,12 @@ impl PhysicalOptimizerRule for FuseBucketAggregates {
         _: &ConfigOptions,
     ) -> DfResult<Arc<dyn ExecutionPlan>> {
         plan.transform_up(|node| {
+            if let Some(sort) = node.downcast_ref::<SortExec>() {
+                return Ok(match sorted_already(sort)? {
+                    Some(input) => Transformed::yes(input),
+                    None => Transformed::no(node),
+                });
+            }
             let Some(aggregate) = node.downcast_ref::<AggregateExec>() else {
                 return Ok(Transformed::no(node));
             };
@@ -81,6 +91,21 @@ impl PhysicalOptimizerRule for FuseBucketAggregates {
     }
 }
 
+/// The input of a sort that has nothing left to do: its one input partition (or each, when
+/// it keeps partitions) already comes in the sort's order, as a single-stage
+/// [`BucketAggregateExec`]'s buckets do; and it keeps every row.
+fn sorted_already(sort: &SortExec) -> DfResult<Option<Arc<dyn ExecutionPlan>>> {
+    let input = sort.input();
+    let one_stream =
+        sort.preserve_partitioning() || input.output_partitioning().partition_count() == 1;
+    let satisfied = sort.fetch().is_none()
+        && one_stream
+        && input
+            .equivalence_properties()
+            .ordering_satisfy(sort.expr().clone())?;
+    Ok(satisfied.then(|| input.clone()))
+}
+
 fn fuse(aggregate: &AggregateExec) -> DfResult<Option<Arc<dyn ExecutionPlan>>> {
     if aggregate.limit_options().is_some() {
         return Ok(None);
@@ -89,7 +114,7 @@ fn fuse(aggregate: &AggregateExec) -> DfResult<Option<Arc<dyn ExecutionPlan>>> {
         AggregateMode::Partial => {
             Ok(BucketAggregateExec::try_fuse(aggregate)?.map(|e| Arc::new(e) as _))
         }
-        AggregateMode::Single => {
+        AggregateMode::Single | AggregateMode::SinglePartitioned => {
             let partial = AggregateExec::try_new(
                 AggregateMode::Partial,
                 aggregate.group_expr().clone(),
@@ -101,6 +126,10 @@ fn fuse(aggregate: &AggregateExec) -> DfResult<Option<Arc<dyn ExecutionPlan>>> {
             let Some(fused) = BucketAggregateExec::try_fuse(&partial)? else {
                 return Ok(None);
             };
+            if fused.bucket_order().is_some() {
+                return Ok(fused.into_single(aggregate).map(|e| Arc::new(e) as _));
+            }
+            // Buckets may close out of order: a final aggregate merges the partial states.
             let merged = AggregateExec::try_new(
                 AggregateMode::Final,
                 partial.group_expr().as_final(),
@@ -160,9 +189,22 @@ pub(crate) struct BucketAggregateExec {
     /// The SYMBOL key column and its position among the group columns.
     key: Option<(Arc<dyn PhysicalExpr>, usize)>,
     aggregates: Vec<Aggregate>,
-    /// The partial aggregate's output: group columns, then each aggregate's state columns.
+    emit: Emit,
+    /// The output: group columns, then each aggregate's state columns ([`Emit::States`]) or
+    /// value ([`Emit::Values`]).
     schema: SchemaRef,
     properties: Arc<PlanProperties>,
+}
+
+/// What a closed bucket's row holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Emit {
+    /// Partial states, for a final aggregate above to merge: rows out of timestamp order only
+    /// cost extra rows.
+    States,
+    /// Final values, replacing a single-stage aggregate: each bucket is emitted once, in
+    /// ascending order, so rows out of timestamp order are an error.
+    Values,
 }
 
 impl BucketAggregateExec {
@@ -234,9 +276,51 @@ impl BucketAggregateExec {
             bucket,
             key,
             aggregates,
+            emit: Emit::States,
             schema,
             properties,
         }))
+    }
+
+    /// This partial aggregate turned into `single`, a single-stage aggregate over the same
+    /// input, for buckets that close in ascending order ([`Self::bucket_order`]): final
+    /// values, `single`'s schema and properties, and ordered by bucket. `None` if the columns
+    /// do not correspond.
+    fn into_single(self, single: &AggregateExec) -> Option<Self> {
+        let schema = single.schema();
+        let groups = single.group_expr().expr().len();
+        if schema.fields().len() != groups + self.aggregates.len() {
+            return None;
+        }
+        let options = self.bucket_order()?;
+        let at = self.bucket.1;
+        let bucket = Column::new(schema.field(at).name(), at);
+        let properties = single.properties().as_ref().clone();
+        let mut equivalences = properties.equivalence_properties().clone();
+        equivalences.add_ordering([PhysicalSortExpr::new(Arc::new(bucket), options)]);
+        let properties = properties.with_eq_properties(equivalences);
+        Some(BucketAggregateExec {
+            emit: Emit::Values,
+            schema,
+            properties: Arc::new(properties),
+            ..self
+        })
+    }
+
+    /// The order buckets close in, which is their output order in a single stage: the input's
+    /// time order, if the bucket function never decreases as time grows. `date_bin` and
+    /// `timestamp_floor` in UTC do; in a time zone, a clock change can make a later instant's
+    /// bucket start earlier.
+    fn bucket_order(&self) -> Option<SortOptions> {
+        let f = self.bucket.0.downcast_ref::<ScalarFunctionExpr>()?;
+        let zone = f.args().get(3).and_then(|a| a.downcast_ref::<Literal>());
+        let monotone = match f.name() {
+            "date_bin" => true,
+            "timestamp_floor" => f.args().len() < 4 || zone.is_some_and(|z| z.value().is_null()),
+            _ => false,
+        };
+        let first = self.input.properties().output_ordering()?.first();
+        monotone.then_some(first.options)
     }
 }
 
@@ -296,7 +380,15 @@ fn aggregate_of(name: &str, arg: Arc<dyn PhysicalExpr>, arg_type: &DataType) -> 
 
 impl DisplayAs for BucketAggregateExec {
     fn fmt_as(&self, _: DisplayFormatType, f: &mut fmt::Formatter) -> fmt::Result {
-        write!(f, "BucketAggregateExec: bucket={}", self.bucket.0)?;
+        let mode = match self.emit {
+            Emit::States => "partial",
+            Emit::Values => "single",
+        };
+        write!(
+            f,
+            "BucketAggregateExec: mode={mode}, bucket={}",
+            self.bucket.0
+        )?;
         if let Some((key, _)) = &self.key {
             write!(f, ", key={key}")?;
         }
@@ -345,6 +437,7 @@ impl ExecutionPlan for BucketAggregateExec {
             bucket: self.bucket.clone(),
             key: self.key.clone(),
             aggregates: self.aggregates.clone(),
+            emit: self.emit,
             schema: self.schema.clone(),
             properties: self.properties.clone(),
         }))
@@ -575,9 +668,9 @@ impl Accumulator {
         }
     }
 
-    /// Appends the slot's states to the output and resets the slot. Without values, sums,
-    /// extremes and avg's count and sum are NULL, as in DataFusion's partial states.
-    fn emit(&mut self, slot: usize) {
+    /// Appends the slot's states (or value) to the output and resets the slot. Without values,
+    /// sums, extremes, avg and avg's count and sum are NULL, as DataFusion has them.
+    fn emit(&mut self, slot: usize, emit: Emit) {
         match self {
             Accumulator::Count { slots, counts } => counts.append_value(slots.take(slot).1 as i64),
             Accumulator::F64 { slots, out } => out.append_option(slots.take(slot).0),
@@ -588,20 +681,27 @@ impl Accumulator {
                 sums,
             } => {
                 let (sum, count) = slots.take(slot);
-                counts.append_option((count > 0).then_some(count));
-                sums.append_option(sum);
+                match emit {
+                    Emit::States => {
+                        counts.append_option((count > 0).then_some(count));
+                        sums.append_option(sum);
+                    }
+                    Emit::Values => sums.append_option(sum.map(|sum| sum / count as f64)),
+                }
             }
         }
     }
 
-    /// The state columns built so far.
-    fn finish(&mut self, columns: &mut Vec<ArrayRef>) {
+    /// The state (or value) columns built so far.
+    fn finish(&mut self, columns: &mut Vec<ArrayRef>, emit: Emit) {
         match self {
             Accumulator::Count { counts, .. } => columns.push(Arc::new(counts.finish())),
             Accumulator::F64 { out, .. } => columns.push(Arc::new(out.finish())),
             Accumulator::I64 { out, .. } => columns.push(Arc::new(out.finish())),
             Accumulator::Avg { counts, sums, .. } => {
-                columns.push(Arc::new(counts.finish()));
+                if emit == Emit::States {
+                    columns.push(Arc::new(counts.finish()));
+                }
                 columns.push(Arc::new(sums.finish()));
             }
         }
@@ -616,6 +716,7 @@ struct Aggregation {
     bucket_at: usize,
     args: Vec<Arc<dyn PhysicalExpr>>,
     accumulators: Vec<Accumulator>,
+    emit: Emit,
     schema: SchemaRef,
     batch_rows: usize,
     /// The open bucket (`Some(None)`: the bucket of NULL timestamps).
@@ -638,6 +739,7 @@ impl Aggregation {
             bucket_at: exec.bucket.1,
             args: exec.aggregates.iter().map(|a| a.arg.clone()).collect(),
             accumulators: exec.aggregates.iter().map(Accumulator::new).collect(),
+            emit: exec.emit,
             schema: exec.schema.clone(),
             batch_rows,
             open: None,
@@ -671,6 +773,14 @@ impl Aggregation {
                 end += 1;
             }
             if self.open != Some(bucket) {
+                if self.emit == Emit::Values
+                    && self.open.is_some_and(|open| !comes_after(bucket, open))
+                {
+                    return Err(DataFusionError::Internal(
+                        "rows reached a single-stage bucket aggregate out of timestamp order"
+                            .into(),
+                    ));
+                }
                 self.close_bucket();
                 self.open = Some(bucket);
             }
@@ -774,7 +884,7 @@ impl Aggregation {
                 self.keys.push(slot.checked_sub(1).map(|code| code as i32));
             }
             for accumulator in &mut self.accumulators {
-                accumulator.emit(slot);
+                accumulator.emit(slot, self.emit);
             }
         }
         self.touched.clear();
@@ -797,7 +907,7 @@ impl Aggregation {
             columns.insert(1 - self.bucket_at, keys);
         }
         for accumulator in &mut self.accumulators {
-            accumulator.finish(&mut columns);
+            accumulator.finish(&mut columns, self.emit);
         }
         let columns = columns
             .into_iter()
@@ -811,6 +921,15 @@ impl Aggregation {
             })
             .collect::<Result<Vec<_>, _>>()?;
         Ok(Some(RecordBatch::try_new(self.schema.clone(), columns)?))
+    }
+}
+
+/// Whether bucket `b` follows bucket `a` in ascending order, NULL last (the scan's order).
+fn comes_after(b: Option<i64>, a: Option<i64>) -> bool {
+    match (a, b) {
+        (Some(a), Some(b)) => b > a,
+        (Some(_), None) => true,
+        (None, _) => false,
     }
 }
 
@@ -928,6 +1047,76 @@ mod tests {
             assert_eq!(got.lines().count(), want.lines().count(), "{fused}");
             assert!(got.lines().count() > 5, "{got}");
         }
+    }
+
+    /// On one core the aggregate is single-stage: the fused exec computes final values, and
+    /// a sort by bucket alone has nothing left to do. In a time zone, buckets may close out of
+    /// order, so a final aggregate merges them.
+    #[tokio::test]
+    async fn single_stage_bucket_aggregates_emit_final_values_in_order() {
+        let (engine, _dir) = engine();
+        for sql in inserts() {
+            engine.run(&sql).await.expect(&sql);
+        }
+        engine
+            .run("SET datafusion.execution.target_partitions = 1")
+            .await
+            .expect("SET");
+        let shifted = |sql: &str| sql.replace("ts)", "ts + INTERVAL '0 seconds')");
+        for (sql, sorted) in [
+            (
+                format!("SELECT ts, {AGGREGATES} FROM t WHERE ts >= '2024-01-02' SAMPLE BY 1d"),
+                true,
+            ),
+            (
+                format!("SELECT ts, k, {AGGREGATES} FROM t SAMPLE BY 1h"),
+                false,
+            ),
+            (
+                format!(
+                    "SELECT date_bin(INTERVAL '15 minutes', ts) AS b, {AGGREGATES} FROM t GROUP BY b ORDER BY b"
+                ),
+                true,
+            ),
+            (
+                format!(
+                    "SELECT date_bin(INTERVAL '15 minutes', ts) AS b, k, {AGGREGATES} FROM t GROUP BY b, k ORDER BY b, k"
+                ),
+                false,
+            ),
+        ] {
+            let (plan, got) = plan_and_rows(&engine, &sql).await;
+            assert!(
+                plan.contains("BucketAggregateExec: mode=single"),
+                "{sql}: {plan}"
+            );
+            assert_eq!(!plan.contains("SortExec"), sorted, "{sql}: {plan}");
+            let reference = if sql.contains("SAMPLE BY") {
+                let bucket = if sql.contains("1d") { "1d" } else { "1h" };
+                let keys = if sql.contains(" k,") { ", k" } else { "" };
+                let columns = if keys.is_empty() { "1" } else { "1, 2" };
+                let filter = if sql.contains("WHERE") {
+                    " WHERE ts >= '2024-01-02'"
+                } else {
+                    ""
+                };
+                format!(
+                    "SELECT timestamp_floor('{bucket}', ts + INTERVAL '0 seconds') AS ts{keys}, {AGGREGATES} FROM t{filter} GROUP BY {columns} ORDER BY {columns}"
+                )
+            } else {
+                shifted(&sql)
+            };
+            let (plan, want) = plan_and_rows(&engine, &reference).await;
+            assert!(!plan.contains("BucketAggregateExec"), "{reference}: {plan}");
+            assert_eq!(got, want, "{sql}");
+            assert!(got.lines().count() > 5, "{got}");
+        }
+        let zoned = format!(
+            "SELECT ts, {AGGREGATES} FROM t SAMPLE BY 1h ALIGN TO CALENDAR TIME ZONE 'Europe/Berlin'"
+        );
+        let (plan, _) = plan_and_rows(&engine, &zoned).await;
+        assert!(plan.contains("BucketAggregateExec: mode=partial"), "{plan}");
+        assert!(plan.contains("SortExec"), "{plan}");
     }
 
     #[tokio::test]

@@ -6,7 +6,7 @@
 //!  TCP conn ──▶ task: LineSplitter ─▶ Ingestor ──┐
 //!  UDP ─recvmmsg─▶ thread ─chunks─▶ thread: Ingestor ┼─▶ TableWriter (per table, one at a time)
 //!  HTTP /write ─▶ blocking task: body ─▶ Ingestor ┘     commit: by rows, by time, at shutdown
-//!  HTTP /exec /exp /imp ─▶ sundial-http ─▶ Engine on the query runtime ─▶ JSON / CSV, streamed
+//!  HTTP /exec /exp /imp ─▶ sundial-http on the query runtime ─▶ Engine ─▶ JSON / CSV, streamed
 //!  PostgreSQL  ─▶ sundial-pgwire ───────▶ Engine on the query runtime
 //! ```
 //!
@@ -266,8 +266,8 @@ pub async fn run(db: Arc<Database>, args: ServeArgs) -> Result<(), String> {
     let tcp = TcpListener::bind(args.ilp_tcp_addr)
         .await
         .map_err(|e| format!("cannot listen on {} (ILP/TCP): {e}", args.ilp_tcp_addr))?;
-    let http = TcpListener::bind(args.http_addr)
-        .await
+    let queries = query_runtime(args.query_threads)?;
+    let http = listen_on(&queries, args.http_addr)
         .map_err(|e| format!("cannot listen on {} (HTTP): {e}", args.http_addr))?;
     tracing::info!("ILP over TCP on {}", args.ilp_tcp_addr);
     tracing::info!("HTTP on {}", args.http_addr);
@@ -303,7 +303,6 @@ pub async fn run(db: Arc<Database>, args: ServeArgs) -> Result<(), String> {
     let mut engine = Engine::with_inserts(inserts).map_err(|e| e.to_string())?;
     engine.set_query_memory_bytes_max(args.query_memory_bytes_max);
     let engine = Arc::new(engine);
-    let queries = query_runtime(args.query_threads)?;
     let pg = pg_server(&args, engine.clone(), queries.handle().clone())?;
     let pg_listener = TcpListener::bind(args.pg_addr)
         .await
@@ -328,20 +327,25 @@ pub async fn run(db: Arc<Database>, args: ServeArgs) -> Result<(), String> {
         .with_state(shared.clone())
         .merge(sql);
     let mut http_stop = stop_rx.clone();
-    tasks.spawn(async move {
-        // Answers are small and written once: don't let Nagle hold them for the peer's ACK.
-        let http = http.tap_io(|stream| {
-            let _ = stream.set_nodelay(true);
-        });
-        let served = axum::serve(http, app)
-            .with_graceful_shutdown(async move {
-                let _ = http_stop.wait_for(|stop| *stop).await;
-            })
-            .await;
-        if let Err(e) = served {
-            tracing::error!("HTTP server failed: {e}");
-        }
-    });
+    // HTTP is served on the query runtime: each connection's task runs its statements itself,
+    // with no hand-off to another thread and back.
+    tasks.spawn_on(
+        async move {
+            // Answers are small and written once: don't let Nagle hold them for the peer's ACK.
+            let http = http.tap_io(|stream| {
+                let _ = stream.set_nodelay(true);
+            });
+            let served = axum::serve(http, app)
+                .with_graceful_shutdown(async move {
+                    let _ = http_stop.wait_for(|stop| *stop).await;
+                })
+                .await;
+            if let Err(e) = served {
+                tracing::error!("HTTP server failed: {e}");
+            }
+        },
+        queries.handle(),
+    );
     eprintln!(
         "sundial serving: HTTP {}, PostgreSQL {}, ILP/TCP {}{}",
         args.http_addr,
@@ -378,13 +382,49 @@ pub async fn run(db: Arc<Database>, args: ServeArgs) -> Result<(), String> {
         let _ = tokio::task::spawn_blocking(move || receiver.stop()).await;
     }
     while tasks.join_next().await.is_some() {}
-    queries.shutdown_background();
+    drop(queries);
     shared.log_counters();
     Ok(())
 }
 
-/// The runtime statements execute on, apart from the one serving connections.
-fn query_runtime(threads: usize) -> Result<tokio::runtime::Runtime, String> {
+/// The query runtime, shut down without waiting when dropped: dropping a runtime the blocking
+/// way inside the serving runtime (on any early return) would panic.
+struct QueryRuntime(Option<tokio::runtime::Runtime>);
+
+impl QueryRuntime {
+    fn handle(&self) -> &tokio::runtime::Handle {
+        match &self.0 {
+            Some(runtime) => runtime.handle(),
+            None => unreachable!("the query runtime is only taken when dropped"),
+        }
+    }
+}
+
+impl Drop for QueryRuntime {
+    fn drop(&mut self) {
+        if let Some(runtime) = self.0.take() {
+            runtime.shutdown_background();
+        }
+    }
+}
+
+/// A listener whose connections are served by `runtime`'s I/O driver.
+fn listen_on(runtime: &QueryRuntime, addr: SocketAddr) -> std::io::Result<TcpListener> {
+    let _in_runtime = runtime.handle().enter();
+    let socket = match addr {
+        SocketAddr::V4(_) => tokio::net::TcpSocket::new_v4()?,
+        SocketAddr::V6(_) => tokio::net::TcpSocket::new_v6()?,
+    };
+    socket.set_reuseaddr(true)?;
+    socket.bind(addr)?;
+    socket.listen(LISTEN_BACKLOG)
+}
+
+/// Connections the kernel may hold for a listener before they are accepted.
+const LISTEN_BACKLOG: u32 = 1024;
+
+/// The runtime statements execute on (and HTTP is served on), apart from the one serving ILP.
+fn query_runtime(threads: usize) -> Result<QueryRuntime, String> {
     let threads = if threads == 0 {
         std::thread::available_parallelism().map_or(2, |n| n.get())
     } else {
@@ -395,6 +435,7 @@ fn query_runtime(threads: usize) -> Result<tokio::runtime::Runtime, String> {
         .thread_name("sundial-query")
         .enable_all()
         .build()
+        .map(|runtime| QueryRuntime(Some(runtime)))
         .map_err(|e| format!("cannot start the query runtime: {e}"))
 }
 
