@@ -32,6 +32,7 @@ use crate::provider::{InsertPath, SundialSchema};
 use crate::questdb;
 use crate::result_timestamp;
 use crate::reuse;
+use crate::text_shape::{Learned, TextShape};
 
 /// Catalog and schema names under which Sundial tables appear.
 pub const CATALOG: &str = "sundial";
@@ -290,6 +291,8 @@ pub struct Engine {
     query_memory_bytes_max: usize,
     /// Plans shared by queries of the same shape (see `plan_cache`).
     plans: PlanCache<SharedPlan>,
+    /// How texts of the same shape fill a shared plan without being parsed (see `text_shape`).
+    text_shapes: PlanCache<Learned>,
 }
 
 /// The session as statements plan and run in it.
@@ -388,6 +391,27 @@ impl SharedPlan {
             SharedPlan::Unshared => true,
         }
     }
+
+    /// The plan with `literals` bound to its parameters; `None` if it is unshared or a value
+    /// does not convert exactly (see `plan_cache::bind`).
+    fn bind(
+        &self,
+        literals: &[ScalarValue],
+        designated_timestamp: Option<String>,
+    ) -> Option<Prepared> {
+        let SharedPlan::Planned { prepared, .. } = self else {
+            return None;
+        };
+        let literals = plan_cache::bind(literals, &prepared.param_types)?;
+        Some(Prepared {
+            kind: prepared.kind.clone(),
+            param_types: Vec::new(),
+            schema: prepared.schema.clone(),
+            literals,
+            physical: prepared.physical.clone(),
+            designated_timestamp,
+        })
+    }
 }
 
 /// The most rows [`Engine::run_lookup_now`] indexes or scans in one partition: about a
@@ -459,6 +483,7 @@ impl Engine {
             key_indexes,
             query_memory_bytes_max: 0,
             plans: PlanCache::new(PLAN_CACHE_ENTRIES_MAX),
+            text_shapes: PlanCache::new(PLAN_CACHE_ENTRIES_MAX),
         })
     }
 
@@ -480,19 +505,32 @@ impl Engine {
     /// old settings, so they go.
     fn refresh_session(&self) {
         *self.current.write().unwrap_or_else(|e| e.into_inner()) = Current::of(&self.ctx);
-        self.plans.clear();
+        self.forget_shared_plans();
     }
 
     /// Bounds how many query shapes keep a shared plan (0: none; each query is planned with
     /// its literals).
     pub fn set_plan_cache_entries_max(&mut self, entries: usize) {
         self.plans = PlanCache::new(entries);
+        self.text_shapes = PlanCache::new(entries);
+    }
+
+    /// Drops every shared plan, and what texts learned of them.
+    fn forget_shared_plans(&self) {
+        self.plans.clear();
+        self.text_shapes.clear();
     }
 
     /// How many query shapes have a plan kept.
     #[cfg(test)]
     pub(crate) fn shared_plans(&self) -> usize {
         self.plans.len()
+    }
+
+    /// How many text shapes learned which shared plan they fill.
+    #[cfg(test)]
+    pub(crate) fn learned_texts(&self) -> usize {
+        self.text_shapes.len()
     }
 
     /// The physical plan `sql` runs with, as text, and whether it is a shared plan.
@@ -587,7 +625,7 @@ impl Engine {
             }
             Command::RenameTable { from, to } => {
                 self.db.rename_table(&from, &to)?;
-                self.plans.clear();
+                self.forget_shared_plans();
                 done("RENAME TABLE")
             }
             Command::DropPartitions {
@@ -604,7 +642,7 @@ impl Engine {
                 });
                 // Kept plans hold their tables, and a dropped table's files go with its
                 // last holder.
-                self.plans.clear();
+                self.forget_shared_plans();
                 dropped?;
                 done("DROP TABLE")
             }
@@ -681,6 +719,14 @@ impl Engine {
     /// Prepares a statement DataFusion plans: a query without parameters of its own takes
     /// the plan its shape shares where it can (see `plan_cache`).
     async fn prepare_sql(&self, sql: &str) -> Result<Prepared> {
+        let text = if self.plans.is_enabled() {
+            TextShape::of(sql)
+        } else {
+            None
+        };
+        if let Some(prepared) = text.as_ref().and_then(|t| self.prepare_learned(t)) {
+            return Ok(prepared);
+        }
         let Parsed {
             statement,
             parameters,
@@ -690,7 +736,8 @@ impl Engine {
             && self.plans.is_enabled()
             && let Some(shape) = Shape::of(&statement)
         {
-            self.prepare_shared(shape).await
+            self.prepare_shared(shape, text.as_ref(), &designated_timestamp)
+                .await
         } else {
             None
         };
@@ -707,31 +754,71 @@ impl Engine {
         })
     }
 
+    /// The shared plan a text of a learned shape fills, without parsing it; `None` if the
+    /// shape is not learned, its fixed literals differ, or the plan is gone or out of date.
+    fn prepare_learned(&self, text: &TextShape) -> Option<Prepared> {
+        let learned = self.text_shapes.get(&text.key)?;
+        let literals = learned.parameters(text)?;
+        let shared = self.plans.get(&learned.shape_key)?;
+        if !shared.is_current(&self.db) {
+            return None;
+        }
+        shared.bind(&literals, learned.designated_timestamp.clone())
+    }
+
     /// The shape's shared plan with the shape's literals bound, planning it first if needed;
-    /// `None` if the statement must be planned with its literals.
-    async fn prepare_shared(&self, shape: Shape) -> Option<Prepared> {
-        let shared = match self.plans.get(&shape.key) {
-            Some(shared) if shared.is_current(&self.db) => shared,
+    /// `None` if the statement must be planned with its literals. A plan used again teaches
+    /// `text`'s shape how to find it.
+    async fn prepare_shared(
+        &self,
+        shape: Shape,
+        text: Option<&TextShape>,
+        designated_timestamp: &Option<String>,
+    ) -> Option<Prepared> {
+        let (shared, reused) = match self.plans.get(&shape.key) {
+            Some(shared) if shared.is_current(&self.db) => (shared, true),
             _ => {
                 // A failure here is the statement's own: planning it with its literals
                 // reports it.
-                let shared = Arc::new(self.plan_shared(shape.statement).await.ok()?);
-                self.plans.insert(shape.key, shared.clone());
-                shared
+                let shared = Arc::new(self.plan_shared(shape.statement.clone()).await.ok()?);
+                self.plans.insert(shape.key.clone(), shared.clone());
+                (shared, false)
             }
         };
-        let SharedPlan::Planned { prepared, .. } = shared.as_ref() else {
-            return None;
+        let prepared = shared.bind(&shape.literals, None)?;
+        if reused && let Some(text) = text {
+            self.learn(text, &shape, designated_timestamp);
+        }
+        Some(prepared)
+    }
+
+    /// Learns how `text`'s literals fill `shape`'s parameters, if a probe confirms it (see
+    /// `text_shape`). A shape already learned is learned again only if its literals still fit
+    /// but now lead to another plan (a table changed under it).
+    fn learn(&self, text: &TextShape, shape: &Shape, designated_timestamp: &Option<String>) {
+        if let Some(old) = self.text_shapes.get(&text.key)
+            && (old.shape_key == shape.key || old.parameters(text).is_none())
+        {
+            return;
+        }
+        let Some((learned, probe, expected)) = Learned::guess(
+            text,
+            &shape.key,
+            &shape.literals,
+            designated_timestamp.clone(),
+        ) else {
+            return;
         };
-        let literals = plan_cache::bind(&shape.literals, &prepared.param_types)?;
-        Some(Prepared {
-            kind: prepared.kind.clone(),
-            param_types: Vec::new(),
-            schema: prepared.schema.clone(),
-            literals,
-            physical: prepared.physical.clone(),
-            designated_timestamp: None,
-        })
+        let Ok(parsed) = self.parse_sql(&probe) else {
+            return;
+        };
+        let confirmed = parsed.parameters == 0
+            && parsed.designated_timestamp == *designated_timestamp
+            && Shape::of(&parsed.statement)
+                .is_some_and(|p| learned.check(&p.key, &p.literals, &expected));
+        if confirmed {
+            self.text_shapes.insert(text.key.clone(), Arc::new(learned));
+        }
     }
 
     async fn plan_shared(&self, statement: DFStatement) -> Result<SharedPlan> {

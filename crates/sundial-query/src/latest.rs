@@ -20,8 +20,8 @@ use std::fmt;
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use datafusion::arrow::array::{Array, AsArray, BooleanArray, RecordBatch, UInt32Array};
-use datafusion::arrow::compute::{concat_batches, take_record_batch};
+use datafusion::arrow::array::{Array, AsArray, BooleanArray, RecordBatch};
+use datafusion::arrow::compute::concat_batches;
 use datafusion::arrow::datatypes::{Int32Type, SchemaRef};
 use datafusion::catalog::{Session, TableFunctionArgs, TableFunctionImpl};
 use datafusion::common::tree_node::TreeNodeRecursion;
@@ -45,8 +45,10 @@ use crate::provider::newest_snapshot;
 /// The table function's name.
 pub(crate) const LATEST_ROWS: &str = "latest_rows";
 
-/// Rows read per step of the backward scan.
+/// Most rows read per step of the backward scan.
 const CHUNK_ROWS: u64 = 4_096;
+/// Fewest rows read by the first step.
+const FIRST_CHUNK_ROWS: u64 = 256;
 
 /// `latest_rows(table, qualifier, filter, key...)`.
 #[derive(Debug)]
@@ -159,6 +161,13 @@ impl TableProvider for LatestTable {
             .cloned()
             .unwrap_or_else(|| (0..self.schema.fields().len()).collect());
         let output = Arc::new(self.schema.project(&projection)?);
+        // Rows come oldest first: partitions in time order, each partition's rows in order.
+        let mut equivalences = EquivalenceProperties::new(output.clone());
+        if let Some(ordering) =
+            crate::scan::timestamp_ordering(&self.planned, &projection, &output, false)
+        {
+            equivalences.add_ordering(ordering);
+        }
         Ok(Arc::new(LatestExec {
             table: self.table.clone(),
             planned: self.planned.clone(),
@@ -166,7 +175,7 @@ impl TableProvider for LatestTable {
             filter,
             projection,
             properties: Arc::new(PlanProperties::new(
-                EquivalenceProperties::new(output.clone()),
+                equivalences,
                 Partitioning::UnknownPartitioning(1),
                 EmissionType::Final,
                 Boundedness::Bounded,
@@ -269,39 +278,86 @@ struct Search {
 /// A key: the SYMBOL codes of a row, `-1` for NULL.
 type Key = Vec<i32>;
 
+/// The keys met so far.
+enum SeenKeys {
+    /// One key column: a flag per code, NULL first.
+    One(Vec<bool>),
+    Many(HashSet<Key, foldhash::fast::RandomState>),
+}
+
+impl SeenKeys {
+    fn new(search: &Search) -> Self {
+        match search.keys.as_slice() {
+            [k] => SeenKeys::One(vec![
+                false;
+                search.snapshot.symbols(*k).map_or(0, |s| s.len()) + 1
+            ]),
+            _ => SeenKeys::Many(HashSet::default()),
+        }
+    }
+
+    /// Records `key`; whether it is new.
+    fn insert(&mut self, key: &[i32]) -> bool {
+        match self {
+            SeenKeys::One(flags) => {
+                let slot = (key[0] + 1) as usize;
+                if slot >= flags.len() {
+                    flags.resize(slot + 1, false);
+                }
+                !std::mem::replace(&mut flags[slot], true)
+            }
+            SeenKeys::Many(set) => !set.contains(key) && set.insert(key.to_vec()),
+        }
+    }
+}
+
 impl Search {
     fn run(&self) -> DfResult<RecordBatch> {
-        let all: Vec<usize> = (0..self.snapshot.meta().columns.len()).collect();
         // Every symbol of every key column has been met: only NULL keys can still be missing.
         let symbol_keys: u64 = self
             .keys
             .iter()
             .map(|&k| self.snapshot.symbols(k).map_or(0, |s| s.len() as u64))
             .fold(1u64, u64::saturating_mul);
-        let mut seen: HashSet<Key> = HashSet::new();
+        // Without a filter only the key columns are read while searching; a filter reads
+        // every column, as its expression refers to the table's columns by position.
+        let searched: Vec<usize> = match self.filter {
+            Some(_) => (0..self.snapshot.meta().columns.len()).collect(),
+            None => self.keys.clone(),
+        };
+        let key_at: Vec<usize> = match self.filter {
+            Some(_) => self.keys.clone(),
+            None => (0..self.keys.len()).collect(),
+        };
+        let mut seen = SeenKeys::new(self);
         let mut key: Key = Vec::with_capacity(self.keys.len());
         let mut seen_symbol_keys = 0u64;
-        let mut found: Vec<RecordBatch> = Vec::new();
-        for (p, partition) in self.snapshot.partitions().iter().enumerate().rev() {
+        // A first chunk about as large as the keys there are, doubling up to CHUNK_ROWS.
+        let mut chunk_rows = symbol_keys
+            .saturating_mul(2)
+            .clamp(FIRST_CHUNK_ROWS, CHUNK_ROWS);
+        // Rows kept, by partition, newest partition first.
+        let mut found: Vec<(usize, Vec<u32>)> = Vec::new();
+        'partitions: for (p, partition) in self.snapshot.partitions().iter().enumerate().rev() {
+            let mut picked: Vec<u32> = Vec::new();
             let mut end = partition.row_count;
             while end > 0 {
                 let complete = seen_symbol_keys == symbol_keys;
                 if complete && !self.has_null_key(p, 0..end)? {
-                    break;
+                    found.push((p, picked));
+                    break 'partitions;
                 }
-                let start = end.saturating_sub(CHUNK_ROWS);
+                let start = end.saturating_sub(chunk_rows);
+                chunk_rows = (chunk_rows * 2).min(CHUNK_ROWS);
                 let batch = self
                     .snapshot
-                    .read_batch(p, &all, start..end)
+                    .read_batch(p, &searched, start..end)
                     .map_err(external)?;
                 let mask = self.mask(&batch)?;
-                let codes: Vec<_> = self
-                    .keys
+                let codes: Vec<_> = key_at
                     .iter()
                     .map(|&k| batch.column(k).as_dictionary::<Int32Type>().keys().clone())
                     .collect();
-                // Rows kept from this chunk, newest first.
-                let mut picked: Vec<u32> = Vec::new();
                 for row in (0..batch.num_rows()).rev() {
                     if mask
                         .as_ref()
@@ -316,27 +372,37 @@ impl Search {
                             .map(|c| if c.is_null(row) { -1 } else { c.value(row) }),
                     );
                     let has_null = key.iter().any(|&c| c < 0);
-                    if (complete && !has_null) || seen.contains(&key) {
+                    if (complete && !has_null) || !seen.insert(&key) {
                         continue;
                     }
-                    seen.insert(key.clone());
                     if !has_null {
                         seen_symbol_keys += 1;
                     }
-                    // A chunk has at most CHUNK_ROWS rows.
-                    picked.push(row as u32);
-                }
-                if !picked.is_empty() {
-                    picked.reverse();
-                    let rows = UInt32Array::from(picked);
-                    found.push(take_record_batch(&batch.project(&self.projection)?, &rows)?);
+                    let at = u32::try_from(start + row as u64).map_err(|_| {
+                        DataFusionError::ResourcesExhausted(
+                            "LATEST over a partition of more than 4 Gi rows".into(),
+                        )
+                    })?;
+                    picked.push(at);
                 }
                 end = start;
             }
+            found.push((p, picked));
         }
-        // Chunks were found newest first; QuestDB returns rows oldest first.
-        found.reverse();
-        Ok(concat_batches(&self.output, &found)?)
+        // Partitions were searched newest first; QuestDB returns rows oldest first.
+        let mut batches = Vec::with_capacity(found.len());
+        for (p, mut rows) in found.into_iter().rev() {
+            if rows.is_empty() {
+                continue;
+            }
+            rows.reverse();
+            let batch = self
+                .snapshot
+                .read_batch_picked(p, &self.projection, &rows)
+                .map_err(external)?;
+            batches.push(batch.with_schema(self.output.clone())?);
+        }
+        Ok(concat_batches(&self.output, &batches)?)
     }
 
     fn mask(&self, batch: &RecordBatch) -> DfResult<Option<BooleanArray>> {
@@ -360,5 +426,48 @@ impl Search {
             }
         }
         Ok(false)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::scan::tests::{engine, plan_and_rows};
+
+    /// The backward search against a window over every row: one key and two (with NULL
+    /// keys), with and without a filter, over several partitions where some keys only
+    /// appear in the oldest one, so the search grows its chunks and crosses partitions.
+    #[tokio::test]
+    async fn latest_rows_match_a_window_over_every_row() {
+        let (engine, _dir) = engine();
+        let rows = |from: u32, to: u32, hosts: u32| {
+            format!(
+                "INSERT INTO t SELECT to_timestamp_seconds(1704067200 + value * 29), \
+                 CASE WHEN value % 13 = 0 THEN NULL ELSE 'h' || (value % {hosts}) END, \
+                 CASE value % 4 WHEN 0 THEN NULL WHEN 1 THEN 'a' ELSE 'b' END, \
+                 value * 0.5 FROM generate_series({from}, {to} - 1)"
+            )
+        };
+        for sql in [
+            "CREATE TABLE t (ts TIMESTAMP, h SYMBOL, k SYMBOL, v DOUBLE) TIMESTAMP(ts) \
+             PARTITION BY DAY"
+                .to_string(),
+            rows(0, 3000, 700),
+            rows(3000, 9000, 300),
+        ] {
+            engine.run(&sql).await.expect(&sql);
+        }
+        for (keys, filter) in [("h", ""), ("h, k", ""), ("h", "WHERE v > 4000 "), ("k", "")] {
+            let latest = format!("SELECT * FROM t {filter}LATEST ON ts PARTITION BY {keys}");
+            let window = format!(
+                "SELECT ts, h, k, v FROM (SELECT *, row_number() OVER (PARTITION BY {keys} \
+                 ORDER BY ts DESC) AS rn FROM t {filter}) WHERE rn = 1 ORDER BY ts"
+            );
+            let (plan, got) = plan_and_rows(&engine, &latest).await;
+            assert!(plan.contains("LatestExec"), "{latest}: {plan}");
+            assert!(!plan.contains("SortExec"), "{latest}: {plan}");
+            let (_, want) = plan_and_rows(&engine, &window).await;
+            assert_eq!(got, want, "{latest}");
+            assert!(got.lines().count() > 6, "{got}");
+        }
     }
 }

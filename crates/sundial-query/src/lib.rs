@@ -67,6 +67,7 @@ mod result_timestamp;
 mod reuse;
 pub mod scan;
 pub mod text;
+mod text_shape;
 
 pub use datafusion::execution::SendableRecordBatchStream;
 pub use datafusion::scalar::ScalarValue;

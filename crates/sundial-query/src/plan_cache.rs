@@ -185,7 +185,7 @@ fn parameterize_literal(expr: &mut Expr, literals: &mut Vec<ScalarValue>) {
 
 /// A number literal as DataFusion's SQL planner types it: Int64 if it fits, else Float64 if
 /// it has a fraction or exponent; `None` for the rest (UInt64, decimals), which stay literal.
-fn number(text: &str) -> Option<ScalarValue> {
+pub(crate) fn number(text: &str) -> Option<ScalarValue> {
     if let Ok(n) = text.parse::<i64>() {
         return Some(ScalarValue::Int64(Some(n)));
     }
@@ -571,6 +571,46 @@ mod tests {
         }
         assert_eq!(literal.shared_plans(), 0);
         assert_eq!(shared.shared_plans(), 6);
+        // Every shape's text was learned, so most of these skipped parsing.
+        assert_eq!(shared.learned_texts(), 6);
+    }
+
+    /// Texts of a learned shape fill its plan only when their other literals are the same;
+    /// an ambiguous literal (equal to another) is never learned; answers stay those of plans
+    /// made with literals.
+    #[tokio::test]
+    async fn learned_texts_fill_plans_only_where_they_fit() {
+        let (mut literal, _literal_dir) = crate::scan::tests::engine();
+        literal.set_plan_cache_entries_max(0);
+        let (shared, _shared_dir) = crate::scan::tests::engine();
+        cpu(&literal).await;
+        cpu(&shared).await;
+        let mut queries = Vec::new();
+        for round in 0..4 {
+            let host = format!("host_{}", round % 3 + 1);
+            let limit = 10 + round % 2;
+            queries.extend([
+                format!(
+                    "SELECT ts, usage, '{host}' AS h FROM cpu WHERE host = '{host}' \
+                     AND usage > {round}.5 ORDER BY ts LIMIT 3"
+                ),
+                format!(
+                    "SELECT ts, usage FROM cpu WHERE host = 'host_{round}' AND n = {round} \
+                     ORDER BY ts LIMIT 3"
+                ),
+                format!(
+                    "SELECT ts, '7' AS r FROM cpu WHERE n > {round} AND host <> 'host_{}' \
+                     ORDER BY ts LIMIT {limit}",
+                    round + 1
+                ),
+            ]);
+        }
+        for sql in &queries {
+            assert_eq!(rows(&shared, sql).await, rows(&literal, sql).await, "{sql}");
+        }
+        // The first shape repeats its host outside the WHERE: never learned. The other two
+        // are; the third's LIMIT alternates, so only texts with the learned LIMIT fit.
+        assert_eq!(shared.learned_texts(), 2);
     }
 
     #[tokio::test]

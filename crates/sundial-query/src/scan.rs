@@ -483,7 +483,7 @@ impl SundialScanExec {
 /// Each output partition runs its frames in table order, and a table's rows are sorted by the
 /// designated timestamp (partitions by range, rows within one by the merge on commit), so
 /// every output partition is sorted by it: ascending, or descending when reversed.
-fn timestamp_ordering(
+pub(crate) fn timestamp_ordering(
     meta: &TableMeta,
     projection: &[usize],
     schema: &SchemaRef,
