@@ -21,7 +21,8 @@
 //!
 //! Errors are one type, [`Error`], mapped once to an HTTP status ([`Error::status`]); `/exec`
 //! and `/exp` report them as QuestDB does (`{"query","error","position"}`), `/imp` as
-//! `{"status":..}` (or plain text). Responses are gzip-compressed when the client accepts it,
+//! `{"status":..}` (or plain text). Large responses are gzip-compressed for clients on other
+//! hosts that accept it ([`Gzip`]),
 //! and carry CORS headers (`Access-Control-Allow-Origin: *`, preflight answered) so a browser
 //! console on another origin can use them.
 
@@ -56,9 +57,19 @@ pub struct HttpOptions {
     pub statement_timeout_ms: u64,
     /// Largest `/imp` request body, in bytes; larger ones get 413.
     pub import_bytes_max: u64,
-    /// Whether answers of at least [`GZIP_BYTES_MIN`] go out gzip-compressed to clients that
+    /// When answers of at least [`GZIP_BYTES_MIN`] go out gzip-compressed to clients that
     /// accept it.
-    pub gzip: bool,
+    pub gzip: Gzip,
+}
+
+/// When answers are gzip-compressed (always only for clients that accept it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Gzip {
+    Never,
+    /// For clients on other hosts. Over loopback, compressing costs more time than sending the
+    /// bytes uncompressed does (requests without a known peer address count as remote).
+    Remote,
+    Always,
 }
 
 /// Smallest answer worth compressing: below it, compressing costs more time than sending the
@@ -84,7 +95,7 @@ impl Default for HttpOptions {
         HttpOptions {
             statement_timeout_ms: 0,
             import_bytes_max: 1 << 30,
-            gzip: true,
+            gzip: Gzip::Remote,
         }
     }
 }
@@ -115,15 +126,34 @@ pub fn sql_router(state: HttpSql) -> Router {
             post(imp::imp).layer(DefaultBodyLimit::max(import_limit)),
         )
         .with_state(Arc::new(state));
-    let router = if gzip {
-        router.layer(
+    let router = match gzip {
+        Gzip::Never => router,
+        Gzip::Remote | Gzip::Always => router.layer(
             CompressionLayer::new()
                 .gzip(true)
                 .quality(CompressionLevel::Fastest)
                 .compress_when(LargeAnswers),
-        )
-    } else {
-        router
+        ),
+    };
+    // Outside the compression layer, so that it sees the request without the header.
+    let router = match gzip {
+        Gzip::Remote => router.layer(axum::middleware::from_fn(uncompressed_for_local_clients)),
+        Gzip::Never | Gzip::Always => router,
     };
     router.layer(cors)
+}
+
+/// Drops `Accept-Encoding` from requests of clients on this host (see [`Gzip::Remote`]).
+async fn uncompressed_for_local_clients(
+    mut request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> axum::response::Response {
+    let local = request
+        .extensions()
+        .get::<axum::extract::ConnectInfo<std::net::SocketAddr>>()
+        .is_some_and(|peer| peer.0.ip().is_loopback());
+    if local {
+        request.headers_mut().remove(header::ACCEPT_ENCODING);
+    }
+    next.run(request).await
 }

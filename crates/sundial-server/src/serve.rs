@@ -80,10 +80,11 @@ pub struct ServeArgs {
     /// Largest accepted HTTP `/imp` (CSV upload) body, in bytes; larger ones get 413.
     #[arg(long, env = "SUNDIAL_HTTP_IMPORT_BYTES_MAX", default_value_t = 1 << 30)]
     pub http_import_bytes_max: u64,
-    /// Gzip-compress `/exec` and `/exp` answers of 256 KiB or more for clients that accept it
-    /// (`--http-gzip false`: never; QuestDB never does).
-    #[arg(long, env = "SUNDIAL_HTTP_GZIP", default_value_t = true, action = clap::ArgAction::Set)]
-    pub http_gzip: bool,
+    /// Gzip-compress `/exec` and `/exp` answers of 256 KiB or more, for clients that accept
+    /// it: `remote` for clients on other hosts only (over loopback compressing costs more than
+    /// it saves), `always`, or `never` (as QuestDB).
+    #[arg(long, env = "SUNDIAL_HTTP_GZIP", value_enum, default_value_t = GzipArg::Remote)]
+    pub http_gzip: GzipArg,
     /// Longest accepted ILP line, in bytes.
     #[arg(long, env = "SUNDIAL_ILP_LINE_BYTES_MAX", default_value_t = 1 << 20)]
     pub ilp_line_bytes_max: usize,
@@ -128,7 +129,8 @@ pub struct ServeArgs {
     /// SET their own) and HTTP `/exec` and `/exp` (a `Statement-Timeout` header overrides it).
     #[arg(long, env = "SUNDIAL_STATEMENT_TIMEOUT_MS", default_value_t = 0)]
     pub statement_timeout_ms: u64,
-    /// Threads executing queries, apart from the threads serving connections (0: one per core).
+    /// Threads executing queries and serving HTTP, apart from the threads receiving ILP and
+    /// PostgreSQL connections (0: one per core).
     #[arg(long, env = "SUNDIAL_QUERY_THREADS", default_value_t = 0)]
     pub query_threads: usize,
     /// Memory one query's operators (sorts, joins, aggregations) may hold, in bytes (0: no
@@ -316,7 +318,7 @@ pub async fn run(db: Arc<Database>, args: ServeArgs) -> Result<(), String> {
         options: HttpOptions {
             statement_timeout_ms: args.statement_timeout_ms,
             import_bytes_max: args.http_import_bytes_max,
-            gzip: args.http_gzip,
+            gzip: args.http_gzip.into(),
         },
     });
     let app = Router::new()
@@ -335,6 +337,8 @@ pub async fn run(db: Arc<Database>, args: ServeArgs) -> Result<(), String> {
             let http = http.tap_io(|stream| {
                 let _ = stream.set_nodelay(true);
             });
+            // The peer's address tells local clients apart (`--http-gzip remote`).
+            let app = app.into_make_service_with_connect_info::<SocketAddr>();
             let served = axum::serve(http, app)
                 .with_graceful_shutdown(async move {
                     let _ = http_stop.wait_for(|stop| *stop).await;
@@ -385,6 +389,26 @@ pub async fn run(db: Arc<Database>, args: ServeArgs) -> Result<(), String> {
     drop(queries);
     shared.log_counters();
     Ok(())
+}
+
+/// `--http-gzip`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum GzipArg {
+    #[value(alias = "false")]
+    Never,
+    Remote,
+    #[value(alias = "true")]
+    Always,
+}
+
+impl From<GzipArg> for sundial_http::Gzip {
+    fn from(arg: GzipArg) -> Self {
+        match arg {
+            GzipArg::Never => sundial_http::Gzip::Never,
+            GzipArg::Remote => sundial_http::Gzip::Remote,
+            GzipArg::Always => sundial_http::Gzip::Always,
+        }
+    }
 }
 
 /// The query runtime, shut down without waiting when dropped: dropping a runtime the blocking

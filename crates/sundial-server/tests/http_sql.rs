@@ -164,8 +164,25 @@ fn exec_answers_like_questdb() {
         b"",
     );
     assert_eq!(reply.status, 200);
+    assert_eq!(
+        reply.header("content-encoding"),
+        None,
+        "by default only clients on other hosts get gzip"
+    );
+    assert!(reply.text().contains(r#""count":200000}"#));
+    let always_dir = tempfile::tempdir().unwrap();
+    let always = serve(always_dir.path(), &["--http-gzip", "always"]);
+    let reply = request(
+        always.http,
+        "GET",
+        &large,
+        &[("Accept-Encoding", "gzip")],
+        b"",
+    );
+    assert_eq!(reply.status, 200);
     assert_eq!(reply.header("content-encoding"), Some("gzip"));
     assert!(reply.text().contains(r#""count":200000}"#));
+    stop(always);
     let reply = request(
         server.http,
         "OPTIONS",
