@@ -247,7 +247,12 @@ enum JsonColumn<'a> {
     Float64(&'a Float64Array),
     Int64(&'a Int64Array),
     Int32(&'a Int32Array),
-    TimestampNanos(&'a TimestampNanosecondArray),
+    /// `last` is the previous value written and its JSON text: rows often repeat a
+    /// timestamp (one per series at each instant), and formatting one is most of its cost.
+    TimestampNanos {
+        array: &'a TimestampNanosecondArray,
+        last: Option<(i64, [u8; TIMESTAMP_JSON_BYTES_MAX], usize)>,
+    },
     Utf8(&'a StringArray),
     /// Keys into `values`; `memo[key]` is the range of `texts` holding that value's JSON.
     Symbols {
@@ -257,6 +262,9 @@ enum JsonColumn<'a> {
     },
     Other(&'a dyn Array),
 }
+
+/// The longest JSON text of a nanosecond timestamp: a quoted `-292277-01-01T00:00:00.000000000Z`.
+const TIMESTAMP_JSON_BYTES_MAX: usize = 40;
 
 /// Dictionaries with more values than this (and than the batch's rows) are written value by
 /// value: remembering their texts would cost more than it saves.
@@ -295,9 +303,10 @@ impl<'a> JsonColumn<'a> {
             DataType::Float64 => JsonColumn::Float64(array.as_primitive()),
             DataType::Int64 => JsonColumn::Int64(array.as_primitive()),
             DataType::Int32 => JsonColumn::Int32(array.as_primitive()),
-            DataType::Timestamp(TimeUnit::Nanosecond, _) => {
-                JsonColumn::TimestampNanos(array.as_primitive())
-            }
+            DataType::Timestamp(TimeUnit::Nanosecond, _) => JsonColumn::TimestampNanos {
+                array: array.as_primitive(),
+                last: None,
+            },
             DataType::Utf8 => JsonColumn::Utf8(array.as_string()),
             DataType::Dictionary(key, value)
                 if **key == DataType::Int32 && **value == DataType::Utf8 =>
@@ -325,10 +334,24 @@ impl<'a> JsonColumn<'a> {
             },
             JsonColumn::Int64(a) if a.is_valid(row) => push_int(out, a.value(row)),
             JsonColumn::Int32(a) if a.is_valid(row) => push_int(out, a.value(row)),
-            JsonColumn::TimestampNanos(a) if a.is_valid(row) => {
+            JsonColumn::TimestampNanos { array, last } if array.is_valid(row) => {
+                let nanos = array.value(row);
+                if let Some((at, text, len)) = last
+                    && *at == nanos
+                {
+                    out.extend_from_slice(&text[..*len]);
+                    return;
+                }
+                let start = out.len();
                 out.push(b'"');
-                push_iso_timestamp(out, a.value(row));
+                push_iso_timestamp(out, nanos);
                 out.push(b'"');
+                let written = &out[start..];
+                if written.len() <= TIMESTAMP_JSON_BYTES_MAX {
+                    let mut text = [0u8; TIMESTAMP_JSON_BYTES_MAX];
+                    text[..written.len()].copy_from_slice(written);
+                    *last = Some((nanos, text, written.len()));
+                }
             }
             JsonColumn::Utf8(a) if a.is_valid(row) => write_json_string(out, a.value(row)),
             JsonColumn::Symbols { keys, values, memo } if keys.is_valid(row) => {
@@ -405,12 +428,13 @@ mod tests {
                 None,
                 Some(2),
             ])),
+            // Repeats, next to each other and around a NULL, take the remembered text.
             Arc::new(TimestampNanosecondArray::from(vec![
                 Some(1_451_606_400_000_000_001),
-                None,
-                Some(0),
+                Some(1_451_606_400_000_000_001),
                 Some(-1),
-                Some(1),
+                None,
+                Some(-1),
                 Some(2),
             ])),
             Arc::new(TimestampMicrosecondArray::from(vec![

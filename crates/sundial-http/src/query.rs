@@ -420,9 +420,10 @@ async fn produce<E: Encoder>(
             counting_since.get_or_insert_with(Instant::now);
         }
         if out.len() >= CHUNK_BYTES {
+            // An answer past one chunk is large: later chunks start at their full size.
             let chunk = Bytes::from(std::mem::replace(
                 &mut out,
-                Vec::with_capacity(CHUNK_START_BYTES),
+                Vec::with_capacity(CHUNK_BYTES + CHUNK_BYTES / 4),
             ));
             outbox.send(Msg::Chunk(chunk)).await;
             sent_any = true;

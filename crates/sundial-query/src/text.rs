@@ -32,6 +32,11 @@ pub fn civil_from_days(days: i64) -> (i64, u32, u32) {
 
 /// Appends `value` as exactly `width` digits (zero-padded; wider values keep all digits).
 fn push_digits(out: &mut Vec<u8>, value: u64, width: usize) {
+    if width == 2 && value < 100 {
+        // Months, days, hours, minutes and seconds: no division loop.
+        out.extend_from_slice(&[b'0' + (value / 10) as u8, b'0' + (value % 10) as u8]);
+        return;
+    }
     let mut buf = [b'0'; 20];
     let mut v = value;
     let mut i = buf.len();

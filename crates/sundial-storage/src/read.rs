@@ -159,8 +159,28 @@ fn symbol_array(
     let values = symbols
         .ok_or_else(|| StorageError::Internal(format!("no dictionary for column {}", column.id)))?;
     let values: ArrayRef = values.clone();
-    let array = DictionaryArray::try_new(codes, values)
-        .map_err(|e| StorageError::corrupt(path, e.to_string()))?;
+    if codes.null_count() > 0 {
+        let array = DictionaryArray::try_new(codes, values)
+            .map_err(|e| StorageError::corrupt(path, e.to_string()))?;
+        return Ok(Arc::new(array));
+    }
+    // Without NULLs every code must name a symbol: one min/max pass over the raw codes (a loop
+    // the compiler vectorizes) checks them all.
+    let (min, max) = codes
+        .values()
+        .iter()
+        .fold((0i32, -1i32), |(lo, hi), &c| (lo.min(c), hi.max(c)));
+    if min < 0 || usize::try_from(max).is_ok_and(|max| max >= values.len()) {
+        return Err(StorageError::corrupt(
+            path,
+            format!(
+                "symbol codes {min}..={max} outside the {} symbols",
+                values.len()
+            ),
+        ));
+    }
+    // SAFETY: every code was just checked to be in 0..values.len(), and none is NULL.
+    let array = unsafe { DictionaryArray::new_unchecked(codes, values) };
     Ok(Arc::new(array))
 }
 
@@ -249,4 +269,35 @@ pub(crate) fn read_symbols(
                 .map_err(|_| StorageError::corrupt(&data_path, "symbol is not UTF-8"))
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Codes naming no symbol are corruption, with and without NULLs among them.
+    #[test]
+    fn symbol_codes_must_name_a_symbol() {
+        let column = ColumnMeta {
+            id: 7,
+            name: "s".into(),
+            column_type: ColumnType::Symbol,
+            indexed: false,
+        };
+        let symbols: SymbolValues = Arc::new(arrow_array::StringArray::from(vec!["a", "b"]));
+        let path = std::path::Path::new("s.d");
+        let read = |codes: Vec<Option<i32>>| {
+            symbol_array(PrimitiveArray::from(codes), &column, Some(&symbols), path)
+        };
+        assert_eq!(read(vec![Some(0), Some(1), Some(1)]).unwrap().len(), 3);
+        assert_eq!(read(vec![Some(1), None]).unwrap().null_count(), 1);
+        assert_eq!(read(vec![]).unwrap().len(), 0);
+        for bad in [
+            vec![Some(0), Some(2)],
+            vec![Some(-1), Some(0)],
+            vec![None, Some(5)],
+        ] {
+            assert!(read(bad.clone()).is_err(), "{bad:?}");
+        }
+    }
 }
