@@ -214,3 +214,38 @@ fn a_bad_config_file_is_a_clear_error() {
     let stderr = String::from_utf8_lossy(&o.stderr);
     assert!(stderr.contains("unknown setting 'ilp_tcp_adr'"), "{stderr}");
 }
+
+/// A port another process holds (HTTP, then PostgreSQL, which bind after the query runtime
+/// starts) is a clear error and a failed exit, never a panic.
+#[test]
+fn a_busy_port_is_a_clear_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let busy = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let busy_addr = busy.local_addr().unwrap().to_string();
+    for (flag, what) in [("--http-addr", "(HTTP)"), ("--pg-addr", "(PostgreSQL)")] {
+        let free = |_| format!("127.0.0.1:{}", free_port());
+        let mut args = vec![
+            "serve".to_string(),
+            "--http-addr".into(),
+            free(0),
+            "--pg-addr".into(),
+            free(1),
+            "--ilp-tcp-addr".into(),
+            free(2),
+        ];
+        let at = args.iter().position(|a| a == flag).unwrap();
+        args[at + 1] = busy_addr.clone();
+        let o = Command::new(env!("CARGO_BIN_EXE_sundial"))
+            .args(&args)
+            .env("SUNDIAL_DATA_DIR", dir.path())
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(1), "{stderr}");
+        assert!(
+            stderr.contains(&format!("cannot listen on {busy_addr} {what}")),
+            "{stderr}"
+        );
+        assert!(!stderr.contains("panicked"), "{stderr}");
+    }
+}
