@@ -388,7 +388,7 @@ async fn import_data(
     let csv = csv_options(&db, &load_options, csv);
 
     let (tx, rx) = mpsc::channel(CHANNEL_CHUNKS);
-    let loader = http.queries.spawn_blocking(move || {
+    let loader = tokio::task::spawn_blocking(move || {
         let input = ChannelReader {
             rx,
             current: Bytes::new(),

@@ -22,9 +22,8 @@
 //! Errors are one type, [`Error`], mapped once to an HTTP status ([`Error::status`]); `/exec`
 //! and `/exp` report them as QuestDB does (`{"query","error","position"}`), `/imp` as
 //! `{"status":..}` (or plain text). Large responses are gzip-compressed for clients on other
-//! hosts that accept it ([`Gzip`]),
-//! and carry CORS headers (`Access-Control-Allow-Origin: *`, preflight answered) so a browser
-//! console on another origin can use them.
+//! hosts that accept it ([`Gzip`]), and carry CORS headers (`Access-Control-Allow-Origin: *`,
+//! preflight answered) so a browser console on another origin can use them.
 
 mod csv_out;
 mod error;
@@ -100,12 +99,12 @@ impl Default for HttpOptions {
     }
 }
 
-/// What the SQL endpoints need: the engine, the runtime that serves them and runs their
-/// statements (`/imp` loads on its blocking pool), and their settings.
+/// What the SQL endpoints need: the engine and their settings. The router is meant to be
+/// served on the query runtime: statements run on the connection's task, and `/imp` loads on
+/// that runtime's blocking pool.
 #[derive(Clone)]
 pub struct HttpSql {
     pub engine: Arc<Engine>,
-    pub queries: tokio::runtime::Handle,
     pub options: HttpOptions,
 }
 

@@ -314,7 +314,6 @@ pub async fn run(db: Arc<Database>, args: ServeArgs) -> Result<(), String> {
     tasks.spawn(async move { pg.serve(pg_listener, pg_stop).await });
     let sql = sql_router(HttpSql {
         engine,
-        queries: queries.handle().clone(),
         options: HttpOptions {
             statement_timeout_ms: args.statement_timeout_ms,
             import_bytes_max: args.http_import_bytes_max,
