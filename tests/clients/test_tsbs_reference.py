@@ -42,8 +42,6 @@ TSBS_DIR = Path(os.environ.get("SUNDIAL_TSBS_DIR", REPO_ROOT.parent / "shared" /
 DATA = TSBS_DIR / "devops-cpu-s100-1d.ilp.zst"
 QUERIES = TSBS_DIR / "queries"
 ROWS = 864_000
-# Queries checked per query type (each file holds 20 with different parameters).
-QUERIES_PER_TYPE = 4
 
 pytestmark = pytest.mark.skipif(
     not DATA.is_file(), reason=f"TSBS data not found at {DATA} (set SUNDIAL_TSBS_DIR)"
@@ -169,12 +167,12 @@ def servers(tmp_path_factory, ilp_lines):
 
 
 def queries(kind: str) -> list[tuple[str, str]]:
-    """(type, SQL) for the first queries of each `devops-<type>.<kind>.sql` file."""
+    """(type, SQL) for every query of each `devops-<type>.<kind>.sql` file."""
     out = []
     for path in sorted(QUERIES.glob(f"devops-*.{kind}.sql")):
         query_type = path.name[len("devops-") : -len(f".{kind}.sql")]
         lines = [line.strip() for line in path.read_text().splitlines() if line.strip()]
-        out.extend((query_type, q) for q in lines[:QUERIES_PER_TYPE])
+        out.extend((query_type, q) for q in lines)
     return out
 
 

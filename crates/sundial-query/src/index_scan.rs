@@ -330,23 +330,23 @@ mod tests {
         let (_, rows) = plan_and_rows(&engine, "SELECT count(*) FROM t WHERE host = 'a'").await;
         assert!(rows.contains("| 88 "), "{rows}");
 
-        // Dropping the index leaves the filter to a FilterExec, with the same answer.
+        // Dropping the index leaves the filter to be tested row by row, with the same answer.
         engine
             .run("ALTER TABLE t ALTER COLUMN host DROP INDEX")
             .await
             .expect("drop index");
         let (plan, rows) = plan_and_rows(&engine, "SELECT count(*) FROM t WHERE host = 'a'").await;
         assert!(
-            !plan.contains("indexed") && plan.contains("FilterExec"),
+            !plan.contains("indexed") && plan.contains("filter=host@0 = a"),
             "{plan}"
         );
         assert!(rows.contains("| 88 "), "{rows}");
     }
 
     #[tokio::test]
-    async fn filters_the_scan_does_not_recognise_are_applied_above_it() {
+    async fn filters_the_index_does_not_recognise_are_tested_row_by_row() {
         use datafusion::logical_expr::{col, lit};
-        use datafusion::physical_plan::collect;
+        use datafusion::physical_plan::collect_partitioned;
         let (engine, _dir) = engine();
         for sql in [
             "CREATE TABLE t (host SYMBOL INDEX, ts TIMESTAMP, v LONG) TIMESTAMP(ts)".to_string(),
@@ -356,17 +356,28 @@ mod tests {
         }
         let state = engine.session().state();
         let provider = engine.session().table_provider("t").await.expect("t");
-        // Not a shape the scan applies; had it been reported Exact, nothing else would.
+        // Not a shape the index applies; the scan must still apply all of it, and its limit
+        // (per output partition) counts the rows that pass.
         let filter = col("v").gt(lit(250i64)).or(col("host").eq(lit("zzz")));
-        let plan = provider
-            .scan(&state, Some(&vec![2]), &[filter], Some(3))
-            .await
-            .expect("scan");
-        assert_eq!(plan.name(), "FilterExec");
-        let batches = collect(plan, state.task_ctx()).await.expect("collect");
-        let rows: usize = batches.iter().map(|b| b.num_rows()).sum();
-        assert_eq!(rows, 49);
-        assert!(batches.iter().all(|b| b.num_columns() == 1));
+        for limit in [None, Some(3)] {
+            let plan = provider
+                .scan(&state, Some(&vec![2]), std::slice::from_ref(&filter), limit)
+                .await
+                .expect("scan");
+            assert_eq!(plan.name(), "SundialScanExec");
+            let partitions = collect_partitioned(plan, state.task_ctx())
+                .await
+                .expect("collect");
+            let counts: Vec<usize> = partitions
+                .iter()
+                .map(|p| p.iter().map(|b| b.num_rows()).sum())
+                .collect();
+            match limit {
+                None => assert_eq!(counts.iter().sum::<usize>(), 49, "{counts:?}"),
+                Some(limit) => assert!(counts.iter().all(|n| *n == limit), "{counts:?}"),
+            }
+            assert!(partitions.iter().flatten().all(|b| b.num_columns() == 1));
+        }
     }
 
     #[test]

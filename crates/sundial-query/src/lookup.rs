@@ -158,7 +158,7 @@ impl PointLookup {
         if !types_match {
             return None;
         }
-        let keys = keys(&terms, scan, table)?;
+        let keys = keys(&terms, table)?;
         Some(PointLookup {
             provider,
             keys,
@@ -343,7 +343,6 @@ fn scan_column(scan: &TableScan, column: &Column) -> Option<usize> {
     }
 }
 
-/// The filter as `column = value` terms, or `None` if any term has another shape.
 /// A scan with the conjuncts that filter it, above it or pushed into it; `None` for any
 /// other plan, or a scan without filters.
 fn filtered_scan(plan: &LogicalPlan) -> Option<(&TableScan, Vec<&Expr>)> {
@@ -359,7 +358,9 @@ fn filtered_scan(plan: &LogicalPlan) -> Option<(&TableScan, Vec<&Expr>)> {
     (!terms.is_empty()).then_some((scan, terms))
 }
 
-fn keys(terms: &[&Expr], scan: &TableScan, table: &SundialTable) -> Option<Vec<Key>> {
+/// The filter as `column = value` terms, or `None` if any term has another shape. Terms name
+/// table columns, which the scan need not project: filters pushed into it are its own.
+fn keys(terms: &[&Expr], table: &SundialTable) -> Option<Vec<Key>> {
     let table_schema = table.schema();
     terms
         .iter()
@@ -378,7 +379,7 @@ fn keys(terms: &[&Expr], scan: &TableScan, table: &SundialTable) -> Option<Vec<K
                 }
                 _ => return None,
             };
-            let column = scan_column(scan, column)?;
+            let column = table_schema.index_of(&column.name).ok()?;
             let column_type = table_schema.fields().get(column)?.data_type().clone();
             let value = match value {
                 Expr::Placeholder(p) => KeyValue::Param(placeholder_index(&p.id)?),

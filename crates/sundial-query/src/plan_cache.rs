@@ -617,15 +617,18 @@ mod tests {
     async fn shared_plans_keep_filters_in_the_scan() {
         let (engine, _dir) = crate::scan::tests::engine();
         cpu(&engine).await;
-        for (lo, hi) in [("01:00:00", "01:30:00"), ("00:10:00", "00:20:00")] {
-            let sql = format!(
-                "SELECT * FROM cpu WHERE host IN ('host_2') AND ts >= '2016-01-01T{lo}Z' \
-                 AND ts < '2016-01-01T{hi}Z'"
-            );
-            let (plan, shared) = engine.physical_plan_text(&sql).await;
-            assert!(shared, "{sql}");
-            assert!(!plan.contains("FilterExec"), "{plan}");
-            assert!(plan.contains("indexed"), "{plan}");
+        for (lo, hi, usage) in [("01:00:00", "01:30:00", 1), ("00:10:00", "00:20:00", 2)] {
+            for extra in [String::new(), format!("usage > {usage}.5 AND ")] {
+                let sql = format!(
+                    "SELECT * FROM cpu WHERE {extra}host IN ('host_2') \
+                     AND ts >= '2016-01-01T{lo}Z' AND ts < '2016-01-01T{hi}Z'"
+                );
+                let (plan, shared) = engine.physical_plan_text(&sql).await;
+                assert!(shared, "{sql}");
+                assert!(!plan.contains("FilterExec"), "{plan}");
+                assert!(plan.contains("indexed"), "{plan}");
+                assert_eq!(plan.contains("filter=usage@"), !extra.is_empty(), "{plan}");
+            }
         }
         let (plan, _) = engine
             .physical_plan_text(

@@ -9,23 +9,20 @@ use async_trait::async_trait;
 use datafusion::arrow::compute::concat_batches;
 use datafusion::arrow::datatypes::SchemaRef;
 use datafusion::catalog::{SchemaProvider, Session, TableProvider};
-use datafusion::common::{DFSchema, DataFusionError, Result as DfResult, ScalarValue};
+use datafusion::common::{DataFusionError, Result as DfResult};
 use datafusion::datasource::TableType;
 use datafusion::datasource::sink::{DataSink, DataSinkExec};
 use datafusion::execution::{SendableRecordBatchStream, TaskContext};
 use datafusion::logical_expr::dml::InsertOp;
-use datafusion::logical_expr::utils::conjunction;
 use datafusion::logical_expr::{Expr, TableProviderFilterPushDown};
-use datafusion::physical_plan::filter::FilterExecBuilder;
 use datafusion::physical_plan::{DisplayAs, DisplayFormatType, ExecutionPlan};
 use futures::StreamExt;
 use sundial_ingest::{IngestError, Sinks};
 use sundial_storage::{ColumnMeta, Database, Snapshot, StorageError, Table, TableMeta};
 
 use crate::error::external;
-use crate::index_scan::symbol_filter;
 use crate::key_index::KeyIndexes;
-use crate::scan::{ScanSource, SundialScanExec, is_exact_time_filter, is_time_filter};
+use crate::scan::{ScanSource, SundialScanExec, is_row_filter, is_time_filter};
 
 /// Where INSERTs write: the table sinks shared with the ILP receivers.
 #[derive(Clone)]
@@ -128,24 +125,6 @@ impl SundialTable {
     }
 }
 
-/// `filter` with each typed placeholder (`$1`) replaced by a non-null value of its type.
-///
-/// A plan with placeholders gets their values before any scan is made from it, so a filter
-/// the scan applies for every non-null value is pushed down as it would be with literals. A
-/// NULL value, which bounds no scan, leaves its filter among the residual filters the scan
-/// applies above itself (see `ScanSource::applies`).
-fn with_sample_values(filter: &Expr) -> Expr {
-    let sampled = crate::reuse::replace_placeholders(filter, |p| {
-        Ok(p.field
-            .as_ref()
-            .and_then(|f| ScalarValue::new_default(f.data_type()).ok()))
-    });
-    match sampled {
-        Ok(t) => t.data,
-        Err(_) => filter.clone(),
-    }
-}
-
 /// The newest snapshot of `table`, provided it still has the columns a plan made against
 /// `planned` reads, at the same positions (columns added since are ignored: the plan never
 /// reads them).
@@ -189,19 +168,18 @@ impl TableProvider for SundialTable {
         TableType::Base
     }
 
+    /// The scan applies every filter it can test row by row (see [`is_row_filter`]), so
+    /// those are Exact; a volatile one that bounds the timestamp still narrows the scan.
     fn supports_filters_pushdown(
         &self,
         filters: &[&Expr],
     ) -> DfResult<Vec<TableProviderFilterPushDown>> {
         let ts = self.timestamp_name();
-        let meta = &self.planned;
         Ok(filters
             .iter()
-            .map(|f| with_sample_values(f))
             .map(|f| match ts {
-                Some(ts) if is_exact_time_filter(&f, ts) => TableProviderFilterPushDown::Exact,
-                _ if symbol_filter(&f, meta).is_some() => TableProviderFilterPushDown::Exact,
-                Some(ts) if is_time_filter(&f, ts) => TableProviderFilterPushDown::Inexact,
+                _ if is_row_filter(f) => TableProviderFilterPushDown::Exact,
+                Some(ts) if is_time_filter(f, ts) => TableProviderFilterPushDown::Inexact,
                 _ => TableProviderFilterPushDown::Unsupported,
             })
             .collect())
@@ -214,55 +192,28 @@ impl TableProvider for SundialTable {
         filters: &[Expr],
         limit: Option<usize>,
     ) -> DfResult<Arc<dyn ExecutionPlan>> {
-        let mut projection = projection
+        let projection = projection
             .cloned()
             .unwrap_or_else(|| (0..self.schema.fields().len()).collect());
-        let output_columns = projection.len();
         // Planning a plan for reuse: the filters hold placeholders, and this run's values.
         let values = crate::reuse::planning_values();
         let config = state.config();
         let source = Arc::new(ScanSource {
             table: self.table.clone(),
             planned: self.planned.clone(),
+            schema: self.schema.clone(),
             indexes: self.indexes.clone(),
             filters: filters.to_vec(),
+            props: state.execution_props().clone(),
             target_partitions: config.target_partitions(),
             session_batch_rows: config.batch_size(),
             reused: values.is_some(),
         });
-        let Some(filters) = source.bound_filters(values.as_deref().unwrap_or_default())? else {
-            return Err(DataFusionError::Plan(
-                "a filter on a parameter cannot be applied by the scan".into(),
-            ));
-        };
-        let data = source.read(&filters)?;
-        // A filter reported Exact may reach the scan rewritten by later optimizer passes
-        // into a form the scan does not recognise; such filters are applied above it. They
-        // hold no placeholders (see `ScanSource::bound_filters`).
-        let residual: Vec<Expr> = filters.into_iter().filter(|f| !source.applies(f)).collect();
-        let limit = if residual.is_empty() { limit } else { None };
-        for column in residual.iter().flat_map(|f| f.column_refs()) {
-            let index = self.schema.index_of(&column.name)?;
-            if !projection.contains(&index) {
-                projection.push(index);
-            }
-        }
+        let data = source.read(&source.bound_filters(values.as_deref().unwrap_or_default())?)?;
         let schema = Arc::new(self.schema.project(&projection)?);
-        let scan = Arc::new(SundialScanExec::new(
-            source,
-            data,
-            projection,
-            schema.clone(),
-            limit,
-        ));
-        let Some(predicate) = conjunction(residual) else {
-            return Ok(scan);
-        };
-        let predicate = state.create_physical_expr(predicate, &DFSchema::try_from(schema)?)?;
-        let filter = FilterExecBuilder::new(predicate, scan)
-            .apply_projection(Some((0..output_columns).collect()))?
-            .build()?;
-        Ok(Arc::new(filter))
+        Ok(Arc::new(SundialScanExec::new(
+            source, data, projection, schema, limit,
+        )))
     }
 
     async fn insert_into(

@@ -13,17 +13,24 @@ use std::fmt;
 use std::ops::Range;
 use std::sync::Arc;
 
-use datafusion::arrow::array::UInt32Array;
-use datafusion::arrow::compute::{SortOptions, take_record_batch};
+use datafusion::arrow::array::{Array, AsArray, BooleanArray, UInt32Array};
+use datafusion::arrow::compute::{
+    SortOptions, filter_record_batch, prep_null_mask_filter, take_record_batch,
+};
 use datafusion::arrow::datatypes::SchemaRef;
 use datafusion::arrow::record_batch::RecordBatch;
 use datafusion::common::stats::Precision;
-use datafusion::common::tree_node::TreeNodeRecursion;
-use datafusion::common::{DataFusionError, Result as DfResult, ScalarValue, Statistics};
+use datafusion::common::tree_node::{TreeNode, TreeNodeRecursion};
+use datafusion::common::{DFSchema, DataFusionError, Result as DfResult, ScalarValue, Statistics};
 use datafusion::execution::{SendableRecordBatchStream, TaskContext};
+use datafusion::logical_expr::execution_props::ExecutionProps;
+use datafusion::logical_expr::physical_planning_context::PhysicalPlanningContext;
+use datafusion::logical_expr::utils::conjunction;
 use datafusion::logical_expr::{BinaryExpr, Expr, Operator};
 use datafusion::physical_expr::expressions::Column;
-use datafusion::physical_expr::{EquivalenceProperties, PhysicalExpr, PhysicalSortExpr};
+use datafusion::physical_expr::{
+    EquivalenceProperties, PhysicalExpr, PhysicalSortExpr, create_physical_expr,
+};
 use datafusion::physical_plan::execution_plan::{Boundedness, EmissionType};
 use datafusion::physical_plan::statistics::StatisticsArgs;
 use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
@@ -276,9 +283,14 @@ pub(crate) struct ScanSource {
     pub table: Arc<Table>,
     /// The metadata planned against, which decided the filters the scan applies.
     pub planned: Arc<TableMeta>,
+    /// The table's columns as planned (`planned` as Arrow).
+    pub schema: SchemaRef,
     pub indexes: Arc<KeyIndexes>,
     /// The filters pushed into the scan, as planned: with placeholders in a reused plan.
+    /// The scan applies all of them (see [`ScanSource::read`]).
     pub filters: Vec<Expr>,
+    /// The planning session's properties, for turning filters into physical expressions.
+    pub props: ExecutionProps,
     pub target_partitions: usize,
     pub session_batch_rows: usize,
     /// Planned for reuse: row counts are estimates, since later runs read other rows.
@@ -290,6 +302,86 @@ pub(crate) struct ScanSource {
 pub(crate) struct ScanData {
     snapshot: Arc<Snapshot>,
     frames: Arc<Vec<Frame>>,
+    /// The filters that bounds and indexes leave, tested on each row the frames hold.
+    filter: Option<RowFilter>,
+}
+
+/// Filters the scan tests row by row: their conjunction over the columns it reads.
+#[derive(Debug, Clone)]
+struct RowFilter {
+    /// The table columns the predicate reads, ascending: its input batch's columns.
+    columns: Vec<usize>,
+    predicate: Arc<dyn PhysicalExpr>,
+}
+
+impl RowFilter {
+    /// The projected columns of the rows of `frame` that pass, in table order; `None` if
+    /// none does.
+    fn read_passing(
+        &self,
+        snapshot: &Snapshot,
+        frame: &Frame,
+        projection: &[usize],
+    ) -> DfResult<Option<RecordBatch>> {
+        let tested = read_rows(snapshot, frame, &self.columns)?;
+        let mask = self.mask(&tested)?;
+        let passing = mask.true_count();
+        if passing == 0 {
+            return Ok(None);
+        }
+        if passing == tested.num_rows() {
+            return read_rows(snapshot, frame, projection).map(Some);
+        }
+        let batch = match &frame.picks {
+            // Gather only the passing rows: the other columns are read for them alone.
+            Some(picks) => {
+                let kept: Vec<u32> = mask.values().set_indices().map(|i| picks[i]).collect();
+                snapshot.read_batch_picked(frame.partition, projection, &kept)
+            }
+            None => {
+                let all = snapshot.read_batch(frame.partition, projection, frame.rows.clone());
+                return Ok(Some(filter_record_batch(&all.map_err(external)?, &mask)?));
+            }
+        };
+        batch.map(Some).map_err(external)
+    }
+
+    /// True for the rows of `tested` that pass (NULL counts as not passing).
+    fn mask(&self, tested: &RecordBatch) -> DfResult<BooleanArray> {
+        let result = self
+            .predicate
+            .evaluate(tested)?
+            .into_array(tested.num_rows())?;
+        let Some(mask) = result.as_boolean_opt() else {
+            return Err(DataFusionError::Internal(format!(
+                "scan filter {} gave {}, not booleans",
+                self.predicate,
+                result.data_type()
+            )));
+        };
+        Ok(if mask.null_count() > 0 {
+            prep_null_mask_filter(mask)
+        } else {
+            mask.clone()
+        })
+    }
+}
+
+/// Whether the scan can test `filter` on each row it reads: it must give the same answer
+/// for a row whenever it is tested (not volatile) and read only the row (no subquery).
+pub(crate) fn is_row_filter(filter: &Expr) -> bool {
+    let reaches_out = filter
+        .exists(|e| {
+            Ok(matches!(
+                e,
+                Expr::ScalarSubquery(_)
+                    | Expr::Exists(_)
+                    | Expr::InSubquery(_)
+                    | Expr::OuterReferenceColumn(..)
+            ))
+        })
+        .unwrap_or(true);
+    !reaches_out && !filter.is_volatile()
 }
 
 impl ScanSource {
@@ -297,31 +389,27 @@ impl ScanSource {
         self.planned.timestamp_column().map(|c| c.name.as_str())
     }
 
-    /// Whether the scan applies `filter` in full (bounds on the designated timestamp, or
-    /// symbols of an indexed column). Others must be applied above it.
-    pub(crate) fn applies(&self, filter: &Expr) -> bool {
+    /// Whether the frames alone apply `filter` in full: it only bounds the designated
+    /// timestamp, or picks symbols of an indexed column.
+    fn frames_apply(&self, filter: &Expr) -> bool {
         let time = self
             .timestamp_name()
-            .is_some_and(|ts| is_time_filter(filter, ts));
+            .is_some_and(|ts| is_exact_time_filter(filter, ts));
         time || symbol_filter(filter, &self.planned).is_some()
     }
 
-    /// The filters with `values` in place of their placeholders (`values[0]` is `$1`); `None`
-    /// if a filter with a placeholder is then not one the scan applies (a NULL bounds
-    /// nothing), since a plan that pushed it into the scan cannot take such values.
-    pub(crate) fn bound_filters(&self, values: &[ScalarValue]) -> DfResult<Option<Vec<Expr>>> {
-        let mut bound = Vec::with_capacity(self.filters.len());
-        for filter in &self.filters {
-            let with_values = crate::reuse::with_values(filter, values)?;
-            if with_values.transformed && !self.applies(&with_values.data) {
-                return Ok(None);
-            }
-            bound.push(with_values.data);
-        }
-        Ok(Some(bound))
+    /// The filters with `values` in place of their placeholders (`values[0]` is `$1`).
+    pub(crate) fn bound_filters(&self, values: &[ScalarValue]) -> DfResult<Vec<Expr>> {
+        self.filters
+            .iter()
+            .map(|f| Ok(crate::reuse::with_values(f, values)?.data))
+            .collect()
     }
 
-    /// The rows of the newest snapshot that `filters` (bound) select, in frames.
+    /// The rows of the newest snapshot that `filters` (bound) select: frames narrowed by the
+    /// timestamp bounds and symbol indexes, and a row filter for the filters they leave.
+    /// Filters the scan cannot test (volatile ones, which DataFusion applies above the scan
+    /// too) only narrow the frames.
     pub(crate) fn read(&self, filters: &[Expr]) -> DfResult<ScanData> {
         let snapshot = newest_snapshot(&self.table, &self.planned)?;
         let bounds = match self.timestamp_name() {
@@ -344,7 +432,34 @@ impl ScanSource {
         Ok(ScanData {
             snapshot,
             frames: Arc::new(split_frames(frames, frame_rows)),
+            filter: self.row_filter(filters)?,
         })
+    }
+
+    /// The conjunction of the filters the frames leave, planned over the columns it reads.
+    fn row_filter(&self, filters: &[Expr]) -> DfResult<Option<RowFilter>> {
+        let left = filters
+            .iter()
+            .filter(|f| !self.frames_apply(f) && is_row_filter(f))
+            .cloned();
+        let Some(predicate) = conjunction(left) else {
+            return Ok(None);
+        };
+        let mut columns = predicate
+            .column_refs()
+            .into_iter()
+            .map(|c| self.schema.index_of(&c.name))
+            .collect::<Result<Vec<_>, _>>()?;
+        columns.sort_unstable();
+        columns.dedup();
+        let input = DFSchema::try_from(self.schema.project(&columns)?)?;
+        let predicate = create_physical_expr(
+            &predicate,
+            &input,
+            &self.props,
+            &PhysicalPlanningContext::default(),
+        )?;
+        Ok(Some(RowFilter { columns, predicate }))
     }
 }
 
@@ -441,16 +556,12 @@ impl SundialScanExec {
 
     /// This scan reading the newest rows with `values` for its placeholders, or, with no
     /// values, holding no rows (as a kept plan does). `None` if the plan does not suit
-    /// these values: a filter it applies would not be applied, or the run would scan many
-    /// rows in the one partition planned for a few.
+    /// these values: the run would scan many rows in the one partition planned for a few.
     pub(crate) fn bound(&self, values: Option<&[ScalarValue]>) -> DfResult<Option<Self>> {
         let data = match values {
             None => None,
             Some(values) => {
-                let Some(filters) = self.source.bound_filters(values)? else {
-                    return Ok(None);
-                };
-                let data = self.source.read(&filters)?;
+                let data = self.source.read(&self.source.bound_filters(values)?)?;
                 let rows: u64 = data.frames.iter().map(Frame::len).sum();
                 if self.partitions < self.source.target_partitions
                     && !self.reverse
@@ -559,6 +670,9 @@ impl DisplayAs for SundialScanExec {
         if frames.iter().any(|fr| fr.picks.is_some()) {
             write!(f, ", indexed")?;
         }
+        if let Some(filter) = self.data.as_ref().and_then(|d| d.filter.as_ref()) {
+            write!(f, ", filter={}", filter.predicate)?;
+        }
         Ok(())
     }
 }
@@ -595,8 +709,8 @@ impl ExecutionPlan for SundialScanExec {
 
     /// The scan knows how many rows it returns: each partition its frames' rows, at most its
     /// limit. Small scans so get plans without repartitioning, and `count(*)` of a whole
-    /// table is answered from them. In a plan planned for reuse the counts are estimates:
-    /// its later runs read other rows.
+    /// table is answered from them. With a row filter the counts are upper bounds, and in a
+    /// plan planned for reuse estimates: its later runs read other rows.
     fn statistics_from_inputs(
         &self,
         _input_stats: &[Arc<Statistics>],
@@ -618,7 +732,8 @@ impl ExecutionPlan for SundialScanExec {
         };
         let mut statistics = Statistics::new_unknown(&self.schema);
         let rows = usize::try_from(rows).unwrap_or(usize::MAX);
-        statistics.num_rows = if self.source.reused {
+        let filtered = self.data.as_ref().is_some_and(|d| d.filter.is_some());
+        statistics.num_rows = if self.source.reused || filtered {
             Precision::Inexact(rows)
         } else {
             Precision::Exact(rows)
@@ -687,51 +802,100 @@ impl ExecutionPlan for SundialScanExec {
         if reverse {
             mine.reverse();
         }
-        let snapshot = data.snapshot.clone();
-        let projection = self.projection.clone();
-        let mut remaining = self.limit.map_or(u64::MAX, |l| l as u64);
-        let batches = mine
-            .into_iter()
-            .flat_map(move |frame| pieces(frame, batch_rows, reverse))
-            .map_while(move |piece| {
-                if remaining == 0 {
-                    return None;
-                }
-                let len = piece.len();
-                let take = len.min(remaining);
-                remaining -= take;
-                let piece = if reverse {
-                    piece.slice(len - take, len)
-                } else {
-                    piece.slice(0, take)
-                };
-                Some(read(&snapshot, &piece, &projection, reverse))
-            });
+        let reader = PieceReader {
+            snapshot: data.snapshot.clone(),
+            filter: data.filter.clone(),
+            projection: self.projection.clone(),
+            reverse,
+            remaining: self.limit.map_or(u64::MAX, |l| l as u64),
+            pieces: Box::new(
+                mine.into_iter()
+                    .flat_map(move |frame| pieces(frame, batch_rows, reverse)),
+            ),
+        };
         Ok(Box::pin(RecordBatchStreamAdapter::new(
             self.schema.clone(),
-            futures::stream::iter(batches),
+            futures::stream::iter(reader),
         )))
     }
 }
 
-/// The rows `frame` reads, in table order or (when `reverse`) in the opposite order.
-fn read(
-    snapshot: &Snapshot,
-    frame: &Frame,
-    projection: &[usize],
+/// One output partition's batches: each piece's rows that pass the row filter, in scan
+/// order, until the limit has been returned.
+struct PieceReader {
+    snapshot: Arc<Snapshot>,
+    filter: Option<RowFilter>,
+    projection: Vec<usize>,
     reverse: bool,
-) -> DfResult<RecordBatch> {
-    let batch = match &frame.picks {
-        Some(picks) => snapshot.read_batch_picked(frame.partition, projection, picks),
-        None => snapshot.read_batch(frame.partition, projection, frame.rows.clone()),
+    /// Rows still to return (the limit's rest).
+    remaining: u64,
+    pieces: Box<dyn Iterator<Item = Frame> + Send>,
+}
+
+impl PieceReader {
+    /// The rows of `piece` to return: `None` if none passes the filter.
+    fn read_piece(&self, piece: Frame) -> DfResult<Option<RecordBatch>> {
+        let Some(filter) = &self.filter else {
+            // Without a filter every row is returned, so the limit cuts the piece before
+            // it is read: the newest rows when reversed, else the oldest.
+            let len = piece.len();
+            let take = len.min(self.remaining);
+            let piece = if self.reverse {
+                piece.slice(len - take, len)
+            } else {
+                piece.slice(0, take)
+            };
+            let batch = read_rows(&self.snapshot, &piece, &self.projection)?;
+            return self.in_scan_order(batch).map(Some);
+        };
+        let Some(batch) = filter.read_passing(&self.snapshot, &piece, &self.projection)? else {
+            return Ok(None);
+        };
+        let batch = self.in_scan_order(batch)?;
+        let rows = (batch.num_rows() as u64).min(self.remaining) as usize;
+        Ok(Some(batch.slice(0, rows)))
     }
-    .map_err(external)?;
-    // Without columns there is nothing to reorder: only the row count matters.
-    if !reverse || batch.num_columns() == 0 {
-        return Ok(batch);
+
+    /// `batch` (in table order) reversed when the scan reads newest rows first.
+    fn in_scan_order(&self, batch: RecordBatch) -> DfResult<RecordBatch> {
+        // Without columns there is nothing to reorder: only the row count matters.
+        if !self.reverse || batch.num_columns() == 0 {
+            return Ok(batch);
+        }
+        let indices = UInt32Array::from_iter_values((0..batch.num_rows() as u32).rev());
+        Ok(take_record_batch(&batch, &indices)?)
     }
-    let indices = UInt32Array::from_iter_values((0..batch.num_rows() as u32).rev());
-    Ok(take_record_batch(&batch, &indices)?)
+}
+
+impl Iterator for PieceReader {
+    type Item = DfResult<RecordBatch>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        while self.remaining > 0 {
+            let piece = self.pieces.next()?;
+            match self.read_piece(piece) {
+                Ok(None) => continue,
+                Ok(Some(batch)) => {
+                    self.remaining -= batch.num_rows() as u64;
+                    return Some(Ok(batch));
+                }
+                Err(e) => {
+                    self.remaining = 0;
+                    return Some(Err(e));
+                }
+            }
+        }
+        None
+    }
+}
+
+/// The columns `columns` of the rows `frame` reads, in table order.
+fn read_rows(snapshot: &Snapshot, frame: &Frame, columns: &[usize]) -> DfResult<RecordBatch> {
+    match &frame.picks {
+        Some(picks) => snapshot.read_batch_picked(frame.partition, columns, picks),
+        None => snapshot.read_batch(frame.partition, columns, frame.rows.clone()),
+    }
+    .map_err(external)
 }
 
 #[cfg(test)]
@@ -895,7 +1059,46 @@ pub(crate) mod tests {
             "SELECT v FROM t WHERE ts >= '2024-01-02T00:00:00Z' AND v > 3",
         )
         .await;
-        assert!(plan.contains("FilterExec"), "{plan}");
+        assert!(plan.contains("filter=v@0 > 3"), "{plan}");
+    }
+
+    /// Filters that bounds and indexes leave are tested by the scan row by row: the same rows
+    /// as a FilterExec gives, in the same order, with limits counting passing rows only.
+    #[tokio::test]
+    async fn row_filters_in_the_scan_match_a_filter_above_it() {
+        let (engine, _dir) = engine();
+        for sql in [
+            "CREATE TABLE t (host SYMBOL INDEX, ts TIMESTAMP, v LONG, n DOUBLE) TIMESTAMP(ts) \
+             PARTITION BY HOUR",
+            "INSERT INTO t SELECT 'h' || (value % 3), to_timestamp_seconds(1704067200 + value), \
+             value, CASE WHEN value % 4 = 0 THEN NULL ELSE value % 10 END \
+             FROM generate_series(0, 19999)",
+        ] {
+            engine.run(sql).await.expect(sql);
+        }
+        // Below a LIMIT, a filter cannot be pushed into the scan: the reference.
+        let above = "(SELECT * FROM t LIMIT 1000000000) t";
+        for query in [
+            "SELECT * FROM $t WHERE v % 7 = 3 ORDER BY ts",
+            "SELECT ts, v FROM $t WHERE host = 'h1' AND v % 5 < 2 ORDER BY ts DESC LIMIT 7",
+            "SELECT ts FROM $t WHERE v % 3 = 0 AND ts < '2024-01-01T02:00:00Z' \
+             ORDER BY ts DESC LIMIT 5",
+            "SELECT count(*), sum(v) FROM $t WHERE v > 100",
+            "SELECT count(*) FROM $t WHERE n > 7 OR host = 'h2'",
+            "SELECT host, count(*) FROM $t WHERE n IS NULL GROUP BY host ORDER BY host",
+            "SELECT count(*) FROM (SELECT v FROM $t WHERE v > 5 AND host IN ('h0') LIMIT 4)",
+            "SELECT * FROM $t WHERE v > 20000",
+        ] {
+            let (plan, got) = plan_and_rows(&engine, &query.replace("$t", "t")).await;
+            let (reference_plan, expected) =
+                plan_and_rows(&engine, &query.replace("$t", above)).await;
+            assert_eq!(got, expected, "{query}: {plan}");
+            assert!(
+                plan.contains("filter=") && !plan.contains("FilterExec"),
+                "{query}: {plan}"
+            );
+            assert!(reference_plan.contains("FilterExec"), "{reference_plan}");
+        }
     }
 
     /// Scans report exact row counts: a query over a few rows plans in one partition, and a
