@@ -4,10 +4,14 @@
 //! filters on ts ──▶ [lo, hi) ──▶ partitions pruned ──▶ binary search ──▶ row ranges
 //! row ranges ──▶ frames (≈ equal slices) ──▶ frame i runs in output partition i % N
 //!            ──▶ RecordBatches of `batch_size` rows, sliced from the mapped files
+//! other filters ──▶ row filter: its columns read first ──▶ mask ──▶ only passing rows of
+//!                   the projected columns gathered (or filtered, when most pass)
 //! ```
 //!
-//! Each output partition is sorted by the designated timestamp, and says so, so ORDER BY ts
-//! merges instead of sorting; ORDER BY ts DESC becomes a reverse scan that a LIMIT stops early.
+//! The scan applies every filter pushed into it (the provider reports them Exact), so no
+//! FilterExec runs above it and a LIMIT pushed into it counts passing rows. Each output
+//! partition is sorted by the designated timestamp, and says so, so ORDER BY ts merges
+//! instead of sorting; ORDER BY ts DESC becomes a reverse scan that a LIMIT stops early.
 
 use std::fmt;
 use std::ops::Range;
@@ -306,6 +310,11 @@ pub(crate) struct ScanData {
     filter: Option<RowFilter>,
 }
 
+/// A row filter passing at most one row in this many of a range gathers the passing rows
+/// instead of filtering whole columns: a gather reads only them, while filtering reads
+/// (and, for SYMBOL columns, validates) every row of the range.
+const GATHER_PASSING_FRACTION_MAX: usize = 4;
+
 /// Filters the scan tests row by row: their conjunction over the columns it reads.
 #[derive(Debug, Clone)]
 struct RowFilter {
@@ -332,18 +341,29 @@ impl RowFilter {
         if passing == tested.num_rows() {
             return read_rows(snapshot, frame, projection).map(Some);
         }
-        let batch = match &frame.picks {
-            // Gather only the passing rows: the other columns are read for them alone.
-            Some(picks) => {
-                let kept: Vec<u32> = mask.values().set_indices().map(|i| picks[i]).collect();
-                snapshot.read_batch_picked(frame.partition, projection, &kept)
+        let passing_rows: Vec<u32> = match &frame.picks {
+            Some(picks) => mask.values().set_indices().map(|i| picks[i]).collect(),
+            // Many passing rows of a range are cheaper filtered out of the mapped columns
+            // (as are rows past what a pick can name).
+            None if passing > tested.num_rows() / GATHER_PASSING_FRACTION_MAX
+                || frame.rows.end > u64::from(u32::MAX) =>
+            {
+                let all = read_rows(snapshot, frame, projection)?;
+                return Ok(Some(filter_record_batch(&all, &mask)?));
             }
             None => {
-                let all = snapshot.read_batch(frame.partition, projection, frame.rows.clone());
-                return Ok(Some(filter_record_batch(&all.map_err(external)?, &mask)?));
+                let start = frame.rows.start as u32;
+                mask.values()
+                    .set_indices()
+                    .map(|i| start + i as u32)
+                    .collect()
             }
         };
-        batch.map(Some).map_err(external)
+        // Only the passing rows of the projected columns are read.
+        snapshot
+            .read_batch_picked(frame.partition, projection, &passing_rows)
+            .map(Some)
+            .map_err(external)
     }
 
     /// True for the rows of `tested` that pass (NULL counts as not passing).
@@ -1080,6 +1100,7 @@ pub(crate) mod tests {
         let above = "(SELECT * FROM t LIMIT 1000000000) t";
         for query in [
             "SELECT * FROM $t WHERE v % 7 = 3 ORDER BY ts",
+            "SELECT * FROM $t WHERE v % 7 = 3 AND ts >= '2024-01-01T00:30:00Z' ORDER BY ts",
             "SELECT ts, v FROM $t WHERE host = 'h1' AND v % 5 < 2 ORDER BY ts DESC LIMIT 7",
             "SELECT ts FROM $t WHERE v % 3 = 0 AND ts < '2024-01-01T02:00:00Z' \
              ORDER BY ts DESC LIMIT 5",
