@@ -558,13 +558,20 @@ mod tests {
         out
     }
 
-    #[tokio::test]
-    async fn shared_plans_answer_as_plans_with_literals() {
-        let (mut literal, _literal_dir) = crate::scan::tests::engine();
+    /// Two engines holding `cpu`: one that plans every query with its literals (no shared
+    /// plans), the reference, and one with shared plans.
+    async fn planned_each_time_and_shared() -> ([crate::Engine; 2], [tempfile::TempDir; 2]) {
+        let (mut literal, literal_dir) = crate::scan::tests::engine();
         literal.set_plan_cache_entries_max(0);
-        let (shared, _shared_dir) = crate::scan::tests::engine();
+        let (shared, shared_dir) = crate::scan::tests::engine();
         cpu(&literal).await;
         cpu(&shared).await;
+        ([literal, shared], [literal_dir, shared_dir])
+    }
+
+    #[tokio::test]
+    async fn shared_plans_answer_as_plans_with_literals() {
+        let ([literal, shared], _dirs) = planned_each_time_and_shared().await;
         let queries = queries();
         for sql in &queries {
             assert_eq!(rows(&shared, sql).await, rows(&literal, sql).await, "{sql}");
@@ -580,11 +587,7 @@ mod tests {
     /// made with literals.
     #[tokio::test]
     async fn learned_texts_fill_plans_only_where_they_fit() {
-        let (mut literal, _literal_dir) = crate::scan::tests::engine();
-        literal.set_plan_cache_entries_max(0);
-        let (shared, _shared_dir) = crate::scan::tests::engine();
-        cpu(&literal).await;
-        cpu(&shared).await;
+        let ([literal, shared], _dirs) = planned_each_time_and_shared().await;
         let mut queries = Vec::new();
         for round in 0..4 {
             let host = format!("host_{}", round % 3 + 1);

@@ -22,7 +22,6 @@ use std::sync::Arc;
 use datafusion::common::tree_node::{Transformed, TreeNode};
 use datafusion::common::{DataFusionError, Result as DfResult, ScalarValue};
 use datafusion::logical_expr::Expr;
-use datafusion::logical_expr::expr::Placeholder;
 use datafusion::physical_plan::ExecutionPlan;
 use datafusion::physical_plan::empty::EmptyExec;
 use datafusion::physical_plan::execution_plan::{ChildrenPropertiesMode, ReplaceChildrenOptions};
@@ -49,34 +48,23 @@ pub(crate) async fn plan_for_reuse<F: Future>(values: &[ScalarValue], planning: 
 
 /// `filter` with `values` in place of its placeholders (`values[0]` is `$1`), each cast to
 /// its placeholder's type.
-pub(crate) fn with_values(filter: &Expr, values: &[ScalarValue]) -> DfResult<Transformed<Expr>> {
-    replace_placeholders(filter, |p| {
+pub(crate) fn with_values(filter: &Expr, values: &[ScalarValue]) -> DfResult<Expr> {
+    let bound = filter.clone().transform(|e| {
+        let Expr::Placeholder(p) = &e else {
+            return Ok(Transformed::no(e));
+        };
         let value = placeholder_index(&p.id)
             .and_then(|i| values.get(i))
             .ok_or_else(|| DataFusionError::Plan(format!("no value for parameter {}", p.id)))?;
-        Ok(Some(match &p.field {
+        let value = match &p.field {
             Some(field) if field.data_type() != &value.data_type() => {
                 value.cast_to(field.data_type())?
             }
             _ => value.clone(),
-        }))
-    })
-}
-
-/// `expr` with each placeholder for which `value_of` gives a value replaced by that value.
-pub(crate) fn replace_placeholders(
-    expr: &Expr,
-    value_of: impl Fn(&Placeholder) -> DfResult<Option<ScalarValue>>,
-) -> DfResult<Transformed<Expr>> {
-    expr.clone().transform(|e| {
-        let Expr::Placeholder(p) = &e else {
-            return Ok(Transformed::no(e));
         };
-        Ok(match value_of(p)? {
-            Some(value) => Transformed::yes(Expr::Literal(value, None)),
-            None => Transformed::no(e),
-        })
-    })
+        Ok(Transformed::yes(Expr::Literal(value, None)))
+    })?;
+    Ok(bound.data)
 }
 
 /// Whether `plan` can be kept and bound for each run (see the module docs).

@@ -422,7 +422,7 @@ impl ScanSource {
     pub(crate) fn bound_filters(&self, values: &[ScalarValue]) -> DfResult<Vec<Expr>> {
         self.filters
             .iter()
-            .map(|f| Ok(crate::reuse::with_values(f, values)?.data))
+            .map(|f| crate::reuse::with_values(f, values))
             .collect()
     }
 
