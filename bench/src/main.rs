@@ -23,6 +23,11 @@ use clap::{Parser, Subcommand};
 use sundial_query::{Engine, collect};
 use sundial_storage::{ColumnType, Database, Durability, PartitionBy, StorageOptions, TableDef};
 
+/// The allocator the server uses, for the in-process benchmarks; it also keeps the query
+/// runners' per-row allocations (a PG driver's row objects) from weighing on their figures.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 #[derive(Parser)]
 #[command(about = "Sundial benchmarks")]
 struct Cli {

@@ -13,10 +13,10 @@
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
+use futures::TryStreamExt;
 use tokio_postgres::NoTls;
 
 use crate::load::HttpClient;
@@ -54,9 +54,6 @@ pub struct TsbsQueryArgs {
 type Outcome = Result<Duration, String>;
 
 pub fn run(args: TsbsQueryArgs) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()?;
     for file in &args.files {
         let queries = read_queries(file)?;
         let queries: Vec<String> = (0..args.rounds.max(1))
@@ -65,7 +62,7 @@ pub fn run(args: TsbsQueryArgs) -> Result<(), Box<dyn std::error::Error + Send +
         let started = Instant::now();
         let outcomes = match args.protocol.as_str() {
             "http" => run_http(&args, &queries)?,
-            "pg" => runtime.block_on(run_pg(&args, &queries))?,
+            "pg" => run_pg(&args, &queries)?,
             other => return Err(format!("unknown protocol '{other}'").into()),
         };
         report(&args, &query_type(file), outcomes, started.elapsed());
@@ -122,39 +119,76 @@ fn run_http(
     Ok(outcomes)
 }
 
-async fn run_pg(
+/// Each worker is a thread with a runtime of its own, serving both its client and the
+/// client's connection, so the runner adds no hand-off between threads to a round trip
+/// (as TSBS's Go workers, which do their own socket I/O).
+fn run_pg(
     args: &TsbsQueryArgs,
     queries: &[String],
 ) -> Result<Vec<Outcome>, Box<dyn std::error::Error + Send + Sync>> {
     let config = crate::query::pg_config(args.pg_addr, &args.user, &args.password);
-    let queries: Arc<Vec<String>> = Arc::new(queries.to_vec());
-    let next = Arc::new(AtomicUsize::new(0));
-    let mut tasks = Vec::new();
-    for _ in 0..args.workers.max(1) {
-        let (client, connection) = tokio_postgres::connect(&config, NoTls)
+    let next = AtomicUsize::new(0);
+    std::thread::scope(|scope| {
+        let workers: Vec<_> = (0..args.workers.max(1))
+            .map(|_| scope.spawn(|| pg_worker(&config, queries, &next)))
+            .collect();
+        let mut outcomes = Vec::new();
+        for worker in workers {
+            match worker.join() {
+                Ok(done) => outcomes.extend(done?),
+                Err(_) => return Err("a PG worker panicked".into()),
+            }
+        }
+        Ok(outcomes)
+    })
+}
+
+/// Prepares `sql` (unnamed parameters: none), runs it and reads every row without decoding
+/// it, as TSBS's runners do: rows are dropped as they arrive, never collected.
+async fn read_all_rows(
+    client: &tokio_postgres::Client,
+    sql: &str,
+) -> Result<u64, tokio_postgres::Error> {
+    let rows = client
+        .query_raw(
+            sql,
+            std::iter::empty::<&(dyn tokio_postgres::types::ToSql + Sync)>(),
+        )
+        .await?;
+    futures::pin_mut!(rows);
+    let mut count = 0u64;
+    while rows.try_next().await?.is_some() {
+        count += 1;
+    }
+    Ok(count)
+}
+
+/// One PG worker: takes the next query until none are left.
+fn pg_worker(
+    config: &str,
+    queries: &[String],
+    next: &AtomicUsize,
+) -> Result<Vec<Outcome>, Box<dyn std::error::Error + Send + Sync>> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    runtime.block_on(async {
+        let (client, connection) = tokio_postgres::connect(config, NoTls)
             .await
             .map_err(crate::query::describe)?;
         tokio::spawn(connection);
-        let (queries, next) = (queries.clone(), next.clone());
-        tasks.push(tokio::spawn(async move {
-            let mut outcomes = Vec::new();
-            while let Some(sql) = queries.get(next.fetch_add(1, Ordering::Relaxed)) {
-                let started = Instant::now();
-                let outcome = client.query(sql.as_str(), &[]).await;
-                outcomes.push(
-                    outcome
-                        .map(|_| started.elapsed())
-                        .map_err(crate::query::describe),
-                );
-            }
-            outcomes
-        }));
-    }
-    let mut outcomes = Vec::new();
-    for task in tasks {
-        outcomes.extend(task.await?);
-    }
-    Ok(outcomes)
+        let mut outcomes = Vec::new();
+        while let Some(sql) = queries.get(next.fetch_add(1, Ordering::Relaxed)) {
+            let started = Instant::now();
+            let outcome = read_all_rows(&client, sql).await;
+            outcomes.push(
+                outcome
+                    .map(|_| started.elapsed())
+                    .map_err(crate::query::describe),
+            );
+        }
+        Ok(outcomes)
+    })
 }
 
 fn report(args: &TsbsQueryArgs, query_type: &str, outcomes: Vec<Outcome>, wall: Duration) {

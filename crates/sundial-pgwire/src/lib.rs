@@ -4,10 +4,9 @@
 //! JDBC, psycopg, pgx, node-postgres and Grafana talk to Sundial as to PostgreSQL.
 //!
 //! ```text
-//!            I/O runtime (few threads)                 query runtime (bounded)
-//!  client ─▶ PgServer::serve ─▶ Session ── Parse ─▶ Engine::prepare (plan kept per statement)
-//!                                  │      Execute ─▶ spawn ─▶ Engine::run_prepared ─▶ batches
-//!                                  ◀──────────── bounded channel ◀─────────────────────┘
+//!  client ─▶ PgServer::serve ─▶ Session ── Parse ───▶ Engine::prepare (plan kept per statement)
+//!                                  │      Execute ─▶ Engine::run_prepared ─▶ batch stream
+//!                                  ◀───────────── polled one batch at a time ◀──┘
 //!                                  └─▶ DataRow encoding (text/binary) ─▶ one write per round trip
 //! ```
 //!
@@ -15,10 +14,11 @@
 //! table in bounded memory, atomically on the way in; SQL cursors (`DECLARE` / `FETCH`) are
 //! named portals.
 //!
-//! Sessions never run a query on the I/O runtime: a slow query holds a query-runtime thread,
-//! not the connection threads, so other clients stay responsive. A CancelRequest, the
-//! statement timeout or the client hanging up aborts the query task, and with it DataFusion's
-//! partition tasks.
+//! A session runs its statements in its own task, on the runtime serving it (the server
+//! serves PostgreSQL on its query runtime): a round trip takes no hand-off between threads.
+//! While it waits for a statement's next batch, the session also watches for a
+//! CancelRequest, the statement timeout and the client hanging up; any of them drops the
+//! statement's stream, and with it DataFusion's partition tasks.
 //!
 //! [`Engine`]: sundial_query::Engine
 

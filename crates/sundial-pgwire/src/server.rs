@@ -3,12 +3,11 @@
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicI32, Ordering};
+use std::sync::atomic::{AtomicI32, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use sundial_query::Engine;
 use tokio::net::{TcpListener, TcpStream};
-use tokio::runtime::Handle;
 use tokio::sync::{Notify, Semaphore, watch};
 use tokio::task::JoinSet;
 
@@ -26,6 +25,11 @@ pub struct PgOptions {
     pub flush_bytes: usize,
     /// Default `statement_timeout`; 0 means none.
     pub statement_timeout_ms: u64,
+    /// How long a session that has answered polls its socket for the client's next message
+    /// before sleeping (0: sleep at once). A request/response client answers within tens of
+    /// microseconds; catching that saves the wake-up of a sleeping thread, which on a virtual
+    /// machine costs about as much again as the round trip itself.
+    pub read_spin_us: u64,
 }
 
 impl Default for PgOptions {
@@ -35,6 +39,7 @@ impl Default for PgOptions {
             message_bytes_max: 16 << 20,
             flush_bytes: 64 << 10,
             statement_timeout_ms: 0,
+            read_spin_us: 50,
         }
     }
 }
@@ -44,9 +49,42 @@ pub(crate) struct Shared {
     pub engine: Arc<Engine>,
     pub users: Users,
     pub options: PgOptions,
-    /// Where statements execute: a runtime apart from the one doing network I/O.
-    pub queries: Handle,
     pub cancels: Cancels,
+    pub spinners: Spinners,
+}
+
+/// Bounds the sessions polling their sockets at once to the serving runtime's threads less
+/// one, so one thread is always free to run other sessions' work.
+#[derive(Default)]
+pub(crate) struct Spinners {
+    polling: AtomicUsize,
+    polling_max: AtomicUsize,
+}
+
+impl Spinners {
+    fn set_threads(&self, threads: usize) {
+        self.polling_max
+            .store(threads.saturating_sub(1), Ordering::Relaxed);
+    }
+
+    /// A slot to poll in, if one is free; it is given back when dropped.
+    pub fn try_enter(&self) -> Option<SpinSlot<'_>> {
+        let max = self.polling_max.load(Ordering::Relaxed);
+        self.polling
+            .fetch_update(Ordering::AcqRel, Ordering::Relaxed, |n| {
+                (n < max).then_some(n + 1)
+            })
+            .ok()
+            .map(|_| SpinSlot(&self.polling))
+    }
+}
+
+pub(crate) struct SpinSlot<'a>(&'a AtomicUsize);
+
+impl Drop for SpinSlot<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
+    }
 }
 
 /// Running sessions by backend process id, for CancelRequest.
@@ -94,16 +132,16 @@ pub struct PgServer {
 }
 
 impl PgServer {
-    /// `queries` is the runtime statements execute on, kept apart from connection I/O so a
-    /// long query never delays other sessions' reads and writes.
-    pub fn new(engine: Arc<Engine>, users: Users, options: PgOptions, queries: Handle) -> PgServer {
+    /// Sessions run their statements themselves, so the runtime that polls
+    /// [`serve`](Self::serve) is the one queries (and COPY loaders) run on.
+    pub fn new(engine: Arc<Engine>, users: Users, options: PgOptions) -> PgServer {
         PgServer {
             shared: Arc::new(Shared {
                 engine,
                 users,
                 options,
-                queries,
                 cancels: Cancels::default(),
+                spinners: Spinners::default(),
             }),
         }
     }
@@ -111,6 +149,8 @@ impl PgServer {
     /// Accepts connections until `stop` turns true, then waits for open sessions to end their
     /// current round trip.
     pub async fn serve(&self, listener: TcpListener, stop: watch::Receiver<bool>) {
+        let threads = tokio::runtime::Handle::current().metrics().num_workers();
+        self.shared.spinners.set_threads(threads);
         let permits = Arc::new(Semaphore::new(self.shared.options.connections_max));
         let mut sessions = JoinSet::new();
         let stopping = crate::session::stopped(stop.clone());

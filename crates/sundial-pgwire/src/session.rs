@@ -5,15 +5,19 @@
 //!  socket ─▶ input buffer ─▶ next_message ─▶ handle(message)
 //!                                              │ Parse:   plan once, keep the plan
 //!                                              │ Bind:    decode parameters into a portal
-//!                                              │ Execute: run on the query runtime ─▶ rows
+//!                                              │ Execute: run in this task ─▶ rows
 //!                                              ▼
 //!                     output buffer ──(Sync, Flush, simple query end, buffer full)──▶ socket
 //! ```
 //!
 //! Invariants: the output buffer is written to the socket only at the flush points above, so a
 //! pipelined round trip costs one write; after an error in the extended protocol every message
-//! up to Sync is skipped; a portal's rows stream from the query task through a bounded channel,
-//! so a large result is never held whole.
+//! up to Sync is skipped; a portal's rows are pulled from its statement's stream one batch at a
+//! time, as the output takes them, so a large result is never held whole.
+//!
+//! Statements run in the session's own task, on the runtime serving the connection: a round
+//! trip involves no other thread. DataFusion's partition tasks, where a plan has them, are
+//! spawned on that same runtime.
 //!
 //! COPY (in `copy`) and SQL cursors (in `cursor`) are statements of their own kinds run on the
 //! same machinery: a COPY FROM STDIN puts the session in copy-in mode, where CopyData messages
@@ -29,14 +33,13 @@ use std::time::{Duration, Instant};
 
 use arrow::array::{ArrayRef, RecordBatch};
 use arrow::datatypes::{DataType, SchemaRef};
-use futures::StreamExt;
+use futures::stream::{self, BoxStream, StreamExt};
 use sundial_query::copy::CopyOptions;
 use sundial_query::{Engine, Output, Prepared, QueryError, ScalarValue};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
-use tokio::sync::{Notify, mpsc, watch};
-use tokio::task::JoinHandle;
+use tokio::sync::{Notify, watch};
 
 use crate::auth::Exchange;
 use crate::codec::{self, Message, Reader, Writer};
@@ -45,9 +48,8 @@ use crate::local::{self, LocalCommand};
 use crate::server::Shared;
 use crate::types::{self, ColumnEncoder, Format};
 
-/// Batches in flight between a query task and its session.
-const QUERY_CHANNEL_BATCHES: usize = 2;
 const READ_CHUNK_BYTES: usize = 16 << 10;
+const SPIN_READ_BYTES: usize = 4 << 10;
 
 pub(crate) struct Session {
     shared: Arc<Shared>,
@@ -73,6 +75,10 @@ pub(crate) struct Session {
     /// A simple query of several statements runs as one implicit transaction block (for
     /// DECLARE, as in PostgreSQL).
     implicit_block: bool,
+    /// The output ends a round trip (ReadyForQuery, or what a Flush asks for). It is written
+    /// once no further complete message is buffered, or before the session waits on anything,
+    /// so a client's pipelined messages get one write in answer.
+    reply_due: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -192,7 +198,7 @@ enum PortalState {
     Done,
 }
 
-/// A statement executing on the query runtime.
+/// A statement being executed.
 struct Running {
     source: Source,
     /// The batch being sent and the next row of it.
@@ -202,22 +208,11 @@ struct Running {
 
 /// Where a running statement's items come from.
 enum Source {
-    /// A task on the query runtime.
-    Task {
-        rx: mpsc::Receiver<Item>,
-        task: JoinHandle<()>,
-    },
+    /// The statement's run: planning, then its batches, each computed when polled. Dropping
+    /// it stops the statement, DataFusion's partition tasks included.
+    Stream(BoxStream<'static, Item>),
     /// A result computed in place (a point lookup).
     Ready(std::vec::IntoIter<Item>),
-}
-
-impl Drop for Source {
-    fn drop(&mut self) {
-        // Dropping the task's stream stops DataFusion's partition tasks too.
-        if let Source::Task { task, .. } = self {
-            task.abort();
-        }
-    }
 }
 
 enum Item {
@@ -279,6 +274,7 @@ impl Session {
             cancel,
             copy_in: None,
             implicit_block: false,
+            reply_due: false,
         }
     }
 
@@ -321,6 +317,10 @@ impl Session {
                 Handled::Some => continue,
                 Handled::None => {}
             }
+            self.send_due().await?;
+            if self.spin_read()? {
+                continue;
+            }
             let stop = stopped(self.stop.clone());
             tokio::select! {
                 read = self.read_more() => if read? == 0 { return Ok(()); },
@@ -342,6 +342,50 @@ impl Session {
         if !self.out.buf.is_empty() {
             self.writer.write_all(&self.out.buf).await?;
             self.out.buf.clear();
+        }
+        self.reply_due = false;
+        Ok(())
+    }
+
+    /// Reads what the client sends within the next `read_spin_us` without letting the thread
+    /// sleep, if a polling slot is free: a client that answers promptly is served without a
+    /// wake-up's latency. Returns whether bytes arrived (false also at end of stream, which the
+    /// blocking read then reports). The read goes around tokio's readiness cache, which only
+    /// the runtime's event loop refreshes.
+    fn spin_read(&mut self) -> Result<bool, PgError> {
+        let spin = Duration::from_micros(self.shared.options.read_spin_us);
+        if spin.is_zero() {
+            return Ok(false);
+        }
+        let shared = self.shared.clone();
+        let Some(_slot) = shared.spinners.try_enter() else {
+            return Ok(false);
+        };
+        let socket = socket2::SockRef::from(self.reader.as_ref());
+        let started = Instant::now();
+        let mut chunk = [0u8; SPIN_READ_BYTES];
+        loop {
+            match std::io::Read::read(&mut &*socket, &mut chunk) {
+                Ok(0) => return Ok(false),
+                Ok(n) => {
+                    self.input.extend_from_slice(&chunk[..n]);
+                    return Ok(true);
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e.into()),
+            }
+            if started.elapsed() >= spin {
+                return Ok(false);
+            }
+            std::hint::spin_loop();
+        }
+    }
+
+    /// Writes the output if it ends a round trip.
+    async fn send_due(&mut self) -> Result<(), PgError> {
+        if self.reply_due {
+            self.flush().await?;
         }
         Ok(())
     }
@@ -505,11 +549,11 @@ impl Session {
                     self.portals.retain(|_, p| p.cursor.is_some());
                 }
                 self.out.ready_for_query(self.transaction.status());
-                self.flush().await?;
+                self.reply_due = true;
                 return Ok(true);
             }
             b'H' => {
-                self.flush().await?;
+                self.reply_due = true;
                 return Ok(true);
             }
             b'X' => return Ok(false),
@@ -581,7 +625,8 @@ impl Session {
                 self.report(&PgError::Query(e), position);
             }
         }
-        self.end_simple_query().await
+        self.end_simple_query();
+        Ok(())
     }
 
     /// Runs statements of a simple query until one fails or a COPY FROM STDIN starts. Returns
@@ -605,12 +650,12 @@ impl Session {
 
     /// Ends a simple query: its implicit block (and the cursors declared in it) and
     /// ReadyForQuery.
-    async fn end_simple_query(&mut self) -> Result<(), PgError> {
+    fn end_simple_query(&mut self) {
         if std::mem::take(&mut self.implicit_block) && self.transaction == Transaction::Idle {
             self.close_cursors_at_commit();
         }
         self.out.ready_for_query(self.transaction.status());
-        self.flush().await
+        self.reply_due = true;
     }
 
     /// Runs one statement of a simple query; errors carry their 0-based character position.
@@ -911,7 +956,7 @@ impl Session {
                     .into_iter(),
             ),
             Some(Err(e)) => Source::Ready(vec![Item::Failed(e)].into_iter()),
-            None => self.spawn(prepared, params),
+            None => self.stream(prepared, params),
         };
         Running {
             source,
@@ -920,33 +965,21 @@ impl Session {
         }
     }
 
-    /// Runs a statement on the query runtime, its results coming back through a channel.
-    fn spawn(&self, prepared: Prepared, params: Vec<ScalarValue>) -> Source {
-        let (tx, rx) = mpsc::channel(QUERY_CHANNEL_BATCHES);
+    /// The items of `prepared`'s run with `params`, produced as the session polls them.
+    fn stream(&self, prepared: Prepared, params: Vec<ScalarValue>) -> Source {
         let engine = self.shared.engine.clone();
-        let task = self.shared.queries.spawn(async move {
-            match engine.run_prepared(&prepared, params).await {
-                Ok(Output::Rows(mut stream)) => {
-                    while let Some(batch) = stream.next().await {
-                        let item = match batch {
-                            Ok(b) => Item::Batch(b),
-                            Err(e) => Item::Failed(e.into()),
-                        };
-                        let failed = matches!(item, Item::Failed(_));
-                        if tx.send(item).await.is_err() || failed {
-                            return;
-                        }
-                    }
-                }
-                Ok(Output::Done { tag, rows }) => {
-                    let _ = tx.send(Item::Done { tag, rows }).await;
-                }
-                Err(e) => {
-                    let _ = tx.send(Item::Failed(e)).await;
-                }
-            }
+        let run = async move { engine.run_prepared(&prepared, params).await };
+        let items = futures::stream::once(run).flat_map(|output| match output {
+            Ok(Output::Rows(batches)) => batches
+                .map(|batch| match batch {
+                    Ok(b) => Item::Batch(b),
+                    Err(e) => Item::Failed(e.into()),
+                })
+                .boxed(),
+            Ok(Output::Done { tag, rows }) => stream::iter([Item::Done { tag, rows }]).boxed(),
+            Err(e) => stream::iter([Item::Failed(e)]).boxed(),
         });
-        Source::Task { rx, task }
+        Source::Stream(items.boxed())
     }
 
     /// When a statement starting now must end, per `statement_timeout`.
@@ -1034,19 +1067,21 @@ impl Session {
         }
     }
 
-    /// Waits for the query task's next item while watching for a cancel, the statement
+    /// Polls the statement for its next item while watching for a cancel, the statement
     /// timeout and the client going away. `None` means the result ended.
     async fn next_item(&mut self, running: &mut Running) -> Result<Option<Item>, PgError> {
-        let rx = match &mut running.source {
+        let items = match &mut running.source {
             Source::Ready(items) => return Ok(items.next()),
-            Source::Task { rx, .. } => rx,
+            Source::Stream(items) => items,
         };
+        // Answers to earlier round trips must not wait for this statement.
+        self.send_due().await?;
         let cancel = self.cancel.clone();
         let deadline = running.deadline;
         loop {
             let cancelled = cancel.notified();
             tokio::select! {
-                item = rx.recv() => return Ok(item),
+                item = items.next() => return Ok(item),
                 _ = cancelled => return Err(PgError::Canceled),
                 _ = sleep_until(deadline) => return Err(PgError::Timeout),
                 read = self.reader.read_buf(&mut self.input), if self.input.len() < self.shared.options.message_bytes_max => {

@@ -12,6 +12,7 @@ use arrow::array::{
     Array, ArrayRef, AsArray, BooleanArray, Date32Array, Date64Array, Float32Array, Float64Array,
     Int16Array, Int32Array, Int64Array, TimestampNanosecondArray,
 };
+use arrow::buffer::NullBuffer;
 use arrow::compute::{CastOptions, cast_with_options};
 use arrow::datatypes::{DataType, Field, Int32Type, Schema, TimeUnit};
 use arrow::util::display::{ArrayFormatter, FormatOptions};
@@ -130,7 +131,8 @@ impl Format {
 
 /// One result column of one batch, ready to encode row by row.
 pub struct ColumnEncoder<'a> {
-    array: &'a dyn Array,
+    /// The column's validity, taken once so a value's NULL test is no virtual call.
+    nulls: Option<&'a NullBuffer>,
     kind: Kind<'a>,
     format: Format,
 }
@@ -260,7 +262,7 @@ impl<'a> ColumnEncoder<'a> {
                 check_uuids(array.as_ref(), values)?;
             }
             return Ok(ColumnEncoder {
-                array: array.as_ref(),
+                nulls: array.nulls(),
                 kind: Kind::Uuid(values),
                 format,
             });
@@ -311,34 +313,35 @@ impl<'a> ColumnEncoder<'a> {
             )));
         }
         Ok(ColumnEncoder {
-            array: a,
+            nulls: a.nulls(),
             kind,
             format,
         })
     }
 
+    #[inline]
+    fn is_null(&self, row: usize) -> bool {
+        self.nulls.is_some_and(|n| n.is_null(row))
+    }
+
     /// Appends the value at `row`: a 4-byte length (-1 for NULL) and its bytes.
     #[inline]
     pub fn encode(&self, row: usize, out: &mut Vec<u8>) {
-        if self.array.is_null(row) {
+        if self.is_null(row) {
             out.extend_from_slice(&(-1i32).to_be_bytes());
             return;
         }
-        let at = out.len();
-        out.extend_from_slice(&[0; 4]);
         match self.format {
-            Format::Text => self.text(row, out),
+            Format::Text => with_length(out, |out| self.text(row, out)),
             Format::Binary => self.binary(row, out),
         }
-        let len = (out.len() - at - 4) as i32;
-        out[at..at + 4].copy_from_slice(&len.to_be_bytes());
     }
 
     /// Appends the text form of the value at `row`, without a length prefix; false (with
     /// nothing appended) for NULL.
     #[inline]
     pub fn encode_text(&self, row: usize, out: &mut Vec<u8>) -> bool {
-        if self.array.is_null(row) {
+        if self.is_null(row) {
             return false;
         }
         self.text(row, out);
@@ -374,48 +377,72 @@ impl<'a> ColumnEncoder<'a> {
         }
     }
 
+    /// Appends the binary form of the value at `row` with its length. Fixed-width values
+    /// and strings know their length up front, so it is written before them, not patched.
+    #[inline]
     fn binary(&self, row: usize, out: &mut Vec<u8>) {
         match &self.kind {
-            Kind::Bool(a) => out.push(u8::from(a.value(row))),
-            Kind::I16(a) => out.extend_from_slice(&a.value(row).to_be_bytes()),
-            Kind::I32(a) => out.extend_from_slice(&a.value(row).to_be_bytes()),
-            Kind::I64(a) => out.extend_from_slice(&a.value(row).to_be_bytes()),
-            Kind::F32(a) => out.extend_from_slice(&a.value(row).to_be_bytes()),
-            Kind::F64(a) => out.extend_from_slice(&a.value(row).to_be_bytes()),
-            Kind::Str(a) => out.extend_from_slice(a.value(row).as_bytes()),
-            Kind::Uuid(a) => out.extend_from_slice(&uuid_bytes(a.value(row)).unwrap_or_default()),
+            Kind::Bool(a) => put_fixed(out, [u8::from(a.value(row))]),
+            Kind::I16(a) => put_fixed(out, a.value(row).to_be_bytes()),
+            Kind::I32(a) => put_fixed(out, a.value(row).to_be_bytes()),
+            Kind::I64(a) => put_fixed(out, a.value(row).to_be_bytes()),
+            Kind::F32(a) => put_fixed(out, a.value(row).to_be_bytes()),
+            Kind::F64(a) => put_fixed(out, a.value(row).to_be_bytes()),
+            Kind::Str(a) => put_bytes(out, a.value(row).as_bytes()),
+            Kind::Uuid(a) => put_fixed(out, uuid_bytes(a.value(row)).unwrap_or_default()),
             Kind::Dict(keys, values) => {
-                out.extend_from_slice(values.value(keys.value(row) as usize).as_bytes())
+                put_bytes(out, values.value(keys.value(row) as usize).as_bytes())
             }
             Kind::Timestamp(a, _) => {
                 let micros = a.value(row).div_euclid(1000) - PG_EPOCH_OFFSET_US;
-                out.extend_from_slice(&micros.to_be_bytes());
+                put_fixed(out, micros.to_be_bytes());
             }
-            Kind::Date32(a) => {
-                out.extend_from_slice(&(a.value(row) - PG_EPOCH_OFFSET_DAYS).to_be_bytes())
-            }
+            Kind::Date32(a) => put_fixed(out, (a.value(row) - PG_EPOCH_OFFSET_DAYS).to_be_bytes()),
             Kind::Date64(a) => {
                 let days = a.value(row).div_euclid(86_400_000) as i32 - PG_EPOCH_OFFSET_DAYS;
-                out.extend_from_slice(&days.to_be_bytes());
+                put_fixed(out, days.to_be_bytes());
             }
-            Kind::Bytes(a) => out.extend_from_slice(a.value(row)),
-            Kind::Numeric(f) => {
+            Kind::Bytes(a) => put_bytes(out, a.value(row)),
+            Kind::Numeric(f) => with_length(out, |out| {
                 let start = out.len();
                 let _ = f.value(row).write(&mut VecWriter(out));
                 let text = out.split_off(start);
                 push_numeric_binary(out, &text);
-            }
+            }),
             Kind::Time(f) => {
-                let start = out.len();
-                let _ = f.value(row).write(&mut VecWriter(out));
-                let text = out.split_off(start);
-                out.extend_from_slice(&time_micros(&text).to_be_bytes());
+                let mut text = Vec::new();
+                let _ = f.value(row).write(&mut VecWriter(&mut text));
+                put_fixed(out, time_micros(&text).to_be_bytes());
             }
-            Kind::List(a) => push_binary_array(out, *a, row),
+            Kind::List(a) => with_length(out, |out| push_binary_array(out, *a, row)),
             // Rejected in `new`.
-            Kind::Text(_) => {}
+            Kind::Text(_) => with_length(out, |_| {}),
         }
     }
+}
+
+/// Appends a value of `N` bytes after its length.
+#[inline]
+fn put_fixed<const N: usize>(out: &mut Vec<u8>, bytes: [u8; N]) {
+    put_bytes(out, &bytes);
+}
+
+/// Appends a value after its length.
+#[inline]
+fn put_bytes(out: &mut Vec<u8>, bytes: &[u8]) {
+    out.reserve(4 + bytes.len());
+    out.extend_from_slice(&(bytes.len() as i32).to_be_bytes());
+    out.extend_from_slice(bytes);
+}
+
+/// Appends what `write` appends, after its length.
+#[inline]
+fn with_length(out: &mut Vec<u8>, write: impl FnOnce(&mut Vec<u8>)) {
+    let at = out.len();
+    out.extend_from_slice(&[0; 4]);
+    write(out);
+    let len = (out.len() - at - 4) as i32;
+    out[at..at + 4].copy_from_slice(&len.to_be_bytes());
 }
 
 /// The 16 bytes of a UUID written as 32 hex digits, with or without dashes.
@@ -828,6 +855,62 @@ mod tests {
         let mut out = Vec::new();
         push_float(&mut out, v, false);
         String::from_utf8(out).unwrap()
+    }
+
+    /// Every value of `array` in binary, each as its length and bytes.
+    fn binary_values(array: ArrayRef, type_oid: i32) -> Vec<Option<Vec<u8>>> {
+        let encoder = ColumnEncoder::for_type(&array, type_oid, Format::Binary).unwrap();
+        (0..array.len())
+            .map(|row| {
+                let mut out = Vec::new();
+                encoder.encode(row, &mut out);
+                let len = i32::from_be_bytes(out[..4].try_into().unwrap());
+                if len < 0 {
+                    assert_eq!(out.len(), 4);
+                    return None;
+                }
+                assert_eq!(out.len(), 4 + len as usize, "length prefix of row {row}");
+                Some(out[4..].to_vec())
+            })
+            .collect()
+    }
+
+    #[test]
+    fn binary_values_carry_their_length() {
+        use arrow::array::{DictionaryArray, StringArray};
+        let ints: ArrayRef = Arc::new(Int64Array::from(vec![Some(-2), None]));
+        assert_eq!(
+            binary_values(ints, 0),
+            vec![Some((-2i64).to_be_bytes().to_vec()), None]
+        );
+        let floats: ArrayRef = Arc::new(Float64Array::from(vec![1.5]));
+        assert_eq!(
+            binary_values(floats, 0),
+            vec![Some(1.5f64.to_be_bytes().to_vec())]
+        );
+        let flags: ArrayRef = Arc::new(BooleanArray::from(vec![true, false]));
+        assert_eq!(binary_values(flags, 0), vec![Some(vec![1]), Some(vec![0])]);
+        let times: ArrayRef = Arc::new(TimestampNanosecondArray::from(vec![
+            946_684_800_000_001_000,
+        ]));
+        assert_eq!(
+            binary_values(times, 0),
+            vec![Some(1i64.to_be_bytes().to_vec())]
+        );
+        let symbols: ArrayRef = Arc::new(
+            vec![Some("host_1"), None, Some("")]
+                .into_iter()
+                .collect::<DictionaryArray<Int32Type>>(),
+        );
+        assert_eq!(
+            binary_values(symbols, 0),
+            vec![Some(b"host_1".to_vec()), None, Some(Vec::new())]
+        );
+        let uuids: ArrayRef = Arc::new(StringArray::from(vec![
+            "00112233-4455-6677-8899-aabbccddeeff",
+        ]));
+        let bytes: Vec<u8> = (0..16).map(|i| i * 0x11).collect();
+        assert_eq!(binary_values(uuids, oid::UUID), vec![Some(bytes)]);
     }
 
     #[test]

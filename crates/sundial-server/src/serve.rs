@@ -7,7 +7,7 @@
 //!  UDP ─recvmmsg─▶ thread ─chunks─▶ thread: Ingestor ┼─▶ TableWriter (per table, one at a time)
 //!  HTTP /write ─▶ blocking task: body ─▶ Ingestor ┘     commit: by rows, by time, at shutdown
 //!  HTTP /exec /exp /imp ─▶ sundial-http on the query runtime ─▶ Engine ─▶ JSON / CSV, streamed
-//!  PostgreSQL  ─▶ sundial-pgwire ───────▶ Engine on the query runtime
+//!  PostgreSQL  ─▶ sundial-pgwire on the query runtime ─▶ Engine ─▶ DataRows, streamed
 //! ```
 //!
 //! What a sender can rely on: HTTP answers 204 only once every good line is committed. TCP and
@@ -125,12 +125,17 @@ pub struct ServeArgs {
     /// Largest PostgreSQL protocol message accepted (query text, Bind, COPY data), in bytes.
     #[arg(long, env = "SUNDIAL_PG_MESSAGE_BYTES_MAX", default_value_t = 16 << 20)]
     pub pg_message_bytes_max: usize,
+    /// How long a PostgreSQL session that has answered polls for the client's next message
+    /// before its thread sleeps, in microseconds (0: never poll). At most query threads less
+    /// one sessions poll at once.
+    #[arg(long, env = "SUNDIAL_PG_READ_SPIN_US", default_value_t = 50)]
+    pub pg_read_spin_us: u64,
     /// Default statement timeout in milliseconds (0: none), for PostgreSQL sessions (which may
     /// SET their own) and HTTP `/exec` and `/exp` (a `Statement-Timeout` header overrides it).
     #[arg(long, env = "SUNDIAL_STATEMENT_TIMEOUT_MS", default_value_t = 0)]
     pub statement_timeout_ms: u64,
-    /// Threads executing queries and serving HTTP, apart from the threads receiving ILP and
-    /// PostgreSQL connections (0: one per core).
+    /// Threads executing queries and serving HTTP and PostgreSQL, apart from the threads
+    /// receiving ILP (0: one per core).
     #[arg(long, env = "SUNDIAL_QUERY_THREADS", default_value_t = 0)]
     pub query_threads: usize,
     /// Memory one query's operators (sorts, joins, aggregations) may hold, in bytes (0: no
@@ -305,13 +310,16 @@ pub async fn run(db: Arc<Database>, args: ServeArgs) -> Result<(), String> {
     let mut engine = Engine::with_inserts(inserts).map_err(|e| e.to_string())?;
     engine.set_query_memory_bytes_max(args.query_memory_bytes_max);
     let engine = Arc::new(engine);
-    let pg = pg_server(&args, engine.clone(), queries.handle().clone())?;
-    let pg_listener = TcpListener::bind(args.pg_addr)
-        .await
+    let pg = pg_server(&args, engine.clone())?;
+    let pg_listener = listen_on(&queries, args.pg_addr)
         .map_err(|e| format!("cannot listen on {} (PostgreSQL): {e}", args.pg_addr))?;
     tracing::info!("PostgreSQL wire protocol on {}", args.pg_addr);
     let pg_stop = stop_rx.clone();
-    tasks.spawn(async move { pg.serve(pg_listener, pg_stop).await });
+    // Served on the query runtime, as HTTP is: sessions run their statements themselves.
+    tasks.spawn_on(
+        async move { pg.serve(pg_listener, pg_stop).await },
+        queries.handle(),
+    );
     let sql = sql_router(HttpSql {
         engine,
         options: HttpOptions {
@@ -462,11 +470,7 @@ fn query_runtime(threads: usize) -> Result<QueryRuntime, String> {
         .map_err(|e| format!("cannot start the query runtime: {e}"))
 }
 
-fn pg_server(
-    args: &ServeArgs,
-    engine: Arc<Engine>,
-    queries: tokio::runtime::Handle,
-) -> Result<PgServer, String> {
+fn pg_server(args: &ServeArgs, engine: Arc<Engine>) -> Result<PgServer, String> {
     let method = AuthMethod::parse(&args.pg_auth_method).ok_or_else(|| {
         format!(
             "unknown PostgreSQL auth method '{}': use scram-sha-256, md5 or password",
@@ -478,9 +482,10 @@ fn pg_server(
         connections_max: args.pg_connections_max,
         message_bytes_max: args.pg_message_bytes_max,
         statement_timeout_ms: args.statement_timeout_ms,
+        read_spin_us: args.pg_read_spin_us,
         ..PgOptions::default()
     };
-    Ok(PgServer::new(engine, users, options, queries))
+    Ok(PgServer::new(engine, users, options))
 }
 
 async fn shutdown_signal() {

@@ -49,7 +49,10 @@ pub(crate) struct CopyIn {
 impl Session {
     /// Turns a parsed COPY into a statement: COPY TO plans its query now; COPY FROM resolves
     /// its table when it runs.
-    pub(super) async fn prepare_copy(&self, copy: CopyStatement) -> Result<StatementKind, PgError> {
+    pub(super) async fn prepare_copy(
+        &mut self,
+        copy: CopyStatement,
+    ) -> Result<StatementKind, PgError> {
         let CopyStatement {
             source,
             direction,
@@ -95,10 +98,8 @@ impl Session {
         let flag = canceled.clone();
         let field_bytes_max = self.shared.options.message_bytes_max;
         let count = plan.columns.len();
-        let loader = self
-            .shared
-            .queries
-            .spawn_blocking(move || copy_in::load(&plan, rx, field_bytes_max, &flag));
+        let loader =
+            tokio::task::spawn_blocking(move || copy_in::load(&plan, rx, field_bytes_max, &flag));
         self.copy_response(b'G', options, count);
         self.copy_in = Some(CopyIn {
             chunks: tx,
@@ -214,7 +215,7 @@ impl Session {
             // The simple query goes on (after a failure, it ends).
             Some(rest) => {
                 if !ok || !self.run_simple(rest).await? {
-                    self.end_simple_query().await?;
+                    self.end_simple_query();
                 }
             }
             // Extended protocol: after an error, skip to the client's Sync.

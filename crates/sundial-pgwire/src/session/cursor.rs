@@ -28,7 +28,7 @@ pub(crate) struct CursorInfo {
 impl Session {
     /// Turns a cursor statement into a statement kind; DECLARE plans its query now.
     pub(super) async fn prepare_cursor(
-        &self,
+        &mut self,
         command: CursorCommand,
     ) -> Result<StatementKind, PgError> {
         Ok(match command {
