@@ -151,6 +151,33 @@ def test_statement_timeout_and_cancel(server):
         assert conn.execute("SELECT 3").fetchone() == (3,)
 
 
+def test_a_pipelined_answer_does_not_wait_for_the_next_statement(server):
+    """The server writes a round trip's answer once it has handled what it already received;
+    a statement still running behind it in the pipeline must not hold that answer back."""
+    with psycopg.connect(server.dsn, autocommit=True) as conn:
+        watchdog_fired = threading.Event()
+
+        def watchdog():
+            watchdog_fired.set()
+            conn.cancel()
+
+        timer = threading.Timer(60, watchdog)
+        first, slow = conn.cursor(), conn.cursor()
+        with pytest.raises(psycopg.errors.QueryCanceled):
+            with conn.pipeline() as pipeline:
+                first.execute("SELECT 41 + 1")
+                pipeline.sync()
+                slow.execute(LONG_QUERY)
+                timer.start()
+                try:
+                    assert first.fetchone() == (42,)
+                    assert not watchdog_fired.is_set(), "the answer waited for the next statement"
+                finally:
+                    timer.cancel()
+                conn.cancel()
+        assert conn.execute("SELECT 1").fetchone() == (1,)
+
+
 @pytest.mark.parametrize("method", ["md5", "password", "scram-sha-256"])
 def test_authentication_methods(start_server, method):
     srv = start_server(["--pg-auth-method", method, "--pg-user", "reader", "--pg-password", "s3cret"])

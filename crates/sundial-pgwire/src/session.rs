@@ -7,13 +7,17 @@
 //!                                              │ Bind:    decode parameters into a portal
 //!                                              │ Execute: run in this task ─▶ rows
 //!                                              ▼
-//!                     output buffer ──(Sync, Flush, simple query end, buffer full)──▶ socket
+//!                     output buffer ──(a round trip's end, buffer full)──▶ socket
 //! ```
 //!
-//! Invariants: the output buffer is written to the socket only at the flush points above, so a
-//! pipelined round trip costs one write; after an error in the extended protocol every message
-//! up to Sync is skipped; a portal's rows are pulled from its statement's stream one batch at a
-//! time, as the output takes them, so a large result is never held whole.
+//! Invariants:
+//! - the output buffer is written to the socket only when it is full, or when it holds a round
+//!   trip's end (ReadyForQuery after Sync or a simple query, or a Flush's answer) and either no
+//!   further complete message is buffered or the session is about to wait on a statement; so a
+//!   client's pipelined round trips cost one write, and no answer waits for a later statement;
+//! - after an error in the extended protocol every message up to Sync is skipped;
+//! - a portal's rows are pulled from its statement's stream one batch at a time, as the output
+//!   takes them, so a large result is never held whole.
 //!
 //! Statements run in the session's own task, on the runtime serving the connection: a round
 //! trip involves no other thread. DataFusion's partition tasks, where a plan has them, are
