@@ -193,3 +193,25 @@ async fn connection(
         tracing::debug!("PG session from {peer} ended: {e}");
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn one_thread_is_always_left_to_sessions_that_do_not_poll() {
+        let spinners = Spinners::default();
+        spinners.set_threads(1);
+        assert!(spinners.try_enter().is_none());
+        spinners.set_threads(3);
+        let first = spinners.try_enter();
+        let second = spinners.try_enter();
+        assert!(first.is_some() && second.is_some());
+        assert!(spinners.try_enter().is_none());
+        drop(first);
+        assert!(
+            spinners.try_enter().is_some(),
+            "a slot is given back when dropped"
+        );
+    }
+}
