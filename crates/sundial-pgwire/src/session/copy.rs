@@ -7,7 +7,7 @@
 //!                 CopyDone ─▶ Done; loader commits ─▶ CommandComplete "COPY n"
 //!                 CopyFail ─▶ channel dropped; loader rolls back ─▶ ErrorResponse
 //!                 Flush/Sync: ignored (Flush flushes); anything else: protocol violation
-//!  COPY ... TO STDOUT ─▶ query task ─▶ CopyOutResponse, one CopyData per row, CopyDone
+//!  COPY ... TO STDOUT ─▶ statement stream ─▶ CopyOutResponse, one CopyData per row, CopyDone
 //! ```
 //!
 //! Invariant: while `copy_in` is set, every message goes to [`Session::copy_message`]; it is

@@ -3,7 +3,7 @@
 //! resumes it for n rows, `MOVE` skips them, `CLOSE` drops it.
 //!
 //! Invariants: a cursor's query starts at its first FETCH and keeps its place between FETCHes
-//! (the query task waits on its bounded channel meanwhile); a cursor without HOLD lives until
+//! (its statement's stream is simply not polled meanwhile); a cursor without HOLD lives until
 //! its transaction ends (COMMIT, ROLLBACK, or the end of a multi-statement simple query), one
 //! WITH HOLD until CLOSE or the end of the session. Cursors scan forward only.
 
