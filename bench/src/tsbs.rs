@@ -53,7 +53,7 @@ pub struct TsbsQueryArgs {
 /// One query's outcome: its latency, or why it failed.
 type Outcome = Result<Duration, String>;
 
-pub fn run(args: TsbsQueryArgs) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+pub fn run(args: TsbsQueryArgs) -> Result<(), BoxError> {
     for file in &args.files {
         let queries = read_queries(file)?;
         let queries: Vec<String> = (0..args.rounds.max(1))
@@ -91,64 +91,83 @@ fn query_type(file: &Path) -> String {
     stem.strip_prefix("devops-").unwrap_or(stem).to_string()
 }
 
-fn run_http(
-    args: &TsbsQueryArgs,
-    queries: &[String],
-) -> Result<Vec<Outcome>, Box<dyn std::error::Error + Send + Sync>> {
-    let next = AtomicUsize::new(0);
-    let outcomes = std::thread::scope(|scope| {
-        let workers: Vec<_> = (0..args.workers.max(1))
-            .map(|_| {
-                scope.spawn(|| {
-                    let client = HttpClient::new(args.http_addr);
-                    let mut outcomes = Vec::new();
-                    while let Some(sql) = queries.get(next.fetch_add(1, Ordering::Relaxed)) {
-                        let started = Instant::now();
-                        let outcome = client.exec_with(sql, &[("count", "false")]);
-                        outcomes.push(outcome.map(|()| started.elapsed()));
-                    }
-                    outcomes
-                })
-            })
-            .collect();
-        workers
-            .into_iter()
-            .flat_map(|w| w.join().unwrap_or_default())
-            .collect()
-    });
-    Ok(outcomes)
-}
+type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
-/// Each worker is a thread with a runtime of its own, serving both its client and the
-/// client's connection, so the runner adds no hand-off between threads to a round trip
-/// (as TSBS's Go workers, which do their own socket I/O).
-fn run_pg(
-    args: &TsbsQueryArgs,
+/// Runs `queries` on `workers` threads, each taking the next query until none are left:
+/// `connect` makes a worker's client, `send` sends one query with it and reads the answer.
+fn on_workers<C>(
+    workers: usize,
     queries: &[String],
-) -> Result<Vec<Outcome>, Box<dyn std::error::Error + Send + Sync>> {
-    let config = crate::query::pg_config(args.pg_addr, &args.user, &args.password);
+    connect: impl Fn() -> Result<C, BoxError> + Sync,
+    send: impl Fn(&C, &str) -> Result<(), String> + Sync,
+) -> Result<Vec<Outcome>, BoxError> {
     let next = AtomicUsize::new(0);
-    std::thread::scope(|scope| {
-        let workers: Vec<_> = (0..args.workers.max(1))
-            .map(|_| scope.spawn(|| pg_worker(&config, queries, &next)))
-            .collect();
+    let worker = || -> Result<Vec<Outcome>, BoxError> {
+        let client = connect()?;
         let mut outcomes = Vec::new();
-        for worker in workers {
-            match worker.join() {
+        while let Some(sql) = queries.get(next.fetch_add(1, Ordering::Relaxed)) {
+            let started = Instant::now();
+            outcomes.push(send(&client, sql).map(|()| started.elapsed()));
+        }
+        Ok(outcomes)
+    };
+    std::thread::scope(|scope| {
+        let running: Vec<_> = (0..workers.max(1)).map(|_| scope.spawn(worker)).collect();
+        let mut outcomes = Vec::new();
+        for done in running {
+            match done.join() {
                 Ok(done) => outcomes.extend(done?),
-                Err(_) => return Err("a PG worker panicked".into()),
+                Err(_) => return Err("a query worker panicked".into()),
             }
         }
         Ok(outcomes)
     })
 }
 
-/// Prepares `sql` (unnamed parameters: none), runs it and reads every row without decoding
-/// it, as TSBS's runners do: rows are dropped as they arrive, never collected.
+fn run_http(args: &TsbsQueryArgs, queries: &[String]) -> Result<Vec<Outcome>, BoxError> {
+    on_workers(
+        args.workers,
+        queries,
+        || Ok(HttpClient::new(args.http_addr)),
+        |client, sql| client.exec_with(sql, &[("count", "false")]),
+    )
+}
+
+/// A PG worker's connection, with a runtime of its own that serves both the client and the
+/// driver's connection task, so the runner adds no hand-off between threads to a round trip
+/// (as TSBS's Go workers, which do their own socket I/O).
+struct PgWorker {
+    runtime: tokio::runtime::Runtime,
+    client: tokio_postgres::Client,
+}
+
+fn run_pg(args: &TsbsQueryArgs, queries: &[String]) -> Result<Vec<Outcome>, BoxError> {
+    let config = crate::query::pg_config(args.pg_addr, &args.user, &args.password);
+    let connect = || -> Result<PgWorker, BoxError> {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()?;
+        let (client, connection) = runtime
+            .block_on(tokio_postgres::connect(&config, NoTls))
+            .map_err(crate::query::describe)?;
+        runtime.spawn(connection);
+        Ok(PgWorker { runtime, client })
+    };
+    let send = |worker: &PgWorker, sql: &str| {
+        worker
+            .runtime
+            .block_on(read_all_rows(&worker.client, sql))
+            .map_err(crate::query::describe)
+    };
+    on_workers(args.workers, queries, connect, send)
+}
+
+/// Prepares `sql` (extended protocol, no parameters), runs it and reads every row without
+/// decoding it, as TSBS's runners do: rows are dropped as they arrive, never collected.
 async fn read_all_rows(
     client: &tokio_postgres::Client,
     sql: &str,
-) -> Result<u64, tokio_postgres::Error> {
+) -> Result<(), tokio_postgres::Error> {
     let rows = client
         .query_raw(
             sql,
@@ -156,39 +175,8 @@ async fn read_all_rows(
         )
         .await?;
     futures::pin_mut!(rows);
-    let mut count = 0u64;
-    while rows.try_next().await?.is_some() {
-        count += 1;
-    }
-    Ok(count)
-}
-
-/// One PG worker: takes the next query until none are left.
-fn pg_worker(
-    config: &str,
-    queries: &[String],
-    next: &AtomicUsize,
-) -> Result<Vec<Outcome>, Box<dyn std::error::Error + Send + Sync>> {
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()?;
-    runtime.block_on(async {
-        let (client, connection) = tokio_postgres::connect(config, NoTls)
-            .await
-            .map_err(crate::query::describe)?;
-        tokio::spawn(connection);
-        let mut outcomes = Vec::new();
-        while let Some(sql) = queries.get(next.fetch_add(1, Ordering::Relaxed)) {
-            let started = Instant::now();
-            let outcome = read_all_rows(&client, sql).await;
-            outcomes.push(
-                outcome
-                    .map(|_| started.elapsed())
-                    .map_err(crate::query::describe),
-            );
-        }
-        Ok(outcomes)
-    })
+    while rows.try_next().await?.is_some() {}
+    Ok(())
 }
 
 fn report(args: &TsbsQueryArgs, query_type: &str, outcomes: Vec<Outcome>, wall: Duration) {

@@ -382,25 +382,25 @@ impl<'a> ColumnEncoder<'a> {
     #[inline]
     fn binary(&self, row: usize, out: &mut Vec<u8>) {
         match &self.kind {
-            Kind::Bool(a) => put_fixed(out, [u8::from(a.value(row))]),
-            Kind::I16(a) => put_fixed(out, a.value(row).to_be_bytes()),
-            Kind::I32(a) => put_fixed(out, a.value(row).to_be_bytes()),
-            Kind::I64(a) => put_fixed(out, a.value(row).to_be_bytes()),
-            Kind::F32(a) => put_fixed(out, a.value(row).to_be_bytes()),
-            Kind::F64(a) => put_fixed(out, a.value(row).to_be_bytes()),
+            Kind::Bool(a) => put_bytes(out, &[u8::from(a.value(row))]),
+            Kind::I16(a) => put_bytes(out, &a.value(row).to_be_bytes()),
+            Kind::I32(a) => put_bytes(out, &a.value(row).to_be_bytes()),
+            Kind::I64(a) => put_bytes(out, &a.value(row).to_be_bytes()),
+            Kind::F32(a) => put_bytes(out, &a.value(row).to_be_bytes()),
+            Kind::F64(a) => put_bytes(out, &a.value(row).to_be_bytes()),
             Kind::Str(a) => put_bytes(out, a.value(row).as_bytes()),
-            Kind::Uuid(a) => put_fixed(out, uuid_bytes(a.value(row)).unwrap_or_default()),
+            Kind::Uuid(a) => put_bytes(out, &uuid_bytes(a.value(row)).unwrap_or_default()),
             Kind::Dict(keys, values) => {
                 put_bytes(out, values.value(keys.value(row) as usize).as_bytes())
             }
             Kind::Timestamp(a, _) => {
                 let micros = a.value(row).div_euclid(1000) - PG_EPOCH_OFFSET_US;
-                put_fixed(out, micros.to_be_bytes());
+                put_bytes(out, &micros.to_be_bytes());
             }
-            Kind::Date32(a) => put_fixed(out, (a.value(row) - PG_EPOCH_OFFSET_DAYS).to_be_bytes()),
+            Kind::Date32(a) => put_bytes(out, &(a.value(row) - PG_EPOCH_OFFSET_DAYS).to_be_bytes()),
             Kind::Date64(a) => {
                 let days = a.value(row).div_euclid(86_400_000) as i32 - PG_EPOCH_OFFSET_DAYS;
-                put_fixed(out, days.to_be_bytes());
+                put_bytes(out, &days.to_be_bytes());
             }
             Kind::Bytes(a) => put_bytes(out, a.value(row)),
             Kind::Numeric(f) => with_length(out, |out| {
@@ -412,19 +412,13 @@ impl<'a> ColumnEncoder<'a> {
             Kind::Time(f) => {
                 let mut text = Vec::new();
                 let _ = f.value(row).write(&mut VecWriter(&mut text));
-                put_fixed(out, time_micros(&text).to_be_bytes());
+                put_bytes(out, &time_micros(&text).to_be_bytes());
             }
             Kind::List(a) => with_length(out, |out| push_binary_array(out, *a, row)),
             // Rejected in `new`.
             Kind::Text(_) => with_length(out, |_| {}),
         }
     }
-}
-
-/// Appends a value of `N` bytes after its length.
-#[inline]
-fn put_fixed<const N: usize>(out: &mut Vec<u8>, bytes: [u8; N]) {
-    put_bytes(out, &bytes);
 }
 
 /// Appends a value after its length.
