@@ -3,11 +3,12 @@
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicI32, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use sundial_query::Engine;
 use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::futures::{Notified, OwnedNotified};
 use tokio::sync::{Notify, Semaphore, watch};
 use tokio::task::JoinSet;
 
@@ -87,23 +88,71 @@ impl Drop for SpinSlot<'_> {
     }
 }
 
+/// A session's cancel. A CancelRequest wakes whatever waits on the signal (a running
+/// statement, a COPY); if the session is busy with messages it received, the cancel also stays
+/// raised until a statement takes it, so one that arrives while a statement is still being
+/// planned stops it once it runs. A cancel that finds the session waiting for the client's
+/// next message does nothing, as in PostgreSQL.
+#[derive(Default)]
+pub(crate) struct CancelSignal {
+    busy: AtomicBool,
+    raised: AtomicBool,
+    notify: Arc<Notify>,
+}
+
+impl CancelSignal {
+    fn raise(&self) {
+        if self.busy.load(Ordering::SeqCst) {
+            self.raised.store(true, Ordering::SeqCst);
+        }
+        self.notify.notify_waiters();
+    }
+
+    /// The session has messages to handle.
+    pub fn busy(&self) {
+        self.busy.store(true, Ordering::SeqCst);
+    }
+
+    /// The session waits for the client: a raised cancel has nothing left to stop.
+    pub fn idle(&self) {
+        self.busy.store(false, Ordering::SeqCst);
+        self.raised.store(false, Ordering::SeqCst);
+    }
+
+    /// Whether a cancel was raised; it is taken (lowered) if so.
+    pub fn take(&self) -> bool {
+        self.raised.swap(false, Ordering::SeqCst)
+    }
+
+    /// Resolves at the next CancelRequest. Create it before calling [`take`](Self::take), so
+    /// that a cancel in between is not missed.
+    pub fn requested(&self) -> Notified<'_> {
+        self.notify.notified()
+    }
+
+    /// [`requested`](Self::requested), owning its signal.
+    pub fn requested_owned(&self) -> OwnedNotified {
+        self.notify.clone().notified_owned()
+    }
+}
+
 /// Running sessions by backend process id, for CancelRequest.
 #[derive(Default)]
 pub(crate) struct Cancels {
     next_pid: AtomicI32,
-    sessions: Mutex<HashMap<i32, (i32, Arc<Notify>)>>,
+    sessions: Mutex<HashMap<i32, (i32, Arc<CancelSignal>)>>,
 }
 
 impl Cancels {
     /// Registers a session: its process id, secret key and the signal a cancel raises.
-    pub fn register(&self) -> (i32, i32, Arc<Notify>) {
+    pub fn register(&self) -> (i32, i32, Arc<CancelSignal>) {
         let pid = self.next_pid.fetch_add(1, Ordering::Relaxed) + 1;
         let secret: i32 = rand::random();
-        let notify = Arc::new(Notify::new());
+        let signal = Arc::new(CancelSignal::default());
         if let Ok(mut sessions) = self.sessions.lock() {
-            sessions.insert(pid, (secret, notify.clone()));
+            sessions.insert(pid, (secret, signal.clone()));
         }
-        (pid, secret, notify)
+        (pid, secret, signal)
     }
 
     pub fn unregister(&self, pid: i32) {
@@ -112,16 +161,16 @@ impl Cancels {
         }
     }
 
-    /// Interrupts the statement session `pid` is running, if the secret matches. A cancel
-    /// that finds no running statement does nothing, as in PostgreSQL.
+    /// Interrupts the statement session `pid` is running or about to run, if the secret
+    /// matches (see [`CancelSignal`]).
     pub fn cancel(&self, pid: i32, secret: i32) {
         let target = self.sessions.lock().ok().and_then(|s| {
             s.get(&pid)
                 .filter(|(k, _)| *k == secret)
                 .map(|(_, n)| n.clone())
         });
-        if let Some(notify) = target {
-            notify.notify_waiters();
+        if let Some(signal) = target {
+            signal.raise();
         }
     }
 }
@@ -197,6 +246,20 @@ async fn connection(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_cancel_waits_for_the_statement_only_while_the_session_is_busy() {
+        let signal = CancelSignal::default();
+        signal.raise();
+        assert!(!signal.take(), "an idle session ignores a cancel");
+        signal.busy();
+        signal.raise();
+        assert!(signal.take(), "a busy session keeps it for its statement");
+        assert!(!signal.take(), "taken once");
+        signal.raise();
+        signal.idle();
+        assert!(!signal.take(), "going idle drops what no statement took");
+    }
 
     #[test]
     fn one_thread_is_always_left_to_sessions_that_do_not_poll() {

@@ -43,13 +43,13 @@ use sundial_query::{Engine, Output, Prepared, QueryError, ScalarValue};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
-use tokio::sync::{Notify, watch};
+use tokio::sync::watch;
 
 use crate::auth::Exchange;
 use crate::codec::{self, Message, Reader, Writer};
 use crate::error::PgError;
 use crate::local::{self, LocalCommand};
-use crate::server::Shared;
+use crate::server::{CancelSignal, Shared};
 use crate::types::{self, ColumnEncoder, Format};
 
 const READ_CHUNK_BYTES: usize = 16 << 10;
@@ -73,7 +73,7 @@ pub(crate) struct Session {
     settings: BTreeMap<String, (String, bool)>,
     pid: i32,
     secret: i32,
-    cancel: Arc<Notify>,
+    cancel: Arc<CancelSignal>,
     /// Set while a COPY FROM STDIN receives data: copy messages go to its loader.
     copy_in: Option<copy::CopyIn>,
     /// A simple query of several statements runs as one implicit transaction block (for
@@ -322,12 +322,19 @@ impl Session {
                 Handled::None => {}
             }
             self.send_due().await?;
+            self.cancel.idle();
             if self.spin_read()? {
+                self.cancel.busy();
                 continue;
             }
             let stop = stopped(self.stop.clone());
             tokio::select! {
-                read = self.read_more() => if read? == 0 { return Ok(()); },
+                read = self.read_more() => {
+                    if read? == 0 {
+                        return Ok(());
+                    }
+                    self.cancel.busy();
+                }
                 _ = stop => {
                     self.out.error(b'E', "FATAL", "57P01", "terminating connection: the server is shutting down", None, None);
                     self.flush().await?;
@@ -1083,10 +1090,16 @@ impl Session {
         let cancel = self.cancel.clone();
         let deadline = running.deadline;
         loop {
-            let cancelled = cancel.notified();
+            let cancelled = cancel.requested();
+            if cancel.take() {
+                return Err(PgError::Canceled);
+            }
             tokio::select! {
                 item = items.next() => return Ok(item),
-                _ = cancelled => return Err(PgError::Canceled),
+                _ = cancelled => {
+                    cancel.take();
+                    return Err(PgError::Canceled);
+                }
                 _ = sleep_until(deadline) => return Err(PgError::Timeout),
                 read = self.reader.read_buf(&mut self.input), if self.input.len() < self.shared.options.message_bytes_max => {
                     if read? == 0 {

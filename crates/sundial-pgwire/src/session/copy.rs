@@ -105,7 +105,7 @@ impl Session {
             chunks: tx,
             loader,
             canceled,
-            cancel_signal: Box::pin(self.cancel.clone().notified_owned()),
+            cancel_signal: Box::pin(self.cancel.requested_owned()),
             rest: None,
         });
         self.flush().await?;
