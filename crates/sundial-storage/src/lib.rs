@@ -43,6 +43,24 @@ pub use table::{Durability, Snapshot, StorageOptions, Table, TableWriter};
 pub use txn::{ColumnMeta, PartitionMeta, TableMeta};
 pub use types::{ColumnType, SUNDIAL_TYPE_KEY, SymbolValues, arrow_field};
 
+/// Earliest timestamp a table holds: 1678-01-01T00:00:00Z, in nanoseconds since the Unix
+/// epoch. With [`TIMESTAMP_END_NS`] it keeps every partition of any [`PartitionBy`] (a year
+/// at most) that contains a timestamp, with its start and end, inside `i64`, so partition
+/// arithmetic never overflows. Every ingestion path rejects timestamps outside the range.
+pub const TIMESTAMP_MIN_NS: i64 = -9_214_560_000_000_000_000;
+
+/// End of the timestamps a table holds, exclusive: 2262-01-01T00:00:00Z.
+pub const TIMESTAMP_END_NS: i64 = 9_214_646_400_000_000_000;
+
+/// Whether a table can hold a row at `ns` (see [`TIMESTAMP_MIN_NS`]).
+pub fn timestamp_in_range(ns: i64) -> bool {
+    (TIMESTAMP_MIN_NS..TIMESTAMP_END_NS).contains(&ns)
+}
+
+/// The range of [`timestamp_in_range`], for error messages.
+pub const TIMESTAMP_RANGE_TEXT: &str =
+    "1678-01-01T00:00:00Z (inclusive) to 2262-01-01T00:00:00Z (exclusive)";
+
 /// Longest table or column name, in bytes.
 pub const NAME_BYTES_MAX: usize = 127;
 
