@@ -47,6 +47,7 @@ impl Error {
             Error::BadRequest(_) | Error::Timeout(_) | Error::NotSelect | Error::Csv(_) => {
                 StatusCode::BAD_REQUEST
             }
+            Error::Query(e) if e.sqlstate() == "42501" => StatusCode::FORBIDDEN,
             Error::Query(e) if e.is_user_error() => StatusCode::BAD_REQUEST,
             Error::Query(_) | Error::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
             Error::TooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,

@@ -22,8 +22,8 @@
 //! Errors are one type, [`Error`], mapped once to an HTTP status ([`Error::status`]); `/exec`
 //! and `/exp` report them as QuestDB does (`{"query","error","position"}`), `/imp` as
 //! `{"status":..}` (or plain text). Large responses are gzip-compressed for clients on other
-//! hosts that accept it ([`Gzip`]), and carry CORS headers (`Access-Control-Allow-Origin: *`,
-//! preflight answered) so a browser console on another origin can use them.
+//! hosts that accept it ([`Gzip`]). Requests of web pages from other origins are refused, and
+//! answers carry CORS headers, only for the origins the operator allows ([`origin`]).
 
 mod csv_out;
 mod error;
@@ -32,6 +32,7 @@ mod exp;
 mod imp;
 pub mod json;
 pub mod load;
+pub mod origin;
 mod query;
 
 use std::sync::Arc;
@@ -44,9 +45,10 @@ use axum::routing::{get, post};
 use sundial_query::Engine;
 use tower_http::CompressionLevel;
 use tower_http::compression::{CompressionLayer, Predicate};
-use tower_http::cors::{Any, CorsLayer};
+use tower_http::cors::{AllowOrigin, Any, CorsLayer};
 
 pub use error::Error;
+pub use origin::AllowedOrigins;
 
 /// Settings of the SQL endpoints.
 #[derive(Debug, Clone)]
@@ -59,6 +61,8 @@ pub struct HttpOptions {
     /// When answers of at least [`GZIP_BYTES_MIN`] go out gzip-compressed to clients that
     /// accept it.
     pub gzip: Gzip,
+    /// Origins whose web pages may send requests and read answers (see [`origin`]).
+    pub allowed_origins: AllowedOrigins,
 }
 
 /// When answers are gzip-compressed (always only for clients that accept it).
@@ -95,6 +99,7 @@ impl Default for HttpOptions {
             statement_timeout_ms: 0,
             import_bytes_max: 1 << 30,
             gzip: Gzip::Remote,
+            allowed_origins: AllowedOrigins::default(),
         }
     }
 }
@@ -108,14 +113,12 @@ pub struct HttpSql {
     pub options: HttpOptions,
 }
 
-/// The router of `/exec`, `/exp` and `/imp`, with gzip compression of large answers and CORS.
+/// The router of `/exec`, `/exp` and `/imp`, with gzip compression of large answers, and
+/// CORS for the allowed origins.
 pub fn sql_router(state: HttpSql) -> Router {
     let import_limit = usize::try_from(state.options.import_bytes_max).unwrap_or(usize::MAX);
-    let cors = CorsLayer::new()
-        .allow_origin(Any)
-        .allow_methods([Method::GET, Method::POST, Method::OPTIONS])
-        .allow_headers(Any)
-        .expose_headers([header::CONTENT_DISPOSITION]);
+    let cors = cors_layer(&state.options.allowed_origins);
+    let allowed = state.options.allowed_origins.clone();
     let gzip = state.options.gzip;
     let router = Router::new()
         .route("/exec", get(exec::exec))
@@ -139,7 +142,38 @@ pub fn sql_router(state: HttpSql) -> Router {
         Gzip::Remote => router.layer(axum::middleware::from_fn(uncompressed_for_local_clients)),
         Gzip::Never | Gzip::Always => router,
     };
-    router.layer(cors)
+    let router = match cors {
+        Some(cors) => router.layer(cors),
+        None => router,
+    };
+    router.layer(axum::middleware::from_fn_with_state(
+        allowed,
+        origin::refuse_foreign_pages,
+    ))
+}
+
+/// CORS headers for the allowed origins' pages; none when no origin is allowed.
+fn cors_layer(allowed: &AllowedOrigins) -> Option<CorsLayer> {
+    if allowed.is_empty() {
+        return None;
+    }
+    let origins = if allowed.any() {
+        AllowOrigin::any()
+    } else {
+        AllowOrigin::list(
+            allowed
+                .origins()
+                .iter()
+                .filter_map(|o| axum::http::HeaderValue::from_str(o).ok()),
+        )
+    };
+    Some(
+        CorsLayer::new()
+            .allow_origin(origins)
+            .allow_methods([Method::GET, Method::POST, Method::OPTIONS])
+            .allow_headers(Any)
+            .expose_headers([header::CONTENT_DISPOSITION]),
+    )
 }
 
 /// Drops `Accept-Encoding` from requests of clients on this host (see [`Gzip::Remote`]).

@@ -506,6 +506,9 @@ fn name_repeated_literals(projection: &mut [SelectItem]) {
             _ => None,
         })
         .collect();
+    // Names are tried in one increasing sequence for the whole list, so naming k repeats
+    // costs O(k), not O(k²).
+    let mut n = 0;
     for item in projection.iter_mut() {
         let SelectItem::UnnamedExpr(expr @ Expr::Value(_)) = item else {
             continue;
@@ -513,8 +516,12 @@ fn name_repeated_literals(projection: &mut [SelectItem]) {
         if seen.insert(expr.to_string().to_lowercase()) {
             continue;
         }
-        let mut name = "?column?".to_string();
-        let mut n = 1;
+        n += 1;
+        let mut name = if n == 1 {
+            "?column?".to_string()
+        } else {
+            format!("?column?{n}")
+        };
         while !taken.insert(name.clone()) {
             n += 1;
             name = format!("?column?{n}");

@@ -293,6 +293,13 @@ pub struct Engine {
     plans: PlanCache<SharedPlan>,
     /// How texts of the same shape fill a shared plan without being parsed (see `text_shape`).
     text_shapes: PlanCache<Learned>,
+    /// The bound on results of functions that build as much as an argument says (see
+    /// `bounded`), which follows the query memory limit.
+    result_bound: Arc<crate::bounded::ResultBound>,
+    /// The directory `COPY ... TO 'file'` may write in (none: such statements are refused).
+    sql_file_dir: Option<std::path::PathBuf>,
+    /// Whether SET changes this engine's session (see `permissions`).
+    settings: crate::permissions::Settings,
 }
 
 /// The session as statements plan and run in it.
@@ -457,7 +464,9 @@ impl Engine {
             datafusion::execution::session_state::SessionStateBuilder::new()
                 .with_config(config)
                 .with_default_features()
-                .with_physical_optimizer_rule(Arc::new(crate::bucket_agg::FuseBucketAggregates)),
+                .with_physical_optimizer_rule(Arc::new(crate::bucket_agg::FuseBucketAggregates))
+                // Last: it wraps what the other rules made.
+                .with_physical_optimizer_rule(Arc::new(crate::cooperative::YieldEverywhere)),
         )
         .build();
         let ctx = SessionContext::new_with_state(state);
@@ -471,6 +480,8 @@ impl Engine {
         )?;
         crate::pg_catalog::register(&ctx, db.clone())?;
         questdb::functions::register(&ctx);
+        let result_bound = Arc::new(crate::bounded::ResultBound::default());
+        crate::bounded::install(&ctx, result_bound.clone());
         ctx.register_udf(crate::asof::marker_function());
         ctx.register_udtf(
             crate::latest::LATEST_ROWS,
@@ -484,13 +495,29 @@ impl Engine {
             query_memory_bytes_max: 0,
             plans: PlanCache::new(PLAN_CACHE_ENTRIES_MAX),
             text_shapes: PlanCache::new(PLAN_CACHE_ENTRIES_MAX),
+            result_bound,
+            sql_file_dir: None,
+            settings: crate::permissions::Settings::Session,
         })
+    }
+
+    /// Lets `COPY ... TO 'path'` write files inside `dir` (and nowhere else); `None` (the
+    /// default) refuses every statement that writes a server file.
+    pub fn set_sql_file_dir(&mut self, dir: Option<std::path::PathBuf>) {
+        self.sql_file_dir = dir;
+    }
+
+    /// Whether SET may change this engine's session: [`crate::Settings::Fixed`] for an engine
+    /// many clients share.
+    pub fn set_settings(&mut self, settings: crate::permissions::Settings) {
+        self.settings = settings;
     }
 
     /// Bounds the memory each query's operators may reserve (0: no limit). A query needing
     /// more fails with a resources-exhausted error (SQLSTATE 53200); other queries go on.
     pub fn set_query_memory_bytes_max(&mut self, bytes: usize) {
         self.query_memory_bytes_max = bytes;
+        self.result_bound.set_query_memory_bytes_max(bytes);
     }
 
     /// The session as it is now.
@@ -984,6 +1011,8 @@ impl Engine {
         let current = self.current();
         let state = &current.state;
         let dialect = state.config().options().sql_parser.dialect;
+        // Before anything builds a tree from the text (see `limits`).
+        crate::limits::check(sql)?;
         let (sql, clauses) = questdb::extract(sql)?;
         let mut statement = state.sql_to_statement(&sql, &dialect)?;
         let mut parameters = 0;
@@ -1013,6 +1042,7 @@ impl Engine {
                         .into(),
                 )
             })?;
+        crate::permissions::check(&plan, self.sql_file_dir.as_deref(), self.settings)?;
         Ok(plan)
     }
 
@@ -1061,6 +1091,7 @@ impl Engine {
         if c.if_not_exists && self.db.table(&c.name).is_some() {
             return done("CREATE TABLE");
         }
+        crate::limits::check(query)?;
         let df = self
             .ctx
             .sql_with_options(

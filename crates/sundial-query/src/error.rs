@@ -17,6 +17,13 @@ pub enum QueryError {
     /// The statement parses but cannot be run as written (unknown table, wrong types, ...).
     #[error("{0}")]
     Invalid(String),
+    /// The statement is over a bound on its shape (see `limits`): SQLSTATE 54001.
+    #[error("{0}")]
+    TooComplex(String),
+    /// The statement would do what the server's settings forbid (such as writing a server
+    /// file): SQLSTATE 42501.
+    #[error("{0}")]
+    PermissionDenied(String),
     /// Valid SQL that Sundial does not implement yet.
     #[error("not supported: {0}")]
     NotSupported(String),
@@ -101,6 +108,8 @@ impl QueryError {
             QueryError::Syntax { .. } => "42601",
             QueryError::Invalid(_) => "42000",
             QueryError::NotSupported(_) => "0A000",
+            QueryError::TooComplex(_) => "54001",
+            QueryError::PermissionDenied(_) => "42501",
             QueryError::Storage(e) => match e {
                 StorageError::InvalidInput(_) => "22023",
                 StorageError::NotFound(m) if m.contains("column") => "42703",

@@ -49,8 +49,10 @@ macro_rules! with_new_children_recomputing {
 }
 
 mod asof;
+mod bounded;
 mod bucket_agg;
 mod compat;
+mod cooperative;
 pub mod copy;
 mod ddl;
 mod engine;
@@ -58,7 +60,9 @@ mod error;
 mod index_scan;
 mod key_index;
 mod latest;
+pub mod limits;
 mod lookup;
+mod permissions;
 mod pg_catalog;
 mod plan_cache;
 mod provider;
@@ -76,5 +80,6 @@ pub use engine::{
     CATALOG, Collected, Engine, INSERT_PENDING_ROWS_MAX, Output, Prepared, SCHEMA, collect, conform,
 };
 pub use error::{QueryError, Result};
+pub use permissions::Settings;
 pub use pg_catalog::{SERVER_VERSION, pg_setting, pg_type_for_arrow, pg_type_of, table_oid};
 pub use provider::{InsertPath, SundialSchema, SundialSink, SundialTable};

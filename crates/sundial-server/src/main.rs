@@ -134,8 +134,26 @@ fn main() -> ExitCode {
         Ok(cli) => cli,
         Err(e) => e.exit(),
     };
+    // Statements are parsed and planned on the thread that polls them: the main thread here
+    // (`block_on`) and the runtime's threads, all with the stack planning needs.
+    let main = std::thread::Builder::new()
+        .name("sundial-main".into())
+        .stack_size(sundial_query::limits::PLANNING_STACK_BYTES)
+        .spawn(move || run_command(cli));
+    match main.map(|thread| thread.join()) {
+        Ok(Ok(code)) => code,
+        Ok(Err(_)) => ExitCode::FAILURE,
+        Err(e) => {
+            eprintln!("error: cannot start the main thread: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run_command(cli: Cli) -> ExitCode {
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
+        .thread_stack_size(sundial_query::limits::PLANNING_STACK_BYTES)
         .build()
     {
         Ok(r) => r,

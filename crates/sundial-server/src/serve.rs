@@ -38,7 +38,7 @@ use tokio::net::{TcpListener, TcpStream};
 
 use crate::udp::{UdpOptions, UdpReceiver};
 use sundial_http::json::write_json_string;
-use sundial_http::{HttpOptions, HttpSql, sql_router};
+use sundial_http::{AllowedOrigins, HttpOptions, HttpSql, sql_router};
 use sundial_pgwire::{AuthMethod, PgOptions, PgServer, Users};
 use tokio::sync::watch;
 use tokio::task::JoinSet;
@@ -142,6 +142,18 @@ pub struct ServeArgs {
     /// limit); past it the query fails with SQLSTATE 53200 and the server goes on.
     #[arg(long, env = "SUNDIAL_QUERY_MEMORY_BYTES_MAX", default_value_t = 4 << 30)]
     pub query_memory_bytes_max: usize,
+    /// The only directory SQL may write server files in (`COPY (query) TO 'file'`, relative
+    /// to it or absolute under it); unless given, SQL cannot read or write server files.
+    #[arg(long, env = "SUNDIAL_SQL_FILE_DIR")]
+    pub sql_file_dir: Option<std::path::PathBuf>,
+    /// Origins (`https://host:port`, comma-separated; `*` for any) whose web pages may send
+    /// HTTP requests and read the answers; requests of other origins' pages are refused (403).
+    #[arg(long, env = "SUNDIAL_HTTP_ALLOWED_ORIGINS", default_value = "")]
+    pub http_allowed_origins: String,
+    /// At Ctrl-C / SIGTERM, how long running statements and HTTP requests may go on before
+    /// they are stopped; received ILP lines are committed either way.
+    #[arg(long, env = "SUNDIAL_SHUTDOWN_TIMEOUT_MS", default_value_t = 10_000)]
+    pub shutdown_timeout_ms: u64,
 }
 
 /// Rows and lines per transport, for the logs (and later metrics).
@@ -309,6 +321,13 @@ pub async fn run(db: Arc<Database>, args: ServeArgs) -> Result<(), String> {
     };
     let mut engine = Engine::with_inserts(inserts).map_err(|e| e.to_string())?;
     engine.set_query_memory_bytes_max(args.query_memory_bytes_max);
+    // Clients share this engine: each keeps its own settings (PostgreSQL sessions) or none
+    // past its request (HTTP).
+    engine.set_settings(sundial_query::Settings::Fixed);
+    engine.set_sql_file_dir(sql_file_dir(
+        args.sql_file_dir.as_deref(),
+        shared.sinks.db(),
+    )?);
     let engine = Arc::new(engine);
     let pg = pg_server(&args, engine.clone())?;
     let pg_listener = listen_on(&queries, args.pg_addr)
@@ -316,16 +335,20 @@ pub async fn run(db: Arc<Database>, args: ServeArgs) -> Result<(), String> {
     tracing::info!("PostgreSQL wire protocol on {}", args.pg_addr);
     let pg_stop = stop_rx.clone();
     // Served on the query runtime, as HTTP is: sessions run their statements themselves.
-    tasks.spawn_on(
+    // At shutdown these get a grace period, then are stopped.
+    let mut served = JoinSet::new();
+    served.spawn_on(
         async move { pg.serve(pg_listener, pg_stop).await },
         queries.handle(),
     );
+    let allowed_origins = AllowedOrigins::parse(&args.http_allowed_origins);
     let sql = sql_router(HttpSql {
         engine,
         options: HttpOptions {
             statement_timeout_ms: args.statement_timeout_ms,
             import_bytes_max: args.http_import_bytes_max,
             gzip: args.http_gzip.into(),
+            allowed_origins: allowed_origins.clone(),
         },
     });
     let app = Router::new()
@@ -333,12 +356,16 @@ pub async fn run(db: Arc<Database>, args: ServeArgs) -> Result<(), String> {
         .route("/write", post(write))
         .route("/api/v2/write", post(write))
         .layer(DefaultBodyLimit::max(args.http_body_bytes_max))
+        .layer(axum::middleware::from_fn_with_state(
+            allowed_origins,
+            sundial_http::origin::refuse_foreign_pages,
+        ))
         .with_state(shared.clone())
         .merge(sql);
     let mut http_stop = stop_rx.clone();
     // HTTP is served on the query runtime: each connection's task runs its statements itself,
     // with no hand-off to another thread and back.
-    tasks.spawn_on(
+    served.spawn_on(
         async move {
             // Answers are small and written once: don't let Nagle hold them for the peer's ACK.
             let http = http.tap_io(|stream| {
@@ -392,10 +419,52 @@ pub async fn run(db: Arc<Database>, args: ServeArgs) -> Result<(), String> {
     if let Some(receiver) = udp {
         let _ = tokio::task::spawn_blocking(move || receiver.stop()).await;
     }
+    // Requests and statements under way may finish within the grace period; then they are
+    // dropped (every statement yields often: see sundial_query's `cooperative`).
+    let grace = Duration::from_millis(args.shutdown_timeout_ms);
+    let finished =
+        tokio::time::timeout(grace, async { while served.join_next().await.is_some() {} }).await;
+    if finished.is_err() {
+        tracing::warn!(
+            "requests still under way after {} ms (--shutdown-timeout-ms): stopping them",
+            args.shutdown_timeout_ms
+        );
+        served.abort_all();
+    }
+    // The ILP receivers commit what they took.
     while tasks.join_next().await.is_some() {}
     drop(queries);
     shared.log_counters();
     Ok(())
+}
+
+/// `--sql-file-dir`, resolved: an existing directory that neither is nor holds the data
+/// directory, nor lies inside it (SQL must not reach table files).
+fn sql_file_dir(
+    dir: Option<&std::path::Path>,
+    db: &Database,
+) -> Result<Option<std::path::PathBuf>, String> {
+    let Some(dir) = dir else {
+        return Ok(None);
+    };
+    let resolved = dir
+        .canonicalize()
+        .map_err(|e| format!("--sql-file-dir {}: {e}", dir.display()))?;
+    if !resolved.is_dir() {
+        return Err(format!("--sql-file-dir {}: not a directory", dir.display()));
+    }
+    let data = db
+        .root()
+        .canonicalize()
+        .map_err(|e| format!("data directory {}: {e}", db.root().display()))?;
+    if resolved.starts_with(&data) || data.starts_with(&resolved) {
+        return Err(format!(
+            "--sql-file-dir {} overlaps the data directory {}: SQL must not write table files",
+            resolved.display(),
+            data.display()
+        ));
+    }
+    Ok(Some(resolved))
 }
 
 /// `--http-gzip`.
@@ -464,6 +533,8 @@ fn query_runtime(threads: usize) -> Result<QueryRuntime, String> {
     tokio::runtime::Builder::new_multi_thread()
         .worker_threads(threads)
         .thread_name("sundial-query")
+        // Statements are parsed and planned on these threads (see sundial_query::limits).
+        .thread_stack_size(sundial_query::limits::PLANNING_STACK_BYTES)
         .enable_all()
         .build()
         .map(|runtime| QueryRuntime(Some(runtime)))
