@@ -69,7 +69,6 @@ impl ColumnBuf {
         buf
     }
 
-    #[cfg(test)]
     pub fn is_valid(&self, row: usize) -> bool {
         self.validity.as_ref().is_none_or(|v| bits::get(v, row))
     }

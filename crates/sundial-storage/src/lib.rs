@@ -24,6 +24,7 @@
 //! The exact on-disk format and the commit protocol are in `docs/design.md`.
 
 mod bits;
+mod cache;
 mod column;
 mod db;
 mod error;
@@ -35,6 +36,7 @@ mod table;
 mod txn;
 mod types;
 
+pub use cache::raise_open_files_limit;
 pub use column::parse_uuid;
 pub use db::{Database, TableDef};
 pub use error::{Result, StorageError};
