@@ -14,9 +14,9 @@
 //!   mapping keeps a deleted partition's disk space), and a deleted path is never reused while
 //!   the database is open (partition versions and table ids only grow).
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::fs::{File, OpenOptions};
-use std::hash::Hash;
+use std::ops::Bound;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
 
@@ -24,20 +24,21 @@ use arrow_buffer::Buffer;
 
 use crate::error::{IoContext, Result, StorageError};
 
-/// Least-recently-used map with a bound on its length.
+/// Least-recently-used map with a bound on its length. Ordered by key, so that the entries of
+/// one directory (a key range) are forgotten without visiting the others.
 struct Lru<K, V> {
     max: usize,
-    entries: HashMap<K, (V, u64)>,
+    entries: BTreeMap<K, (V, u64)>,
     /// Use tick to key; the first entry is the least recently used.
     order: BTreeMap<u64, K>,
     tick: u64,
 }
 
-impl<K: Hash + Eq + Clone, V> Lru<K, V> {
+impl<K: Ord + Clone, V> Lru<K, V> {
     fn new(max: usize) -> Self {
         Lru {
             max: max.max(1),
-            entries: HashMap::new(),
+            entries: BTreeMap::new(),
             order: BTreeMap::new(),
             tick: 0,
         }
@@ -84,15 +85,18 @@ impl<K: Hash + Eq + Clone, V> Lru<K, V> {
         }
     }
 
-    fn retain(&mut self, mut keep: impl FnMut(&K) -> bool) {
-        let order = &mut self.order;
-        self.entries.retain(|k, (_, used)| {
-            let kept = keep(k);
-            if !kept {
-                order.remove(used);
-            }
-            kept
-        });
+    /// Removes the entries from `start` on (in key order) while `inside` holds.
+    fn remove_run(&mut self, start: Bound<&K>, inside: impl Fn(&K) -> bool) {
+        let keys: Vec<K> = self
+            .entries
+            .range((start, Bound::Unbounded))
+            .map(|(k, _)| k)
+            .take_while(|k| inside(k))
+            .cloned()
+            .collect();
+        for k in &keys {
+            self.remove(k);
+        }
     }
 }
 
@@ -154,7 +158,8 @@ impl FileCache {
     /// Forgets every open file under `dir` (before or after it is deleted).
     pub fn forget_files_under(&self, dir: &Path) {
         if let Ok(mut files) = self.files.lock() {
-            files.retain(|p| !p.starts_with(dir));
+            // Paths order by component, so those under `dir` directly follow it.
+            files.remove_run(Bound::Excluded(&dir.to_path_buf()), |p| p.starts_with(dir));
         }
     }
 
@@ -178,7 +183,9 @@ impl FileCache {
     /// Forgets every mapping of a partition directory.
     pub fn forget_mappings_of(&self, dir_id: u64) {
         if let Ok(mut maps) = self.maps.lock() {
-            maps.retain(|(id, _)| *id != dir_id);
+            maps.remove_run(Bound::Included(&(dir_id, String::new())), |(id, _)| {
+                *id == dir_id
+            });
         }
     }
 
@@ -259,9 +266,31 @@ mod tests {
         lru.insert(4, 40);
         assert!(lru.get(&0).is_none() && lru.get(&3).is_some());
         assert_eq!(lru.get(&2), Some(&mut 21));
-        lru.retain(|k| *k != 2);
+        lru.remove_run(Bound::Included(&2), |k| *k < 3);
         lru.remove(&4);
         assert_eq!(lru.len(), 1);
         assert_eq!(lru.entries.len(), lru.order.len());
+    }
+
+    #[test]
+    fn files_of_a_directory_are_forgotten_and_no_others() {
+        let dir = tempfile::tempdir().unwrap();
+        let cache = FileCache::new(100, 100);
+        for sub in ["a", "a.1", "ab", "a/x"] {
+            std::fs::create_dir_all(dir.path().join(sub)).unwrap();
+        }
+        for f in ["a/0.d", "a/x/1.d", "a.1/0.d", "ab/0.d", "0.d"] {
+            cache.file(&dir.path().join(f), true).unwrap();
+        }
+        cache
+            .set_mapping(7, "0.d", Mapped::Missing { checked: 1 })
+            .unwrap();
+        cache
+            .set_mapping(8, "0.d", Mapped::Missing { checked: 1 })
+            .unwrap();
+        cache.forget_files_under(&dir.path().join("a"));
+        cache.forget_mappings_of(7);
+        assert_eq!(cache.counts(), (3, 1));
+        assert!(cache.mapping(8, "0.d").unwrap().is_some());
     }
 }
