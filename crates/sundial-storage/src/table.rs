@@ -555,7 +555,7 @@ fn verify_files(dir: &Path, state: &TxnState) -> Result<()> {
 
 /// Deletes partition directories and temporary files no committed transaction refers to.
 fn remove_unreferenced(dir: &Path, state: &TxnState) -> Result<()> {
-    let live: Vec<String> = state
+    let live: std::collections::HashSet<String> = state
         .partitions
         .iter()
         .map(|p| partition_dir_name(&state.meta.partition_by.dir_name(p.key), p.version))
@@ -623,6 +623,7 @@ struct WriterState {
     symbols: HashMap<u32, SymbolDict>,
     pending: BTreeMap<i64, Pending>,
     pending_bytes: usize,
+    /// Append positions of the columns of partitions the pending transaction wrote to.
     files: HashMap<i64, HashMap<u32, ColumnFiles>>,
     next_version: u64,
     options: Arc<StorageOptions>,
@@ -1228,16 +1229,7 @@ impl WriterState {
         })();
         self.pending = pending;
         result?;
-        let rewritten: Vec<i64> = self
-            .pending
-            .iter()
-            .filter(|(_, p)| p.o3.is_some())
-            .map(|(k, _)| *k)
-            .collect();
         let snapshot = self.commit_state(next, adopted)?;
-        for key in rewritten {
-            self.files.remove(&key);
-        }
         Ok(Some(snapshot))
     }
 
@@ -1262,15 +1254,22 @@ impl WriterState {
                 old.obsolete.store(true, Ordering::Release);
             }
         }
+        // Partitions are sorted by key (the transaction's invariant): a binary search each.
+        debug_assert!(
+            next.partitions.is_sorted_by_key(|p| p.key),
+            "partitions out of order"
+        );
         let live: Vec<i64> = next.partitions.iter().map(|p| p.key).collect();
         self.dirs.retain(|key, dir| {
-            let keep = live.contains(key);
+            let keep = live.binary_search(key).is_ok();
             if !keep {
                 dir.obsolete.store(true, Ordering::Release);
             }
             keep
         });
-        self.files.retain(|key, _| live.contains(key));
+        // Where the next rows go is re-read from the files when a partition is next appended
+        // to, so this state lasts one transaction and grows with no more than its partitions.
+        self.files.clear();
         self.committed = next;
         self.pending.clear();
         self.pending_bytes = 0;
