@@ -23,7 +23,8 @@ use crate::error::{IoContext, Result, StorageError};
 use crate::txn::ColumnMeta;
 use crate::types::Layout;
 
-/// A table's directory; removed from disk when dropped while marked `dropped`.
+/// A table's directory; deleted (through [`remove_table_dir`]) when the last reference goes
+/// while it is marked `dropped`, which is set only after the DROP TABLE transaction is written.
 #[derive(Debug)]
 pub(crate) struct TableDir {
     pub path: PathBuf,

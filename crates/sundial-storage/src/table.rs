@@ -860,7 +860,9 @@ impl TableWriter {
         let mut next = state.committed.clone();
         next.seq += 1;
         change(&mut next)?;
-        let snapshot = state.commit_state(next, Vec::new())?;
+        // Fsynced in every mode: the directories a schema change leaves unnamed are deleted
+        // next, and the previous slot, which names them, must never be taken again.
+        let snapshot = state.commit_state(next, Vec::new(), true)?;
         self.table.publish(snapshot);
         Ok(())
     }
@@ -1229,17 +1231,19 @@ impl WriterState {
         })();
         self.pending = pending;
         result?;
-        let snapshot = self.commit_state(next, adopted)?;
+        let snapshot = self.commit_state(next, adopted, false)?;
         Ok(Some(snapshot))
     }
 
-    /// Writes `next` to the transaction file and makes it the committed state.
+    /// Writes `next` to the transaction file and makes it the committed state. With
+    /// `durable`, the slot is fsynced whatever the durability mode.
     fn commit_state(
         &mut self,
         next: TxnState,
         adopted: Vec<(i64, Arc<PartitionDir>)>,
+        durable: bool,
     ) -> Result<Snapshot> {
-        let sync = self.options.durability == Durability::Sync;
+        let sync = durable || self.options.durability == Durability::Sync;
         ensure_invariant!(next.seq == self.committed.seq + 1, "commit sequence gap");
         let slot = self.table_dir.path.join(TXN_SLOTS[(next.seq % 2) as usize]);
         // Directories created by this commit stay marked obsolete (removed when dropped)
