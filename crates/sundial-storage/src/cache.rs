@@ -212,9 +212,16 @@ pub fn raise_open_files_limit() -> Result<u64> {
             std::io::Error::last_os_error(),
         ));
     }
-    if limit.rlim_cur < limit.rlim_max {
+    // An unlimited hard limit is not a valid soft one: the kernel's cap (`fs.nr_open`) is.
+    let target = match std::fs::read_to_string("/proc/sys/fs/nr_open") {
+        Ok(cap) if limit.rlim_max == libc::RLIM_INFINITY => {
+            cap.trim().parse().unwrap_or(limit.rlim_cur)
+        }
+        _ => limit.rlim_max,
+    };
+    if limit.rlim_cur < target {
         let raised = libc::rlimit {
-            rlim_cur: limit.rlim_max,
+            rlim_cur: target,
             rlim_max: limit.rlim_max,
         };
         // SAFETY: setrlimit reads one rlimit through a valid pointer.
@@ -251,6 +258,14 @@ pub(crate) fn mappings_limit() -> Option<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn open_files_limit_is_raised_to_at_least_what_it_was() {
+        let before = open_files_limit().unwrap();
+        let after = raise_open_files_limit().unwrap();
+        assert!(after >= before);
+        assert_eq!(open_files_limit(), Some(after));
+    }
 
     #[test]
     fn lru_evicts_the_least_recently_used_past_its_bound() {
