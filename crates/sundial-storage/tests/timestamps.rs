@@ -294,3 +294,38 @@ fn other_timestamp_columns_are_checked_too() {
     w.commit().unwrap();
     assert_eq!(table.snapshot().row_count(), 2);
 }
+
+/// Timestamps in coarser units are checked after conversion to nanoseconds, including those
+/// whose conversion would overflow `i64`.
+#[test]
+fn timestamps_in_other_units_are_checked_in_nanoseconds() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Database::open(dir.path(), options()).unwrap();
+    let table = db.create_table(def(PartitionBy::Day), false).unwrap();
+    let mut w = table.writer().unwrap();
+    let micros = |v: i64| {
+        let ts = arrow_array::TimestampMicrosecondArray::from(vec![v]);
+        arrow_array::RecordBatch::try_from_iter([(
+            "ts",
+            std::sync::Arc::new(ts) as arrow_array::ArrayRef,
+        )])
+        .unwrap()
+    };
+    for bad in [
+        i64::MAX,
+        i64::MIN,
+        TIMESTAMP_END_NS / 1000,
+        TIMESTAMP_MIN_NS / 1000 - 1,
+    ] {
+        let err = w.append(&micros(bad)).unwrap_err().to_string();
+        assert!(
+            err.contains(&bad.to_string()) && err.contains("'ts'") && err.contains("2262"),
+            "{err}"
+        );
+    }
+    w.append(&micros(TIMESTAMP_MIN_NS / 1000)).unwrap();
+    w.append(&micros(-1)).unwrap();
+    w.commit().unwrap();
+    let ts: Vec<i64> = read_all(&table.snapshot()).iter().map(|r| r.ts).collect();
+    assert_eq!(ts, [TIMESTAMP_MIN_NS, -1000]);
+}
