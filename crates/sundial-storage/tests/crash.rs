@@ -2,7 +2,13 @@
 //! table holds exactly the batches committed before the kill (plus possibly the one in flight),
 //! against the model, with no partial batch.
 //!
-//! The test binary re-executes itself as the writer child (`SUNDIAL_CRASH_CHILD=<dir>`).
+//! The same for schema changes: a child runs cycles of CREATE, RENAME, ADD/DROP/RENAME COLUMN,
+//! ADD INDEX, DROP PARTITION, TRUNCATE and DROP TABLE on a table of many partitions; after each
+//! kill the directory must open, without leftovers, to the state before or after the statement
+//! in flight.
+//!
+//! The test binary re-executes itself as the child (`SUNDIAL_CRASH_CHILD=<dir>`,
+//! `SUNDIAL_DDL_CRASH_CHILD=<dir>`).
 
 mod common;
 
