@@ -52,6 +52,10 @@ struct DataOptions {
     /// flushed every second), `none` (left to the kernel). All survive a crash of Sundial itself.
     #[arg(long, env = "SUNDIAL_DURABILITY", value_enum, default_value_t = DurabilityArg::Periodic)]
     durability: DurabilityArg,
+    /// Column files kept open for writing, least recently used closed first (default: half the
+    /// open-files limit, which Sundial raises to its hard limit at start).
+    #[arg(long, env = "SUNDIAL_OPEN_FILES_MAX", value_parser = clap::value_parser!(u64).range(1..))]
+    open_files_max: Option<u64>,
 }
 
 #[derive(ValueEnum, Clone, Copy, Debug)]
@@ -112,9 +116,13 @@ fn open(data: &DataOptions) -> Result<(Arc<Database>, Engine), String> {
         DurabilityArg::Periodic => Durability::Periodic { interval_ms: 1_000 },
         DurabilityArg::None => Durability::None,
     };
+    let defaults = StorageOptions::default();
     let options = StorageOptions {
         durability,
-        ..StorageOptions::default()
+        open_files_max: data.open_files_max.map_or(defaults.open_files_max, |n| {
+            usize::try_from(n).unwrap_or(usize::MAX)
+        }),
+        ..defaults
     };
     let db = Database::open(&data.data_dir, options).map_err(|e| e.to_string())?;
     let engine = Engine::new(db.clone()).map_err(|e| e.to_string())?;
@@ -130,6 +138,10 @@ fn main() -> ExitCode {
         .with_writer(std::io::stderr)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
+    // Before any table is opened: the default open-files bound is a share of this limit.
+    if let Err(e) = sundial_storage::raise_open_files_limit() {
+        tracing::warn!("cannot raise the open-files limit: {e}");
+    }
     let cli: Cli = match config::parse(std::env::args_os().collect()) {
         Ok(cli) => cli,
         Err(e) => e.exit(),

@@ -69,7 +69,6 @@ impl ColumnBuf {
         buf
     }
 
-    #[cfg(test)]
     pub fn is_valid(&self, row: usize) -> bool {
         self.validity.as_ref().is_none_or(|v| bits::get(v, row))
     }
@@ -410,7 +409,9 @@ fn timestamps_to_nanos(
         } else {
             v.checked_mul(factor).ok_or_else(|| {
                 StorageError::InvalidInput(format!(
-                    "timestamp out of range for column '{column_name}'"
+                    "timestamp {v} ({unit:?}) in column '{column_name}' is outside the \
+                     supported range {}",
+                    crate::TIMESTAMP_RANGE_TEXT
                 ))
             })?
         };

@@ -9,8 +9,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, RwLock, Weak};
 use std::time::Duration;
 
+use crate::cache::FileCache;
 use crate::error::{IoContext, Result, StorageError};
-use crate::files::sync_dir;
+use crate::files::{DROPPED_PREFIX, remove_trash, sync_dir};
 use crate::partition::PartitionBy;
 use crate::table::{Durability, StorageOptions, Table, check_indexable};
 use crate::txn::{ColumnMeta, TableMeta};
@@ -36,6 +37,8 @@ pub struct TableDef {
 pub struct Database {
     root: PathBuf,
     options: Arc<StorageOptions>,
+    /// Open column files and mappings of every table, within the options' bounds.
+    cache: Arc<FileCache>,
     tables: RwLock<BTreeMap<String, Arc<Table>>>,
     /// Serialises CREATE / DROP / RENAME TABLE.
     ddl: Mutex<u64>,
@@ -61,16 +64,35 @@ impl Database {
         let root = root.as_ref().to_path_buf();
         std::fs::create_dir_all(&root).at(&root)?;
         let lock = lock_directory(&root)?;
+        let cache = Arc::new(FileCache::new(
+            options.open_files_max,
+            options.mapped_files_max,
+        ));
         let options = Arc::new(options);
         let committed_since_sync = Arc::new(AtomicBool::new(false));
         let mut tables = BTreeMap::new();
         let mut max_id = 0u64;
+        // Listed first: opening a table may rename its directory (a drop being finished).
+        let mut entries = Vec::new();
         for entry in std::fs::read_dir(&root).at(&root)? {
             let entry = entry.at(&root)?;
-            let name = entry.file_name().to_string_lossy().into_owned();
-            let path = entry.path();
-            if name.starts_with(CREATING_PREFIX) {
+            entries.push((
+                entry.file_name().to_string_lossy().into_owned(),
+                entry.path(),
+            ));
+        }
+        entries.sort();
+        for (name, path) in entries {
+            if let Some(id) = name.strip_prefix(CREATING_PREFIX) {
+                // A CREATE TABLE that did not reach its rename: the table never existed.
+                max_id = max_id.max(id.parse().unwrap_or(0));
                 std::fs::remove_dir_all(&path).at(&path)?;
+                continue;
+            }
+            if let Some(id) = name.strip_prefix(DROPPED_PREFIX) {
+                // A DROP TABLE past its rename: finish deleting.
+                max_id = max_id.max(id.parse().unwrap_or(0));
+                remove_trash(&path)?;
                 continue;
             }
             let Some((_, id)) = name.rsplit_once('~') else {
@@ -78,13 +100,27 @@ impl Database {
             };
             let Ok(id) = id.parse::<u64>() else { continue };
             max_id = max_id.max(id);
-            if let Some(table) = Table::open(path, options.clone(), committed_since_sync.clone())? {
-                tables.insert(catalog_key(&table.name()), table);
+            if let Some(table) = Table::open(
+                path.clone(),
+                options.clone(),
+                cache.clone(),
+                committed_since_sync.clone(),
+            )? && let Some(other) = tables.insert(catalog_key(&table.name()), table)
+            {
+                return Err(StorageError::corrupt(
+                    &path,
+                    format!(
+                        "table '{}' is also in {}; only one table may have a name",
+                        other.name(),
+                        other.path().display()
+                    ),
+                ));
             }
         }
         let db = Arc::new(Database {
             root,
             options,
+            cache,
             tables: RwLock::new(tables),
             ddl: Mutex::new(max_id + 1),
             committed_since_sync,
@@ -154,6 +190,7 @@ impl Database {
         let table = Table::open(
             path,
             self.options.clone(),
+            self.cache.clone(),
             self.committed_since_sync.clone(),
         )?
         .ok_or_else(|| StorageError::Internal("new table opened as dropped".into()))?;
@@ -201,6 +238,12 @@ impl Database {
         tables.remove(&catalog_key(from));
         tables.insert(catalog_key(to), table);
         Ok(())
+    }
+
+    /// Column files held open and mapped now by the database's bounded caches
+    /// (`StorageOptions::open_files_max`, `mapped_files_max`).
+    pub fn cached_files(&self) -> (usize, usize) {
+        self.cache.counts()
     }
 
     /// Flushes every file system write (used by the periodic durability mode).

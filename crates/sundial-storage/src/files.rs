@@ -4,34 +4,41 @@
 //! variable-length values, preceded by a 0), `N.v` (validity bitmap, absent when no NULL was ever
 //! written). Files only grow while a partition version is live, and bytes of committed rows are
 //! never rewritten, so a reader can map them while the writer appends.
+//!
+//! Descriptors and mappings come from the database's bounded [`FileCache`]: nothing here keeps
+//! a file open by itself.
 
-use std::collections::HashMap;
-use std::fs::{File, OpenOptions};
+use std::fs::File;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use arrow_buffer::Buffer;
 
 use crate::bits;
+use crate::cache::{FileCache, Mapped};
 use crate::column::{ColumnBuf, Values};
 use crate::error::{IoContext, Result, StorageError};
 use crate::txn::ColumnMeta;
 use crate::types::Layout;
 
-/// A table's directory; removed from disk when dropped while marked `dropped`.
+/// A table's directory; deleted (through [`remove_table_dir`]) when the last reference goes
+/// while it is marked `dropped`, which is set only after the DROP TABLE transaction is written.
 #[derive(Debug)]
 pub(crate) struct TableDir {
     pub path: PathBuf,
     pub dropped: AtomicBool,
+    pub cache: Arc<FileCache>,
 }
 
 impl Drop for TableDir {
     fn drop(&mut self) {
-        if self.dropped.load(Ordering::Acquire)
-            && let Err(e) = std::fs::remove_dir_all(&self.path)
-        {
+        if !self.dropped.load(Ordering::Acquire) {
+            return;
+        }
+        self.cache.forget_files_under(&self.path);
+        if let Err(e) = remove_table_dir(&self.path) {
             tracing::warn!(
                 "could not remove dropped table {}: {e}",
                 self.path.display()
@@ -40,30 +47,29 @@ impl Drop for TableDir {
     }
 }
 
-/// A cached mapping. `Missing` remembers that the file did not exist when `checked` (bytes, or
-/// rows for validity bitmaps) were asked for: rows committed then had no NULLs, so the answer
-/// holds for requests that reach no further.
-#[derive(Debug)]
-enum Mapped {
-    Missing { checked: usize },
-    Present(Buffer),
-}
-
 /// One version of one partition's directory, shared by every snapshot that reads it.
 /// Removed from disk when the last reference goes after a commit replaced it (`obsolete`).
 #[derive(Debug)]
 pub(crate) struct PartitionDir {
     pub path: PathBuf,
     pub obsolete: AtomicBool,
-    maps: Mutex<HashMap<String, Mapped>>,
+    /// Unique in the process: names this directory's entries in the mapping cache.
+    id: u64,
     // Keeps the table directory alive while this partition is readable.
-    _table: Arc<TableDir>,
+    table: Arc<TableDir>,
 }
+
+/// Source of `PartitionDir::id`.
+static NEXT_PARTITION_DIR_ID: AtomicU64 = AtomicU64::new(0);
 
 impl Drop for PartitionDir {
     fn drop(&mut self) {
-        if self.obsolete.load(Ordering::Acquire)
-            && let Err(e) = std::fs::remove_dir_all(&self.path)
+        self.table.cache.forget_mappings_of(self.id);
+        if !self.obsolete.load(Ordering::Acquire) {
+            return;
+        }
+        self.table.cache.forget_files_under(&self.path);
+        if let Err(e) = std::fs::remove_dir_all(&self.path)
             && e.kind() != std::io::ErrorKind::NotFound
         {
             tracing::warn!(
@@ -71,6 +77,40 @@ impl Drop for PartitionDir {
                 self.path.display()
             );
         }
+    }
+}
+
+/// Prefix of a dropped table's directory while it is being deleted: `.dropped-<id>`.
+pub(crate) const DROPPED_PREFIX: &str = ".dropped-";
+
+/// Deletes a table directory `<root>/<name>~<id>` crash-safely: first renamed to
+/// `<root>/.dropped-<id>` (atomic; the parent is fsynced), then deleted file by file. A crash
+/// before the rename leaves the table whole under its name, after it a `.dropped-` directory
+/// that opening the database deletes; never a table with some of its files gone.
+pub(crate) fn remove_table_dir(path: &Path) -> Result<()> {
+    let (Some(parent), Some(name)) = (path.parent(), path.file_name()) else {
+        return Err(StorageError::Internal(format!(
+            "table directory {} has no parent",
+            path.display()
+        )));
+    };
+    let name = name.to_string_lossy();
+    let id = name.rsplit_once('~').map_or(name.as_ref(), |(_, id)| id);
+    let trash = parent.join(format!("{DROPPED_PREFIX}{id}"));
+    debug_assert!(trash != path, "a table directory is never named like trash");
+    match std::fs::rename(path, &trash) {
+        Ok(()) => sync_dir(parent)?,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(StorageError::io(path, e)),
+    }
+    remove_trash(&trash)
+}
+
+/// Deletes a `.dropped-` directory (whose rename already made the drop durable).
+pub(crate) fn remove_trash(trash: &Path) -> Result<()> {
+    match std::fs::remove_dir_all(trash) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(StorageError::io(trash, e)),
+        _ => Ok(()),
     }
 }
 
@@ -93,9 +133,13 @@ impl PartitionDir {
         PartitionDir {
             path,
             obsolete: AtomicBool::new(false),
-            maps: Mutex::new(HashMap::new()),
-            _table: table,
+            id: NEXT_PARTITION_DIR_ID.fetch_add(1, Ordering::Relaxed),
+            table,
         }
+    }
+
+    pub fn cache(&self) -> &Arc<FileCache> {
+        &self.table.cache
     }
 
     /// The first `len` bytes of file `name`, memory-mapped; `None` if the file does not exist.
@@ -110,22 +154,20 @@ impl PartitionDir {
 
     /// Like `map`; a cached "file missing" answers requests up to `extent` (bytes or rows).
     fn map_extent(&self, name: &str, len: usize, extent: usize) -> Result<Option<Buffer>> {
-        let mut maps = self
-            .maps
-            .lock()
-            .map_err(|_| StorageError::Internal("mapping cache poisoned".into()))?;
-        match maps.get(name) {
-            Some(Mapped::Missing { checked }) if *checked >= extent => return Ok(None),
+        let cache = &self.table.cache;
+        match cache.mapping(self.id, name)? {
+            Some(Mapped::Missing { checked }) if checked >= extent => return Ok(None),
             Some(Mapped::Present(b)) if b.len() >= len => {
                 return Ok(Some(b.slice_with_length(0, len)));
             }
             _ => {}
         }
         let path = self.path.join(name);
+        // Closed when this function returns: the mapping does not need the descriptor.
         let file = match File::open(&path) {
             Ok(f) => f,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                maps.insert(name.to_string(), Mapped::Missing { checked: extent });
+                cache.set_mapping(self.id, name, Mapped::Missing { checked: extent })?;
                 return Ok(None);
             }
             Err(e) => return Err(StorageError::io(path, e)),
@@ -150,15 +192,13 @@ impl PartitionDir {
             unsafe { Buffer::from_custom_allocation(ptr, file_len, owner) }
         };
         let out = buffer.slice_with_length(0, len);
-        maps.insert(name.to_string(), Mapped::Present(buffer));
+        cache.set_mapping(self.id, name, Mapped::Present(buffer))?;
         Ok(Some(out))
     }
 
     /// Forgets cached mappings of a file (after it was created or removed).
     pub fn forget(&self, name: &str) {
-        if let Ok(mut maps) = self.maps.lock() {
-            maps.remove(name);
-        }
+        self.table.cache.forget_mapping(self.id, name);
     }
 
     /// Copies rows `[0, rows)` of a column (rows below `top` are NULL) into memory.
@@ -233,39 +273,39 @@ pub(crate) fn validate_offsets(offsets: &[u64], path: &Path) -> Result<()> {
     Ok(())
 }
 
-/// Open files of one column of one partition, positioned for appending.
+/// The files of one column of one partition and where the next row goes. Holds no descriptor:
+/// each write takes one from the database's [`FileCache`].
 pub(crate) struct ColumnFiles {
-    data: File,
-    offsets: Option<File>,
-    validity: Option<File>,
+    cache: Arc<FileCache>,
+    data: PathBuf,
+    /// Offsets file, for variable-length columns.
+    offsets: Option<PathBuf>,
+    validity: PathBuf,
+    /// Whether the validity file exists (it is created at the first NULL).
+    has_validity: bool,
     /// Rows in the files (rows since the column's top), committed or pending.
     rows: u64,
     /// Bytes in the data file of variable-length columns.
     data_len: u64,
-    dir: PathBuf,
-    id: u32,
-}
-
-fn open_rw(path: &Path, create: bool) -> Result<File> {
-    OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create(create)
-        .truncate(false)
-        .open(path)
-        .at(path)
+    /// Files written since the last `sync`.
+    unsynced: bool,
 }
 
 impl ColumnFiles {
     /// Opens (creating if needed) the files of a column holding `rows` rows since its top.
-    pub fn open(dir: &Path, column: &ColumnMeta, rows: u64) -> Result<ColumnFiles> {
+    pub fn open(
+        cache: &Arc<FileCache>,
+        dir: &Path,
+        column: &ColumnMeta,
+        rows: u64,
+    ) -> Result<ColumnFiles> {
         let id = column.id;
-        let data_path = dir.join(data_file(id));
-        let data = open_rw(&data_path, true)?;
+        let data = dir.join(data_file(id));
+        cache.file(&data, true)?;
         let mut data_len = 0;
         let offsets = if column.column_type.layout() == Layout::Var {
             let path = dir.join(offsets_file(id));
-            let f = open_rw(&path, true)?;
+            let f = cache.file(&path, true)?;
             let mut entry = [0u8; 8];
             if rows == 0 {
                 f.write_all_at(&entry, 0).at(&path)?;
@@ -273,24 +313,25 @@ impl ColumnFiles {
                 f.read_exact_at(&mut entry, rows * 8).at(&path)?;
                 data_len = u64::from_le_bytes(entry);
             }
-            Some(f)
+            Some(path)
         } else {
             None
         };
-        let validity_path = dir.join(validity_file(id));
-        let validity = match File::options().read(true).write(true).open(&validity_path) {
-            Ok(f) => Some(f),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
-            Err(e) => return Err(StorageError::io(validity_path, e)),
+        let validity = dir.join(validity_file(id));
+        let has_validity = match std::fs::symlink_metadata(&validity) {
+            Ok(_) => true,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => false,
+            Err(e) => return Err(StorageError::io(validity, e)),
         };
         Ok(ColumnFiles {
+            cache: cache.clone(),
             data,
             offsets,
             validity,
+            has_validity,
             rows,
             data_len,
-            dir: dir.to_path_buf(),
-            id,
+            unsynced: true,
         })
     }
 
@@ -300,31 +341,36 @@ impl ColumnFiles {
         if n == 0 {
             return Ok(());
         }
-        let data_path = self.dir.join(data_file(self.id));
+        self.unsynced = true;
+        let data = self.cache.file(&self.data, false)?;
         match &buf.values {
             Values::Fixed { width, bytes } => {
                 let w = *width;
-                self.data
-                    .write_all_at(&bytes[range.start * w..range.end * w], self.rows * w as u64)
-                    .at(&data_path)?;
+                data.write_all_at(&bytes[range.start * w..range.end * w], self.rows * w as u64)
+                    .at(&self.data)?;
             }
-            Values::Bits(src) => write_bits(&self.data, &data_path, self.rows, |dst, at| {
+            Values::Bits(src) => write_bits(&data, &self.data, self.rows, |dst, at| {
                 bits::append(dst, at, src, range.start, n)
             })?,
-            Values::Var { offsets, data } => {
+            Values::Var {
+                offsets,
+                data: bytes,
+            } => {
                 let start = offsets[range.start];
                 let end = offsets[range.end];
-                self.data
-                    .write_all_at(&data[start as usize..end as usize], self.data_len)
-                    .at(&data_path)?;
+                data.write_all_at(&bytes[start as usize..end as usize], self.data_len)
+                    .at(&self.data)?;
                 let mut encoded = Vec::with_capacity(n * 8);
                 for o in &offsets[range.start + 1..=range.end] {
                     encoded.extend_from_slice(&(self.data_len + o - start).to_le_bytes());
                 }
-                let path = self.dir.join(offsets_file(self.id));
-                if let Some(f) = &self.offsets {
-                    f.write_all_at(&encoded, (self.rows + 1) * 8).at(&path)?;
-                }
+                let path = self.offsets.as_ref().ok_or_else(|| {
+                    StorageError::Internal(format!("no offsets file for {}", self.data.display()))
+                })?;
+                self.cache
+                    .file(path, false)?
+                    .write_all_at(&encoded, (self.rows + 1) * 8)
+                    .at(path)?;
                 self.data_len += end - start;
             }
         }
@@ -339,40 +385,48 @@ impl ColumnFiles {
             .validity
             .as_ref()
             .is_some_and(|v| (range.start..range.end).any(|i| !bits::get(v, i)));
-        let path = self.dir.join(validity_file(self.id));
-        if self.validity.is_none() {
+        let path = &self.validity;
+        if !self.has_validity {
             if !has_nulls {
                 return Ok(());
             }
             // First NULL of this column in this partition: every earlier row is valid. The file
             // appears whole (rename) so a crash cannot leave committed rows marked NULL.
-            let tmp = self.dir.join(format!("{}.tmp", validity_file(self.id)));
+            let mut tmp = path.clone().into_os_string();
+            tmp.push(".tmp");
+            let tmp = PathBuf::from(tmp);
             let mut ones = Vec::new();
             bits::append_constant(&mut ones, 0, true, self.rows as usize);
             write_file(&tmp, &ones, false)?;
-            std::fs::rename(&tmp, &path).at(&path)?;
-            self.validity = Some(open_rw(&path, false)?);
+            std::fs::rename(&tmp, path).at(path)?;
+            self.has_validity = true;
         }
-        if let Some(f) = &self.validity {
-            match &buf.validity {
-                Some(v) => write_bits(f, &path, self.rows, |dst, at| {
-                    bits::append(dst, at, v, range.start, n)
-                })?,
-                None => write_bits(f, &path, self.rows, |dst, at| {
-                    bits::append_constant(dst, at, true, n)
-                })?,
-            }
+        let f = self.cache.file(path, false)?;
+        match &buf.validity {
+            Some(v) => write_bits(&f, path, self.rows, |dst, at| {
+                bits::append(dst, at, v, range.start, n)
+            }),
+            None => write_bits(&f, path, self.rows, |dst, at| {
+                bits::append_constant(dst, at, true, n)
+            }),
         }
-        Ok(())
     }
 
-    /// Flushes the files to stable storage.
-    pub fn sync(&self) -> Result<()> {
-        let path = self.dir.join(data_file(self.id));
-        self.data.sync_data().at(&path)?;
-        for f in self.offsets.iter().chain(self.validity.iter()) {
-            f.sync_data().at(&path)?;
+    /// Flushes the files written since the last `sync` to stable storage. A descriptor evicted
+    /// from the cache meanwhile is reopened: `fsync` flushes the file, whichever descriptor
+    /// wrote it.
+    pub fn sync(&mut self) -> Result<()> {
+        if !self.unsynced {
+            return Ok(());
         }
+        let validity = self.has_validity.then_some(&self.validity);
+        for path in std::iter::once(&self.data)
+            .chain(self.offsets.as_ref())
+            .chain(validity)
+        {
+            self.cache.file(path, false)?.sync_data().at(path)?;
+        }
+        self.unsynced = false;
         Ok(())
     }
 }

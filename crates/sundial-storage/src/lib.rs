@@ -19,11 +19,17 @@
 //! * In-order rows are written straight past the committed end of the files; rows older than a
 //!   partition's newest row are kept in memory and merged into a new version of that partition
 //!   at commit, so partitions are always sorted by timestamp.
-//! * Timestamps are `i64` nanoseconds since the Unix epoch (UTC), like ILP and Arrow.
+//! * Timestamps are `i64` nanoseconds since the Unix epoch (UTC), like ILP and Arrow, from
+//!   [`TIMESTAMP_MIN_NS`] to [`TIMESTAMP_END_NS`]; `append` rejects others before writing.
+//! * Schema changes are crash-safe: a durable marker (a transaction, or the rename of a dropped
+//!   table's directory to `.dropped-<id>`) precedes any deletion, and opening finishes it.
+//! * Descriptors and mappings of column files come from bounded LRU caches
+//!   (`open_files_max`, `mapped_files_max`): no limit on tables or partitions follows from them.
 //!
 //! The exact on-disk format and the commit protocol are in `docs/design.md`.
 
 mod bits;
+mod cache;
 mod column;
 mod db;
 mod error;
@@ -35,6 +41,7 @@ mod table;
 mod txn;
 mod types;
 
+pub use cache::raise_open_files_limit;
 pub use column::parse_uuid;
 pub use db::{Database, TableDef};
 pub use error::{Result, StorageError};

@@ -56,17 +56,20 @@ impl PartitionBy {
         .find(|p| *p as u8 == code)
     }
 
-    /// The partition key of a timestamp: the first nanosecond of its partition.
+    /// The partition key of a timestamp: the first nanosecond of its partition. Rounds toward
+    /// negative infinity (a timestamp before 1970 belongs to the partition that starts at or
+    /// before it). Total over `i64`, saturating at `i64::MIN`; for timestamps in
+    /// [`crate::timestamp_in_range`] the key, and [`PartitionBy::next`] of it, are exact.
     pub fn floor(self, ts: i64) -> i64 {
         match self {
             PartitionBy::None => 0,
-            PartitionBy::Hour => ts - ts.rem_euclid(NANOS_PER_HOUR),
-            PartitionBy::Day => ts - ts.rem_euclid(NANOS_PER_DAY),
+            PartitionBy::Hour => ts.div_euclid(NANOS_PER_HOUR).saturating_mul(NANOS_PER_HOUR),
+            PartitionBy::Day => ts.div_euclid(NANOS_PER_DAY).saturating_mul(NANOS_PER_DAY),
             PartitionBy::Week => {
                 let day = ts.div_euclid(NANOS_PER_DAY);
                 // 1970-01-01 was a Thursday; ISO weeks start on Monday.
                 let monday = day - (day + 3).rem_euclid(7);
-                monday * NANOS_PER_DAY
+                monday.saturating_mul(NANOS_PER_DAY)
             }
             PartitionBy::Month | PartitionBy::Year => {
                 let date = to_datetime(ts).date_naive();
@@ -199,6 +202,100 @@ mod tests {
         );
     }
 
+    const ALL: [PartitionBy; 6] = [
+        PartitionBy::None,
+        PartitionBy::Hour,
+        PartitionBy::Day,
+        PartitionBy::Week,
+        PartitionBy::Month,
+        PartitionBy::Year,
+    ];
+
+    /// Before 1970 keys round down (floor division, not truncation toward zero).
+    #[test]
+    fn timestamps_before_1970_floor_down_and_name_their_partition() {
+        let cases = [
+            (
+                -1,
+                [
+                    "default",
+                    "1969-12-31T23",
+                    "1969-12-31",
+                    "1970-W01",
+                    "1969-12",
+                    "1969",
+                ],
+            ),
+            (
+                0,
+                [
+                    "default",
+                    "1970-01-01T00",
+                    "1970-01-01",
+                    "1970-W01",
+                    "1970-01",
+                    "1970",
+                ],
+            ),
+            (
+                ts("1900-03-15T12:30:00Z"),
+                [
+                    "default",
+                    "1900-03-15T12",
+                    "1900-03-15",
+                    "1900-W11",
+                    "1900-03",
+                    "1900",
+                ],
+            ),
+        ];
+        for (t, names) in cases {
+            for (p, name) in ALL.into_iter().zip(names) {
+                let key = p.floor(t);
+                // NONE has one partition, keyed 0, whatever the timestamps.
+                assert!(
+                    p == PartitionBy::None || key <= t && t < p.next(key),
+                    "{p:?} {t}"
+                );
+                assert_eq!(p.dir_name(key), name, "{p:?} {t}");
+                assert_eq!(p.parse_name(name), Some(key), "{p:?} {name}");
+            }
+        }
+        assert_eq!(PartitionBy::Hour.floor(-1), -NANOS_PER_HOUR);
+        assert_eq!(PartitionBy::Day.floor(-1), -NANOS_PER_DAY);
+        assert_eq!(PartitionBy::Week.floor(-1), ts("1969-12-29T00:00:00Z"));
+        assert_eq!(PartitionBy::Month.floor(-1), ts("1969-12-01T00:00:00Z"));
+        assert_eq!(PartitionBy::Year.floor(-1), ts("1969-01-01T00:00:00Z"));
+    }
+
+    /// The ends of the range have exact partitions; outside it nothing overflows or panics.
+    #[test]
+    fn range_ends_have_exact_partitions_and_nothing_overflows() {
+        for p in ALL {
+            for t in [crate::TIMESTAMP_MIN_NS, crate::TIMESTAMP_END_NS - 1] {
+                let key = p.floor(t);
+                assert!(
+                    p == PartitionBy::None || key <= t && t < p.next(key),
+                    "{p:?} {t}"
+                );
+                assert_eq!(p.parse_name(&p.dir_name(key)), Some(key), "{p:?} {t}");
+            }
+            for t in [i64::MIN, i64::MIN + 1, i64::MAX, i64::MAX - 1] {
+                let key = p.floor(t);
+                assert!(p == PartitionBy::None || key <= t, "{p:?} {t}");
+                let _ = (p.next(key), p.dir_name(key));
+            }
+        }
+        assert_eq!(
+            PartitionBy::Year.dir_name(PartitionBy::Year.floor(crate::TIMESTAMP_MIN_NS)),
+            "1678"
+        );
+        assert_eq!(
+            PartitionBy::Year.next(PartitionBy::Year.floor(crate::TIMESTAMP_END_NS - 1)),
+            crate::TIMESTAMP_END_NS
+        );
+    }
+
     #[test]
     fn next_and_parse_round_trip() {
         for p in [
@@ -208,14 +305,17 @@ mod tests {
             PartitionBy::Month,
             PartitionBy::Year,
         ] {
-            let mut key = p.floor(ts("2015-12-20T00:00:00Z"));
-            for _ in 0..40 {
-                let next = p.next(key);
-                assert!(next > key);
-                assert_eq!(p.floor(next), next);
-                assert_eq!(p.floor(next - 1), key);
-                assert_eq!(p.parse_name(&p.dir_name(key)), Some(key), "{p:?}");
-                key = next;
+            // Across 1970 and a month, year and ISO-week-year boundary.
+            for start in ["1969-11-20T00:00:00Z", "1969-12-31T12:00:00Z"] {
+                let mut key = p.floor(ts(start));
+                for _ in 0..60 {
+                    let next = p.next(key);
+                    assert!(next > key);
+                    assert_eq!(p.floor(next), next);
+                    assert_eq!(p.floor(next - 1), key);
+                    assert_eq!(p.parse_name(&p.dir_name(key)), Some(key), "{p:?}");
+                    key = next;
+                }
             }
         }
     }

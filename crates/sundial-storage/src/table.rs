@@ -17,12 +17,14 @@ use std::time::Duration;
 use arrow_array::{ArrayRef, RecordBatch, cast::AsArray, types::TimestampNanosecondType};
 use arrow_buffer::BooleanBuffer;
 
+use crate::cache::FileCache;
 use crate::column::{ColumnBuf, SymbolResolver, Values, from_arrow};
 use crate::error::{IoContext, Result, StorageError, ensure_invariant};
 use crate::files::{
-    ColumnFiles, PartitionDir, TableDir, data_file, offsets_file, partition_dir_name, sync_dir,
-    validity_file, write_file,
+    ColumnFiles, PartitionDir, TableDir, data_file, offsets_file, partition_dir_name,
+    remove_table_dir, sync_dir, validity_file, write_file,
 };
+use crate::partition::PartitionBy;
 use crate::read::{read_array, read_picked};
 use crate::symbols::{SYMBOL_DIR, SymbolDict};
 use crate::txn::{ColumnMeta, PartitionMeta, TableMeta, TxnState};
@@ -51,14 +53,26 @@ pub struct StorageOptions {
     pub uncommitted_bytes_max: usize,
     /// How long `Table::writer` waits for another writer of the same table to finish.
     pub writer_wait_ms: u64,
+    /// Column files the database keeps open for writing, least recently used first out.
+    /// Default: half the soft `RLIMIT_NOFILE` when the options are made (the rest is left to
+    /// connections and transient files), at least 64.
+    pub open_files_max: usize,
+    /// Column files the database keeps memory-mapped for reading, least recently used first
+    /// out (queries still reading an evicted mapping keep it until they finish). Default: a
+    /// quarter of `vm.max_map_count`, at least 1024.
+    pub mapped_files_max: usize,
 }
 
 impl Default for StorageOptions {
     fn default() -> Self {
+        let open_files = crate::cache::open_files_limit().unwrap_or(1024) / 2;
+        let mappings = crate::cache::mappings_limit().unwrap_or(65_530) / 4;
         StorageOptions {
             durability: Durability::Periodic { interval_ms: 1_000 },
             uncommitted_bytes_max: 1 << 30,
             writer_wait_ms: 30_000,
+            open_files_max: usize::try_from(open_files.clamp(64, 1 << 20)).unwrap_or(64),
+            mapped_files_max: usize::try_from(mappings.clamp(1024, 1 << 20)).unwrap_or(1024),
         }
     }
 }
@@ -298,20 +312,35 @@ impl Table {
     }
 
     /// Opens a table directory, recovering from an interrupted commit. `Ok(None)` means the
-    /// table was dropped; its directory is then removed.
+    /// table was dropped, or never had a transaction on disk (an interrupted CREATE, or what an
+    /// interrupted DROP of an earlier version left); its directory is then removed.
     pub(crate) fn open(
         path: PathBuf,
         options: Arc<StorageOptions>,
+        cache: Arc<FileCache>,
         committed_since_sync: Arc<AtomicBool>,
     ) -> Result<Option<Arc<Table>>> {
-        let state = read_txn(&path)?;
-        if state.dropped {
-            std::fs::remove_dir_all(&path).at(&path)?;
-            return Ok(None);
-        }
+        let state = match read_txn(&path)? {
+            TxnFound::Live(state) => state,
+            TxnFound::Dropped => {
+                remove_table_dir(&path)?;
+                return Ok(None);
+            }
+            TxnFound::None => {
+                tracing::warn!(
+                    "{}: no transaction was ever written; removing the directory (an \
+                     interrupted CREATE or DROP TABLE)",
+                    path.display()
+                );
+                remove_table_dir(&path)?;
+                return Ok(None);
+            }
+        };
+        debug_assert!(!state.dropped, "a dropped table is never opened");
         let dir = Arc::new(TableDir {
             path,
             dropped: AtomicBool::new(false),
+            cache,
         });
         remove_unreferenced(&dir.path, &state)?;
         let mut dirs = BTreeMap::new();
@@ -372,6 +401,11 @@ impl Table {
         self.snapshot().meta().name.clone()
     }
 
+    /// The table's directory.
+    pub fn path(&self) -> &Path {
+        &self.dir.path
+    }
+
     pub fn meta(&self) -> Arc<TableMeta> {
         self.snapshot().meta().clone()
     }
@@ -419,25 +453,47 @@ impl Table {
     }
 }
 
-fn read_txn(dir: &Path) -> Result<TxnState> {
+/// What the transaction slots of a table directory say.
+enum TxnFound {
+    /// The newest complete commit of a live table.
+    Live(TxnState),
+    /// The newest valid slot commits DROP TABLE: the directory only awaits deletion.
+    Dropped,
+    /// Neither slot holds a byte: no transaction of this directory ever reached the disk.
+    None,
+}
+
+/// Reads the newest valid commit. A DROP TABLE commit is taken as soon as its slot is valid:
+/// the deletion that follows it may have removed any of the files earlier commits name.
+fn read_txn(dir: &Path) -> Result<TxnFound> {
     let mut candidates = Vec::new();
     let mut last_error = None;
+    let mut any_bytes = false;
     for slot in TXN_SLOTS {
         let path = dir.join(slot);
         match std::fs::read(&path) {
             Ok(bytes) if bytes.is_empty() => {}
-            Ok(bytes) => match TxnState::decode(&bytes, &path) {
-                Ok(s) => candidates.push(s),
-                Err(e) => last_error = Some(e),
-            },
+            Ok(bytes) => {
+                any_bytes = true;
+                match TxnState::decode(&bytes, &path) {
+                    Ok(s) => candidates.push(s),
+                    Err(e) => last_error = Some(e),
+                }
+            }
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
             Err(e) => return Err(StorageError::io(path, e)),
         }
     }
+    if !any_bytes {
+        return Ok(TxnFound::None);
+    }
     candidates.sort_by_key(|s| std::cmp::Reverse(s.seq));
+    if candidates.first().is_some_and(|s| s.dropped) {
+        return Ok(TxnFound::Dropped);
+    }
     for state in candidates {
         match verify_files(dir, &state) {
-            Ok(()) => return Ok(state),
+            Ok(()) => return Ok(TxnFound::Live(state)),
             Err(e) => {
                 tracing::warn!(
                     "{}: commit {} is incomplete on disk ({e}); trying the previous one",
@@ -499,7 +555,7 @@ fn verify_files(dir: &Path, state: &TxnState) -> Result<()> {
 
 /// Deletes partition directories and temporary files no committed transaction refers to.
 fn remove_unreferenced(dir: &Path, state: &TxnState) -> Result<()> {
-    let live: Vec<String> = state
+    let live: std::collections::HashSet<String> = state
         .partitions
         .iter()
         .map(|p| partition_dir_name(&state.meta.partition_by.dir_name(p.key), p.version))
@@ -567,6 +623,7 @@ struct WriterState {
     symbols: HashMap<u32, SymbolDict>,
     pending: BTreeMap<i64, Pending>,
     pending_bytes: usize,
+    /// Append positions of the columns of partitions the pending transaction wrote to.
     files: HashMap<i64, HashMap<u32, ColumnFiles>>,
     next_version: u64,
     options: Arc<StorageOptions>,
@@ -803,7 +860,9 @@ impl TableWriter {
         let mut next = state.committed.clone();
         next.seq += 1;
         change(&mut next)?;
-        let snapshot = state.commit_state(next, Vec::new())?;
+        // Fsynced in every mode: the directories a schema change leaves unnamed are deleted
+        // next, and the previous slot, which names them, must never be taken again.
+        let snapshot = state.commit_state(next, Vec::new(), true)?;
         self.table.publish(snapshot);
         Ok(())
     }
@@ -828,6 +887,37 @@ fn column_or_error(meta: &TableMeta, name: &str) -> Result<usize> {
             meta.name
         ))
     })
+}
+
+/// Fails unless every non-NULL value of every TIMESTAMP column is in the range a table holds
+/// ([`crate::timestamp_in_range`]), naming the first value outside it and its column.
+fn check_timestamps_in_range(meta: &TableMeta, columns: &[ColumnBuf]) -> Result<()> {
+    for (c, buf) in meta.columns.iter().zip(columns) {
+        if c.column_type != ColumnType::Timestamp {
+            continue;
+        }
+        let Values::Fixed { bytes, .. } = &buf.values else {
+            continue;
+        };
+        let bad = bytes
+            .chunks_exact(8)
+            .map(|c| i64::from_le_bytes(c.try_into().unwrap_or([0; 8])))
+            .enumerate()
+            .find(|(row, ns)| !crate::timestamp_in_range(*ns) && buf.is_valid(*row));
+        if let Some((row, ns)) = bad {
+            return Err(StorageError::InvalidInput(format!(
+                "timestamp {ns} (row {}) in column '{}' of table '{}' is outside the supported \
+                 range {} ({}..{} nanoseconds since the Unix epoch)",
+                row + 1,
+                c.name,
+                meta.name,
+                crate::TIMESTAMP_RANGE_TEXT,
+                crate::TIMESTAMP_MIN_NS,
+                crate::TIMESTAMP_END_NS,
+            )));
+        }
+    }
+    Ok(())
 }
 
 fn timestamps(buf: &ColumnBuf) -> Vec<i64> {
@@ -900,6 +990,7 @@ impl WriterState {
             };
             columns.push(buf);
         }
+        check_timestamps_in_range(&meta, &columns)?;
         let Some(ts_index) = meta.timestamp_index else {
             return self.append_run(0, &columns, &[], 0..rows);
         };
@@ -921,7 +1012,20 @@ impl WriterState {
         while start < rows {
             let key = partition_by.floor(ts[start]);
             let next = partition_by.next(key);
+            // Every timestamp is in range (checked above), so its partition starts at or before
+            // it (NONE: one partition keyed 0) and ends after it: each run is non-empty and the
+            // loop advances.
+            debug_assert!(
+                (key <= ts[start] || partition_by == PartitionBy::None) && ts[start] < next,
+                "partition of {}",
+                ts[start]
+            );
             let end = start + ts[start..].partition_point(|t| *t < next);
+            ensure_invariant!(
+                end > start,
+                "timestamp {} is not before the end {next} of its partition",
+                ts[start]
+            );
             self.append_run(key, &columns, &ts, start..end)?;
             start = end;
         }
@@ -1035,13 +1139,14 @@ impl WriterState {
         pending.tail_rows += n as u64;
         let dir_path = pending.dir.path.clone();
         let base = pending.base.clone();
+        let cache = self.table_dir.cache.clone();
         let files = self.files.entry(key).or_default();
         for (c, buf) in meta.columns.iter().zip(columns) {
             let f = match files.entry(c.id) {
                 std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
                 std::collections::hash_map::Entry::Vacant(e) => {
                     let rows = rows_so_far - base.column_top(c.id).min(rows_so_far);
-                    e.insert(ColumnFiles::open(&dir_path, c, rows)?)
+                    e.insert(ColumnFiles::open(&cache, &dir_path, c, rows)?)
                 }
             };
             f.append(buf, range.clone())?;
@@ -1084,7 +1189,12 @@ impl WriterState {
                     (meta, dir)
                 } else {
                     if sync {
-                        for f in self.files.get(key).into_iter().flat_map(|m| m.values()) {
+                        for f in self
+                            .files
+                            .get_mut(key)
+                            .into_iter()
+                            .flat_map(|m| m.values_mut())
+                        {
                             f.sync()?;
                         }
                         if p.is_new {
@@ -1121,26 +1231,19 @@ impl WriterState {
         })();
         self.pending = pending;
         result?;
-        let rewritten: Vec<i64> = self
-            .pending
-            .iter()
-            .filter(|(_, p)| p.o3.is_some())
-            .map(|(k, _)| *k)
-            .collect();
-        let snapshot = self.commit_state(next, adopted)?;
-        for key in rewritten {
-            self.files.remove(&key);
-        }
+        let snapshot = self.commit_state(next, adopted, false)?;
         Ok(Some(snapshot))
     }
 
-    /// Writes `next` to the transaction file and makes it the committed state.
+    /// Writes `next` to the transaction file and makes it the committed state. With
+    /// `durable`, the slot is fsynced whatever the durability mode.
     fn commit_state(
         &mut self,
         next: TxnState,
         adopted: Vec<(i64, Arc<PartitionDir>)>,
+        durable: bool,
     ) -> Result<Snapshot> {
-        let sync = self.options.durability == Durability::Sync;
+        let sync = durable || self.options.durability == Durability::Sync;
         ensure_invariant!(next.seq == self.committed.seq + 1, "commit sequence gap");
         let slot = self.table_dir.path.join(TXN_SLOTS[(next.seq % 2) as usize]);
         // Directories created by this commit stay marked obsolete (removed when dropped)
@@ -1155,15 +1258,22 @@ impl WriterState {
                 old.obsolete.store(true, Ordering::Release);
             }
         }
+        // Partitions are sorted by key (the transaction's invariant): a binary search each.
+        debug_assert!(
+            next.partitions.is_sorted_by_key(|p| p.key),
+            "partitions out of order"
+        );
         let live: Vec<i64> = next.partitions.iter().map(|p| p.key).collect();
         self.dirs.retain(|key, dir| {
-            let keep = live.contains(key);
+            let keep = live.binary_search(key).is_ok();
             if !keep {
                 dir.obsolete.store(true, Ordering::Release);
             }
             keep
         });
-        self.files.retain(|key, _| live.contains(key));
+        // Where the next rows go is re-read from the files when a partition is next appended
+        // to, so this state lasts one transaction and grows with no more than its partitions.
+        self.files.clear();
         self.committed = next;
         self.pending.clear();
         self.pending_bytes = 0;
@@ -1214,7 +1324,7 @@ impl WriterState {
             let mut all = p.dir.read_raw(c, top, existing_rows)?;
             all.extend_from(extra, 0..extra.rows);
             let merged = all.gather(&order);
-            let mut files = ColumnFiles::open(&dir.path, c, 0)?;
+            let mut files = ColumnFiles::open(dir.cache(), &dir.path, c, 0)?;
             files.append(&merged, 0..merged.rows)?;
             if sync {
                 files.sync()?;

@@ -2,7 +2,13 @@
 //! table holds exactly the batches committed before the kill (plus possibly the one in flight),
 //! against the model, with no partial batch.
 //!
-//! The test binary re-executes itself as the writer child (`SUNDIAL_CRASH_CHILD=<dir>`).
+//! The same for schema changes: a child runs cycles of CREATE, RENAME, ADD/DROP/RENAME COLUMN,
+//! ADD INDEX, DROP PARTITION, TRUNCATE and DROP TABLE on a table of many partitions; after each
+//! kill the directory must open, without leftovers, to the state before or after the statement
+//! in flight.
+//!
+//! The test binary re-executes itself as the child (`SUNDIAL_CRASH_CHILD=<dir>`,
+//! `SUNDIAL_DDL_CRASH_CHILD=<dir>`).
 
 mod common;
 
@@ -96,8 +102,12 @@ fn crash_child() {
     }
 }
 
+/// The kill tests run one at a time: each times its kills, which a concurrent one would skew.
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 #[test]
 fn killed_writer_loses_nothing_committed_and_leaves_no_partial_commit() {
+    let _serial = SERIAL.lock();
     let dir = tempfile::tempdir().unwrap();
     let mut rng = Rng(0x5eed);
     let mut acknowledged: Option<u64> = None;
@@ -146,5 +156,249 @@ fn killed_writer_loses_nothing_committed_and_leaves_no_partial_commit() {
     assert!(
         acknowledged.unwrap_or(0) > 10,
         "the writer made too little progress to test anything"
+    );
+}
+
+// ---- Schema changes (DDL) killed mid-way ----------------------------------------------------
+
+const DDL_CHILD_ENV: &str = "SUNDIAL_DDL_CRASH_CHILD";
+/// Steps of one cycle of `ddl_step`; the cycle's table is gone after the last one.
+const DDL_STEPS: u64 = 12;
+/// Rows (one per HOUR partition) each append of a DDL cycle writes: many partitions, so that
+/// deleting them (DROP TABLE, TRUNCATE, DROP PARTITION) takes long enough to be interrupted.
+const DDL_ROWS: i64 = 40;
+
+fn ddl_rows(cycle: u64) -> Vec<Row> {
+    let mut rng = Rng(cycle * 31 + 7);
+    let base = 1_451_606_400_000_000_000i64;
+    (0..DDL_ROWS)
+        .map(|k| {
+            let mut r = random_row(&mut rng, 0, k as u64);
+            r.ts = base + k * HOUR_NS + rng.below(1000) as i64;
+            r
+        })
+        .collect()
+}
+
+fn ddl_def(name: String) -> TableDef {
+    TableDef { name, ..def() }
+}
+
+/// Step `k` of cycle `cycle`: every kind of DDL, on a table with many partitions.
+fn ddl_step(db: &Database, cycle: u64, k: u64) {
+    let created = format!("t{cycle}");
+    let renamed = format!("r{cycle}");
+    let writer = |name: &str| db.table(name).unwrap().writer().unwrap();
+    let append = |name: &str| {
+        let mut w = writer(name);
+        // Without `v` and `s`, which steps 4 and 5 rename and drop.
+        w.append(&batch(&ddl_rows(cycle)).project(&[0, 1, 4, 5]).unwrap())
+            .unwrap();
+        w.commit().unwrap();
+    };
+    match k {
+        0 => drop(db.create_table(ddl_def(created), false).unwrap()),
+        1 => append(&created),
+        2 => db.rename_table(&created, &renamed).unwrap(),
+        3 => writer(&renamed)
+            .add_column("x", sundial_storage::ColumnType::Long)
+            .unwrap(),
+        4 => writer(&renamed).rename_column("v", "w").unwrap(),
+        5 => writer(&renamed).drop_column("s").unwrap(),
+        6 => writer(&renamed).set_column_indexed("sym", true).unwrap(),
+        7 => {
+            let mut w = writer(&renamed);
+            let keys: Vec<i64> = w.table().snapshot().partitions()[..10]
+                .iter()
+                .map(|p| p.key)
+                .collect();
+            assert_eq!(w.drop_partitions(&keys).unwrap(), 10);
+        }
+        8 => append(&renamed),
+        9 => writer(&renamed).truncate().unwrap(),
+        10 => append(&renamed),
+        11 => db.drop_table(&renamed).unwrap(),
+        _ => unreachable!(),
+    }
+}
+
+/// What a DDL cycle's table holds after a step: its name, columns (name, indexed) and the
+/// timestamps of its rows in storage order.
+#[derive(Debug, PartialEq)]
+struct DdlState {
+    name: String,
+    columns: Vec<(String, bool)>,
+    ts: Vec<i64>,
+}
+
+/// The model: the state after global step `step` (`None`: no table).
+fn ddl_model(step: Option<u64>) -> Option<DdlState> {
+    let step = step?;
+    let (cycle, last) = (step / DDL_STEPS, step % DDL_STEPS);
+    let mut state = DdlState {
+        name: format!("t{cycle}"),
+        columns: columns().into_iter().map(|(n, _)| (n, false)).collect(),
+        ts: Vec::new(),
+    };
+    let rows: Vec<i64> = ddl_rows(cycle).iter().map(|r| r.ts).collect();
+    for k in 1..=last {
+        match k {
+            1 | 8 | 10 => {
+                state.ts.extend(&rows);
+                state.ts.sort();
+            }
+            2 => state.name = format!("r{cycle}"),
+            3 => state.columns.push(("x".into(), false)),
+            4 => state.columns[2].0 = "w".into(),
+            5 => state.columns.retain(|(n, _)| n != "s"),
+            6 => state.columns[1].1 = true,
+            7 => {
+                let mut keys: Vec<i64> = state
+                    .ts
+                    .iter()
+                    .map(|t| PartitionBy::Hour.floor(*t))
+                    .collect();
+                keys.dedup();
+                state
+                    .ts
+                    .retain(|t| !keys[..10].contains(&PartitionBy::Hour.floor(*t)));
+            }
+            9 => state.ts.clear(),
+            11 => return None,
+            _ => unreachable!(),
+        }
+    }
+    Some(state)
+}
+
+/// The state on disk; every column of every partition must read back.
+fn ddl_disk_state(db: &Database) -> Option<DdlState> {
+    let names = db.table_names();
+    assert!(names.len() <= 1, "one table at a time: {names:?}");
+    let table = db.table(names.first()?).unwrap();
+    let snapshot = table.snapshot();
+    let meta = snapshot.meta();
+    let all: Vec<usize> = (0..meta.columns.len()).collect();
+    let mut ts = Vec::new();
+    for (p, part) in snapshot.partitions().iter().enumerate() {
+        let batch = snapshot.read_batch(p, &all, 0..part.row_count).unwrap();
+        let column = batch.column(meta.timestamp_index.unwrap());
+        ts.extend(
+            arrow_array::cast::AsArray::as_primitive::<
+                arrow_array::types::TimestampNanosecondType,
+            >(column.as_ref())
+            .values()
+            .iter()
+            .copied(),
+        );
+    }
+    Some(DdlState {
+        name: meta.name.clone(),
+        columns: meta
+            .columns
+            .iter()
+            .map(|c| (c.name.clone(), c.indexed))
+            .collect(),
+        ts,
+    })
+}
+
+/// The DDL child: runs cycles of `ddl_step` forever, printing each finished global step.
+#[test]
+fn ddl_crash_child() {
+    let Ok(dir) = std::env::var(DDL_CHILD_ENV) else {
+        return;
+    };
+    let db = open(std::path::Path::new(&dir), std::env::var(SYNC_ENV).is_ok());
+    let mut out = std::io::stdout().lock();
+    for step in 0.. {
+        ddl_step(&db, step / DDL_STEPS, step % DDL_STEPS);
+        writeln!(out, "{step}").unwrap();
+        out.flush().unwrap();
+    }
+}
+
+#[test]
+fn killed_ddl_reopens_to_the_state_before_or_after_it() {
+    let _serial = SERIAL.lock();
+    let mut rng = Rng(0xdd1);
+    let mut steps_seen = std::collections::BTreeSet::new();
+    for iteration in 0..24 {
+        let dir = tempfile::tempdir().unwrap();
+        let mut cmd = Command::new(std::env::current_exe().unwrap());
+        cmd.args([
+            "--exact",
+            "ddl_crash_child",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env(DDL_CHILD_ENV, dir.path())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null());
+        if iteration % 5 == 4 {
+            cmd.env(SYNC_ENV, "1");
+        }
+        let mut child = cmd.spawn().unwrap();
+        // Killed a random time after a random step finished, however fast the machine is.
+        // Every third kill aims at DROP TABLE, the longest deletion.
+        let target = if iteration % 3 == 0 {
+            DDL_STEPS * rng.below(2) + DDL_STEPS - 2
+        } else {
+            rng.below(2 * DDL_STEPS)
+        };
+        let mut acknowledged = None;
+        let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+        while acknowledged.is_none_or(|a| a < target) {
+            let Some(line) = lines.next() else { break };
+            if let Ok(i) = line.unwrap().trim().parse::<u64>() {
+                acknowledged = Some(i);
+            }
+        }
+        let delay_us = if rng.chance(50) { 4_000 } else { 30_000 };
+        std::thread::sleep(Duration::from_micros(rng.below(delay_us)));
+        child.kill().unwrap();
+        child.wait().unwrap();
+        for line in lines {
+            if let Ok(i) = line.unwrap().trim().parse::<u64>() {
+                acknowledged = Some(i);
+            }
+        }
+        let db = Database::open(dir.path(), StorageOptions::default())
+            .unwrap_or_else(|e| panic!("iteration {iteration}: the data directory opens: {e}"));
+        let on_disk = ddl_disk_state(&db);
+        let before = ddl_model(acknowledged);
+        let after = ddl_model(Some(acknowledged.map_or(0, |a| a + 1)));
+        assert!(
+            on_disk == before || on_disk == after,
+            "iteration {iteration}, killed after step {acknowledged:?}: on disk {:?}, expected \
+             {:?} or {:?}",
+            on_disk.as_ref().map(|s| (&s.name, &s.columns, s.ts.len())),
+            before.as_ref().map(|s| (&s.name, &s.columns, s.ts.len())),
+            after.as_ref().map(|s| (&s.name, &s.columns, s.ts.len())),
+        );
+        // An interrupted drop or create is finished at open: nothing but live tables remains.
+        let mut left: Vec<String> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        left.sort();
+        assert_eq!(
+            left.len(),
+            1 + usize::from(on_disk.is_some()),
+            "iteration {iteration}: {left:?}"
+        );
+        if let Some(a) = acknowledged {
+            steps_seen.insert((a + 1) % DDL_STEPS);
+        }
+        // The reopened directory takes further DDL.
+        drop(db);
+        let db = open(dir.path(), false);
+        for name in db.table_names() {
+            db.drop_table(&name).unwrap();
+        }
+    }
+    assert!(
+        steps_seen.len() >= DDL_STEPS as usize / 2,
+        "kills landed in too few kinds of step: {steps_seen:?}"
     );
 }

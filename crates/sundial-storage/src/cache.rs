@@ -1,0 +1,311 @@
+//! Bounded caches of operating-system resources, shared by every table of a database: open
+//! column files (descriptors, for writing) and memory mappings of column files (for reading).
+//!
+//! Invariants:
+//! * At most `open_files_max` descriptors are cached and at most `mapped_files_max` mappings;
+//!   inserting past a bound evicts the least recently used entry. So the number of tables,
+//!   partitions and columns is not limited by `RLIMIT_NOFILE` or `vm.max_map_count`.
+//! * An evicted entry is only the cache's reference: a writer or a query still using the
+//!   `Arc<File>` or the mapped `Buffer` keeps it until it is done (a descriptor is closed, a
+//!   mapping unmapped, when its last user drops it). Descriptors beyond the bound are therefore
+//!   only those of operations in progress (a few per running append or commit).
+//! * A mapping never needs its descriptor: files are closed right after `mmap`.
+//! * Entries of a directory are forgotten when the directory is deleted (no descriptor or
+//!   mapping keeps a deleted partition's disk space), and a deleted path is never reused while
+//!   the database is open (partition versions and table ids only grow).
+
+use std::collections::BTreeMap;
+use std::fs::{File, OpenOptions};
+use std::ops::Bound;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use arrow_buffer::Buffer;
+
+use crate::error::{IoContext, Result, StorageError};
+
+/// Least-recently-used map with a bound on its length. Ordered by key, so that the entries of
+/// one directory (a key range) are forgotten without visiting the others.
+struct Lru<K, V> {
+    max: usize,
+    entries: BTreeMap<K, (V, u64)>,
+    /// Use tick to key; the first entry is the least recently used.
+    order: BTreeMap<u64, K>,
+    tick: u64,
+}
+
+impl<K: Ord + Clone, V> Lru<K, V> {
+    fn new(max: usize) -> Self {
+        Lru {
+            max: max.max(1),
+            entries: BTreeMap::new(),
+            order: BTreeMap::new(),
+            tick: 0,
+        }
+    }
+
+    fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    /// The entry of `key`, marked as just used.
+    fn get(&mut self, key: &K) -> Option<&mut V> {
+        self.tick += 1;
+        let tick = self.tick;
+        let (value, used) = self.entries.get_mut(key)?;
+        self.order.remove(used);
+        *used = tick;
+        self.order.insert(tick, key.clone());
+        Some(value)
+    }
+
+    /// Inserts or replaces `key`, evicting the least recently used entries past the bound.
+    fn insert(&mut self, key: K, value: V) {
+        self.tick += 1;
+        if let Some((_, used)) = self.entries.insert(key.clone(), (value, self.tick)) {
+            self.order.remove(&used);
+        }
+        self.order.insert(self.tick, key);
+        while self.entries.len() > self.max {
+            let Some((_, oldest)) = self.order.pop_first() else {
+                break;
+            };
+            self.entries.remove(&oldest);
+        }
+        debug_assert_eq!(
+            self.entries.len(),
+            self.order.len(),
+            "LRU index out of step"
+        );
+    }
+
+    fn remove(&mut self, key: &K) {
+        if let Some((_, used)) = self.entries.remove(key) {
+            self.order.remove(&used);
+        }
+    }
+
+    /// Removes the entries from `start` on (in key order) while `inside` holds.
+    fn remove_run(&mut self, start: Bound<&K>, inside: impl Fn(&K) -> bool) {
+        let keys: Vec<K> = self
+            .entries
+            .range((start, Bound::Unbounded))
+            .map(|(k, _)| k)
+            .take_while(|k| inside(k))
+            .cloned()
+            .collect();
+        for k in &keys {
+            self.remove(k);
+        }
+    }
+}
+
+/// A cached mapping. `Missing` remembers that the file did not exist when `checked` (bytes, or
+/// rows for validity bitmaps) were asked for: rows committed then had no NULLs, so the answer
+/// holds for requests that reach no further.
+#[derive(Debug, Clone)]
+pub(crate) enum Mapped {
+    Missing { checked: usize },
+    Present(Buffer),
+}
+
+/// The database's caches of open files and mappings (see the module docs).
+pub(crate) struct FileCache {
+    files: Mutex<Lru<PathBuf, Arc<File>>>,
+    /// Keyed by partition directory (its process-unique id) and file name.
+    maps: Mutex<Lru<(u64, String), Mapped>>,
+}
+
+impl std::fmt::Debug for FileCache {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FileCache").finish_non_exhaustive()
+    }
+}
+
+fn lock<'a, T>(m: &'a Mutex<T>, what: &str) -> Result<MutexGuard<'a, T>> {
+    m.lock()
+        .map_err(|_| StorageError::Internal(format!("{what} cache poisoned")))
+}
+
+impl FileCache {
+    pub fn new(open_files_max: usize, mapped_files_max: usize) -> FileCache {
+        FileCache {
+            files: Mutex::new(Lru::new(open_files_max)),
+            maps: Mutex::new(Lru::new(mapped_files_max)),
+        }
+    }
+
+    /// `path` opened for reading and writing (created if `create`), from the cache if it is
+    /// there. The descriptor stays valid while the returned `Arc` lives, evicted or not.
+    pub fn file(&self, path: &Path, create: bool) -> Result<Arc<File>> {
+        if let Some(f) = lock(&self.files, "open file")?.get(&path.to_path_buf()) {
+            return Ok(f.clone());
+        }
+        // Opened outside the lock: other tables' writers need not wait for this one's I/O.
+        let file = Arc::new(
+            OpenOptions::new()
+                .read(true)
+                .write(true)
+                .create(create)
+                .truncate(false)
+                .open(path)
+                .at(path)?,
+        );
+        lock(&self.files, "open file")?.insert(path.to_path_buf(), file.clone());
+        Ok(file)
+    }
+
+    /// Forgets every open file under `dir` (before or after it is deleted).
+    pub fn forget_files_under(&self, dir: &Path) {
+        if let Ok(mut files) = self.files.lock() {
+            // Paths order by component, so those under `dir` directly follow it.
+            files.remove_run(Bound::Excluded(&dir.to_path_buf()), |p| p.starts_with(dir));
+        }
+    }
+
+    pub fn mapping(&self, dir_id: u64, name: &str) -> Result<Option<Mapped>> {
+        Ok(lock(&self.maps, "mapping")?
+            .get(&(dir_id, name.to_string()))
+            .cloned())
+    }
+
+    pub fn set_mapping(&self, dir_id: u64, name: &str, mapped: Mapped) -> Result<()> {
+        lock(&self.maps, "mapping")?.insert((dir_id, name.to_string()), mapped);
+        Ok(())
+    }
+
+    pub fn forget_mapping(&self, dir_id: u64, name: &str) {
+        if let Ok(mut maps) = self.maps.lock() {
+            maps.remove(&(dir_id, name.to_string()));
+        }
+    }
+
+    /// Forgets every mapping of a partition directory.
+    pub fn forget_mappings_of(&self, dir_id: u64) {
+        if let Ok(mut maps) = self.maps.lock() {
+            maps.remove_run(Bound::Included(&(dir_id, String::new())), |(id, _)| {
+                *id == dir_id
+            });
+        }
+    }
+
+    /// Descriptors and mappings cached now.
+    pub fn counts(&self) -> (usize, usize) {
+        let files = self.files.lock().map_or(0, |f| f.len());
+        let maps = self.maps.lock().map_or(0, |m| m.len());
+        (files, maps)
+    }
+}
+
+/// Raises the soft limit on open files (`RLIMIT_NOFILE`) to the hard limit and returns the new
+/// soft limit. A server calls it once at start: the default limit (often 1024) is far below
+/// what many tables, partitions and connections need, while the hard limit usually is not.
+pub fn raise_open_files_limit() -> Result<u64> {
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit writes one rlimit through a valid, exclusive pointer.
+    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) } != 0 {
+        return Err(StorageError::io(
+            "RLIMIT_NOFILE",
+            std::io::Error::last_os_error(),
+        ));
+    }
+    // An unlimited hard limit is not a valid soft one: the kernel's cap (`fs.nr_open`) is.
+    let target = match std::fs::read_to_string("/proc/sys/fs/nr_open") {
+        Ok(cap) if limit.rlim_max == libc::RLIM_INFINITY => {
+            cap.trim().parse().unwrap_or(limit.rlim_cur)
+        }
+        _ => limit.rlim_max,
+    };
+    if limit.rlim_cur < target {
+        let raised = libc::rlimit {
+            rlim_cur: target,
+            rlim_max: limit.rlim_max,
+        };
+        // SAFETY: setrlimit reads one rlimit through a valid pointer.
+        if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &raised) } != 0 {
+            return Err(StorageError::io(
+                "RLIMIT_NOFILE",
+                std::io::Error::last_os_error(),
+            ));
+        }
+        limit = raised;
+    }
+    Ok(limit.rlim_cur)
+}
+
+/// The current soft limit on open files, if the OS reports one.
+pub(crate) fn open_files_limit() -> Option<u64> {
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit writes one rlimit through a valid, exclusive pointer.
+    (unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) } == 0).then_some(limit.rlim_cur)
+}
+
+/// The kernel's bound on memory mappings per process (`vm.max_map_count`), if readable.
+pub(crate) fn mappings_limit() -> Option<u64> {
+    std::fs::read_to_string("/proc/sys/vm/max_map_count")
+        .ok()?
+        .trim()
+        .parse()
+        .ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn open_files_limit_is_raised_to_at_least_what_it_was() {
+        let before = open_files_limit().unwrap();
+        let after = raise_open_files_limit().unwrap();
+        assert!(after >= before);
+        assert_eq!(open_files_limit(), Some(after));
+    }
+
+    #[test]
+    fn lru_evicts_the_least_recently_used_past_its_bound() {
+        let mut lru = Lru::new(3);
+        for k in 0..3 {
+            lru.insert(k, k * 10);
+        }
+        assert_eq!(lru.get(&0), Some(&mut 0));
+        lru.insert(3, 30);
+        assert_eq!(lru.len(), 3);
+        assert!(lru.get(&1).is_none(), "1 was the least recently used");
+        lru.insert(2, 21);
+        lru.insert(4, 40);
+        assert!(lru.get(&0).is_none() && lru.get(&3).is_some());
+        assert_eq!(lru.get(&2), Some(&mut 21));
+        lru.remove_run(Bound::Included(&2), |k| *k < 3);
+        lru.remove(&4);
+        assert_eq!(lru.len(), 1);
+        assert_eq!(lru.entries.len(), lru.order.len());
+    }
+
+    #[test]
+    fn files_of_a_directory_are_forgotten_and_no_others() {
+        let dir = tempfile::tempdir().unwrap();
+        let cache = FileCache::new(100, 100);
+        for sub in ["a", "a.1", "ab", "a/x"] {
+            std::fs::create_dir_all(dir.path().join(sub)).unwrap();
+        }
+        for f in ["a/0.d", "a/x/1.d", "a.1/0.d", "ab/0.d", "0.d"] {
+            cache.file(&dir.path().join(f), true).unwrap();
+        }
+        cache
+            .set_mapping(7, "0.d", Mapped::Missing { checked: 1 })
+            .unwrap();
+        cache
+            .set_mapping(8, "0.d", Mapped::Missing { checked: 1 })
+            .unwrap();
+        cache.forget_files_under(&dir.path().join("a"));
+        cache.forget_mappings_of(7);
+        assert_eq!(cache.counts(), (3, 1));
+        assert!(cache.mapping(8, "0.d").unwrap().is_some());
+    }
+}
