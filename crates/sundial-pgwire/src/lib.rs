@@ -36,3 +36,6 @@ mod types;
 pub use auth::{AuthMethod, Users};
 pub use error::PgError;
 pub use server::{PgOptions, PgServer};
+
+#[cfg(test)]
+mod tests;
