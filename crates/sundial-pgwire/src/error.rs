@@ -35,7 +35,9 @@ pub enum PgError {
     /// The client did not finish logging in within the authentication timeout.
     #[error("authentication timed out: the login did not finish within {ms} ms")]
     AuthTimeout { ms: u64 },
-
+    /// A timestamp or date outside the range a table can hold; the message names the value.
+    #[error("{0}")]
+    DatetimeOverflow(String),
     /// The statement was cancelled by a CancelRequest.
     #[error("canceling statement due to user request")]
     Canceled,
@@ -52,7 +54,9 @@ pub enum PgError {
     /// A COPY value that does not parse as its column's type.
     #[error("{message}")]
     CopyValue { message: String, context: String },
-
+    /// A COPY timestamp or date outside the range a table can hold.
+    #[error("{message}")]
+    CopyRange { message: String, context: String },
     /// The client abandoned a COPY with CopyFail; the message is the client's reason.
     #[error("COPY from stdin failed: {0}")]
     CopyFailed(String),
@@ -101,12 +105,12 @@ impl PgError {
             PgError::NotSupported(_) => "0A000",
             PgError::TooManyConnections(_) => "53300",
             PgError::AuthTimeout { .. } => "08006",
-
+            PgError::DatetimeOverflow(_) => "22008",
             PgError::Canceled | PgError::Timeout => "57014",
             PgError::InFailedTransaction => "25P02",
             PgError::CopyFormat { .. } => "22P04",
             PgError::CopyValue { .. } => "22P02",
-
+            PgError::CopyRange { .. } => "22008",
             PgError::CopyFailed(_) => "57014",
             PgError::OutOfRange(_) => "22003",
             PgError::UndefinedTable(_) => "42P01",
@@ -124,9 +128,9 @@ impl PgError {
     /// Where the error happened, for the ErrorResponse's context field (`COPY t, line 3`).
     pub fn context(&self) -> Option<&str> {
         match self {
-            PgError::CopyFormat { context, .. } | PgError::CopyValue { context, .. } => {
-                Some(context)
-            }
+            PgError::CopyFormat { context, .. }
+            | PgError::CopyValue { context, .. }
+            | PgError::CopyRange { context, .. } => Some(context),
             _ => None,
         }
     }
