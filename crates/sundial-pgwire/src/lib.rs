@@ -28,6 +28,8 @@ mod copy_decode;
 mod copy_in;
 mod copy_out;
 mod error;
+#[doc(hidden)]
+pub mod fuzz;
 mod local;
 mod server;
 mod session;

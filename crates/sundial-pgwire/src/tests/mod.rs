@@ -1,6 +1,7 @@
 //! Tests against a live listener on 127.0.0.1, with real clients and raw sockets.
 
 mod admission;
+mod fuzz;
 mod timestamps;
 
 use std::net::SocketAddr;
