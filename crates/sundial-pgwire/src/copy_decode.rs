@@ -19,6 +19,8 @@ use std::fmt;
 
 use sundial_query::text::{Fraction, push_date, push_timestamp};
 
+use crate::types::{date_from_pg_days, timestamp_from_pg_micros};
+
 /// What is wrong with the COPY input, and where.
 #[derive(Debug, Clone, PartialEq)]
 pub enum InputError {
@@ -26,6 +28,12 @@ pub enum InputError {
     Format { line: u64, message: String },
     /// A binary value that does not fit its column: SQLSTATE 22P02.
     Value {
+        line: u64,
+        column: String,
+        message: String,
+    },
+    /// A binary timestamp or date outside the range a table holds: SQLSTATE 22008.
+    Range {
         line: u64,
         column: String,
         message: String,
@@ -39,6 +47,11 @@ impl fmt::Display for InputError {
         match self {
             InputError::Format { line, message } => write!(f, "line {line}: {message}"),
             InputError::Value {
+                line,
+                column,
+                message,
+            }
+            | InputError::Range {
                 line,
                 column,
                 message,
@@ -672,9 +685,6 @@ impl ByteDecoder for CsvDecoder {
 
 /// The binary format's signature: `PGCOPY\n\377\r\n\0`.
 pub const BINARY_SIGNATURE: &[u8; 11] = b"PGCOPY\n\xff\r\n\0";
-/// Microseconds between 1970-01-01 and PostgreSQL's epoch, 2000-01-01.
-const PG_EPOCH_OFFSET_US: i64 = 946_684_800_000_000;
-const PG_EPOCH_OFFSET_DAYS: i64 = 10_957;
 
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum BinaryState {
@@ -819,16 +829,24 @@ impl BinaryDecoder {
             .get(index)
             .map_or(Spelling::Text, |t| t.spelling);
         self.text.clear();
-        let ok = binary_to_text(spelling, v, &mut self.text);
-        if !ok {
-            return Err(InputError::Value {
-                line: self.line,
-                column: self
-                    .emit
-                    .targets
-                    .get(index)
-                    .map_or_else(String::new, |t| t.name.clone()),
-                message: format!("binary value of {} bytes does not fit the column", v.len()),
+        if let Err(wrong) = binary_to_text(spelling, v, &mut self.text) {
+            let line = self.line;
+            let column = self
+                .emit
+                .targets
+                .get(index)
+                .map_or_else(String::new, |t| t.name.clone());
+            return Err(match wrong {
+                Wrong::Size => InputError::Value {
+                    line,
+                    column,
+                    message: format!("binary value of {} bytes does not fit the column", v.len()),
+                },
+                Wrong::Range(message) => InputError::Range {
+                    line,
+                    column,
+                    message,
+                },
             });
         }
         let text = std::mem::take(&mut self.text);
@@ -865,10 +883,18 @@ fn be_i64(b: &[u8]) -> Option<i64> {
     Some(i64::from_be_bytes(b.get(..8)?.try_into().ok()?))
 }
 
-/// Writes the text form of a binary value; false when its size fits no type of the column.
-/// Integer and float widths are taken from the value's length, so a client may send any of
-/// `int2`/`int4`/`int8` (or `float4`/`float8`) for a column.
-fn binary_to_text(spelling: Spelling, v: &[u8], out: &mut Vec<u8>) -> bool {
+/// Why a binary value has no text form for its column.
+enum Wrong {
+    /// Its size fits no type of the column.
+    Size,
+    /// A timestamp or date outside the range a table holds; the message names it.
+    Range(String),
+}
+
+/// Writes the text form of a binary value. Integer and float widths are taken from the
+/// value's length, so a client may send any of `int2`/`int4`/`int8` (or `float4`/`float8`)
+/// for a column.
+fn binary_to_text(spelling: Spelling, v: &[u8], out: &mut Vec<u8>) -> Result<(), Wrong> {
     let mut ints = itoa::Buffer::new();
     let mut floats = ryu::Buffer::new();
     match (spelling, v.len()) {
@@ -891,21 +917,15 @@ fn binary_to_text(spelling: Spelling, v: &[u8], out: &mut Vec<u8>) -> bool {
             out.extend_from_slice(floats.format(f).as_bytes());
         }
         (Spelling::Timestamp, 8) => {
-            let micros = be_i64(v).unwrap_or(0);
-            let Some(nanos) = micros
-                .checked_add(PG_EPOCH_OFFSET_US)
-                .and_then(|m| m.checked_mul(1000))
-            else {
-                return false;
-            };
+            let nanos = timestamp_from_pg_micros(be_i64(v).unwrap_or(0))
+                .map_err(|e| Wrong::Range(e.to_string()))?;
             push_timestamp(out, nanos, b'T', Fraction::Fixed(6));
             out.push(b'Z');
         }
         (Spelling::Timestamp, 4) => {
-            push_date(
-                out,
-                i64::from(be_i32(v).unwrap_or(0)) + PG_EPOCH_OFFSET_DAYS,
-            );
+            let days = date_from_pg_days(be_i32(v).unwrap_or(0))
+                .map_err(|e| Wrong::Range(e.to_string()))?;
+            push_date(out, i64::from(days));
         }
         (Spelling::Uuid, 16) => push_uuid(out, v),
         (Spelling::Uuid | Spelling::Text, _) => out.extend_from_slice(v),
@@ -915,9 +935,9 @@ fn binary_to_text(spelling: Spelling, v: &[u8], out: &mut Vec<u8>) -> bool {
                 out.extend_from_slice(format!("{b:02x}").as_bytes());
             }
         }
-        _ => return false,
+        _ => return Err(Wrong::Size),
     }
-    true
+    Ok(())
 }
 
 fn push_uuid(out: &mut Vec<u8>, v: &[u8]) {
@@ -932,6 +952,9 @@ fn push_uuid(out: &mut Vec<u8>, v: &[u8]) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Microseconds between 1970-01-01 and PostgreSQL's epoch, 2000-01-01.
+    const PG_EPOCH_OFFSET_US: i64 = 946_684_800_000_000;
 
     fn targets(spellings: &[Spelling]) -> Vec<Target> {
         spellings
@@ -1170,5 +1193,43 @@ mod tests {
             ),
             Err(InputError::Format { .. })
         ));
+    }
+
+    #[test]
+    fn binary_times_outside_the_table_range_are_named_not_wrapped() {
+        let t = targets(&[Spelling::Timestamp]);
+        let decode = |value: Vec<u8>| {
+            decode_all(
+                || Decoder::Binary(BinaryDecoder::new(t.clone(), 1 << 20)),
+                &binary_input(&[vec![Some(value)]]),
+            )
+        };
+        let range_message = |result: Result<String, InputError>| match result {
+            Err(InputError::Range {
+                line: 1, message, ..
+            }) => message,
+            other => panic!("expected a range error, got {other:?}"),
+        };
+        let max = range_message(decode(i64::MAX.to_be_bytes().to_vec()));
+        assert!(max.contains("294277-01-09 04:00:54.775807"), "{max}");
+        // 2300-01-01 fits an i64 of microseconds but no table.
+        let micros_2300 = (10_413_792_000i64 - 946_684_800) * 1_000_000;
+        let late = range_message(decode(micros_2300.to_be_bytes().to_vec()));
+        assert!(late.contains("2300-01-01 00:00:00.000000"), "{late}");
+        // 1600-01-01 as a date (days since 2000-01-01).
+        let early = range_message(decode((-146_097i32).to_be_bytes().to_vec()));
+        assert!(early.contains("\"1600-01-01\""), "{early}");
+        // The first and last microseconds a table holds pass.
+        let first = (sundial_storage::TIMESTAMP_MIN_NS / 1000 - PG_EPOCH_OFFSET_US).to_be_bytes();
+        assert_eq!(
+            decode(first.to_vec()).unwrap(),
+            "1678-01-01T00:00:00.000000Z\n"
+        );
+        let last =
+            (sundial_storage::TIMESTAMP_END_NS / 1000 - 1 - PG_EPOCH_OFFSET_US).to_be_bytes();
+        assert_eq!(
+            decode(last.to_vec()).unwrap(),
+            "2261-12-31T23:59:59.999999Z\n"
+        );
     }
 }

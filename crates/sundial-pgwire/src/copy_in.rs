@@ -22,11 +22,12 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use arrow::array::{Array, ArrayRef, AsArray, LargeBinaryBuilder, RecordBatch};
 use arrow::compute::{CastOptions, cast_with_options};
-use arrow::datatypes::{Field, Schema};
+use arrow::datatypes::{DataType, Field, Schema, TimeUnit, TimestampNanosecondType};
 use sundial_csv::{Atomicity, ColumnKind, CsvError, CsvOptions, CsvReader};
 use sundial_query::QueryError;
 use sundial_query::copy::{CopyFormat, CopyOptions};
-use sundial_storage::{ColumnType, Database, Table};
+use sundial_query::text::{Fraction, push_timestamp};
+use sundial_storage::{ColumnType, Database, Table, timestamp_in_range};
 use tokio::sync::mpsc;
 
 use crate::copy_decode::{
@@ -160,12 +161,14 @@ impl CopyPlan {
     }
 
     /// Renames the reader's columns to the table's and converts what `conform` would convert
-    /// lossily: narrower integers are range-checked, `bytea` text is decoded.
-    fn fit(&self, batch: &RecordBatch) -> Result<RecordBatch, PgError> {
+    /// lossily: narrower integers and timestamps are range-checked, `bytea` text is decoded.
+    /// `first_line` is the input line of the batch's first row, for messages.
+    fn fit(&self, batch: &RecordBatch, first_line: u64) -> Result<RecordBatch, PgError> {
         let mut fields = Vec::with_capacity(self.columns.len());
         let mut arrays = Vec::with_capacity(self.columns.len());
         for (i, (name, column_type)) in self.columns.iter().enumerate() {
             let array = batch.column(i);
+            self.check_time_range(array, name, first_line)?;
             let array = match column_type {
                 ColumnType::Byte | ColumnType::Short | ColumnType::Int => {
                     narrow(array, *column_type, name)?
@@ -178,6 +181,36 @@ impl CopyPlan {
         }
         RecordBatch::try_new(Arc::new(Schema::new(fields)), arrays)
             .map_err(|e| PgError::Internal(format!("COPY batch: {e}")))
+    }
+
+    /// Rejects a timestamp a table cannot hold (SQLSTATE 22008), naming it and its line.
+    fn check_time_range(
+        &self,
+        array: &ArrayRef,
+        name: &str,
+        first_line: u64,
+    ) -> Result<(), PgError> {
+        let DataType::Timestamp(TimeUnit::Nanosecond, _) = array.data_type() else {
+            return Ok(());
+        };
+        let values = array.as_primitive::<TimestampNanosecondType>();
+        let outside = values
+            .iter()
+            .enumerate()
+            .find_map(|(row, v)| v.filter(|ns| !timestamp_in_range(*ns)).map(|ns| (row, ns)));
+        let Some((row, nanos)) = outside else {
+            return Ok(());
+        };
+        let mut shown = Vec::new();
+        push_timestamp(&mut shown, nanos, b' ', Fraction::TrimmedMicros);
+        let shown = String::from_utf8_lossy(&shown);
+        Err(PgError::CopyRange {
+            message: crate::types::timestamp_overflow_message(&shown),
+            context: format!(
+                "{}, column {name}: \"{shown}\"",
+                self.context(first_line + row as u64)
+            ),
+        })
     }
 
     fn context(&self, line: u64) -> String {
@@ -204,6 +237,18 @@ impl CopyPlan {
                     .get(index)
                     .cloned()
                     .unwrap_or((column, ColumnType::Varchar));
+                let context = format!(
+                    "{}, column {name}: \"{value}\"",
+                    self.context(line + header_lines)
+                );
+                if matches!(column_type, ColumnType::Timestamp | ColumnType::Date)
+                    && crate::types::is_timestamp_beyond_nanos(&value)
+                {
+                    return PgError::CopyRange {
+                        message: crate::types::timestamp_overflow_message(&value),
+                        context,
+                    };
+                }
                 PgError::CopyValue {
                     message: format!(
                         "invalid input syntax for type {}: \"{value}\"",
@@ -245,6 +290,14 @@ impl CopyPlan {
                 message,
                 context: format!("{}, column {column}", self.context(line)),
             },
+            InputError::Range {
+                line,
+                column,
+                message,
+            } => PgError::CopyRange {
+                message,
+                context: format!("{}, column {column}", self.context(line)),
+            },
             InputError::Aborted => PgError::CopyFailed("the client ended the COPY".into()),
         }
     }
@@ -282,7 +335,7 @@ pub fn load(
         if canceled.load(Ordering::Relaxed) {
             return Err(PgError::Canceled);
         }
-        let batch = sundial_query::conform(&plan.fit(&batch)?, &meta)?;
+        let batch = sundial_query::conform(&plan.fit(&batch, header_lines + rows + 1)?, &meta)?;
         writer.append(&batch).map_err(QueryError::from)?;
         rows += batch.num_rows() as u64;
     }

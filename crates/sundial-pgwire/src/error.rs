@@ -28,9 +28,16 @@ pub enum PgError {
     /// Valid input the server does not implement.
     #[error("not supported: {0}")]
     NotSupported(String),
-    /// A configured limit was reached (connections, result size).
+    /// No connection slot is free: the sessions are all taken, or this connection was the
+    /// longest waiting to authenticate when the unauthenticated ones were all taken.
     #[error("{0}")]
-    Limit(String),
+    TooManyConnections(String),
+    /// The client did not finish logging in within the authentication timeout.
+    #[error("authentication timed out: the login did not finish within {ms} ms")]
+    AuthTimeout { ms: u64 },
+    /// A timestamp or date outside the range a table can hold; the message names the value.
+    #[error("{0}")]
+    DatetimeOverflow(String),
     /// The statement was cancelled by a CancelRequest.
     #[error("canceling statement due to user request")]
     Canceled,
@@ -47,6 +54,9 @@ pub enum PgError {
     /// A COPY value that does not parse as its column's type.
     #[error("{message}")]
     CopyValue { message: String, context: String },
+    /// A COPY timestamp or date outside the range a table can hold.
+    #[error("{message}")]
+    CopyRange { message: String, context: String },
     /// The client abandoned a COPY with CopyFail; the message is the client's reason.
     #[error("COPY from stdin failed: {0}")]
     CopyFailed(String),
@@ -93,11 +103,14 @@ impl PgError {
             PgError::Undefined(_) => "26000",
             PgError::UnknownSetting(_) => "42704",
             PgError::NotSupported(_) => "0A000",
-            PgError::Limit(_) => "53000",
+            PgError::TooManyConnections(_) => "53300",
+            PgError::AuthTimeout { .. } => "08006",
+            PgError::DatetimeOverflow(_) => "22008",
             PgError::Canceled | PgError::Timeout => "57014",
             PgError::InFailedTransaction => "25P02",
             PgError::CopyFormat { .. } => "22P04",
             PgError::CopyValue { .. } => "22P02",
+            PgError::CopyRange { .. } => "22008",
             PgError::CopyFailed(_) => "57014",
             PgError::OutOfRange(_) => "22003",
             PgError::UndefinedTable(_) => "42P01",
@@ -115,9 +128,9 @@ impl PgError {
     /// Where the error happened, for the ErrorResponse's context field (`COPY t, line 3`).
     pub fn context(&self) -> Option<&str> {
         match self {
-            PgError::CopyFormat { context, .. } | PgError::CopyValue { context, .. } => {
-                Some(context)
-            }
+            PgError::CopyFormat { context, .. }
+            | PgError::CopyValue { context, .. }
+            | PgError::CopyRange { context, .. } => Some(context),
             _ => None,
         }
     }
@@ -126,7 +139,12 @@ impl PgError {
     pub fn is_fatal(&self) -> bool {
         matches!(
             self,
-            PgError::Protocol(_) | PgError::TooLarge { .. } | PgError::Auth(_) | PgError::Io(_)
+            PgError::Protocol(_)
+                | PgError::TooLarge { .. }
+                | PgError::Auth(_)
+                | PgError::Io(_)
+                | PgError::TooManyConnections(_)
+                | PgError::AuthTimeout { .. }
         )
     }
 }

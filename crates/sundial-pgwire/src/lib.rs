@@ -28,6 +28,8 @@ mod copy_decode;
 mod copy_in;
 mod copy_out;
 mod error;
+#[doc(hidden)]
+pub mod fuzz;
 mod local;
 mod server;
 mod session;
@@ -36,3 +38,6 @@ mod types;
 pub use auth::{AuthMethod, Users};
 pub use error::PgError;
 pub use server::{PgOptions, PgServer};
+
+#[cfg(test)]
+mod tests;

@@ -1,25 +1,57 @@
-//! The listener: accepts connections up to a bound, hands each to a [`Session`], and routes
+//! The listener: admits connections within two budgets, hands each to a [`Session`], and routes
 //! CancelRequests to the session they name.
+//!
+//! ```text
+//!  accept ─▶ Admission::arrive ─▶ pending (≤ unauthenticated_connections_max, oldest evicted)
+//!                                    │ startup, SSL/GSS refusals, cancel, password exchange,
+//!                                    │ all within auth_timeout_ms
+//!                                    ▼
+//!                                 Ticket::admit ─▶ session slot (≤ connections_max) or 53300
+//! ```
+//!
+//! Admission, so that sockets that send nothing cannot lock clients out:
+//! - a connection is *pending* from accept until its login succeeds. Pending connections have
+//!   their own budget, `unauthenticated_connections_max`; when it is full, a new connection
+//!   evicts the oldest pending one (closed with SQLSTATE 53300) rather than being refused, so
+//!   a flood of silent sockets always leaves room for a client that logs in promptly;
+//! - the whole login (startup packet, SSL/GSSENC requests, the password exchange) must finish
+//!   within `auth_timeout_ms`, or the connection is closed; a connection carrying a
+//!   CancelRequest ends as soon as it is read. At most two encryption requests are answered
+//!   per connection;
+//! - only an authenticated connection takes a session slot (`connections_max`); pending ones
+//!   never hold one, so sessions never wait on unauthenticated sockets. When no slot is free,
+//!   the client is refused with SQLSTATE 53300 as soon as its startup packet arrives, or after
+//!   the password exchange if the last slot was taken meanwhile.
+//!
+//! Open sockets are thus bounded by `connections_max + unauthenticated_connections_max` (plus
+//! connections being closed), and each pending one for at most `auth_timeout_ms`.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicBool, AtomicI32, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use sundial_query::Engine;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::futures::{Notified, OwnedNotified};
-use tokio::sync::{Notify, Semaphore, watch};
+use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore, watch};
 use tokio::task::JoinSet;
 
 use crate::auth::Users;
+use crate::error::PgError;
 use crate::session::Session;
 
 /// Bounds and defaults for the PostgreSQL listener.
 #[derive(Debug, Clone)]
 pub struct PgOptions {
-    /// Connections served at once; more are refused with SQLSTATE 53300.
+    /// Authenticated sessions at once; more are refused with SQLSTATE 53300.
     pub connections_max: usize,
+    /// Connections that have not finished logging in, at once; past it, the oldest of them is
+    /// closed (SQLSTATE 53300) to make room for the newcomer. At least 1.
+    pub unauthenticated_connections_max: usize,
+    /// How long a connection may take from accept to the end of its login before it is
+    /// closed. At least 1.
+    pub auth_timeout_ms: u64,
     /// The largest frontend message accepted (a query text, a Bind, a COPY chunk).
     pub message_bytes_max: usize,
     /// Output is flushed to the socket once this much is buffered, even mid-result.
@@ -37,6 +69,8 @@ impl Default for PgOptions {
     fn default() -> Self {
         PgOptions {
             connections_max: 256,
+            unauthenticated_connections_max: 64,
+            auth_timeout_ms: 10_000,
             message_bytes_max: 16 << 20,
             flush_bytes: 64 << 10,
             statement_timeout_ms: 0,
@@ -52,6 +86,116 @@ pub(crate) struct Shared {
     pub options: PgOptions,
     pub cancels: Cancels,
     pub spinners: Spinners,
+    pub admission: Arc<Admission>,
+    /// Connection tasks that panicked (a bug; the panic ends only its own connection).
+    pub panics: AtomicU64,
+}
+
+impl Shared {
+    fn note_ended(&self, ended: Result<(), tokio::task::JoinError>) {
+        if let Err(e) = ended
+            && e.is_panic()
+        {
+            self.panics.fetch_add(1, Ordering::Relaxed);
+            tracing::error!("a PG connection task panicked: {e}");
+        }
+    }
+}
+
+/// The two connection budgets (see the module docs).
+pub(crate) struct Admission {
+    sessions: Arc<Semaphore>,
+    pending: Mutex<Pending>,
+    pending_max: usize,
+}
+
+/// Connections not yet authenticated, by arrival order; each with the signal that evicts it.
+#[derive(Default)]
+struct Pending {
+    next_id: u64,
+    waiting: BTreeMap<u64, Arc<Notify>>,
+}
+
+impl Admission {
+    fn new(sessions_max: usize, pending_max: usize) -> Admission {
+        Admission {
+            sessions: Arc::new(Semaphore::new(sessions_max)),
+            pending: Mutex::new(Pending::default()),
+            pending_max: pending_max.max(1),
+        }
+    }
+
+    /// Registers a new connection as pending, evicting the oldest pending one if the budget is
+    /// full.
+    pub fn arrive(self: &Arc<Self>) -> Ticket {
+        let evicted = Arc::new(Notify::new());
+        let mut pending = self.pending.lock().unwrap_or_else(|e| e.into_inner());
+        while pending.waiting.len() >= self.pending_max {
+            let Some((_, oldest)) = pending.waiting.pop_first() else {
+                break;
+            };
+            // notify_one keeps the wake-up if the connection is not waiting on it yet.
+            oldest.notify_one();
+        }
+        let id = pending.next_id;
+        pending.next_id += 1;
+        pending.waiting.insert(id, evicted.clone());
+        Ticket {
+            admission: self.clone(),
+            id,
+            evicted,
+        }
+    }
+
+    fn leave(&self, id: u64) {
+        let mut pending = self.pending.lock().unwrap_or_else(|e| e.into_inner());
+        pending.waiting.remove(&id);
+    }
+
+    #[cfg(test)]
+    pub fn pending_count(&self) -> usize {
+        let pending = self.pending.lock().unwrap_or_else(|e| e.into_inner());
+        pending.waiting.len()
+    }
+}
+
+/// A pending connection's place; dropping it gives the place back.
+pub(crate) struct Ticket {
+    admission: Arc<Admission>,
+    id: u64,
+    evicted: Arc<Notify>,
+}
+
+impl Ticket {
+    /// Resolves once a newer connection has evicted this one.
+    pub async fn evicted(&self) {
+        self.evicted.notified().await;
+    }
+
+    /// Whether a session slot is free now (it may be taken before [`admit`](Self::admit)).
+    pub fn has_room(&self) -> bool {
+        self.admission.sessions.available_permits() > 0
+    }
+
+    /// Ends the pending state of an authenticated connection, taking a session slot; the slot
+    /// is given back when the permit drops.
+    pub fn admit(self) -> Result<OwnedSemaphorePermit, PgError> {
+        self.admission
+            .sessions
+            .clone()
+            .try_acquire_owned()
+            .map_err(|_| too_many_clients())
+    }
+}
+
+impl Drop for Ticket {
+    fn drop(&mut self) {
+        self.admission.leave(self.id);
+    }
+}
+
+pub(crate) fn too_many_clients() -> PgError {
+    PgError::TooManyConnections("sorry, too many clients already".into())
 }
 
 /// Bounds the sessions polling their sockets at once to the serving runtime's threads less
@@ -177,7 +321,7 @@ impl Cancels {
 
 /// A PostgreSQL protocol server over an [`Engine`].
 pub struct PgServer {
-    shared: Arc<Shared>,
+    pub(crate) shared: Arc<Shared>,
 }
 
 impl PgServer {
@@ -188,9 +332,14 @@ impl PgServer {
             shared: Arc::new(Shared {
                 engine,
                 users,
-                options,
                 cancels: Cancels::default(),
                 spinners: Spinners::default(),
+                admission: Arc::new(Admission::new(
+                    options.connections_max,
+                    options.unauthenticated_connections_max,
+                )),
+                panics: AtomicU64::new(0),
+                options,
             }),
         }
     }
@@ -200,7 +349,6 @@ impl PgServer {
     pub async fn serve(&self, listener: TcpListener, stop: watch::Receiver<bool>) {
         let threads = tokio::runtime::Handle::current().metrics().num_workers();
         self.shared.spinners.set_threads(threads);
-        let permits = Arc::new(Semaphore::new(self.shared.options.connections_max));
         let mut sessions = JoinSet::new();
         let stopping = crate::session::stopped(stop.clone());
         tokio::pin!(stopping);
@@ -208,24 +356,25 @@ impl PgServer {
             tokio::select! {
                 accepted = listener.accept() => match accepted {
                     Ok((stream, peer)) => {
-                        let permit = permits.clone().try_acquire_owned().ok();
+                        let ticket = self.shared.admission.arrive();
                         let shared = self.shared.clone();
                         let stop = stop.clone();
-                        sessions.spawn(async move {
-                            connection(shared, stream, peer, permit.is_some(), stop).await;
-                            drop(permit);
-                        });
+                        sessions.spawn(connection(shared, stream, peer, ticket, stop));
                     }
                     Err(e) => {
                         tracing::warn!("PG accept failed: {e}");
                         tokio::time::sleep(std::time::Duration::from_millis(10)).await;
                     }
                 },
-                Some(_) = sessions.join_next(), if !sessions.is_empty() => {}
+                Some(ended) = sessions.join_next(), if !sessions.is_empty() => {
+                    self.shared.note_ended(ended);
+                }
                 _ = &mut stopping => break,
             }
         }
-        while sessions.join_next().await.is_some() {}
+        while let Some(ended) = sessions.join_next().await {
+            self.shared.note_ended(ended);
+        }
     }
 }
 
@@ -233,12 +382,12 @@ async fn connection(
     shared: Arc<Shared>,
     stream: TcpStream,
     peer: SocketAddr,
-    admitted: bool,
+    ticket: Ticket,
     stop: watch::Receiver<bool>,
 ) {
     let _ = stream.set_nodelay(true);
     let session = Session::new(shared, stream, stop);
-    if let Err(e) = session.run(admitted).await {
+    if let Err(e) = session.run(ticket).await {
         tracing::debug!("PG session from {peer} ended: {e}");
     }
 }

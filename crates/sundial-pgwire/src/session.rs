@@ -49,11 +49,14 @@ use crate::auth::Exchange;
 use crate::codec::{self, Message, Reader, Writer};
 use crate::error::PgError;
 use crate::local::{self, LocalCommand};
-use crate::server::{CancelSignal, Shared};
+use crate::server::{self, CancelSignal, Shared, Ticket};
 use crate::types::{self, ColumnEncoder, Format};
 
 const READ_CHUNK_BYTES: usize = 16 << 10;
 const SPIN_READ_BYTES: usize = 4 << 10;
+/// SSLRequests and GSSENCRequests answered on one connection (a client tries each at most
+/// once).
+const ENCRYPTION_REQUESTS_MAX: u32 = 2;
 
 pub(crate) struct Session {
     shared: Arc<Shared>,
@@ -283,8 +286,8 @@ impl Session {
     }
 
     /// Serves the connection until the client leaves, a fatal error, or server shutdown.
-    pub async fn run(mut self, admitted: bool) -> Result<(), PgError> {
-        let result = self.serve(admitted).await;
+    pub async fn run(mut self, ticket: Ticket) -> Result<(), PgError> {
+        let result = self.serve(ticket).await;
         self.shared.cancels.unregister(self.pid);
         if let Err(e) = &result
             && !matches!(e, PgError::Io(_))
@@ -296,14 +299,12 @@ impl Session {
         result
     }
 
-    async fn serve(&mut self, admitted: bool) -> Result<(), PgError> {
-        let Some(user) = self.startup().await? else {
+    async fn serve(&mut self, ticket: Ticket) -> Result<(), PgError> {
+        let Some(user) = self.login(&ticket).await? else {
             return Ok(());
         };
-        if !admitted {
-            return Err(PgError::Limit("sorry, too many clients already".into()));
-        }
-        self.authenticate(&user).await?;
+        // Held until the session ends.
+        let _slot = ticket.admit()?;
         self.settings
             .insert("session_authorization".into(), (user, true));
         for (name, (value, reportable)) in &self.settings {
@@ -401,10 +402,40 @@ impl Session {
         Ok(())
     }
 
-    /// Reads the startup packet, answering SSL/GSS requests with 'N' and serving a
-    /// CancelRequest. Returns the user, or `None` when the connection carried a cancel.
+    /// Startup and authentication, within the authentication timeout and while no newer
+    /// connection evicts this one (see [`crate::server`]). Returns the authenticated user, or
+    /// `None` when the connection carried a cancel or the server is stopping.
+    async fn login(&mut self, ticket: &Ticket) -> Result<Option<String>, PgError> {
+        let ms = self.shared.options.auth_timeout_ms.max(1);
+        let stop = stopped(self.stop.clone());
+        let exchange = async {
+            let Some(user) = self.startup().await? else {
+                return Ok(None);
+            };
+            if !ticket.has_room() {
+                return Err(server::too_many_clients());
+            }
+            self.authenticate(&user).await?;
+            Ok(Some(user))
+        };
+        tokio::select! {
+            done = tokio::time::timeout(Duration::from_millis(ms), exchange) => {
+                done.map_err(|_| PgError::AuthTimeout { ms })?
+            }
+            () = ticket.evicted() => Err(PgError::TooManyConnections(
+                "too many connections are waiting to authenticate; this one waited longest"
+                    .into(),
+            )),
+            _ = stop => Ok(None),
+        }
+    }
+
+    /// Reads the startup packet, answering SSL/GSS requests with 'N' (at most
+    /// [`ENCRYPTION_REQUESTS_MAX`] of them) and serving a CancelRequest. Returns the user, or
+    /// `None` when the connection carried a cancel.
     async fn startup(&mut self) -> Result<Option<String>, PgError> {
         let max = self.shared.options.message_bytes_max;
+        let mut encryption_requests = 0;
         loop {
             let parsed = codec::next_startup(&self.input, max)?.map(|(body, n)| (body.to_vec(), n));
             let Some((body, n)) = parsed else {
@@ -417,6 +448,12 @@ impl Session {
             let mut r = Reader::new(&body);
             match r.i32()? {
                 codec::SSL_REQUEST | codec::GSSENC_REQUEST => {
+                    encryption_requests += 1;
+                    if encryption_requests > ENCRYPTION_REQUESTS_MAX {
+                        return Err(PgError::Protocol(format!(
+                            "more than {ENCRYPTION_REQUESTS_MAX} encryption requests"
+                        )));
+                    }
                     self.writer.write_all(b"N").await?;
                 }
                 codec::CANCEL_REQUEST => {

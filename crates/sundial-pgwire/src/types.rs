@@ -18,7 +18,7 @@ use arrow::datatypes::{DataType, Field, Int32Type, Schema, TimeUnit};
 use arrow::util::display::{ArrayFormatter, FormatOptions};
 use sundial_query::ScalarValue;
 use sundial_query::text::{Fraction, push_date, push_timestamp};
-use sundial_storage::{ColumnType, SUNDIAL_TYPE_KEY};
+use sundial_storage::{ColumnType, SUNDIAL_TYPE_KEY, TIMESTAMP_RANGE_TEXT, timestamp_in_range};
 
 use crate::error::PgError;
 
@@ -677,12 +677,15 @@ pub fn decode_param(
         }
         (scalar, _) => scalar,
     };
-    match target {
-        Some(t) if *t != scalar.data_type() => scalar.cast_to(t).map_err(|e| {
+    let converted = match (scalar, target) {
+        (ScalarValue::Utf8(Some(text)), Some(t)) if is_time(t) => time_from_text(&text, t)?,
+        (scalar, Some(t)) if *t != scalar.data_type() => scalar.cast_to(t).map_err(|e| {
             PgError::BadValue(format!("parameter value cannot be converted to {t}: {e}"))
-        }),
-        _ => Ok(scalar),
-    }
+        })?,
+        (scalar, _) => scalar,
+    };
+    check_time_range(&converted, &|| converted.to_string())?;
+    Ok(converted)
 }
 
 fn decode_text(text: &str, declared: Option<&DataType>) -> Result<ScalarValue, PgError> {
@@ -720,9 +723,7 @@ fn decode_text(text: &str, declared: Option<&DataType>) -> Result<ScalarValue, P
             } else {
                 text
             };
-            ScalarValue::Utf8(Some(text.to_string()))
-                .cast_to(t)
-                .map_err(|_| bad(sundial_query::pg_type_for_arrow(t).1))?
+            time_from_text(text, t)?
         }
         _ => ScalarValue::Utf8(Some(text.to_string())),
     })
@@ -763,6 +764,125 @@ fn without_utc_offset(text: &str) -> &str {
     }
 }
 
+const MICROS_PER_DAY: i64 = 86_400_000_000;
+const NANOS_PER_DAY: i64 = 86_400_000_000_000;
+
+/// Whether parameters of type `t` are dates or times, decoded from text by [`time_from_text`].
+fn is_time(t: &DataType) -> bool {
+    matches!(
+        t,
+        DataType::Timestamp(..) | DataType::Date32 | DataType::Date64 | DataType::Time64(_)
+    )
+}
+
+/// Date or time text as a scalar of type `t`. A value that is a valid date but outside what a
+/// table holds is 22008, not a syntax error: it is recognised by parsing it again at a
+/// resolution of seconds, whose range spans any year that can be written.
+fn time_from_text(text: &str, t: &DataType) -> Result<ScalarValue, PgError> {
+    let value = ScalarValue::Utf8(Some(text.to_string()));
+    match value.cast_to(t) {
+        Ok(scalar) => {
+            check_time_range(&scalar, &|| text.to_string())?;
+            Ok(scalar)
+        }
+        Err(_) => {
+            if matches!(t, DataType::Timestamp(..)) && is_timestamp_beyond_nanos(text) {
+                return Err(datetime_overflow("timestamp", text));
+            }
+            Err(PgError::BadValue(format!(
+                "invalid input syntax for type {}: \"{text}\"",
+                sundial_query::pg_type_for_arrow(t).1
+            )))
+        }
+    }
+}
+
+/// Rejects a date or timestamp that a table cannot hold (see
+/// [`sundial_storage::timestamp_in_range`]); `shown` spells the value for the message.
+fn check_time_range(scalar: &ScalarValue, shown: &dyn Fn() -> String) -> Result<(), PgError> {
+    let (what, nanos) = match scalar {
+        ScalarValue::TimestampNanosecond(Some(v), _) => ("timestamp", Some(*v)),
+        ScalarValue::TimestampMicrosecond(Some(v), _) => ("timestamp", v.checked_mul(1_000)),
+        ScalarValue::TimestampMillisecond(Some(v), _) => ("timestamp", v.checked_mul(1_000_000)),
+        ScalarValue::TimestampSecond(Some(v), _) => ("timestamp", v.checked_mul(1_000_000_000)),
+        ScalarValue::Date32(Some(days)) => ("date", i64::from(*days).checked_mul(NANOS_PER_DAY)),
+        ScalarValue::Date64(Some(ms)) => ("date", ms.checked_mul(1_000_000)),
+        _ => return Ok(()),
+    };
+    if nanos.is_some_and(timestamp_in_range) {
+        Ok(())
+    } else {
+        Err(datetime_overflow(what, &shown()))
+    }
+}
+
+fn datetime_overflow(what: &str, shown: &str) -> PgError {
+    PgError::DatetimeOverflow(range_message(what, shown))
+}
+
+fn range_message(what: &str, shown: &str) -> String {
+    format!("{what} out of range: \"{shown}\" (Sundial holds {TIMESTAMP_RANGE_TEXT})")
+}
+
+/// The message for a timestamp a table cannot hold, spelled `shown`.
+pub(crate) fn timestamp_overflow_message(shown: &str) -> String {
+    range_message("timestamp", shown)
+}
+
+/// Whether `text` is a valid timestamp too far from 1970 for nanoseconds in an `i64`.
+pub(crate) fn is_timestamp_beyond_nanos(text: &str) -> bool {
+    let value = ScalarValue::Utf8(Some(text.to_string()));
+    value
+        .cast_to(&DataType::Timestamp(TimeUnit::Nanosecond, None))
+        .is_err()
+        && value
+            .cast_to(&DataType::Timestamp(TimeUnit::Second, None))
+            .is_ok()
+}
+
+/// Nanoseconds since 1970 of a binary timestamp, `micros` since 2000-01-01, if a table can
+/// hold it.
+pub(crate) fn timestamp_from_pg_micros(micros: i64) -> Result<i64, PgError> {
+    micros
+        .checked_add(PG_EPOCH_OFFSET_US)
+        .and_then(|m| m.checked_mul(1_000))
+        .filter(|nanos| timestamp_in_range(*nanos))
+        .ok_or_else(|| datetime_overflow("timestamp", &pg_micros_text(micros)))
+}
+
+/// Days since 1970 of a binary date, `days` since 2000-01-01, if a table can hold it.
+pub(crate) fn date_from_pg_days(days: i32) -> Result<i32, PgError> {
+    let unix_days = i64::from(days) + i64::from(PG_EPOCH_OFFSET_DAYS);
+    unix_days
+        .checked_mul(NANOS_PER_DAY)
+        .filter(|nanos| timestamp_in_range(*nanos))
+        .and_then(|_| i32::try_from(unix_days).ok())
+        .ok_or_else(|| {
+            let mut shown = Vec::new();
+            push_date(&mut shown, unix_days);
+            datetime_overflow("date", &String::from_utf8_lossy(&shown))
+        })
+}
+
+/// A timestamp given in microseconds since 2000-01-01 as PostgreSQL prints it, for any `i64`.
+fn pg_micros_text(micros: i64) -> String {
+    let mut out = Vec::new();
+    push_date(
+        &mut out,
+        micros.div_euclid(MICROS_PER_DAY) + i64::from(PG_EPOCH_OFFSET_DAYS),
+    );
+    let of_day = micros.rem_euclid(MICROS_PER_DAY);
+    let seconds = of_day / 1_000_000;
+    format!(
+        "{} {:02}:{:02}:{:02}.{:06}",
+        String::from_utf8_lossy(&out),
+        seconds / 3600,
+        seconds / 60 % 60,
+        seconds % 60,
+        of_day % 1_000_000
+    )
+}
+
 fn decode_binary(bytes: &[u8], type_oid: i32) -> Result<ScalarValue, PgError> {
     let fixed = |n: usize| -> Result<&[u8], PgError> {
         if bytes.len() == n {
@@ -782,13 +902,13 @@ fn decode_binary(bytes: &[u8], type_oid: i32) -> Result<ScalarValue, PgError> {
         oid::FLOAT4 => ScalarValue::Float32(Some(f32::from_be_bytes(array(fixed(4)?)))),
         oid::FLOAT8 => ScalarValue::Float64(Some(f64::from_be_bytes(array(fixed(8)?)))),
         oid::TIMESTAMP | oid::TIMESTAMPTZ => {
-            let micros = i64::from_be_bytes(array(fixed(8)?)) + PG_EPOCH_OFFSET_US;
+            let nanos = timestamp_from_pg_micros(i64::from_be_bytes(array(fixed(8)?)))?;
             let tz = (type_oid == oid::TIMESTAMPTZ).then(|| Arc::from("+00:00"));
-            ScalarValue::TimestampNanosecond(Some(micros.saturating_mul(1000)), tz)
+            ScalarValue::TimestampNanosecond(Some(nanos), tz)
         }
-        oid::DATE => ScalarValue::Date32(Some(
-            i32::from_be_bytes(array(fixed(4)?)) + PG_EPOCH_OFFSET_DAYS,
-        )),
+        oid::DATE => ScalarValue::Date32(Some(date_from_pg_days(i32::from_be_bytes(array(
+            fixed(4)?,
+        )))?)),
         oid::TIME => ScalarValue::Time64Microsecond(Some(i64::from_be_bytes(array(fixed(8)?)))),
         oid::BYTEA => ScalarValue::Binary(Some(bytes.to_vec())),
         oid::UUID => ScalarValue::Utf8(Some(uuid_text(fixed(16)?))),
@@ -985,5 +1105,82 @@ mod tests {
         assert!(decode_param(Some(b"x"), Format::Text, oid::INT4, None).is_err());
         let v = decode_param(Some(b"\\x00ff"), Format::Text, oid::BYTEA, None).unwrap();
         assert_eq!(v, ScalarValue::Binary(Some(vec![0, 255])));
+    }
+
+    /// The SQLSTATE and message of a parameter that fails to decode.
+    fn param_error(
+        value: &[u8],
+        format: Format,
+        type_oid: i32,
+        target: Option<&DataType>,
+    ) -> (&'static str, String) {
+        match decode_param(Some(value), format, type_oid, target) {
+            Ok(v) => panic!("{value:?} decoded as {v:?}"),
+            Err(e) => (e.sqlstate(), e.to_string()),
+        }
+    }
+
+    #[test]
+    fn times_outside_the_table_range_are_rejected_not_wrapped_or_clamped() {
+        let ns = DataType::Timestamp(TimeUnit::Nanosecond, None);
+        // Microseconds since 2000-01-01 of 2300-01-01 and of 1600-01-01.
+        let micros_2300 = (10_413_792_000i64 - 946_684_800) * 1_000_000;
+        let micros_1600 = (-11_676_096_000i64 - 946_684_800) * 1_000_000;
+        for (bytes, shown) in [
+            (i64::MAX, "294277-01-09 04:00:54.775807"),
+            (i64::MIN, "-290278-12-22 19:59:05.224192"),
+            (micros_2300, "2300-01-01 00:00:00.000000"),
+            (micros_1600, "1600-01-01 00:00:00.000000"),
+        ] {
+            for type_oid in [oid::TIMESTAMP, oid::TIMESTAMPTZ] {
+                for target in [None, Some(&ns)] {
+                    let (code, message) =
+                        param_error(&bytes.to_be_bytes(), Format::Binary, type_oid, target);
+                    assert_eq!(code, "22008", "{message}");
+                    assert!(message.contains(shown), "{message}");
+                    assert!(message.contains(TIMESTAMP_RANGE_TEXT), "{message}");
+                }
+            }
+        }
+        for days in [i32::MAX, i32::MIN, -146_097] {
+            let (code, message) =
+                param_error(&days.to_be_bytes(), Format::Binary, oid::DATE, Some(&ns));
+            assert_eq!(code, "22008", "{message}");
+        }
+        for text in [
+            "2300-01-01",
+            "2300-01-01 00:00:00",
+            "1600-01-01T00:00:00Z",
+            "2262-02-01 00:00:00",
+            "1677-12-31 23:59:59.999999",
+        ] {
+            for (type_oid, target) in [
+                (oid::TIMESTAMP, None),
+                (0, Some(&ns)),
+                (oid::TIMESTAMP, Some(&ns)),
+            ] {
+                let (code, message) = param_error(text.as_bytes(), Format::Text, type_oid, target);
+                assert_eq!(code, "22008", "{text}: {message}");
+                // A zoneless timestamp's UTC offset is dropped before it is read.
+                assert!(message.contains(text.trim_end_matches('Z')), "{message}");
+            }
+        }
+        let (code, _) = param_error(b"2300-13-01", Format::Text, oid::TIMESTAMP, None);
+        assert_eq!(code, "22P02", "not a date at all is a syntax error");
+        // The bounds themselves.
+        let first = decode_param(Some(b"1678-01-01"), Format::Text, oid::TIMESTAMP, None);
+        assert_eq!(
+            first.unwrap(),
+            ScalarValue::TimestampNanosecond(Some(sundial_storage::TIMESTAMP_MIN_NS), None)
+        );
+        let last =
+            (sundial_storage::TIMESTAMP_END_NS / 1000 - 1 - PG_EPOCH_OFFSET_US).to_be_bytes();
+        let last = decode_param(Some(&last), Format::Binary, oid::TIMESTAMP, None);
+        assert_eq!(
+            last.unwrap(),
+            ScalarValue::TimestampNanosecond(Some(sundial_storage::TIMESTAMP_END_NS - 1000), None)
+        );
+        let (code, _) = param_error(b"2262-01-01", Format::Text, oid::TIMESTAMP, None);
+        assert_eq!(code, "22008", "the end is exclusive");
     }
 }

@@ -119,9 +119,20 @@ pub struct ServeArgs {
     /// How PostgreSQL clients prove the password: scram-sha-256, md5 or password (cleartext).
     #[arg(long, env = "SUNDIAL_PG_AUTH_METHOD", default_value = "scram-sha-256")]
     pub pg_auth_method: String,
-    /// PostgreSQL connections served at once; more are refused (SQLSTATE 53300).
+    /// Authenticated PostgreSQL sessions at once; more are refused (SQLSTATE 53300).
     #[arg(long, env = "SUNDIAL_PG_CONNECTIONS_MAX", default_value_t = 256)]
     pub pg_connections_max: usize,
+    /// PostgreSQL connections still logging in, at once (they hold no session slot); past it,
+    /// the one waiting longest is closed (SQLSTATE 53300) to make room for the newcomer.
+    #[arg(
+        long,
+        env = "SUNDIAL_PG_UNAUTHENTICATED_CONNECTIONS_MAX",
+        default_value_t = 64
+    )]
+    pub pg_unauthenticated_connections_max: usize,
+    /// Time a PostgreSQL connection has from accept to the end of its login, in milliseconds.
+    #[arg(long, env = "SUNDIAL_PG_AUTH_TIMEOUT_MS", default_value_t = 10_000)]
+    pub pg_auth_timeout_ms: u64,
     /// Largest PostgreSQL protocol message accepted (query text, Bind, COPY data), in bytes.
     #[arg(long, env = "SUNDIAL_PG_MESSAGE_BYTES_MAX", default_value_t = 16 << 20)]
     pub pg_message_bytes_max: usize,
@@ -548,9 +559,17 @@ fn pg_server(args: &ServeArgs, engine: Arc<Engine>) -> Result<PgServer, String> 
             args.pg_auth_method
         )
     })?;
+    if args.pg_unauthenticated_connections_max == 0 || args.pg_auth_timeout_ms == 0 {
+        return Err(
+            "--pg-unauthenticated-connections-max and --pg-auth-timeout-ms must be at least 1"
+                .into(),
+        );
+    }
     let users = Users::new(method, &[(args.pg_user.clone(), args.pg_password.clone())]);
     let options = PgOptions {
         connections_max: args.pg_connections_max,
+        unauthenticated_connections_max: args.pg_unauthenticated_connections_max,
+        auth_timeout_ms: args.pg_auth_timeout_ms,
         message_bytes_max: args.pg_message_bytes_max,
         statement_timeout_ms: args.statement_timeout_ms,
         read_spin_us: args.pg_read_spin_us,
