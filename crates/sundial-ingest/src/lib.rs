@@ -15,7 +15,12 @@
 //! ```
 //!
 //! A line is all or nothing: it is checked completely (names, types, ranges) before any of its
-//! values is appended, so a rejected line leaves the buffers as they were.
+//! values is appended, so a rejected line leaves the buffers as they were. Timestamps, the
+//! designated one (converted from its precision without wrapping) and `...t` / `...n` field
+//! values alike, must be inside the range tables hold
+//! ([`sundial_storage::TIMESTAMP_RANGE_TEXT`]); a line without a timestamp takes the receiver's
+//! clock. Should storage still refuse a commit, the sink commits its batches one by one and
+//! halves a refused batch, so only the rows storage refuses are lost (see [`Sinks`]).
 
 mod batch;
 mod sink;

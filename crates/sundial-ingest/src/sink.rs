@@ -16,7 +16,10 @@
 //! SQL INSERTs come through [`Sinks::write`]: the caller waits until its rows are committed
 //! (group commit). While one commit runs, the INSERTs that arrive queue up and the next commit
 //! takes them all, so concurrent INSERTs share commits and fsyncs. Should a shared commit fail,
-//! its batches are committed again one by one, so that a bad batch fails alone.
+//! its batches are committed again one by one, so that a bad batch fails alone; a batch of ILP
+//! rows (which no writer waits for) that storage refuses as invalid is halved until the refused
+//! rows are found, so they alone are dropped. Rows whose designated timestamp is outside the
+//! range tables hold never reach storage.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
