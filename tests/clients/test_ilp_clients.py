@@ -14,6 +14,7 @@ import socket
 import subprocess
 import threading
 import time
+from pathlib import Path
 
 import pytest
 from influxdb_client import InfluxDBClient, Point, WritePrecision
@@ -21,6 +22,7 @@ from influxdb_client.client.write_api import SYNCHRONOUS
 from influxdb_client.rest import ApiException
 from questdb import QuestDBError, Sender, ServerTimestamp, TimestampNanos
 
+import tsbs_data
 from conftest import REPO_ROOT
 
 # A base time well inside the supported range, with all nine fractional digits in use.
@@ -229,6 +231,56 @@ def test_questdb_http_error_body_names_line(server):
     assert [r["n"] for r in server.sql('SELECT n FROM t2 ORDER BY "timestamp"')] == [1, 2]
 
 
+def post_lines(server, body: bytes, precision: str = "n") -> tuple[int, dict]:
+    """POSTs ILP to /write; (status, JSON answer or {})."""
+    import urllib.error
+    import urllib.request
+
+    request = urllib.request.Request(
+        f"{server.http_url}/write?precision={precision}", data=body, method="POST",
+        headers={"Content-Type": "text/plain; charset=utf-8"},
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=30) as response:
+            return response.status, {}
+    except urllib.error.HTTPError as e:
+        return e.code, json.loads(e.read())
+
+
+def test_out_of_range_timestamps_and_nul_bytes_cost_only_their_lines(server):
+    """A timestamp outside 1678..2262 (i64::MAX, i64::MIN, or one that overflows when scaled by
+    the precision) and a NUL byte in any name or string reject their own line; the other lines
+    of the batch, and later batches to the same table, are committed, and the server still stops
+    on SIGTERM."""
+    bad = [
+        b"edge,k=max v=1i 9223372036854775807",
+        b"edge,k=min v=1i -9223372036854775808",
+        b"edge,k=end v=1i 9214646400000000000",
+        b"edge,k=field v=1i,at=9223372036854775807t 1451606400000000000",
+        b"edge,k=nul\x00tag v=1i 1451606400000000000",
+        b"edge,k=nulstr v=1i,s=\"a\x00b\" 1451606400000000000",
+        b"edge\x00m,k=nulmeasurement v=1i 1451606400000000000",
+    ]
+    good = [f"edge,k=good{i} v={i}i {T0 + i}".encode() for i in range(4)]
+    body = b"\n".join([good[0], *bad[:4], good[1], *bad[4:], good[2]]) + b"\n"
+    status, answer = post_lines(server, body)
+    assert status == 400, answer
+    assert answer["line"] == 2
+    assert f"{len(bad)} line(s) rejected" in answer["message"], answer
+    assert "timestamp 9223372036854775807 (precision ns) is out of range" in answer["message"]
+    # Seconds that overflow i64 nanoseconds do not wrap into the range.
+    status, answer = post_lines(server, b"edge,k=wrap v=1i 18446744074\n", precision="s")
+    assert status == 400 and "18446744074" in answer["message"], answer
+    # The same over TCP, then a later good line.
+    with socket.create_connection(("127.0.0.1", server.tcp_port), timeout=10) as s:
+        s.sendall(b"\n".join([*bad, good[3]]) + b"\n")
+    time.sleep(1.0)  # the closed connection is read to its end
+    server.stop()
+    rows = server.sql('SELECT k, v FROM edge ORDER BY "timestamp"')
+    assert rows == [{"k": f"good{i}", "v": i} for i in range(4)]
+    assert f"ILP/TCP: 1 lines accepted, {len(bad)} rejected" in server.log()
+
+
 @pytest.mark.parametrize("gzip", [False, True], ids=["plain", "gzip"])
 def test_influxdb_v2_client_precisions(server, gzip):
     base_s = T0 // 1_000_000_000  # whole seconds
@@ -399,17 +451,27 @@ def test_concurrent_tcp_senders(server):
     assert f"ILP/TCP: {total} lines accepted, 0 rejected" in server.log()
 
 
-TSBS_DIR = REPO_ROOT / ".." / "shared" / "tsbs"
+@pytest.fixture(scope="module")
+def tsbs_files(tmp_path_factory) -> dict[str, tuple[Path, dict[str, int]]]:
+    """TSBS-shaped ILP files made by tsbs_data (devops cpu-only and iot), with the rows each
+    table must end up with per load."""
+    directory = tmp_path_factory.mktemp("tsbs")
+    devops = directory / "devops-cpu.ilp"
+    devops.write_bytes(tsbs_data.devops_lines())
+    iot = directory / "iot.ilp"
+    iot_bytes, iot_rows = tsbs_data.iot_lines()
+    iot.write_bytes(iot_bytes)
+    return {
+        "devops": (devops, {"cpu": tsbs_data.DEVOPS_ROWS}),
+        "iot": (iot, iot_rows),
+    }
 
 
-@pytest.mark.parametrize(
-    "file", ["devops-cpu-s100-1d.ilp.zst", "iot-s100-3d.ilp.zst"]
-)
-def test_tsbs_files_over_tcp_and_http_with_our_loader(server, file):
-    """Our loader sends the TSBS file over TCP, then again over HTTP, and waits until every
+@pytest.mark.parametrize("shape", ["devops", "iot"])
+def test_tsbs_files_over_tcp_and_http_with_our_loader(server, tsbs_files, shape):
+    """Our loader sends a TSBS-shaped file over TCP, then again over HTTP, and waits until every
     table has exactly the rows of the file (twice), failing on a shortfall or an excess."""
-    path = TSBS_DIR / file
-    assert path.exists(), f"{path} is missing"
+    path, rows = tsbs_files[shape]
     loader = os.environ.get("SUNDIAL_BENCH_BIN", str(REPO_ROOT / "target" / "debug" / "sundial-bench"))
     for protocol in ["tcp", "http"]:
         run = subprocess.run(
@@ -424,12 +486,6 @@ def test_tsbs_files_over_tcp_and_http_with_our_loader(server, file):
         )
         assert run.returncode == 0, f"{protocol}: {run.stderr}"
         assert "result:" in run.stdout
-    expected = {"devops-cpu-s100-1d.ilp.zst": {"cpu": 2 * 864000},
-                "iot-s100-3d.ilp.zst": None}[file]
     server.stop()
-    if expected:
-        for table, rows in expected.items():
-            assert server.sql(f"SELECT count(*) AS n FROM {table}") == [{"n": rows}]
-    else:
-        total = sum(server.sql(f"SELECT count(*) AS n FROM {t}")[0]["n"] for t in ["readings", "diagnostics"])
-        assert total == 2 * 777196
+    for table, n in rows.items():
+        assert server.sql(f"SELECT count(*) AS n FROM {table}") == [{"n": 2 * n}]

@@ -1,10 +1,12 @@
 """TSBS's devops queries on Sundial, checked value for value against DuckDB over the same rows.
 
-The data is TSBS's `devops-cpu-s100-1d` (864,000 `cpu` rows, 100 hosts, one day), sent to two
-servers over ILP/TCP: one keeps ILP's default timestamp column (`timestamp`, for the
-`.questdb.sql` queries) and indexes `hostname` (as QuestDB users do), so its host filters read
+The data has the shape of TSBS's `devops-cpu-s100-1d` (864,000 `cpu` rows, 100 hosts, one day)
+and the queries the shapes TSBS sends (13 QuestDB and 15 TimescaleDB types, 20 of each), all made
+by `tsbs_data` in this directory, so the test needs nothing outside the repository. The lines go
+to two servers over ILP/TCP: one keeps ILP's default timestamp column (`timestamp`, for the
+QuestDB form) and indexes `hostname` (as QuestDB users do), so its host filters read
 through the symbol index; the other names it `time` (`--ilp-timestamp-column time`, for the
-`.timescaledb.sql` queries) and has no index. DuckDB loads the same lines, parsed here, into a table with
+TimescaleDB form) and has no index. DuckDB loads the same rows into a table with
 Sundial's columns, and runs an equivalent of each query:
 
 - TimescaleDB's SQL runs in DuckDB as written (its literals' `+0000` dropped and `time_bucket`'s
@@ -22,36 +24,26 @@ import csv
 import datetime as dt
 import json
 import math
-import os
 import re
 import socket
 import time
 import urllib.error
 import urllib.parse
 import urllib.request
-from pathlib import Path
 
 import duckdb
 import psycopg
 import pytest
-import zstandard
 
-from conftest import REPO_ROOT
+import tsbs_data
 
-TSBS_DIR = Path(os.environ.get("SUNDIAL_TSBS_DIR", REPO_ROOT.parent / "shared" / "tsbs"))
-DATA = TSBS_DIR / "devops-cpu-s100-1d.ilp.zst"
-QUERIES = TSBS_DIR / "queries"
-ROWS = 864_000
-
-pytestmark = pytest.mark.skipif(
-    not DATA.is_file(), reason=f"TSBS data not found at {DATA} (set SUNDIAL_TSBS_DIR)"
-)
+ROWS = tsbs_data.DEVOPS_ROWS
+QUERIES_PER_TYPE = 20
 
 
 @pytest.fixture(scope="module")
 def ilp_lines() -> bytes:
-    with open(DATA, "rb") as f:
-        return zstandard.ZstdDecompressor().stream_reader(f).read()
+    return tsbs_data.devops_lines()
 
 
 def load(server, lines: bytes, table: str = "cpu") -> None:
@@ -86,35 +78,21 @@ def pg_rows(server, query: str) -> list[tuple]:
 
 
 @pytest.fixture(scope="module")
-def reference(ilp_lines, servers, tmp_path_factory) -> duckdb.DuckDBPyConnection:
+def reference(servers, tmp_path_factory) -> duckdb.DuckDBPyConnection:
     """DuckDB with `main.cpu` (column `timestamp`) and `tsdb.cpu` (the same, as `time`), its
     columns in the order Sundial created them."""
-    tags: list[str] = []
-    fields: dict[str, str] = {}
-    rows: list[dict] = []
-    for line in ilp_lines.decode().splitlines():
-        if not line:
-            continue
-        series, field_text, stamp = line.split(" ")
-        row: dict = {}
-        for pair in series.split(",")[1:]:
-            k, v = pair.split("=", 1)
-            row[k] = v
-            if k not in tags:
-                tags.append(k)
-        for pair in field_text.split(","):
-            k, v = pair.split("=", 1)
-            row[k] = v[:-1] if v.endswith("i") else v
-            fields.setdefault(k, "BIGINT" if v.endswith("i") else "DOUBLE")
-        row["timestamp"] = int(stamp) // 1000
-        rows.append(row)
-    assert len(rows) == ROWS
+    tags = tsbs_data.TAGS
+    fields = {m: "BIGINT" for m in tsbs_data.METRICS}
     names = [*tags, *fields, "timestamp"]
     csv_path = tmp_path_factory.mktemp("reference") / "cpu.csv"
+    rows = 0
     with open(csv_path, "w", newline="") as f:
         writer = csv.writer(f)
         writer.writerow(names)
-        writer.writerows([r.get(n, "") for n in names] for r in rows)
+        for tag_values, values, ts in tsbs_data.devops_rows():
+            writer.writerow([*tag_values, *values, ts // 1000])
+            rows += 1
+    assert rows == ROWS
     types = {**{t: "VARCHAR" for t in tags}, **fields, "timestamp": "BIGINT"}
     con = duckdb.connect()
     con.execute(
@@ -167,13 +145,8 @@ def servers(tmp_path_factory, ilp_lines):
 
 
 def queries(kind: str) -> list[tuple[str, str]]:
-    """(type, SQL) for every query of each `devops-<type>.<kind>.sql` file."""
-    out = []
-    for path in sorted(QUERIES.glob(f"devops-*.{kind}.sql")):
-        query_type = path.name[len("devops-") : -len(f".{kind}.sql")]
-        lines = [line.strip() for line in path.read_text().splitlines() if line.strip()]
-        out.extend((query_type, q) for q in lines)
-    return out
+    """(type, SQL) for every query of `kind`'s form."""
+    return tsbs_data.devops_queries(kind, QUERIES_PER_TYPE)
 
 
 def value(v):

@@ -19,10 +19,11 @@ pub enum CsvError {
         message: String,
     },
 
-    /// A field could not be parsed as its column's type (only returned
-    /// under [`Atomicity::Abort`](crate::Atomicity::Abort), or for a sample
-    /// value of a forced timestamp column).
-    #[error("line {line}, column '{column}': cannot parse '{value}' as {expected}")]
+    /// A field could not be parsed as its column's type, or is a timestamp
+    /// outside the range tables hold (only returned under
+    /// [`Atomicity::Abort`](crate::Atomicity::Abort), or for a sample value
+    /// of a forced timestamp column).
+    #[error("line {line}, column '{column}': {}", problem.describe(value, expected))]
     BadValue {
         /// 1-based line number where the record starts.
         line: u64,
@@ -32,6 +33,8 @@ pub enum CsvError {
         value: String,
         /// Name of the expected type, e.g. `"TIMESTAMP"`.
         expected: &'static str,
+        /// What is wrong with the value.
+        problem: ValueProblem,
     },
 
     /// The header or the options do not describe a usable schema: unknown
@@ -44,6 +47,29 @@ pub enum CsvError {
     /// overflow). Not expected in practice.
     #[error("arrow error: {0}")]
     Arrow(#[from] ArrowError),
+}
+
+/// Why a field value was refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ValueProblem {
+    /// The value is not of the column's type.
+    Unparseable,
+    /// The value is a well-formed timestamp outside the range tables hold
+    /// ([`sundial_storage::TIMESTAMP_RANGE_TEXT`]).
+    OutOfRange,
+}
+
+impl ValueProblem {
+    /// The problem in words, naming `value` (already quoted for a message).
+    pub fn describe(self, value: &str, expected: &str) -> String {
+        match self {
+            ValueProblem::Unparseable => format!("cannot parse '{value}' as {expected}"),
+            ValueProblem::OutOfRange => format!(
+                "timestamp '{value}' is out of range: timestamps must be from {}",
+                sundial_storage::TIMESTAMP_RANGE_TEXT
+            ),
+        }
+    }
 }
 
 /// Longest value (in chars) quoted back in a [`CsvError::BadValue`].

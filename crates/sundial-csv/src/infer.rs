@@ -108,7 +108,9 @@ impl Candidates {
         self.boolean = self.boolean && parse_bool(value).is_some();
         self.long = self.long && parse_i64(value).is_some();
         self.double = self.double && parse_f64(value).is_some();
-        self.timestamp = self.timestamp && parse_timestamp_nanos(value).is_some();
+        // A detected TIMESTAMP column can hold every sample value.
+        self.timestamp = self.timestamp
+            && parse_timestamp_nanos(value).is_some_and(sundial_storage::timestamp_in_range);
         self.uuid = self.uuid && parse_uuid(value).is_some();
     }
 

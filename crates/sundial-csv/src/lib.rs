@@ -58,7 +58,7 @@ pub mod parse;
 pub mod pattern;
 mod reader;
 
-pub use error::CsvError;
+pub use error::{CsvError, ValueProblem};
 pub use infer::{MAX_SYMBOL_DISTINCT, detect_delimiter, detect_kind};
 pub use options::{Atomicity, ColumnKind, CsvOptions};
 pub use pattern::TimestampFormat;

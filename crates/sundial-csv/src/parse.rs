@@ -112,8 +112,16 @@ fn hex_value(b: u8) -> Option<u8> {
 ///
 /// A value without a zone is taken as UTC. Returns `None` for anything else,
 /// for invalid calendar dates or times, and for instants outside the range
-/// representable as `i64` nanoseconds (roughly years 1677 to 2262).
+/// representable as `i64` nanoseconds (roughly years 1677 to 2262): see
+/// [`parse_timestamp_wide`] to tell those from values that do not parse.
 pub fn parse_timestamp_nanos(s: &[u8]) -> Option<i64> {
+    parse_timestamp_wide(s).and_then(|nanos| i64::try_from(nanos).ok())
+}
+
+/// [`parse_timestamp_nanos`] without its range limit: nanoseconds since the Unix epoch of any
+/// valid date from year 0000 to 9999, so that a value that is well-formed but out of range
+/// can be reported as such.
+pub fn parse_timestamp_wide(s: &[u8]) -> Option<i128> {
     let mut cur = Cursor { s, pos: 0 };
     let year = cur.digits(4)?;
     cur.eat(b'-')?;
@@ -152,10 +160,11 @@ pub fn parse_timestamp_nanos(s: &[u8]) -> Option<i64> {
     if cur.pos != s.len() {
         return None;
     }
-    // i128 cannot overflow here; the range check happens on conversion.
-    let nanos = i128::from(days) * i128::from(NANOS_PER_DAY) + i128::from(nanos_of_day)
-        - i128::from(offset_seconds) * i128::from(NANOS_PER_SECOND);
-    i64::try_from(nanos).ok()
+    // Years 0000 to 9999 in nanoseconds fit in i128 many times over.
+    Some(
+        i128::from(days) * i128::from(NANOS_PER_DAY) + i128::from(nanos_of_day)
+            - i128::from(offset_seconds) * i128::from(NANOS_PER_SECOND),
+    )
 }
 
 /// Convenience wrapper of [`parse_timestamp_nanos`] for `&str`.
@@ -387,6 +396,24 @@ mod tests {
             "hello",
         ] {
             assert_eq!(ts(bad), None, "{bad:?} should not parse");
+        }
+    }
+
+    #[test]
+    fn wide_timestamps_cover_every_four_digit_year() {
+        let wide = |s: &str| parse_timestamp_wide(s.as_bytes());
+        assert_eq!(wide("1970-01-01"), Some(0));
+        assert_eq!(wide("1600-01-01"), Some(-11_676_096_000 * 1_000_000_000));
+        assert_eq!(wide("2300-01-01"), Some(10_413_792_000 * 1_000_000_000));
+        assert_eq!(
+            wide("2262-04-11T23:47:16.854775808Z"),
+            Some(i128::from(i64::MAX) + 1)
+        );
+        assert_eq!(ts("2300-01-01"), None);
+        assert_eq!(wide("9999-12-31T23:59:59Z").map(|n| n > 0), Some(true));
+        assert_eq!(wide("0000-01-01").map(|n| n < 0), Some(true));
+        for bad in ["2300-13-01", "99999999999999999999", "1e30", "2016-01-01X"] {
+            assert_eq!(wide(bad), None, "{bad}");
         }
     }
 

@@ -220,6 +220,13 @@ impl TimestampFormat {
     /// Parses a whole value to UTC nanoseconds; `None` if it does not match the pattern, names
     /// an invalid date or time, or is out of the `i64` nanosecond range.
     pub fn parse_nanos(&self, s: &[u8]) -> Option<i64> {
+        self.parse_wide(s)
+            .and_then(|nanos| i64::try_from(nanos).ok())
+    }
+
+    /// [`parse_nanos`](TimestampFormat::parse_nanos) without its range limit, so that a value
+    /// that matches but is out of range can be reported as such.
+    pub fn parse_wide(&self, s: &[u8]) -> Option<i128> {
         let mut pos = 0usize;
         let (mut year, mut month, mut day) = (1970i64, 1u32, 1u32);
         let (mut hour, mut minute, mut second) = (0u32, 0u32, 0u32);
@@ -306,10 +313,11 @@ impl TimestampFormat {
         let date = NaiveDate::from_ymd_opt(i32::try_from(year).ok()?, month, day)?;
         let days = i64::from(date.num_days_from_ce()) - 719_163;
         let seconds_of_day = i64::from(hour * 3600 + minute * 60 + second);
-        let total = i128::from(days) * i128::from(NANOS_PER_DAY)
-            + i128::from(seconds_of_day - zone_seconds) * i128::from(NANOS_PER_SECOND)
-            + i128::from(nanos);
-        i64::try_from(total).ok()
+        Some(
+            i128::from(days) * i128::from(NANOS_PER_DAY)
+                + i128::from(seconds_of_day - zone_seconds) * i128::from(NANOS_PER_SECOND)
+                + i128::from(nanos),
+        )
     }
 }
 

@@ -13,11 +13,13 @@ use arrow_array::{ArrayRef, RecordBatch};
 use arrow_schema::{Field, Schema, SchemaRef};
 use csv::ByteRecord;
 
+use crate::error::ValueProblem;
 use crate::error::{CsvError, from_csv, quote_value};
 use crate::infer::detect_kind;
 use crate::options::{Atomicity, ColumnKind, CsvOptions};
-use crate::parse::{parse_bool, parse_f64, parse_i64, parse_timestamp_nanos, parse_uuid};
+use crate::parse::{parse_bool, parse_f64, parse_i64, parse_timestamp_wide, parse_uuid};
 use crate::pattern::TimestampFormat;
+use sundial_storage::timestamp_in_range;
 
 /// The UTF-8 byte order mark, dropped when it opens the input.
 const UTF8_BOM: [u8; 3] = [0xEF, 0xBB, 0xBF];
@@ -38,8 +40,10 @@ pub struct CsvStats {
     /// [`Atomicity::SkipRow`]) a value that does not parse.
     pub rows_rejected: u64,
     /// Per column, the number of values that did not parse as the column's
-    /// type.
+    /// type (or were timestamps out of range).
     pub column_errors: Vec<u64>,
+    /// The first such value, as a message naming its line, column and value.
+    pub first_error: Option<String>,
 }
 
 /// The byte stream handed to the CSV parser: the input with a leading BOM
@@ -144,6 +148,10 @@ impl<R: Read> CsvReader<R> {
             .collect();
         let schema = Arc::new(Schema::new(fields));
         this.batch = BatchBuilder::new(schema, kinds, formats, this.batch_rows);
+        this.batch.timestamp_index = options
+            .timestamp_column
+            .as_ref()
+            .and_then(|name| find_column(&names, name));
         Ok(this)
     }
 
@@ -178,7 +186,7 @@ impl<R: Read> CsvReader<R> {
                 let value = first.get(i).unwrap_or_default();
                 !kind.is_string()
                     && !value.trim_ascii().is_empty()
-                    && parse_cell(*kind, format.as_ref(), value).is_none()
+                    && parse_cell(*kind, format.as_ref(), value).is_err()
             })
     }
 
@@ -324,14 +332,18 @@ impl<R: Read> CsvReader<R> {
             for record in &self.sample {
                 let raw = record.get(index).unwrap_or_default();
                 let value = raw.trim_ascii();
-                if !value.is_empty()
-                    && parse_cell(ColumnKind::Timestamp, formats[index].as_ref(), raw).is_none()
+                if value.is_empty() {
+                    continue;
+                }
+                if let Err(problem) =
+                    parse_cell(ColumnKind::Timestamp, formats[index].as_ref(), raw)
                 {
                     return Err(CsvError::BadValue {
                         line: line_of(record),
                         column: names[index].clone(),
                         value: quote_value(raw),
                         expected: ColumnKind::Timestamp.name(),
+                        problem,
                     });
                 }
             }
@@ -413,30 +425,45 @@ enum Cell {
     Text,
 }
 
-/// Parses one raw field as `kind` (timestamps with `format` when given); `None` if it does not
-/// parse.
-fn parse_cell(kind: ColumnKind, format: Option<&TimestampFormat>, raw: &[u8]) -> Option<Cell> {
+/// Parses one raw field as `kind` (timestamps with `format` when given). A timestamp must be
+/// in the range tables hold; it is never clamped or wrapped into it.
+fn parse_cell(
+    kind: ColumnKind,
+    format: Option<&TimestampFormat>,
+    raw: &[u8],
+) -> Result<Cell, ValueProblem> {
     if kind.is_string() {
         if raw.is_empty() {
-            return Some(Cell::Null);
+            return Ok(Cell::Null);
         }
-        return std::str::from_utf8(raw).ok().map(|_| Cell::Text);
+        return std::str::from_utf8(raw)
+            .map(|_| Cell::Text)
+            .map_err(|_| ValueProblem::Unparseable);
     }
     let value = raw.trim_ascii();
     if value.is_empty() {
-        return Some(Cell::Null);
+        return Ok(Cell::Null);
     }
-    match kind {
+    let cell = match kind {
         ColumnKind::Boolean => parse_bool(value).map(Cell::Bool),
         ColumnKind::Long => parse_i64(value).map(Cell::Long),
         ColumnKind::Double => parse_f64(value).map(Cell::Double),
-        ColumnKind::Timestamp => match format {
-            Some(format) => format.parse_nanos(value).map(Cell::Timestamp),
-            None => parse_timestamp_nanos(value).map(Cell::Timestamp),
-        },
+        ColumnKind::Timestamp => {
+            let nanos = match format {
+                Some(format) => format.parse_wide(value),
+                None => parse_timestamp_wide(value),
+            }
+            .ok_or(ValueProblem::Unparseable)?;
+            return i64::try_from(nanos)
+                .ok()
+                .filter(|n| timestamp_in_range(*n))
+                .map(Cell::Timestamp)
+                .ok_or(ValueProblem::OutOfRange);
+        }
         ColumnKind::Uuid => parse_uuid(value).map(Cell::Uuid),
         ColumnKind::Symbol | ColumnKind::Varchar => None,
-    }
+    };
+    cell.ok_or(ValueProblem::Unparseable)
 }
 
 /// An Arrow builder for one column.
@@ -528,6 +555,8 @@ struct BatchBuilder {
     /// Per-row scratch, reused so the streaming path does not allocate.
     cells: Vec<Cell>,
     rows: usize,
+    /// The designated timestamp column ([`CsvOptions::timestamp_column`]), if any.
+    timestamp_index: Option<usize>,
 }
 
 impl BatchBuilder {
@@ -539,6 +568,7 @@ impl BatchBuilder {
             columns: Vec::new(),
             cells: Vec::new(),
             rows: 0,
+            timestamp_index: None,
         }
     }
 
@@ -559,6 +589,7 @@ impl BatchBuilder {
             kinds,
             formats,
             rows: 0,
+            timestamp_index: None,
         }
     }
 
@@ -575,25 +606,29 @@ impl BatchBuilder {
             let raw = record.get(index).unwrap_or_default();
             let format = self.formats.get(index).and_then(Option::as_ref);
             *cell = match parse_cell(kind, format, raw) {
-                Some(parsed) => parsed,
-                None => {
+                Ok(parsed) => parsed,
+                Err(problem) => {
                     if let Some(count) = stats.column_errors.get_mut(index) {
                         *count += 1;
                     }
+                    let error = || CsvError::BadValue {
+                        line: line_of(record),
+                        column: self.schema.field(index).name().clone(),
+                        value: quote_value(raw),
+                        expected: kind.name(),
+                        problem,
+                    };
+                    if stats.first_error.is_none() {
+                        stats.first_error = Some(error().to_string());
+                    }
                     match atomicity {
-                        Atomicity::SkipColumn => Cell::Null,
-                        Atomicity::SkipRow => {
+                        // The designated timestamp cannot be NULL: its row goes instead.
+                        Atomicity::SkipColumn if Some(index) != self.timestamp_index => Cell::Null,
+                        Atomicity::SkipColumn | Atomicity::SkipRow => {
                             reject = true;
                             Cell::Null
                         }
-                        Atomicity::Abort => {
-                            return Err(CsvError::BadValue {
-                                line: line_of(record),
-                                column: self.schema.field(index).name().clone(),
-                                value: quote_value(raw),
-                                expected: kind.name(),
-                            });
-                        }
+                        Atomicity::Abort => return Err(error()),
                     }
                 }
             };

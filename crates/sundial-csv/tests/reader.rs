@@ -274,6 +274,7 @@ fn timestamp_column_errors() {
             column,
             value,
             expected,
+            ..
         } => {
             assert_eq!(
                 (line, column.as_str(), value.as_str(), expected),
@@ -353,6 +354,7 @@ fn abort_reports_line_column_and_value() {
             column,
             value,
             expected,
+            ..
         } => assert_eq!(
             (line, column.as_str(), value.as_str(), expected),
             (4, "n", "three", "LONG")
@@ -703,5 +705,135 @@ fn timestamp_patterns_and_lenient_overrides() {
             Some(1_483_228_740_000_000_000),
             Some(1_483_228_800_000_000_000)
         ]
+    );
+}
+
+const RANGE: &str = "timestamps must be from 1678-01-01T00:00:00Z (inclusive) to \
+                     2262-01-01T00:00:00Z (exclusive)";
+
+/// The error of reading `data` (header `ts,v`) whole under `Abort`, with `ts` the designated
+/// timestamp when `designated`.
+fn abort_error(data: &str, designated: bool, options: CsvOptions) -> String {
+    let options = CsvOptions {
+        atomicity: Atomicity::Abort,
+        timestamp_column: designated.then(|| "ts".to_string()),
+        ..options
+    };
+    let result = CsvReader::new(data.as_bytes(), options).and_then(|mut reader| {
+        while reader.next_batch()?.is_some() {}
+        Ok(())
+    });
+    result.expect_err(data).to_string()
+}
+
+#[test]
+fn timestamps_outside_the_storage_range_are_named_never_wrapped_or_clamped() {
+    let sample_rows = "2016-01-01T00:00:00Z,1\n".repeat(3);
+    let out_of_range = [
+        "1600-01-01",
+        "2300-01-01T00:00:00Z",
+        "1677-12-31T23:59:59.999999999Z",
+        "2262-01-01T00:00:00Z",
+        "2262-04-11T23:47:16.854775807Z",
+        "2262-04-11T23:47:16.854775808Z",
+        "1677-09-21T00:12:43.145224191Z",
+        "9999-12-31",
+        "0001-01-01",
+    ];
+    for value in out_of_range {
+        let want = format!("timestamp '{value}' is out of range: {RANGE}");
+        // In the sample of a forced timestamp column.
+        let e = abort_error(&format!("ts,v\n{value},1\n"), true, CsvOptions::default());
+        assert_eq!(e, format!("line 2, column 'ts': {want}"));
+        // After the sample, in a detected TIMESTAMP column.
+        let data = format!("ts,v\n{sample_rows}{value},2\n");
+        let options = CsvOptions {
+            infer_rows: 3,
+            ..CsvOptions::default()
+        };
+        assert_eq!(
+            abort_error(&data, false, options),
+            format!("line 5, column 'ts': {want}")
+        );
+    }
+    for value in ["1678-01-01T00:00:00Z", "2261-12-31T23:59:59.999999999Z"] {
+        let data = format!("ts,v\n{value},1\n");
+        let options = CsvOptions {
+            timestamp_column: Some("ts".into()),
+            atomicity: Atomicity::Abort,
+            ..CsvOptions::default()
+        };
+        let (_, batch) = single_batch(&data, options);
+        assert_eq!(
+            timestamps(&batch, 0),
+            vec![sundial_csv::parse::parse_timestamp_str(value)]
+        );
+    }
+}
+
+#[test]
+fn unparseable_timestamps_and_huge_epoch_numbers_are_named() {
+    for value in [
+        "99999999999999999999999",
+        "9223372036854775807",
+        "-9223372036854775808",
+        "1451606400000000000",
+        "2016-13-01",
+        "yesterday",
+    ] {
+        let e = abort_error(&format!("ts,v\n{value},1\n"), true, CsvOptions::default());
+        assert_eq!(
+            e,
+            format!("line 2, column 'ts': cannot parse '{value}' as TIMESTAMP")
+        );
+    }
+}
+
+#[test]
+fn timestamp_patterns_out_of_range_are_named() {
+    let format = sundial_csv::TimestampFormat::compile("dd/MM/yyyy").unwrap();
+    assert_eq!(format.parse_nanos(b"01/01/2300"), None);
+    assert_eq!(format.parse_wide(b"01/01/2300").map(|n| n > 0), Some(true));
+    let options = CsvOptions {
+        timestamp_formats: vec![("ts".into(), format)],
+        ..CsvOptions::default()
+    };
+    assert_eq!(
+        abort_error("ts,v\n01/01/2016,1\n01/01/2300,2\n", true, options),
+        format!("line 3, column 'ts': timestamp '01/01/2300' is out of range: {RANGE}")
+    );
+}
+
+#[test]
+fn skipped_timestamps_are_counted_and_the_first_is_named() {
+    // An out-of-range designated timestamp drops its row even under SkipColumn (it cannot
+    // be NULL); elsewhere the value becomes NULL. Either way the first one is named.
+    let data = "ts,at,v\n\
+                2016-01-01T00:00:00Z,2016-01-01T00:00:00Z,1\n\
+                2016-01-01T00:00:01Z,2300-01-01T00:00:00Z,2\n\
+                1600-01-01T00:00:00Z,2016-01-01T00:00:00Z,3\n\
+                2016-01-01T00:00:03Z,2016-01-01T00:00:00Z,4\n";
+    let options = CsvOptions {
+        timestamp_column: Some("ts".into()),
+        infer_rows: 1,
+        ..CsvOptions::default()
+    };
+    let mut reader = open(data.as_bytes(), options);
+    let batches = read_all(&mut reader);
+    let rows: usize = batches.iter().map(RecordBatch::num_rows).sum();
+    assert_eq!(rows, 3);
+    let at: Vec<Option<i64>> = batches.iter().flat_map(|b| timestamps(b, 1)).collect();
+    assert_eq!(at.iter().filter(|v| v.is_none()).count(), 1);
+    let stats = reader.stats();
+    assert_eq!(stats.column_errors, vec![1, 1, 0]);
+    assert_eq!(stats.rows_rejected, 1);
+    assert_eq!(
+        stats.first_error.as_deref(),
+        Some(
+            format!(
+                "line 3, column 'at': timestamp '2300-01-01T00:00:00Z' is out of range: {RANGE}"
+            )
+            .as_str()
+        )
     );
 }

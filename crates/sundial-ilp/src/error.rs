@@ -36,6 +36,8 @@ pub enum ErrorKind {
     TrailingCharacters,
     /// The line is not valid UTF-8.
     InvalidUtf8,
+    /// The line contains a NUL (0x00) byte; the offset is the first one.
+    NulByte,
     /// The line is longer than the parser's `max_line_bytes`; the offset is that limit.
     LineTooLong,
 }
@@ -58,6 +60,7 @@ impl ErrorKind {
             ErrorKind::InvalidTimestamp => "invalid timestamp",
             ErrorKind::TrailingCharacters => "trailing characters",
             ErrorKind::InvalidUtf8 => "invalid UTF-8",
+            ErrorKind::NulByte => "NUL byte",
             ErrorKind::LineTooLong => "line too long",
         }
     }
@@ -85,6 +88,10 @@ impl ErrorKind {
             }
             ErrorKind::TrailingCharacters => "expected the end of the line after the timestamp",
             ErrorKind::InvalidUtf8 => "names and string values must be valid UTF-8",
+            ErrorKind::NulByte => {
+                "measurement names, tag keys and values, field keys and string values must not \
+                 contain NUL (0x00) bytes"
+            }
             ErrorKind::LineTooLong => "the line is longer than the configured maximum",
         }
     }

@@ -44,6 +44,8 @@
 //!   false).
 //! * The timestamp is an optional, possibly negative `i64` in the unit given by [`Precision`].
 //! * Leading spaces and tabs are ignored; sections may be separated by several spaces.
+//! * No line may contain a NUL (0x00) byte, escaped or not, in any part: such a line is
+//!   rejected ([`ErrorKind::NulByte`]).
 //!
 //! ## Example
 //!

@@ -113,6 +113,12 @@ impl LineParser {
         // ASCII delimiters, so each is valid UTF-8 too.
         let text = std::str::from_utf8(line)
             .map_err(|e| ParseError::new(ErrorKind::InvalidUtf8, e.valid_up_to()))?;
+        // No part of a line may hold a NUL: names and strings end up in SYMBOL and VARCHAR
+        // columns, and a NUL anywhere else (numbers, the timestamp) is malformed anyway. One
+        // memchr pass over the whole line covers every part of it.
+        if let Some(at) = memchr(0, line) {
+            return err(ErrorKind::NulByte, at);
+        }
         let (measurement, timestamp) = parse_into(text, &mut self.tags, &mut self.fields)?;
         Ok(Line {
             text,

@@ -23,6 +23,16 @@ impl Precision {
         }
     }
 
+    /// The unit's short name as `precision=` takes it: `ns`, `us`, `ms` or `s`.
+    pub fn unit(self) -> &'static str {
+        match self {
+            Precision::Nanos => "ns",
+            Precision::Micros => "us",
+            Precision::Millis => "ms",
+            Precision::Seconds => "s",
+        }
+    }
+
     /// How many nanoseconds one unit is.
     pub fn nanos_per_unit(self) -> i64 {
         match self {
@@ -49,5 +59,13 @@ mod tests {
         assert_eq!(Precision::parse(""), None);
         assert_eq!(Precision::Seconds.to_nanos(-2), Some(-2_000_000_000));
         assert_eq!(Precision::Micros.to_nanos(i64::MAX), None);
+        for p in [
+            Precision::Nanos,
+            Precision::Micros,
+            Precision::Millis,
+            Precision::Seconds,
+        ] {
+            assert_eq!(Precision::parse(p.unit()), Some(p));
+        }
     }
 }

@@ -482,6 +482,64 @@ fn every_error_kind_with_its_offset() {
 }
 
 #[test]
+fn nul_bytes_are_rejected_wherever_they_are() {
+    let cases: &[(&[u8], usize)] = &[
+        (b"m\0x f=1", 1),
+        (b"\0 f=1", 0),
+        (b"m,t\0k=v f=1", 3),
+        (b"m,t=v\0 f=1", 5),
+        (b"m,t=\0 f=1", 4),
+        (b"m f\0=1", 3),
+        (b"m f=\"a\0b\"", 6),
+        (b"m f=\"\0\"", 5),
+        (b"m f=\"\\\0\"", 6),
+        (b"m,t=a\\\0 f=1", 6),
+        (b"m f=1\0", 5),
+        (b"m f=1 1\0", 7),
+        (b"m f=1 \0", 6),
+        (b"m f=1 1 \0", 8),
+        (b"m f=\"ok\" 1\r\0", 11),
+    ];
+    for &(line, offset) in cases {
+        assert_eq!(
+            error(line),
+            (ErrorKind::NulByte, offset),
+            "{:?}",
+            String::from_utf8_lossy(line)
+        );
+    }
+    let e = parse_bytes(b"cpu,host=a\0b usage=1").unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "NUL byte at byte 10: measurement names, tag keys and values, field keys and string \
+         values must not contain NUL (0x00) bytes"
+    );
+    // Only the line with the NUL is rejected; the ones around it parse.
+    let buf = b"m,t=a f=1\nm,t=b\0 f=2\nm,t=c f=\"x\0\"\nm,t=d f=4\n";
+    let mut parser = LineParser::new(MAX);
+    let mut results = Vec::new();
+    let consumed = split_lines(buf, MAX, |span| {
+        let LineSpan::Line(range) = span else {
+            panic!("{span:?}")
+        };
+        results.push(match parser.parse_line(&buf[range]) {
+            Ok(line) => Ok(line.tags().next().map(|(_, v)| v.to_string())),
+            Err(e) => Err(e.kind),
+        });
+    });
+    assert_eq!(consumed, buf.len());
+    assert_eq!(
+        results,
+        vec![
+            Ok(Some("a".to_string())),
+            Err(ErrorKind::NulByte),
+            Err(ErrorKind::NulByte),
+            Ok(Some("d".to_string())),
+        ]
+    );
+}
+
+#[test]
 fn line_too_long() {
     let mut parser = LineParser::new(10);
     assert_eq!(parser.max_line_bytes(), 10);

@@ -33,6 +33,7 @@ readings,name=truck_0,fleet=South latitude=72.45258,longitude=68.83761,elevation
 # comment
 m\\ x,t\\,k=v\\=w s=\"esc \\\"aped\\\"\nnewline\",b=true,u=7u -5\r
 bad line
+m,t=a\0b f=1 1
 ";
 
 /// Splits and parses `INPUT`, unescaping everything; returns a checksum.

@@ -15,7 +15,12 @@
 //! ```
 //!
 //! A line is all or nothing: it is checked completely (names, types, ranges) before any of its
-//! values is appended, so a rejected line leaves the buffers as they were.
+//! values is appended, so a rejected line leaves the buffers as they were. Timestamps, the
+//! designated one (converted from its precision without wrapping) and `...t` / `...n` field
+//! values alike, must be inside the range tables hold
+//! ([`sundial_storage::TIMESTAMP_RANGE_TEXT`]); a line without a timestamp takes the receiver's
+//! clock. Should storage still refuse a commit, the sink commits its batches one by one and
+//! halves a refused batch, so only the rows storage refuses are lost (see [`Sinks`]).
 
 mod batch;
 mod sink;
@@ -26,7 +31,10 @@ use std::time::Duration;
 use std::time::Instant;
 
 use sundial_ilp::{FieldValue, LineParser, ParseError, Precision};
-use sundial_storage::{ColumnType, Database, PartitionBy, StorageError, TableDef};
+use sundial_storage::{
+    ColumnType, Database, PartitionBy, StorageError, TIMESTAMP_RANGE_TEXT, TableDef,
+    timestamp_in_range,
+};
 
 use crate::batch::{TableBatch, ValueRef};
 pub use crate::sink::Sinks;
@@ -68,6 +76,28 @@ pub enum IngestError {
     Rejected(String),
     #[error(transparent)]
     Storage(#[from] StorageError),
+}
+
+/// The designated timestamp of a line, `value` in `precision`, in nanoseconds: refused when
+/// the conversion overflows or the result is outside the range tables hold.
+fn designated_timestamp(value: i64, precision: Precision) -> Result<i64, IngestError> {
+    match precision.to_nanos(value) {
+        Some(ns) if timestamp_in_range(ns) => Ok(ns),
+        _ => Err(IngestError::Rejected(format!(
+            "timestamp {value} (precision {}) is out of range: timestamps must be from {}",
+            precision.unit(),
+            TIMESTAMP_RANGE_TEXT
+        ))),
+    }
+}
+
+/// The error for a timestamp field value (`suffix` `t`: microseconds, `n`: nanoseconds) outside
+/// the range tables hold.
+fn field_timestamp_out_of_range(field: &str, value: i64, suffix: char) -> IngestError {
+    IngestError::Rejected(format!(
+        "field '{field}': timestamp {value}{suffix} is out of range: timestamps must be from {}",
+        TIMESTAMP_RANGE_TEXT
+    ))
 }
 
 /// Counters of one ingestor.
@@ -244,9 +274,7 @@ impl Ingestor {
         let unescape = &mut self.unescape_buf;
         let parsed = self.parser.parse_line(line)?;
         let timestamp = match parsed.timestamp() {
-            Some(t) => precision
-                .to_nanos(t)
-                .ok_or_else(|| IngestError::Rejected(format!("timestamp {t} out of range")))?,
+            Some(t) => designated_timestamp(t, precision)?,
             None => now_ns,
         };
         texts.push(parsed.measurement().unescape(unescape));
@@ -273,14 +301,17 @@ impl Ingestor {
                     ValueRef::Text(texts.push(s.unescape(unescape))),
                 ),
                 FieldValue::Bool(b) => (ColumnType::Boolean, ValueRef::Bool(b)),
-                FieldValue::TimestampNanos(ns) => (ColumnType::Timestamp, ValueRef::Time(ns)),
-                FieldValue::TimestampMicros(us) => match us.checked_mul(1_000) {
-                    Some(ns) => (ColumnType::Timestamp, ValueRef::Time(ns)),
-                    None => {
-                        return Err(IngestError::Rejected(format!(
-                            "timestamp {us}t is out of range"
-                        )));
+                FieldValue::TimestampNanos(ns) => {
+                    if !timestamp_in_range(ns) {
+                        return Err(field_timestamp_out_of_range(texts.get(key), ns, 'n'));
                     }
+                    (ColumnType::Timestamp, ValueRef::Time(ns))
+                }
+                FieldValue::TimestampMicros(us) => match us.checked_mul(1_000) {
+                    Some(ns) if timestamp_in_range(ns) => {
+                        (ColumnType::Timestamp, ValueRef::Time(ns))
+                    }
+                    _ => return Err(field_timestamp_out_of_range(texts.get(key), us, 't')),
                 },
             };
             values.push((key, column_type, value));

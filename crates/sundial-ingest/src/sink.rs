@@ -16,15 +16,20 @@
 //! SQL INSERTs come through [`Sinks::write`]: the caller waits until its rows are committed
 //! (group commit). While one commit runs, the INSERTs that arrive queue up and the next commit
 //! takes them all, so concurrent INSERTs share commits and fsyncs. Should a shared commit fail,
-//! its batches are committed again one by one, so that a bad batch fails alone.
+//! its batches are committed again one by one, so that a bad batch fails alone; a batch of ILP
+//! rows (which no writer waits for) that storage refuses as invalid is halved until the refused
+//! rows are found, so they alone are dropped. Rows whose designated timestamp is outside the
+//! range tables hold never reach storage.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use arrow_array::{Array, ArrayRef, RecordBatch, TimestampNanosecondArray, new_null_array};
+use arrow_array::{
+    Array, ArrayRef, BooleanArray, RecordBatch, TimestampNanosecondArray, new_null_array,
+};
 use arrow_schema::{Field, Schema};
-use sundial_storage::{Database, StorageError, Table};
+use sundial_storage::{Database, StorageError, TIMESTAMP_RANGE_TEXT, Table, timestamp_in_range};
 
 use crate::IngestError;
 
@@ -250,12 +255,12 @@ impl TableSink {
         take: Take,
     ) -> Result<u64, IngestError> {
         let tracked = queued.iter().any(|q| q.ticket.is_some());
-        let take = if tracked { Take::All } else { take };
-        let batches: Vec<RecordBatch> = queued.iter().map(|q| q.batch.clone()).collect();
-        let shared = self.commit_batches(batches, oldest, take);
         if !tracked {
-            return shared;
+            let batches = queued.into_iter().map(|q| q.batch).collect();
+            return self.commit_untracked(batches, oldest, take);
         }
+        let batches: Vec<RecordBatch> = queued.iter().map(|q| q.batch.clone()).collect();
+        let shared = self.commit_batches(batches, oldest, Take::All);
         match shared {
             Ok(rows) => {
                 for q in &queued {
@@ -280,19 +285,95 @@ impl TableSink {
         let mut rows = 0;
         let mut first_error = None;
         for q in queued {
-            let outcome = self.commit_batches(vec![q.batch], None, Take::All);
-            match (&outcome, &q.ticket) {
-                (Ok(n), _) => rows += n,
-                (Err(e), None) => {
-                    first_error.get_or_insert_with(|| IngestError::Rejected(e.to_string()));
+            match q.ticket {
+                Some(ticket) => {
+                    let outcome = self.commit_batches(vec![q.batch], None, Take::All);
+                    if let Ok(n) = &outcome {
+                        rows += n;
+                    }
+                    ticket.set(outcome);
                 }
-                (Err(_), Some(_)) => {}
-            }
-            if let Some(ticket) = q.ticket {
-                ticket.set(outcome);
+                None => match self.commit_untracked(vec![q.batch], None, Take::All) {
+                    Ok(n) => rows += n,
+                    Err(e) => {
+                        first_error.get_or_insert(e);
+                    }
+                },
             }
         }
         first_error.map_or(Ok(rows), Err)
+    }
+
+    /// Commits rows no writer waits for (ILP). Should the commit fail, no other row is lost
+    /// for it: the rows that were to be committed are tried again batch by batch, and a batch
+    /// that storage refuses as invalid is halved until the refused rows are found; only those
+    /// are dropped. Returns the rows committed, or the first error once the rest is committed.
+    fn commit_untracked(
+        &self,
+        batches: Vec<RecordBatch>,
+        oldest: Option<Instant>,
+        take: Take,
+    ) -> Result<u64, IngestError> {
+        let Some(now) = self.split_for_commit(batches, oldest, take)? else {
+            return Ok(0);
+        };
+        match self.append_and_commit(&now) {
+            Ok(rows) => Ok(rows),
+            Err(e) => {
+                tracing::warn!(
+                    "commit to '{}' failed ({e}); committing its batches one by one",
+                    self.table.name()
+                );
+                let mut salvage = Salvage::default();
+                for batch in now {
+                    self.commit_or_halve(batch, &mut salvage);
+                }
+                match salvage.first_error {
+                    None => Ok(salvage.rows),
+                    Some(e) => Err(e.into()),
+                }
+            }
+        }
+    }
+
+    /// Commits `batch` alone; when storage refuses it as invalid, commits each half the same
+    /// way, so that only the rows it refuses on their own are dropped. Every other failure, or
+    /// a spent budget, drops the batch.
+    fn commit_or_halve(&self, batch: RecordBatch, salvage: &mut Salvage) {
+        let rows = batch.num_rows();
+        let error = match self.append_and_commit(std::slice::from_ref(&batch)) {
+            Ok(n) => {
+                salvage.rows += n;
+                return;
+            }
+            Err(e) => e,
+        };
+        let invalid = matches!(error, StorageError::InvalidInput(_));
+        if invalid && rows > 1 && salvage.failures < SALVAGE_FAILURES_MAX {
+            salvage.failures += 1;
+            let half = rows / 2;
+            self.commit_or_halve(batch.slice(0, half), salvage);
+            self.commit_or_halve(batch.slice(half, rows - half), salvage);
+            return;
+        }
+        tracing::error!("{rows} row(s) for '{}' dropped: {error}", self.table.name());
+        salvage.failures += 1;
+        salvage.first_error.get_or_insert(error);
+    }
+
+    /// Appends `batches` and commits them as one commit; on failure nothing of them is kept.
+    fn append_and_commit(&self, batches: &[RecordBatch]) -> Result<u64, StorageError> {
+        let rows: usize = batches.iter().map(RecordBatch::num_rows).sum();
+        if rows == 0 {
+            return Ok(0);
+        }
+        let mut writer = self.table.writer()?;
+        for batch in batches {
+            // A failed append or commit leaves nothing of this writer's rows behind.
+            writer.append(batch)?;
+        }
+        writer.commit()?;
+        Ok(rows as u64)
     }
 
     fn commit_batches(
@@ -301,13 +382,32 @@ impl TableSink {
         oldest: Option<Instant>,
         take: Take,
     ) -> Result<u64, IngestError> {
+        match self.split_for_commit(batches, oldest, take)? {
+            Some(now) => Ok(self.append_and_commit(&now)?),
+            None => Ok(0),
+        }
+    }
+
+    /// Puts `batches` in timestamp order and returns the rows to commit now (`None` when
+    /// there are none); the newest rows that `take` keeps back go back to the pending rows.
+    /// Rows whose designated timestamp is outside the range tables hold are dropped (every
+    /// ingestion path refuses them before they get here; storage could not take them).
+    fn split_for_commit(
+        &self,
+        batches: Vec<RecordBatch>,
+        oldest: Option<Instant>,
+        take: Take,
+    ) -> Result<Option<Vec<RecordBatch>>, IngestError> {
         if batches.is_empty() {
-            return Ok(0);
+            return Ok(None);
         }
         let meta = self.table.meta();
         let timestamp = meta.timestamp_column().map(|c| c.name.clone());
         let (now, later) = match timestamp {
-            Some(ts) => sort_and_split(&batches, &ts, take)?,
+            Some(ts) => {
+                let batches = self.drop_out_of_range(batches, &ts)?;
+                sort_and_split(&batches, &ts, take)?
+            }
             // Without a designated timestamp, rows keep their arrival order.
             None => (batches, Vec::new()),
         };
@@ -324,16 +424,55 @@ impl TableSink {
             };
         }
         let rows: usize = now.iter().map(RecordBatch::num_rows).sum();
-        if rows == 0 {
-            return Ok(0);
-        }
-        let mut writer = self.table.writer()?;
-        for batch in &now {
-            writer.append(batch)?;
-        }
-        writer.commit()?;
-        Ok(rows as u64)
+        Ok((rows > 0).then_some(now))
     }
+
+    /// `batches` without the rows whose designated timestamp `ts` is outside the range tables
+    /// hold; a batch all in range is kept as it is.
+    fn drop_out_of_range(
+        &self,
+        batches: Vec<RecordBatch>,
+        ts: &str,
+    ) -> Result<Vec<RecordBatch>, IngestError> {
+        let mut kept = Vec::with_capacity(batches.len());
+        for batch in batches {
+            let values = timestamps_of(&batch, ts)?;
+            if values.iter().all(|t| timestamp_in_range(*t)) {
+                kept.push(batch);
+                continue;
+            }
+            let in_range: BooleanArray = values
+                .iter()
+                .map(|t| Some(timestamp_in_range(*t)))
+                .collect();
+            let dropped = in_range.false_count();
+            let first = values.iter().find(|t| !timestamp_in_range(**t)).copied();
+            tracing::error!(
+                "{dropped} row(s) for '{}' dropped: designated timestamp {} is outside {}",
+                self.table.name(),
+                first.unwrap_or_default(),
+                TIMESTAMP_RANGE_TEXT
+            );
+            let filtered = arrow_select::filter::filter_record_batch(&batch, &in_range)
+                .map_err(|e| internal(e.to_string()))?;
+            if filtered.num_rows() > 0 {
+                kept.push(filtered);
+            }
+        }
+        Ok(kept)
+    }
+}
+
+/// Failed commits one salvage may try before it drops what is left: a storage that refuses
+/// everything costs a bounded number of attempts, not one per row.
+const SALVAGE_FAILURES_MAX: usize = 256;
+
+/// Progress of committing rows again after a failed commit.
+#[derive(Default)]
+struct Salvage {
+    rows: u64,
+    failures: usize,
+    first_error: Option<StorageError>,
 }
 
 impl Pending {
@@ -366,11 +505,25 @@ fn canonical_batch(table: &Table, batch: RecordBatch) -> Result<RecordBatch, Ing
             arrow_cast::cast(column, &target)
                 .map_err(|e| IngestError::Rejected(format!("column '{}': {e}", field.name())))?
         };
-        if Some(index) == meta.timestamp_index && column.null_count() > 0 {
-            return Err(IngestError::Rejected(format!(
-                "designated timestamp column '{}' cannot be NULL",
-                meta.columns[index].name
-            )));
+        if Some(index) == meta.timestamp_index {
+            if column.null_count() > 0 {
+                return Err(IngestError::Rejected(format!(
+                    "designated timestamp column '{}' cannot be NULL",
+                    meta.columns[index].name
+                )));
+            }
+            let values = column
+                .as_any()
+                .downcast_ref::<TimestampNanosecondArray>()
+                .map(|ts| ts.values().as_ref())
+                .unwrap_or_default();
+            if let Some(bad) = values.iter().find(|t| !timestamp_in_range(**t)) {
+                return Err(IngestError::Rejected(format!(
+                    "designated timestamp {bad} (nanoseconds since the epoch) in column '{}' is out \
+                     of range: timestamps must be from {TIMESTAMP_RANGE_TEXT}",
+                    meta.columns[index].name
+                )));
+            }
         }
         fields.push(Field::new(&meta.columns[index].name, target, true));
         columns.push(column);
@@ -759,6 +912,100 @@ mod tests {
         }
         assert_eq!(table.snapshot().row_count(), 13);
         assert_eq!(table.snapshot().seq(), version + 1);
+    }
+
+    /// A batch for `u` with one value per row.
+    fn uuid_rows(ts: &[i64], u: &[&str]) -> RecordBatch {
+        let fields = vec![
+            Field::new(
+                "timestamp",
+                arrow_schema::DataType::Timestamp(arrow_schema::TimeUnit::Nanosecond, None),
+                true,
+            ),
+            Field::new("u", arrow_schema::DataType::Utf8, true),
+        ];
+        let columns: Vec<ArrayRef> = vec![
+            Arc::new(TimestampNanosecondArray::from(ts.to_vec())),
+            Arc::new(arrow_array::StringArray::from(u.to_vec())),
+        ];
+        RecordBatch::try_new(Arc::new(Schema::new(fields)), columns).unwrap()
+    }
+
+    #[test]
+    fn a_failed_commit_of_ilp_rows_drops_only_the_rows_storage_refuses() {
+        let (_dir, sinks, table) = uuid_table();
+        let sink = sinks.sink(&table);
+        let good = "11111111-2222-3333-4444-555555555555";
+        let other = "22222222-2222-3333-4444-555555555555";
+        // Three receivers' batches, one with a row storage refuses among good ones.
+        let batches = [
+            uuid_rows(&[1, 2, 3], &[good, good, good]),
+            uuid_rows(
+                &[4, 5, 6, 7, 8],
+                &[other, other, "not a uuid", other, other],
+            ),
+            uuid_rows(&[9, 10], &[good, good]),
+        ];
+        for b in &batches {
+            sink.submit(b.clone(), Instant::now(), 1000).unwrap();
+        }
+        let e = sink.commit_all().unwrap_err();
+        assert!(e.to_string().contains("uuid"), "{e}");
+        let snapshot = table.snapshot();
+        assert_eq!(snapshot.row_count(), 9);
+        let ts = snapshot.read_column(0, 0, 0..9).unwrap();
+        let ts = ts
+            .as_any()
+            .downcast_ref::<TimestampNanosecondArray>()
+            .unwrap();
+        assert_eq!(ts.values().to_vec(), vec![1, 2, 3, 4, 5, 7, 8, 9, 10]);
+        // The table takes later rows as usual.
+        sink.submit(uuid_rows(&[11], &[good]), Instant::now(), 1000)
+            .unwrap();
+        assert_eq!(sink.commit_all().unwrap(), 1);
+        assert_eq!(table.snapshot().row_count(), 10);
+    }
+
+    #[test]
+    fn rows_outside_the_storage_range_never_reach_storage() {
+        use sundial_storage::{TIMESTAMP_END_NS, TIMESTAMP_MIN_NS};
+        let (_dir, sinks, table) = uuid_table();
+        let sink = sinks.sink(&table);
+        let good = "11111111-2222-3333-4444-555555555555";
+        let ts = [
+            1,
+            i64::MIN,
+            TIMESTAMP_MIN_NS,
+            TIMESTAMP_MIN_NS - 1,
+            TIMESTAMP_END_NS,
+            TIMESTAMP_END_NS - 1,
+            2,
+        ];
+        sink.submit(uuid_rows(&ts, &[good; 7]), Instant::now(), 1000)
+            .unwrap();
+        assert_eq!(sink.commit_all().unwrap(), 4);
+        let snapshot = table.snapshot();
+        let mut kept = Vec::new();
+        for (p, partition) in snapshot.partitions().iter().enumerate() {
+            let ts = snapshot.read_column(p, 0, 0..partition.row_count).unwrap();
+            let ts = ts
+                .as_any()
+                .downcast_ref::<TimestampNanosecondArray>()
+                .unwrap();
+            kept.extend_from_slice(ts.values());
+        }
+        assert_eq!(kept, vec![TIMESTAMP_MIN_NS, 1, 2, TIMESTAMP_END_NS - 1]);
+        // A waiting writer is told why, before its rows queue.
+        let e = sinks
+            .write(&table, uuid_rows(&[3, i64::MAX], &[good, good]), 1000)
+            .unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "designated timestamp 9223372036854775807 (nanoseconds since the epoch) in column \
+             'timestamp' is out of range: timestamps must be from 1678-01-01T00:00:00Z \
+             (inclusive) to 2262-01-01T00:00:00Z (exclusive)"
+        );
+        assert_eq!(table.snapshot().row_count(), 4);
     }
 
     #[test]

@@ -7,7 +7,10 @@ use arrow_array::cast::AsArray;
 use arrow_array::types::{Float64Type, Int64Type, TimestampNanosecondType};
 use sundial_ilp::Precision;
 use sundial_ingest::{IngestError, IngestOptions, Ingestor};
-use sundial_storage::{ColumnType, Database, Durability, PartitionBy, StorageOptions, TableDef};
+use sundial_storage::{
+    ColumnType, Database, Durability, PartitionBy, StorageOptions, TIMESTAMP_END_NS,
+    TIMESTAMP_MIN_NS, TableDef,
+};
 
 fn db(dir: &std::path::Path) -> Arc<Database> {
     Database::open(
@@ -181,5 +184,172 @@ fn precision_and_commit_by_rows() {
     assert_eq!(
         ts.as_primitive::<TimestampNanosecondType>().value(0),
         1_451_606_400_000_000_000
+    );
+}
+
+/// The message of a rejected line, or `"ok"`.
+fn outcome(ing: &mut Ingestor, line: &str, precision: Precision) -> String {
+    match ing.ingest_line(line.as_bytes(), precision, 42) {
+        Ok(()) => "ok".into(),
+        Err(e) => e.to_string(),
+    }
+}
+
+fn committed_timestamps(db: &Database, table: &str) -> Vec<i64> {
+    let s = db.table(table).unwrap().snapshot();
+    let mut out = Vec::new();
+    for (p, partition) in s.partitions().iter().enumerate() {
+        let ts = s.read_column(p, 0, 0..partition.row_count).unwrap();
+        out.extend_from_slice(ts.as_primitive::<TimestampNanosecondType>().values());
+    }
+    assert_eq!(out.len() as u64, s.row_count());
+    out
+}
+
+#[test]
+fn designated_timestamps_outside_the_storage_range_are_rejected_alone() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = db(dir.path());
+    let mut ing = Ingestor::new(db.clone(), IngestOptions::default());
+    let (min, end) = (TIMESTAMP_MIN_NS, TIMESTAMP_END_NS);
+    let end_s = end / 1_000_000_000;
+    let min_s = min / 1_000_000_000;
+    let cases: Vec<(i64, Precision, bool)> = vec![
+        (i64::MAX, Precision::Nanos, false),
+        (i64::MIN, Precision::Nanos, false),
+        (min, Precision::Nanos, true),
+        (min - 1, Precision::Nanos, false),
+        (end - 1, Precision::Nanos, true),
+        (end, Precision::Nanos, false),
+        (end_s - 1, Precision::Seconds, true),
+        (end_s, Precision::Seconds, false),
+        (min_s, Precision::Seconds, true),
+        (min_s - 1, Precision::Seconds, false),
+        (end / 1_000_000 - 1, Precision::Millis, true),
+        (end / 1_000_000, Precision::Millis, false),
+        (end / 1_000 - 1, Precision::Micros, true),
+        (end / 1_000, Precision::Micros, false),
+        // The conversion to nanoseconds overflows i64 (and must not wrap into the range).
+        (i64::MAX, Precision::Seconds, false),
+        (i64::MIN, Precision::Millis, false),
+        (i64::MAX / 1_000 + 1, Precision::Micros, false),
+        (18_446_744_074, Precision::Seconds, false), // wraps to 0.7 s after the epoch
+    ];
+    let mut want = Vec::new();
+    for (value, precision, accepted) in &cases {
+        let line = format!("cpu,host=a usage=1 {value}");
+        let got = outcome(&mut ing, &line, *precision);
+        if *accepted {
+            assert_eq!(got, "ok", "{value} {precision:?}");
+            want.push(precision.to_nanos(*value).unwrap());
+        } else {
+            assert_eq!(
+                got,
+                format!(
+                    "timestamp {value} (precision {}) is out of range: timestamps must be from \
+                     1678-01-01T00:00:00Z (inclusive) to 2262-01-01T00:00:00Z (exclusive)",
+                    precision.unit()
+                ),
+                "{value} {precision:?}"
+            );
+        }
+    }
+    assert_eq!(ing.flush().unwrap(), want.len() as u64);
+    want.sort();
+    assert_eq!(committed_timestamps(&db, "cpu"), want);
+    assert_eq!(
+        ing.stats().lines_rejected,
+        (cases.len() - want.len()) as u64
+    );
+}
+
+#[test]
+fn timestamp_fields_outside_the_storage_range_are_rejected_alone() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = db(dir.path());
+    let mut ing = Ingestor::new(db.clone(), IngestOptions::default());
+    let (min, end) = (TIMESTAMP_MIN_NS, TIMESTAMP_END_NS);
+    let cases: Vec<(String, bool)> = vec![
+        (format!("{}n", i64::MAX), false),
+        (format!("{}n", i64::MIN), false),
+        (format!("{}t", i64::MAX), false),
+        (format!("{}t", i64::MIN), false),
+        (format!("{}t", i64::MAX / 1_000 + 1), false),
+        (format!("{min}n"), true),
+        (format!("{}n", min - 1), false),
+        (format!("{}n", end - 1), true),
+        (format!("{end}n"), false),
+        (format!("{}t", end / 1_000 - 1), true),
+        (format!("{}t", end / 1_000), false),
+        (format!("{}t", min / 1_000), true),
+        (format!("{}t", min / 1_000 - 1), false),
+    ];
+    let mut accepted = 0;
+    for (i, (value, ok)) in cases.iter().enumerate() {
+        let line = format!(
+            "ev,k=a at={value} {}",
+            1_451_606_400_000_000_000i64 + i as i64
+        );
+        let got = outcome(&mut ing, &line, Precision::Nanos);
+        if *ok {
+            assert_eq!(got, "ok", "{value}");
+            accepted += 1;
+        } else {
+            assert_eq!(
+                got,
+                format!(
+                    "field 'at': timestamp {value} is out of range: timestamps must be from \
+                     1678-01-01T00:00:00Z (inclusive) to 2262-01-01T00:00:00Z (exclusive)"
+                ),
+            );
+        }
+    }
+    assert_eq!(ing.flush().unwrap(), accepted);
+    assert_eq!(db.table("ev").unwrap().snapshot().row_count(), accepted);
+}
+
+#[test]
+fn a_bad_timestamp_in_a_batch_costs_only_its_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = db(dir.path());
+    let options = IngestOptions {
+        commit_rows: 8,
+        ..IngestOptions::default()
+    };
+    let mut ing = Ingestor::new(db.clone(), options);
+    let base = 1_451_606_400_000_000_000i64;
+    let mut want = Vec::new();
+    // Batches of good lines with a bad one in each, well past several commits.
+    for i in 0..40i64 {
+        let ts = base + i * 10_000_000_000;
+        let line = match i % 10 {
+            3 => format!("cpu,host=h{i} usage=1 {}", i64::MAX),
+            7 => format!("cpu,host=h{i} usage=1 {}", i64::MIN),
+            _ => {
+                want.push(ts);
+                format!("cpu,host=h{i} usage=1 {ts}")
+            }
+        };
+        let bad = i % 10 == 3 || i % 10 == 7;
+        assert_eq!(
+            ing.ingest_line(line.as_bytes(), Precision::Nanos, 42)
+                .is_err(),
+            bad,
+            "{line}"
+        );
+    }
+    ing.flush().unwrap();
+    assert_eq!(committed_timestamps(&db, "cpu"), want);
+    // Later rows for the table still go in.
+    ing.ingest_line(
+        format!("cpu,host=z usage=2 {}", base - 1).as_bytes(),
+        Precision::Nanos,
+        0,
+    )
+    .unwrap();
+    assert_eq!(ing.flush().unwrap(), 1);
+    assert_eq!(
+        db.table("cpu").unwrap().snapshot().row_count(),
+        want.len() as u64 + 1
     );
 }
