@@ -209,7 +209,7 @@ def test_imp_atomicity_and_rejected_rows(server):
 
 
 def test_gzip_and_cors(start_server):
-    always = start_server(["--http-gzip", "always"])
+    always = start_server(["--http-gzip", "always", "--http-allowed-origins", "*"])
     status, headers, body = get(always, "/exec", {"query": "SELECT 7 AS seven"},
                                 {"Accept-Encoding": "gzip", "Origin": "http://localhost:3000"})
     assert status == 200
@@ -230,11 +230,19 @@ def test_gzip_and_cors(start_server):
     assert "Content-Encoding" not in headers
     assert json.loads(body)["count"] == 200000
 
+    # No origin is allowed by default: a page of another origin is refused, even its preflight.
+    status, headers, _ = get(server, "/exec", {"query": "SELECT 1"},
+                             {"Origin": "http://localhost:3000"})
+    assert status == 403
+    assert "Access-Control-Allow-Origin" not in headers
+    server.stop()
+
+    server = start_server(["--http-allowed-origins", "http://localhost:3000"])
     preflight = urllib.request.Request(
         f"{server.http_url}/exec?query=x", method="OPTIONS",
         headers={"Origin": "http://localhost:3000", "Access-Control-Request-Method": "GET",
                  "Access-Control-Request-Headers": "statement-timeout"})
     with urllib.request.urlopen(preflight, timeout=10) as response:
         assert response.status == 200
-        assert response.headers["Access-Control-Allow-Origin"] == "*"
+        assert response.headers["Access-Control-Allow-Origin"] == "http://localhost:3000"
         assert "GET" in response.headers["Access-Control-Allow-Methods"]

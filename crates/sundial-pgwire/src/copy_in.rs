@@ -226,6 +226,7 @@ impl CopyPlan {
                 line,
                 column,
                 value,
+                problem,
                 ..
             } => {
                 let index = column
@@ -242,7 +243,8 @@ impl CopyPlan {
                     self.context(line + header_lines)
                 );
                 if matches!(column_type, ColumnType::Timestamp | ColumnType::Date)
-                    && crate::types::is_timestamp_beyond_nanos(&value)
+                    && (problem == sundial_csv::ValueProblem::OutOfRange
+                        || crate::types::is_timestamp_beyond_nanos(&value))
                 {
                     return PgError::CopyRange {
                         message: crate::types::timestamp_overflow_message(&value),

@@ -746,6 +746,18 @@ impl Engine {
     /// Prepares a statement DataFusion plans: a query without parameters of its own takes
     /// the plan its shape shares where it can (see `plan_cache`).
     async fn prepare_sql(&self, sql: &str) -> Result<Prepared> {
+        let multi_thread = tokio::runtime::Handle::try_current()
+            .is_ok_and(|h| h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread);
+        if sql.len() >= crate::limits::LARGE_STATEMENT_BYTES && multi_thread {
+            // The thread's other tasks move to another thread while this one plans.
+            return tokio::task::block_in_place(|| {
+                tokio::runtime::Handle::current().block_on(self.prepare_sql_here(sql))
+            });
+        }
+        self.prepare_sql_here(sql).await
+    }
+
+    async fn prepare_sql_here(&self, sql: &str) -> Result<Prepared> {
         let text = if self.plans.is_enabled() {
             TextShape::of(sql)
         } else {
@@ -1015,6 +1027,9 @@ impl Engine {
         crate::limits::check(sql)?;
         let (sql, clauses) = questdb::extract(sql)?;
         let mut statement = state.sql_to_statement(&sql, &dialect)?;
+        if let DFStatement::Statement(s) = &statement {
+            crate::limits::check_select_lists(s)?;
+        }
         let mut parameters = 0;
         let mut designated_timestamp = None;
         if let Some(s) = sql_statement(&mut statement) {
@@ -1042,8 +1057,7 @@ impl Engine {
                         .into(),
                 )
             })?;
-        crate::permissions::check(&plan, self.sql_file_dir.as_deref(), self.settings)?;
-        Ok(plan)
+        crate::permissions::check(plan, self.sql_file_dir.as_deref(), self.settings)
     }
 
     async fn run_plan(&self, plan: LogicalPlan) -> Result<Output> {

@@ -20,6 +20,9 @@ pub enum QueryError {
     /// The statement is over a bound on its shape (see `limits`): SQLSTATE 54001.
     #[error("{0}")]
     TooComplex(String),
+    /// A result would have more columns than allowed: SQLSTATE 54011.
+    #[error("{0}")]
+    TooManyColumns(String),
     /// The statement would do what the server's settings forbid (such as writing a server
     /// file): SQLSTATE 42501.
     #[error("{0}")]
@@ -109,8 +112,15 @@ impl QueryError {
             QueryError::Invalid(_) => "42000",
             QueryError::NotSupported(_) => "0A000",
             QueryError::TooComplex(_) => "54001",
+            QueryError::TooManyColumns(_) => "54011",
             QueryError::PermissionDenied(_) => "42501",
             QueryError::Storage(e) => match e {
+                // A timestamp outside what tables hold: every such message names the range.
+                StorageError::InvalidInput(m)
+                    if m.contains(sundial_storage::TIMESTAMP_RANGE_TEXT) =>
+                {
+                    "22008"
+                }
                 StorageError::InvalidInput(_) => "22023",
                 StorageError::NotFound(m) if m.contains("column") => "42703",
                 StorageError::NotFound(_) => "42P01",
@@ -206,6 +216,12 @@ fn datafusion_sqlstate(error: &DataFusionError) -> &'static str {
         DataFusionError::ResourcesExhausted(_) => "53200",
         DataFusionError::ArrowError(e, _) => match e.as_ref() {
             datafusion::arrow::error::ArrowError::DivideByZero => "22012",
+            // A date or timestamp beyond what nanoseconds since 1970 hold.
+            datafusion::arrow::error::ArrowError::CastError(m)
+                if m.contains("Overflow converting") =>
+            {
+                "22008"
+            }
             datafusion::arrow::error::ArrowError::CastError(_)
             | datafusion::arrow::error::ArrowError::ParseError(_) => "22P02",
             _ => "22000",

@@ -30,6 +30,15 @@ pub const SET_OPERATIONS_MAX: usize = 500;
 /// Most named subqueries (`name AS (...)`) in one statement.
 pub const SUBQUERIES_MAX: usize = 500;
 
+/// Most items in one select list: PostgreSQL's bound on a result's columns (planning a
+/// projection costs more than linear time in its width).
+pub const SELECT_ITEMS_MAX: usize = 1_664;
+
+/// Statements at least this long are planned with their thread handed over to the blocking
+/// pool first (`block_in_place`): planning them takes long enough to starve the other
+/// tasks of the thread's queue.
+pub const LARGE_STATEMENT_BYTES: usize = 16 << 10;
+
 /// Stack the threads that parse and plan statements need for statements within the bounds
 /// above (reserved address space: the kernel backs only the pages used).
 pub const PLANNING_STACK_BYTES: usize = 256 << 20;
@@ -68,6 +77,41 @@ pub fn check(sql: &str) -> Result<Shape> {
         );
     }
     Ok(shape)
+}
+
+/// Fails with SQLSTATE 54011 (too many columns) when a select list of the parsed statement
+/// has more than [`SELECT_ITEMS_MAX`] items.
+pub fn check_select_lists(statement: &datafusion::sql::sqlparser::ast::Statement) -> Result<()> {
+    use datafusion::sql::sqlparser::ast::{Query, SetExpr, Visit, Visitor};
+    use std::ops::ControlFlow;
+
+    struct Widest(usize);
+    impl Visitor for Widest {
+        type Break = ();
+        fn pre_visit_query(&mut self, query: &Query) -> ControlFlow<()> {
+            let mut bodies = vec![query.body.as_ref()];
+            while let Some(body) = bodies.pop() {
+                match body {
+                    SetExpr::Select(select) => self.0 = self.0.max(select.projection.len()),
+                    SetExpr::SetOperation { left, right, .. } => {
+                        bodies.push(left);
+                        bodies.push(right);
+                    }
+                    _ => {}
+                }
+            }
+            ControlFlow::Continue(())
+        }
+    }
+    let mut widest = Widest(0);
+    let _ = statement.visit(&mut widest);
+    if widest.0 > SELECT_ITEMS_MAX {
+        return Err(QueryError::TooManyColumns(format!(
+            "a select list of {} items is more than the {SELECT_ITEMS_MAX} a result may have",
+            widest.0
+        )));
+    }
+    Ok(())
 }
 
 /// Counts the operators, set operations and named subqueries of `sql`.

@@ -15,7 +15,7 @@
 
 use std::path::{Component, Path, PathBuf};
 
-use datafusion::common::tree_node::TreeNodeRecursion;
+use datafusion::common::tree_node::{Transformed, TreeNode, TreeNodeRecursion};
 use datafusion::logical_expr::{LogicalPlan, Statement};
 
 use crate::error::{QueryError, Result};
@@ -30,8 +30,13 @@ pub enum Settings {
 }
 
 /// Refuses what `plan` may not do: write server files outside `file_dir` (anywhere, when it
-/// is `None`), or change settings the engine does not let change.
-pub fn check(plan: &LogicalPlan, file_dir: Option<&Path>, settings: Settings) -> Result<()> {
+/// is `None`), or change settings the engine does not let change. Paths of `COPY ... TO` come
+/// back resolved inside `file_dir`, so that the server's working directory never matters.
+pub fn check(
+    plan: LogicalPlan,
+    file_dir: Option<&Path>,
+    settings: Settings,
+) -> Result<LogicalPlan> {
     let mut refused = None;
     plan.apply_with_subqueries(|node| {
         let verdict = match node {
@@ -52,7 +57,19 @@ pub fn check(plan: &LogicalPlan, file_dir: Option<&Path>, settings: Settings) ->
             }
         }
     })?;
-    refused.map_or(Ok(()), Err)
+    if let Some(e) = refused {
+        return Err(e);
+    }
+    let resolved = plan.transform_up(|node| match node {
+        LogicalPlan::Copy(mut copy) => {
+            let path = check_path(&copy.output_url, file_dir)
+                .map_err(datafusion::error::DataFusionError::from)?;
+            copy.output_url = path.to_string_lossy().into_owned();
+            Ok(Transformed::yes(LogicalPlan::Copy(copy)))
+        }
+        other => Ok(Transformed::no(other)),
+    })?;
+    Ok(resolved.data)
 }
 
 /// The file `url` names inside `file_dir`, or why it may not be written.

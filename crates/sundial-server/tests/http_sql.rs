@@ -55,7 +55,10 @@ fn cpu_ticks(pid: u32) -> u64 {
 #[test]
 fn exec_answers_like_questdb() {
     let dir = tempfile::tempdir().unwrap();
-    let server = serve(dir.path(), &[]);
+    let server = serve(
+        dir.path(),
+        &["--http-allowed-origins", "http://console.example"],
+    );
     assert_eq!(
         exec_ok(
             &server,
@@ -150,7 +153,10 @@ fn exec_answers_like_questdb() {
         reply.header("content-length"),
         Some(reply.body.len().to_string().as_str())
     );
-    assert_eq!(reply.header("access-control-allow-origin"), Some("*"));
+    assert_eq!(
+        reply.header("access-control-allow-origin"),
+        Some("http://console.example")
+    );
     assert!(reply.text().contains(r#""count":3}"#), "{}", reply.text());
     let large = format!(
         "/exec?query={}",
@@ -195,7 +201,10 @@ fn exec_answers_like_questdb() {
         b"",
     );
     assert_eq!(reply.status, 200);
-    assert_eq!(reply.header("access-control-allow-origin"), Some("*"));
+    assert_eq!(
+        reply.header("access-control-allow-origin"),
+        Some("http://console.example")
+    );
     assert!(
         reply
             .header("access-control-allow-methods")
