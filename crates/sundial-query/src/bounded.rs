@@ -425,7 +425,6 @@ fn steps(array: &ArrayRef) -> Result<Vec<Option<i64>>> {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
     use crate::Engine;
 
     async fn run(engine: &Engine, sql: &str) -> crate::Result<Vec<crate::Collected>> {
