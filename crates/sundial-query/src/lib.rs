@@ -23,6 +23,12 @@
 //!                                                   └ insert: SundialSink ─▶ TableWriter (1 commit)
 //! ```
 //!
+//! What no statement may do is bounded in four places: `limits` checks a statement's shape on
+//! its text before anything builds a tree from it (54001/54011); `permissions` refuses file
+//! writes outside `--sql-file-dir` and SETs of a shared engine; `bounded` makes functions
+//! that build as much as an argument says check the size first (53200); `cooperative` makes
+//! every operator's output yield, so that cancel, timeouts and hang-ups reach any plan.
+//!
 //! Every query plans against one snapshot per table, so it sees a consistent table however
 //! many commits land while it runs. A plan kept for later (a prepared statement, a query
 //! shape's shared plan, its kept physical plan) reads each table's newest snapshot whenever

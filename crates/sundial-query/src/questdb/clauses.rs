@@ -145,7 +145,7 @@ pub(crate) fn extract(sql: &str) -> Result<(Cow<'_, str>, Clauses)> {
     if scan.edits.is_empty() {
         return Ok((Cow::Borrowed(sql), scan.clauses));
     }
-    Ok((Cow::Owned(scan.apply()), scan.clauses))
+    Ok((Cow::Owned(scan.apply()?), scan.clauses))
 }
 
 fn mentions_a_clause(sql: &str) -> bool {
@@ -280,17 +280,31 @@ impl Scanner<'_> {
         Ok(())
     }
 
-    fn apply(&mut self) -> String {
+    /// The text with every edit made; edits that overlap (clauses inside one another, as
+    /// `LATEST BY` within `PARTITION BY`) make the statement an error.
+    fn apply(&mut self) -> Result<String> {
         self.edits.sort_by_key(|e| e.start);
         let mut out = String::with_capacity(self.sql.len() + 64);
         let mut at = 0;
         for e in &self.edits {
+            if e.start < at || e.end < e.start {
+                return Err(QueryError::Syntax {
+                    message: "clauses of the QuestDB dialect overlap".into(),
+                    line: 1 + self.sql[..e.start.min(self.sql.len())]
+                        .matches('\n')
+                        .count() as u64,
+                    column: 1 + self.sql[..e.start.min(self.sql.len())]
+                        .rsplit('\n')
+                        .next()
+                        .map_or(0, |l| l.chars().count()) as u64,
+                });
+            }
             out.push_str(&self.sql[at..e.start]);
             out.push_str(&e.text);
             at = e.end;
         }
         out.push_str(&self.sql[at..]);
-        out
+        Ok(out)
     }
 
     // --- token helpers ---
@@ -918,6 +932,14 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("FILL: expected '('"), "{e}");
+    }
+
+    #[test]
+    fn overlapping_clauses_are_an_error_not_a_panic() {
+        // Found by tests/fuzz_sql.rs: LATEST BY's edit lies inside PARTITION BY's.
+        let sql = "SELECT timestamp_floor('1h', ts) 1h WHERE LATEST BY 0.5 FILL(LINEAR) \
+                   PARTITION BY NOT 9223372036854775807 (";
+        let _ = extract(sql);
     }
 
     #[test]
