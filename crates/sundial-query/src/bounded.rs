@@ -212,6 +212,72 @@ impl ScalarUDFImpl for Checked {
     }
 }
 
+/// Refuses plans with a constant so large that making a column of it (one copy per row of a
+/// batch, as a projection does) would take more than one result may: the size check of the
+/// functions above happens when they are folded into such a constant at planning, before
+/// the expansion the plan would make at run time (`SELECT unnest(range(1, 100000)) FROM t`).
+#[derive(Debug)]
+pub struct BoundLiterals(pub Arc<ResultBound>);
+
+impl datafusion::physical_optimizer::PhysicalOptimizerRule for BoundLiterals {
+    fn name(&self) -> &str {
+        "sundial_bound_literals"
+    }
+
+    fn optimize(
+        &self,
+        plan: Arc<dyn datafusion::physical_plan::ExecutionPlan>,
+        config: &ConfigOptions,
+    ) -> Result<Arc<dyn datafusion::physical_plan::ExecutionPlan>> {
+        use datafusion::common::tree_node::{TreeNode, TreeNodeRecursion};
+        use datafusion::physical_expr::expressions::Literal;
+
+        let batch_rows = config.execution.batch_size.get() as u64;
+        let bytes_max = self.0.bytes_max() as u64;
+        let mut refused = None;
+        plan.apply(|node| {
+            let rows = if reads_one_row(node) { 1 } else { batch_rows };
+            node.apply_expressions(&mut |root| {
+                root.apply(|e| {
+                    if let Some(literal) = e.downcast_ref::<Literal>() {
+                        let bytes = (literal.value().size() as u64).saturating_mul(rows);
+                        if bytes > bytes_max {
+                            refused = Some(DataFusionError::ResourcesExhausted(format!(
+                                "a constant of {} bytes would take about {bytes} bytes as a \
+                                 column of {rows} rows, more than the {bytes_max} bytes one \
+                                 result may take (1/{RESULT_SHARE_OF_QUERY_MEMORY} of the query \
+                                 memory limit, --query-memory-bytes-max)",
+                                literal.value().size()
+                            )));
+                            return Ok(TreeNodeRecursion::Stop);
+                        }
+                    }
+                    Ok(TreeNodeRecursion::Continue)
+                })
+            })
+        })?;
+        match refused {
+            Some(e) => Err(e),
+            None => Ok(plan),
+        }
+    }
+
+    fn schema_check(&self) -> bool {
+        true
+    }
+}
+
+/// Whether every input of `node` is a single row (`SELECT` without `FROM`), so a constant
+/// becomes a column of one row.
+fn reads_one_row(node: &Arc<dyn datafusion::physical_plan::ExecutionPlan>) -> bool {
+    use datafusion::physical_plan::placeholder_row::PlaceholderRowExec;
+    let children = node.children();
+    if children.is_empty() {
+        return node.downcast_ref::<PlaceholderRowExec>().is_some();
+    }
+    children.into_iter().all(reads_one_row)
+}
+
 // ---------------------------------------------------------------------------------------------
 // Estimates: upper bounds in bytes over every row of the batch. NULLs and values that do not
 // convert count as 0, as the function then builds nothing (or fails by itself).
@@ -451,6 +517,10 @@ mod tests {
             "SELECT regexp_replace(repeat('a', 1000), '', repeat('b', 1000), 'g')",
             "SELECT count(*) FROM generate_series(1, 3) t(v) WHERE \
              length(repeat('x', 100000 * v)) > 0",
+            // Folded to one constant at planning, then copied for every row of a batch.
+            "SELECT count(*) FROM (SELECT unnest(range(1, 100000)) FROM generate_series(1, \
+             100000))",
+            "SELECT repeat('x', 100000) FROM generate_series(1, 100000)",
         ] {
             let err = run(&engine, sql).await.expect_err(sql);
             assert_eq!(err.sqlstate(), "53200", "{sql}: {err}");
@@ -459,8 +529,12 @@ mod tests {
                 "{sql}: {err}"
             );
         }
-        // Results within the bound are built as before.
+        // Results within the bound are built as before, and a large constant of one row.
         for (sql, expected) in [
+            (
+                "SELECT length(s) FROM (SELECT repeat('x', 100000) AS s)",
+                "100000",
+            ),
             ("SELECT length(repeat('ab', 1000))", "2000"),
             ("SELECT length(lpad('x', 5000, 'ab'))", "5000"),
             ("SELECT cardinality(range(1, 10000))", "9999"),

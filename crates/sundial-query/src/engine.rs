@@ -460,11 +460,15 @@ impl Engine {
             .options_mut()
             .execution
             .use_row_number_estimates_to_optimize_partitioning = true;
+        let result_bound = Arc::new(crate::bounded::ResultBound::default());
         let state = crate::asof::install(
             datafusion::execution::session_state::SessionStateBuilder::new()
                 .with_config(config)
                 .with_default_features()
                 .with_physical_optimizer_rule(Arc::new(crate::bucket_agg::FuseBucketAggregates))
+                .with_physical_optimizer_rule(Arc::new(crate::bounded::BoundLiterals(
+                    result_bound.clone(),
+                )))
                 // Last: it wraps what the other rules made.
                 .with_physical_optimizer_rule(Arc::new(crate::cooperative::YieldEverywhere)),
         )
@@ -480,7 +484,6 @@ impl Engine {
         )?;
         crate::pg_catalog::register(&ctx, db.clone())?;
         questdb::functions::register(&ctx);
-        let result_bound = Arc::new(crate::bounded::ResultBound::default());
         crate::bounded::install(&ctx, result_bound.clone());
         ctx.register_udf(crate::asof::marker_function());
         ctx.register_udtf(
