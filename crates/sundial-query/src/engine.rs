@@ -469,6 +469,7 @@ impl Engine {
                 .with_physical_optimizer_rule(Arc::new(crate::bounded::BoundLiterals(
                     result_bound.clone(),
                 )))
+                .with_physical_optimizer_rule(Arc::new(crate::cooperative::SliceProbes))
                 // Last: it wraps what the other rules made.
                 .with_physical_optimizer_rule(Arc::new(crate::cooperative::YieldEverywhere)),
         )
