@@ -15,6 +15,11 @@
 //! arrived while the server runs, and at graceful shutdown (Ctrl-C, SIGTERM), which first takes
 //! every byte the kernel already received; lines still buffered when the process is killed are
 //! lost. Bad lines are logged and counted, never stop the others.
+//!
+//! At shutdown, HTTP requests and PostgreSQL sessions under way get `--shutdown-timeout-ms`
+//! to finish; then they are dropped (statements yield often enough to be dropped at once),
+//! and the ILP receivers commit what they took. Web pages of other origins are refused on
+//! every HTTP route (`sundial_http::origin`).
 
 use std::collections::{BTreeMap, HashMap};
 use std::net::{Ipv4Addr, SocketAddr};
