@@ -12,25 +12,15 @@ import signal
 import threading
 import time
 import urllib.error
-import urllib.parse
 import urllib.request
 
 import psycopg
 import pytest
+from test_http_sql import get
 
 # How long a healthy server may take to answer SELECT 1 while another statement runs: a
 # liveness bound for a loaded debug build, not a speed measurement.
 ALIVE_TIMEOUT_S = 10.0
-
-
-def get(server, path: str, params: dict, headers: dict | None = None, timeout: float = 60):
-    url = f"{server.http_url}{path}?{urllib.parse.urlencode(params)}"
-    request = urllib.request.Request(url, headers=headers or {})
-    try:
-        with urllib.request.urlopen(request, timeout=timeout) as response:
-            return response.status, response.headers, response.read()
-    except urllib.error.HTTPError as e:
-        return e.code, e.headers, e.read()
 
 
 def exec_sql(server, query: str, headers: dict | None = None, timeout: float = 60):

@@ -2,6 +2,8 @@
 //! (100 hosts with TSBS's ten tags and ten integer fields, one row per host every 10 s, 864,000
 //! lines), streamed through a LineSplitter in 64 KiB reads as a TCP connection would be.
 
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
 use sundial_ilp::{FieldValue, LineParser, LineSpan, LineSplitter};
 
 const MAX_LINE: usize = 64 * 1024;
@@ -45,29 +47,25 @@ const REGIONS: [&str; 9] = [
     "sa-east-1",
 ];
 
-/// xorshift64*: deterministic, and enough for test data.
-struct Rng(u64);
+/// A seeded generator's picks and draws, as the data set needs them.
+trait Draw {
+    fn below(&mut self, n: u64) -> u64;
+    fn pick<'a>(&mut self, items: &[&'a str]) -> &'a str;
+}
 
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-
+impl Draw for StdRng {
     fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
+        self.random_range(0..n)
     }
 
     fn pick<'a>(&mut self, items: &[&'a str]) -> &'a str {
-        items[self.below(items.len() as u64) as usize]
+        items[self.random_range(0..items.len())]
     }
 }
 
 /// The devops data set as ILP: rows by time then host, each field a random walk in 0..=100.
 fn devops_cpu(seed: u64) -> Vec<u8> {
-    let mut rng = Rng(seed | 1);
+    let mut rng = StdRng::seed_from_u64(seed);
     let series: Vec<String> = (0..HOSTS)
         .map(|h| {
             let region = rng.pick(&REGIONS);

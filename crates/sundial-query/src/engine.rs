@@ -750,9 +750,11 @@ impl Engine {
     /// Prepares a statement DataFusion plans: a query without parameters of its own takes
     /// the plan its shape shares where it can (see `plan_cache`).
     async fn prepare_sql(&self, sql: &str) -> Result<Prepared> {
-        let multi_thread = tokio::runtime::Handle::try_current()
-            .is_ok_and(|h| h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread);
-        if sql.len() >= crate::limits::LARGE_STATEMENT_BYTES && multi_thread {
+        let multi_thread = || {
+            tokio::runtime::Handle::try_current()
+                .is_ok_and(|h| h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread)
+        };
+        if sql.len() >= crate::limits::LARGE_STATEMENT_BYTES && multi_thread() {
             // The thread's other tasks move to another thread while this one plans.
             return tokio::task::block_in_place(|| {
                 tokio::runtime::Handle::current().block_on(self.prepare_sql_here(sql))

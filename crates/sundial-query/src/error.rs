@@ -42,11 +42,15 @@ pub enum QueryError {
 
 impl From<DataFusionError> for QueryError {
     fn from(e: DataFusionError) -> Self {
-        // Storage errors travel through DataFusion as external errors: unwrap them again.
+        // Storage and query-layer errors travel through DataFusion as external errors: unwrap
+        // them again.
         match e {
             DataFusionError::External(inner) => match inner.downcast::<StorageError>() {
                 Ok(s) => QueryError::Storage(*s),
-                Err(other) => QueryError::datafusion(DataFusionError::External(other)),
+                Err(other) => match other.downcast::<QueryError>() {
+                    Ok(q) => *q,
+                    Err(other) => QueryError::datafusion(DataFusionError::External(other)),
+                },
             },
             // Sundial's own plan rules word their errors for users: no rule name before them.
             DataFusionError::Context(ctx, inner) if ctx.starts_with("sundial_") => {

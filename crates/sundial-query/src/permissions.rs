@@ -15,7 +15,7 @@
 
 use std::path::{Component, Path, PathBuf};
 
-use datafusion::common::tree_node::{Transformed, TreeNode, TreeNodeRecursion};
+use datafusion::common::tree_node::Transformed;
 use datafusion::logical_expr::{LogicalPlan, Statement};
 
 use crate::error::{QueryError, Result};
@@ -37,10 +37,14 @@ pub fn check(
     file_dir: Option<&Path>,
     settings: Settings,
 ) -> Result<LogicalPlan> {
-    let mut refused = None;
-    plan.apply_with_subqueries(|node| {
-        let verdict = match node {
-            LogicalPlan::Copy(copy) => check_path(&copy.output_url, file_dir).map(|_| ()),
+    let checked = plan.transform_up_with_subqueries(|node| {
+        let verdict = match &node {
+            LogicalPlan::Copy(copy) => {
+                let path = check_path(&copy.output_url, file_dir)?;
+                let mut copy = copy.clone();
+                copy.output_url = path.to_string_lossy().into_owned();
+                return Ok(Transformed::yes(LogicalPlan::Copy(copy)));
+            }
             LogicalPlan::Statement(Statement::SetVariable(set)) => {
                 check_setting(&set.variable, Some(&set.value), settings)
             }
@@ -49,27 +53,10 @@ pub fn check(
             }
             _ => Ok(()),
         };
-        match verdict {
-            Ok(()) => Ok(TreeNodeRecursion::Continue),
-            Err(e) => {
-                refused = Some(e);
-                Ok(TreeNodeRecursion::Stop)
-            }
-        }
+        verdict?;
+        Ok(Transformed::no(node))
     })?;
-    if let Some(e) = refused {
-        return Err(e);
-    }
-    let resolved = plan.transform_up(|node| match node {
-        LogicalPlan::Copy(mut copy) => {
-            let path = check_path(&copy.output_url, file_dir)
-                .map_err(datafusion::error::DataFusionError::from)?;
-            copy.output_url = path.to_string_lossy().into_owned();
-            Ok(Transformed::yes(LogicalPlan::Copy(copy)))
-        }
-        other => Ok(Transformed::no(other)),
-    })?;
-    Ok(resolved.data)
+    Ok(checked.data)
 }
 
 /// The file `url` names inside `file_dir`, or why it may not be written.
@@ -199,6 +186,19 @@ mod tests {
             std::os::unix::fs::symlink("/etc/hostname", root.join("f.csv")).expect("symlink");
             assert!(check_path("f.csv", Some(root)).is_err());
         }
+    }
+
+    #[tokio::test]
+    async fn the_engine_refuses_copy_to_a_file_with_42501() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let db = sundial_storage::Database::open(dir.path(), Default::default()).expect("db");
+        let engine = crate::Engine::new(db).expect("engine");
+        let err = engine
+            .execute("COPY (SELECT 1 AS one) TO 'one.csv' STORED AS CSV")
+            .await
+            .expect_err("no --sql-file-dir");
+        assert_eq!(err.sqlstate(), "42501", "{err}");
+        assert!(err.to_string().contains("--sql-file-dir"), "{err}");
     }
 
     #[test]

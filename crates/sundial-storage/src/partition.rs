@@ -43,17 +43,18 @@ impl PartitionBy {
         }
     }
 
+    /// Every partitioning, NONE first, then from the finest to the coarsest.
+    pub const ALL: [PartitionBy; 6] = [
+        PartitionBy::None,
+        PartitionBy::Hour,
+        PartitionBy::Day,
+        PartitionBy::Week,
+        PartitionBy::Month,
+        PartitionBy::Year,
+    ];
+
     pub fn from_code(code: u8) -> Option<PartitionBy> {
-        [
-            PartitionBy::None,
-            PartitionBy::Hour,
-            PartitionBy::Day,
-            PartitionBy::Week,
-            PartitionBy::Month,
-            PartitionBy::Year,
-        ]
-        .into_iter()
-        .find(|p| *p as u8 == code)
+        PartitionBy::ALL.into_iter().find(|p| *p as u8 == code)
     }
 
     /// The partition key of a timestamp: the first nanosecond of its partition. Rounds toward
@@ -202,14 +203,7 @@ mod tests {
         );
     }
 
-    const ALL: [PartitionBy; 6] = [
-        PartitionBy::None,
-        PartitionBy::Hour,
-        PartitionBy::Day,
-        PartitionBy::Week,
-        PartitionBy::Month,
-        PartitionBy::Year,
-    ];
+    const ALL: [PartitionBy; 6] = PartitionBy::ALL;
 
     /// Before 1970 keys round down (floor division, not truncation toward zero).
     #[test]

@@ -9,14 +9,7 @@ use sundial_storage::{
     TIMESTAMP_MIN_NS, TableDef,
 };
 
-const ALL: [PartitionBy; 6] = [
-    PartitionBy::None,
-    PartitionBy::Hour,
-    PartitionBy::Day,
-    PartitionBy::Week,
-    PartitionBy::Month,
-    PartitionBy::Year,
-];
+const ALL: [PartitionBy; 6] = PartitionBy::ALL;
 
 fn options() -> StorageOptions {
     StorageOptions {
