@@ -23,20 +23,16 @@ use futures::StreamExt;
 use sundial_ingest::Sinks;
 use sundial_storage::{ColumnType, Database, PartitionBy, Table, TableDef, TableMeta};
 
-use crate::ddl::{self, Command, CreateTable, Statement};
-use crate::error::{QueryError, Result};
-use crate::key_index::KeyIndexes;
-use crate::lookup::PointLookup;
-use crate::plan_cache::{self, PlanCache, PlannedTables, Shape};
-use crate::provider::{InsertPath, SundialSchema};
-use crate::questdb;
-use crate::result_timestamp;
-use crate::reuse;
-use crate::text_shape::{Learned, TextShape};
+use sundial_sql::names::{CATALOG, SCHEMA, placeholder_index};
+use sundial_sql::statement::{self as ddl, Command, CreateTable, Statement};
 
-/// Catalog and schema names under which Sundial tables appear.
-pub const CATALOG: &str = "sundial";
-pub const SCHEMA: &str = "public";
+use crate::error::{QueryError, Result};
+use crate::exec::bind;
+use crate::key_index::KeyIndexes;
+use crate::plans::lookup::PointLookup;
+use crate::plans::plan_cache::{self, PlanCache, PlannedTables, Shape};
+use crate::plans::text_shape::{Learned, TextShape};
+use crate::provider::{InsertPath, SundialSchema};
 
 /// What a statement produced.
 pub enum Output {
@@ -221,11 +217,6 @@ fn has_stable_functions(plan: &LogicalPlan) -> Result<bool> {
         })
     })?;
     Ok(found)
-}
-
-/// The zero-based position of placeholder `$n`; `None` for any other name.
-pub(crate) fn placeholder_index(id: &str) -> Option<usize> {
-    id.strip_prefix('$')?.parse::<usize>().ok()?.checked_sub(1)
 }
 
 /// Types for parameters the planner left open but the SQL casts (`$1::BIGINT`, `CAST($2 AS
@@ -465,13 +456,15 @@ impl Engine {
             datafusion::execution::session_state::SessionStateBuilder::new()
                 .with_config(config)
                 .with_default_features()
-                .with_physical_optimizer_rule(Arc::new(crate::bucket_agg::FuseBucketAggregates))
+                .with_physical_optimizer_rule(Arc::new(
+                    crate::exec::bucket_agg::FuseBucketAggregates,
+                ))
                 .with_physical_optimizer_rule(Arc::new(crate::bounded::BoundLiterals(
                     result_bound.clone(),
                 )))
-                .with_physical_optimizer_rule(Arc::new(crate::cooperative::SliceProbes))
+                .with_physical_optimizer_rule(Arc::new(crate::exec::cooperative::SliceProbes))
                 // Last: it wraps what the other rules made.
-                .with_physical_optimizer_rule(Arc::new(crate::cooperative::YieldEverywhere)),
+                .with_physical_optimizer_rule(Arc::new(crate::exec::cooperative::YieldEverywhere)),
         )
         .build();
         let ctx = SessionContext::new_with_state(state);
@@ -483,13 +476,13 @@ impl Engine {
             SCHEMA,
             Arc::new(SundialSchema::new(inserts, key_indexes.clone())),
         )?;
-        crate::pg_catalog::register(&ctx, db.clone())?;
-        questdb::functions::register(&ctx);
+        sundial_pgcatalog::register(&ctx, db.clone())?;
+        crate::functions::register(&ctx);
         crate::bounded::install(&ctx, result_bound.clone());
         ctx.register_udf(crate::asof::marker_function());
         ctx.register_udtf(
-            crate::latest::LATEST_ROWS,
-            Arc::new(crate::latest::LatestRows { db: db.clone() }),
+            sundial_sql::names::LATEST_ROWS,
+            Arc::new(crate::exec::latest::LatestRows { db: db.clone() }),
         );
         Ok(Engine {
             db,
@@ -598,7 +591,7 @@ impl Engine {
 
     /// Splits a script into statements.
     pub fn split(sql: &str) -> Result<Vec<Statement>> {
-        ddl::split_statements(sql)
+        Ok(ddl::split_statements(sql)?)
     }
 
     /// Runs one statement.
@@ -754,7 +747,7 @@ impl Engine {
             tokio::runtime::Handle::try_current()
                 .is_ok_and(|h| h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread)
         };
-        if sql.len() >= crate::limits::LARGE_STATEMENT_BYTES && multi_thread() {
+        if sql.len() >= sundial_sql::limits::LARGE_STATEMENT_BYTES && multi_thread() {
             // The thread's other tasks move to another thread while this one plans.
             return tokio::task::block_in_place(|| {
                 tokio::runtime::Handle::current().block_on(self.prepare_sql_here(sql))
@@ -963,21 +956,21 @@ impl Engine {
     ) -> Result<Option<Arc<dyn ExecutionPlan>>> {
         let current = self.current();
         match kept.get(&current) {
-            Ok(Some(physical)) => return Ok(reuse::bind(&physical, Some(values))?),
+            Ok(Some(physical)) => return Ok(bind::bind(&physical, Some(values))?),
             Ok(None) => {}
             Err(()) => return Ok(None),
         }
         let planning = current.physical_plan(plan);
         // A failure is a placeholder the scans do not take, or the statement's own, which
         // planning it with its values reports.
-        let physical = match reuse::plan_for_reuse(values, planning).await {
-            Ok(physical) if reuse::is_reusable(&physical) => physical,
+        let physical = match bind::plan_for_reuse(values, planning).await {
+            Ok(physical) if bind::is_reusable(&physical) => physical,
             _ => {
                 kept.set(Kept::Never);
                 return Ok(None);
             }
         };
-        if let Some(unbound) = reuse::bind(&physical, None)? {
+        if let Some(unbound) = bind::bind(&physical, None)? {
             kept.set(Kept::Plan {
                 plan: unbound,
                 session: Arc::downgrade(&current),
@@ -1022,33 +1015,28 @@ impl Engine {
         Ok(Output::Rows(execute_stream(physical, self.query_task())?))
     }
 
-    /// Parses and rewrites PostgreSQL catalog idioms DataFusion lacks (see `compat`) and
-    /// QuestDB's dialect (see `questdb`). Also returns how many parameters the SQL text has
-    /// (which may exceed the plan's: see `compat::rewrite`).
+    /// Parses and rewrites the statement into SQL DataFusion plans (see `sundial_sql`). Also
+    /// returns how many parameters the SQL text has (which may exceed the plan's: see
+    /// `sundial_sql::compat::rewrite`).
     fn parse_sql(&self, sql: &str) -> Result<Parsed> {
         let current = self.current();
         let state = &current.state;
         let dialect = state.config().options().sql_parser.dialect;
         // Before anything builds a tree from the text (see `limits`).
-        crate::limits::check(sql)?;
-        let (sql, clauses) = questdb::extract(sql)?;
+        sundial_sql::limits::check(sql)?;
+        let (sql, clauses) = sundial_sql::questdb::extract(sql)?;
         let mut statement = state.sql_to_statement(&sql, &dialect)?;
         if let DFStatement::Statement(s) = &statement {
-            crate::limits::check_select_lists(s)?;
+            sundial_sql::limits::check_select_lists(s)?;
         }
-        let mut parameters = 0;
-        let mut designated_timestamp = None;
+        let mut rewritten = sundial_sql::Rewritten::default();
         if let Some(s) = sql_statement(&mut statement) {
-            if clauses == questdb::Clauses::default() {
-                designated_timestamp = result_timestamp::designated_timestamp(&self.db, s);
-            }
-            parameters = crate::compat::rewrite(s);
-            questdb::rewrite(s, &clauses, self)?;
+            rewritten = sundial_sql::rewrite(s, &clauses, self, &sundial_pgcatalog::Names)?;
         }
         Ok(Parsed {
             statement,
-            parameters,
-            designated_timestamp,
+            parameters: rewritten.parameters,
+            designated_timestamp: rewritten.designated_timestamp,
         })
     }
 
@@ -1111,7 +1099,7 @@ impl Engine {
         if c.if_not_exists && self.db.table(&c.name).is_some() {
             return done("CREATE TABLE");
         }
-        crate::limits::check(query)?;
+        sundial_sql::limits::check(query)?;
         let df = self
             .ctx
             .sql_with_options(
@@ -1229,7 +1217,7 @@ fn sql_statement(
     }
 }
 
-impl questdb::Catalog for Engine {
+impl sundial_sql::Catalog for Engine {
     fn designated_timestamp(&self, table: &str) -> Option<Option<String>> {
         let table = self.db.table(table)?;
         let meta = table.meta();
@@ -1428,7 +1416,7 @@ mod tests {
     /// reserved by the query that had them, a failed one included.
     #[tokio::test]
     async fn bounded_contexts_are_reused_when_idle() {
-        let (mut engine, _dir) = crate::scan::tests::engine();
+        let (mut engine, _dir) = crate::exec::scan::tests::engine();
         engine.set_query_memory_bytes_max(4 << 20);
         let held = engine.query_task();
         let other = engine.query_task();
@@ -1476,5 +1464,38 @@ mod tests {
         .await
         .unwrap();
         assert_eq!(single_count(&small.batches), 1000);
+    }
+
+    /// FILL's rewrite (in `sundial_sql::questdb`) end to end.
+    #[tokio::test]
+    async fn filled_columns_keep_questdb_names_and_calendar_days() {
+        let (engine, _dir) = crate::exec::scan::tests::engine();
+        for sql in [
+            "CREATE TABLE t (ts TIMESTAMP, v LONG) TIMESTAMP(ts)",
+            "INSERT INTO t VALUES ('2024-10-25T12:00:00Z', 1), ('2024-10-28T12:00:00Z', 2)",
+        ] {
+            engine.run(sql).await.expect(sql);
+        }
+        let sql = "SELECT ts, sum(v), max(v) AS top FROM t \
+                   SAMPLE BY 1d FILL(NULL, 0) ALIGN TO CALENDAR TIME ZONE 'Europe/Berlin'";
+        let collected = crate::collect(engine.run(sql).await.expect(sql))
+            .await
+            .expect(sql);
+        let schema = collected.batches[0].schema();
+        let names: Vec<&str> = schema.fields().iter().map(|f| f.name().as_str()).collect();
+        assert_eq!(names, ["ts", "sum", "top"]);
+        // Berlin's days: the 27th is 25 hours long (clocks go back), so its successor
+        // starts at 23:00 UTC.
+        let (_, rows) = crate::exec::scan::tests::plan_and_rows(&engine, sql).await;
+        let expected = "\
++---------------------+-----+-----+
+| ts                  | sum | top |
++---------------------+-----+-----+
+| 2024-10-24T22:00:00 | 1   | 1   |
+| 2024-10-25T22:00:00 |     | 0   |
+| 2024-10-26T22:00:00 |     | 0   |
+| 2024-10-27T23:00:00 | 2   | 2   |
++---------------------+-----+-----+";
+        assert_eq!(rows, expected);
     }
 }

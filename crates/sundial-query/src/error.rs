@@ -1,6 +1,7 @@
 //! The query layer's error type, by fault; protocol layers map it once to SQLSTATE/HTTP status.
 
 use datafusion::error::DataFusionError;
+use sundial_sql::SqlError;
 use sundial_storage::StorageError;
 
 pub type Result<T, E = QueryError> = std::result::Result<T, E>;
@@ -64,6 +65,26 @@ impl From<DataFusionError> for QueryError {
                 other => other,
             },
             other => QueryError::datafusion(other),
+        }
+    }
+}
+
+impl From<SqlError> for QueryError {
+    fn from(e: SqlError) -> Self {
+        match e {
+            SqlError::Syntax {
+                message,
+                line,
+                column,
+            } => QueryError::Syntax {
+                message,
+                line,
+                column,
+            },
+            SqlError::Invalid(m) => QueryError::Invalid(m),
+            SqlError::TooComplex(m) => QueryError::TooComplex(m),
+            SqlError::TooManyColumns(m) => QueryError::TooManyColumns(m),
+            SqlError::NotSupported(m) => QueryError::NotSupported(m),
         }
     }
 }
@@ -168,6 +189,10 @@ impl QueryError {
             _ => None,
         }
     }
+}
+
+pub(crate) fn internal(message: String) -> QueryError {
+    QueryError::from(datafusion::error::DataFusionError::Internal(message))
 }
 
 /// Wraps a storage error for transport through DataFusion.

@@ -1,33 +1,37 @@
 //! # sundial-query
 //!
-//! The thin seam between Sundial's storage and Apache DataFusion. It turns each table into a
-//! DataFusion `TableProvider` and runs Sundial's own statements (QuestDB-style DDL, SHOW,
-//! DESCRIBE) itself; everything else is DataFusion's SQL.
+//! Sundial's query engine: runs SQL over Sundial's tables on Apache DataFusion, with the
+//! dialect (`sundial-sql`) in front and Sundial's own operators, plan caches and point-lookup
+//! path around DataFusion's planner. Layers, each using only those below it:
 //!
 //! ```text
-//!  SQL text ──split──▶ statement ──ddl::parse──▶ Command::CreateTable / Alter / Show ... ─▶ storage
-//!                                      └──────▶ Command::Sql ─▶ questdb (SAMPLE BY, LATEST ON,
-//!                                                   │  LIMIT -n, intervals) + compat (PostgreSQL)
-//!                                                   ▼  rewrites ─▶ plan_cache (a query's
-//!                                                   │  filter literals become $n; one plan
-//!                                                   │  per shape) ─▶ DataFusion planner
-//!                                                   │  (reuse: the physical plan is kept and
-//!                                                   │   bound to each run's values)
-//!                                                   │ scan:   SundialTable ─▶ SundialScanExec
-//!                                                   │          (ts pruning, frames on all cores,
-//!                                                   │           ts order, reverse for ts DESC)
-//!                                                   │ latest: latest_rows ─▶ LatestExec (backward)
-//!                                                   │ ASOF/LT JOIN: asof rule ─▶ AsofJoinExec (merge)
-//!                                                   │ SAMPLE BY / time_bucket aggregates:
-//!                                                   │   BucketAggregateExec (in scan order, no hash)
-//!                                                   └ insert: SundialSink ─▶ TableWriter (1 commit)
+//!  engine        the facade: Engine::run / prepare / run_prepared, sessions, Sundial's own
+//!     │          commands (CREATE/ALTER/DROP TABLE, SHOW, ...), the kept-plan cache
+//!  plans         text shapes ─▶ statement shapes ─▶ kept physical plans; point lookups
+//!     │
+//!  asof          planner extension: ASOF/LT JOIN (analyzer rule, logical node, planner)
+//!  permissions   plan checks: file writes, session settings
+//!     │
+//!  provider      DataFusion's view of tables: schema + table providers, the INSERT sink
+//!     │
+//!  exec          physical operators: scan, index scan, LATEST, bucket aggregate, ASOF
+//!     │          merge, cooperative yielding, rebinding kept plans to a run's values
+//!  snapshot      the storage seam: newest snapshot of a planned table, symbol lookup
+//!  key_index     per-partition hash indexes of keys, for point lookups and index scans
+//!  functions     QuestDB's time functions; bounded: functions that check sizes first
+//!  error, text   the error type; date and time text for the wire protocols
 //! ```
 //!
-//! What no statement may do is bounded in four places: `limits` checks a statement's shape on
-//! its text before anything builds a tree from it (54001/54011); `permissions` refuses file
-//! writes outside `--sql-file-dir` and SETs of a shared engine; `bounded` makes functions
-//! that build as much as an argument says check the size first (53200); `cooperative` makes
-//! every operator's output yield, so that cancel, timeouts and hang-ups reach any plan.
+//! `sundial-sql` turns QuestDB's and PostgreSQL's SQL into standard SQL without executing
+//! anything; `sundial-pgcatalog` serves PostgreSQL's system catalog. `docs/query.md` is the
+//! design: the three ways Sundial extends DataFusion, the caches, the point-lookup path.
+//!
+//! What no statement may do is bounded in four places: `sundial_sql::limits` checks a
+//! statement's shape on its text before anything builds a tree from it (54001/54011);
+//! `permissions` refuses file writes outside `--sql-file-dir` and SETs of a shared engine;
+//! `bounded` makes functions that build as much as an argument says check the size first
+//! (53200); `exec::cooperative` makes every operator's output yield, so that cancel,
+//! timeouts and hang-ups reach any plan.
 //!
 //! Every query plans against one snapshot per table, so it sees a consistent table however
 //! many commits land while it runs. A plan kept for later (a prepared statement, a query
@@ -56,36 +60,39 @@ macro_rules! with_new_children_recomputing {
 
 mod asof;
 mod bounded;
-mod bucket_agg;
-mod compat;
-mod cooperative;
-pub mod copy;
-mod ddl;
 mod engine;
 mod error;
-mod index_scan;
+mod exec;
+mod functions;
 mod key_index;
-mod latest;
-pub mod limits;
-mod lookup;
 mod permissions;
-mod pg_catalog;
-mod plan_cache;
+mod plans;
 mod provider;
-mod questdb;
-mod result_timestamp;
-mod reuse;
-pub mod scan;
+mod snapshot;
 pub mod text;
-mod text_shape;
+
+pub use exec::scan;
+pub use sundial_sql::limits;
+
+/// PostgreSQL's COPY statements, parsed by the dialect, with the engine's error type.
+pub mod copy {
+    pub use sundial_sql::copy::{
+        CopyDirection, CopyFormat, CopyOptions, CopySourceSpec, CopyStatement,
+    };
+
+    /// `Some` for PostgreSQL's `COPY ... FROM STDIN` / `TO STDOUT` (see
+    /// [`sundial_sql::copy::parse_copy`]).
+    pub fn parse_copy(sql: &str) -> crate::Result<Option<CopyStatement>> {
+        Ok(sundial_sql::copy::parse_copy(sql)?)
+    }
+}
 
 pub use datafusion::execution::SendableRecordBatchStream;
 pub use datafusion::scalar::ScalarValue;
-pub use ddl::{Command, CreateTable, Statement, parse, split_statements};
-pub use engine::{
-    CATALOG, Collected, Engine, INSERT_PENDING_ROWS_MAX, Output, Prepared, SCHEMA, collect, conform,
-};
+pub use engine::{Collected, Engine, INSERT_PENDING_ROWS_MAX, Output, Prepared, collect, conform};
 pub use error::{QueryError, Result};
 pub use permissions::Settings;
-pub use pg_catalog::{SERVER_VERSION, pg_setting, pg_type_for_arrow, pg_type_of, table_oid};
 pub use provider::{InsertPath, SundialSchema, SundialSink, SundialTable};
+pub use sundial_pgcatalog::{SERVER_VERSION, pg_setting, pg_type_for_arrow, pg_type_of, table_oid};
+pub use sundial_sql::names::{CATALOG, SCHEMA};
+pub use sundial_sql::{Command, CreateTable, Statement, parse, split_statements};

@@ -18,11 +18,12 @@ use datafusion::logical_expr::{Expr, TableProviderFilterPushDown};
 use datafusion::physical_plan::{DisplayAs, DisplayFormatType, ExecutionPlan};
 use futures::StreamExt;
 use sundial_ingest::{IngestError, Sinks};
-use sundial_storage::{ColumnMeta, Database, Snapshot, StorageError, Table, TableMeta};
+use sundial_storage::{Database, Snapshot, StorageError, Table, TableMeta};
 
 use crate::error::external;
+use crate::exec::scan::{ScanSource, SundialScanExec, is_row_filter, is_time_filter};
 use crate::key_index::KeyIndexes;
-use crate::scan::{ScanSource, SundialScanExec, is_row_filter, is_time_filter};
+use crate::snapshot::newest_snapshot;
 
 /// Where INSERTs write: the table sinks shared with the ILP receivers.
 #[derive(Clone)]
@@ -79,7 +80,7 @@ impl SchemaProvider for SundialSchema {
 
 /// One table as DataFusion sees it. Planning reads the schema of the snapshot current then;
 /// each scan reads the table's newest snapshot, so a plan kept by a prepared statement sees
-/// rows committed after it was planned (see [`SundialTable::scan_snapshot`]).
+/// rows committed after it was planned (see `SundialTable::scan_snapshot`).
 #[derive(Debug)]
 pub struct SundialTable {
     table: Arc<Table>,
@@ -125,30 +126,6 @@ impl SundialTable {
     }
 }
 
-/// The newest snapshot of `table`, provided it still has the columns a plan made against
-/// `planned` reads, at the same positions (columns added since are ignored: the plan never
-/// reads them).
-pub(crate) fn newest_snapshot(table: &Table, planned: &Arc<TableMeta>) -> DfResult<Arc<Snapshot>> {
-    let newest = table.snapshot();
-    if Arc::ptr_eq(newest.meta(), planned) || same_columns(&planned.columns, &newest.meta().columns)
-    {
-        return Ok(newest);
-    }
-    Err(DataFusionError::Plan(format!(
-        "table '{}' changed its columns after this statement was planned; prepare it again",
-        planned.name
-    )))
-}
-
-/// Whether `now` starts with the columns of `planned` (same ids, names and types).
-/// Adding or dropping a symbol index changes no column a plan reads.
-fn same_columns(planned: &[ColumnMeta], now: &[ColumnMeta]) -> bool {
-    let same = |a: &ColumnMeta, b: &ColumnMeta| {
-        (a.id, &a.name, a.column_type) == (b.id, &b.name, b.column_type)
-    };
-    now.len() >= planned.len() && planned.iter().zip(now).all(|(a, b)| same(a, b))
-}
-
 /// A failed INSERT's error in the storage terms the protocol layers map to SQLSTATEs.
 fn storage_error(e: IngestError) -> StorageError {
     match e {
@@ -168,7 +145,7 @@ impl TableProvider for SundialTable {
         TableType::Base
     }
 
-    /// The scan applies every filter it can test row by row (see [`is_row_filter`]), so
+    /// The scan applies every filter it can test row by row (see `is_row_filter`), so
     /// those are Exact; a volatile one that bounds the timestamp still narrows the scan.
     fn supports_filters_pushdown(
         &self,
@@ -196,7 +173,7 @@ impl TableProvider for SundialTable {
             .cloned()
             .unwrap_or_else(|| (0..self.schema.fields().len()).collect());
         // Planning a plan for reuse: the filters hold placeholders, and this run's values.
-        let values = crate::reuse::planning_values();
+        let values = crate::exec::values::planning_values();
         let config = state.config();
         let source = Arc::new(ScanSource {
             table: self.table.clone(),

@@ -1,0 +1,496 @@
+//! PostgreSQL's functions for catalog queries: one generic UDF type, [`PgFunction`], holding a
+//! name, a return type and a closure from one row's arguments to its value, and the list of them.
+
+use std::fmt;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+use datafusion::arrow::array::{Array, new_empty_array};
+use datafusion::arrow::datatypes::DataType;
+use datafusion::common::{Result as DfResult, ScalarValue, exec_err};
+use datafusion::logical_expr::{
+    ColumnarValue, ScalarFunctionArgs, ScalarUDFImpl, Signature, Volatility,
+};
+
+use super::{
+    Catalog, DATABASE, NAMESPACES, ROLE, ROLE_OID, Ty, format_type, list_of, pg_oid_for_arrow,
+    pg_setting, split_qualified, text_list, type_oid_by_name, version_string,
+};
+
+type Eval = dyn Fn(&[ScalarValue]) -> DfResult<ScalarValue> + Send + Sync;
+
+/// A PostgreSQL function: a name, a return type and a closure from one row's arguments to its
+/// value. Applied to columns it is evaluated row by row, which suits catalog-sized inputs.
+pub(super) struct PgFunction {
+    pub(super) name: &'static str,
+    signature: Signature,
+    pub(super) returns: DataType,
+    eval: Arc<Eval>,
+}
+
+impl fmt::Debug for PgFunction {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}(...) -> {}", self.name, self.returns)
+    }
+}
+
+// Functions are identified by name: one name, one function.
+impl PartialEq for PgFunction {
+    fn eq(&self, other: &Self) -> bool {
+        self.name == other.name
+    }
+}
+
+impl Eq for PgFunction {}
+
+impl std::hash::Hash for PgFunction {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.name.hash(state);
+    }
+}
+
+impl PgFunction {
+    /// Calls the closure and gives its result the declared return type.
+    fn call(&self, args: &[ScalarValue]) -> DfResult<ScalarValue> {
+        let value = (self.eval)(args)?;
+        if value.data_type() == self.returns {
+            Ok(value)
+        } else if value.is_null() {
+            ScalarValue::try_from(&self.returns)
+        } else {
+            value.cast_to(&self.returns)
+        }
+    }
+}
+
+fn arg_at(arg: &ColumnarValue, row: usize) -> DfResult<ScalarValue> {
+    match arg {
+        ColumnarValue::Scalar(s) => Ok(s.clone()),
+        ColumnarValue::Array(a) => ScalarValue::try_from_array(a, row),
+    }
+}
+
+impl ScalarUDFImpl for PgFunction {
+    fn name(&self) -> &str {
+        self.name
+    }
+
+    fn signature(&self) -> &Signature {
+        &self.signature
+    }
+
+    fn return_type(&self, _arg_types: &[DataType]) -> DfResult<DataType> {
+        Ok(self.returns.clone())
+    }
+
+    fn invoke_with_args(&self, args: ScalarFunctionArgs) -> DfResult<ColumnarValue> {
+        let rows = args.args.iter().find_map(|a| match a {
+            ColumnarValue::Array(a) => Some(a.len()),
+            ColumnarValue::Scalar(_) => None,
+        });
+        let Some(rows) = rows else {
+            let scalars = args
+                .args
+                .iter()
+                .map(|a| arg_at(a, 0))
+                .collect::<DfResult<Vec<_>>>()?;
+            return Ok(ColumnarValue::Scalar(self.call(&scalars)?));
+        };
+        if rows == 0 {
+            return Ok(ColumnarValue::Array(new_empty_array(&self.returns)));
+        }
+        let mut out = Vec::with_capacity(rows);
+        for row in 0..rows {
+            let scalars = args
+                .args
+                .iter()
+                .map(|a| arg_at(a, row))
+                .collect::<DfResult<Vec<_>>>()?;
+            out.push(self.call(&scalars)?);
+        }
+        Ok(ColumnarValue::Array(ScalarValue::iter_to_array(out)?))
+    }
+}
+
+/// An argument as an integer: any integer type, or text holding one (`'16385'` is how psql
+/// passes OIDs).
+fn int_arg(args: &[ScalarValue], i: usize) -> Option<i64> {
+    match args.get(i)? {
+        ScalarValue::Int8(v) => v.map(i64::from),
+        ScalarValue::Int16(v) => v.map(i64::from),
+        ScalarValue::Int32(v) => v.map(i64::from),
+        ScalarValue::Int64(v) => *v,
+        ScalarValue::UInt8(v) => v.map(i64::from),
+        ScalarValue::UInt16(v) => v.map(i64::from),
+        ScalarValue::UInt32(v) => v.map(i64::from),
+        ScalarValue::UInt64(v) => v.and_then(|v| i64::try_from(v).ok()),
+        other => str_of(other).and_then(|s| s.trim().parse().ok()),
+    }
+}
+
+fn str_of(v: &ScalarValue) -> Option<&str> {
+    match v {
+        ScalarValue::Utf8(s) | ScalarValue::LargeUtf8(s) | ScalarValue::Utf8View(s) => s.as_deref(),
+        ScalarValue::Dictionary(_, inner) => str_of(inner),
+        _ => None,
+    }
+}
+
+fn str_arg(args: &[ScalarValue], i: usize) -> Option<&str> {
+    args.get(i).and_then(str_of)
+}
+
+fn text(s: impl Into<String>) -> ScalarValue {
+    ScalarValue::Utf8(Some(s.into()))
+}
+
+fn null_text() -> ScalarValue {
+    ScalarValue::Utf8(None)
+}
+
+fn boolean(b: bool) -> ScalarValue {
+    ScalarValue::Boolean(Some(b))
+}
+
+fn oid(v: Option<i32>) -> ScalarValue {
+    ScalarValue::Int32(v)
+}
+
+/// `array_upper(a, 1)` / `array_lower(a, 1)` of a one-dimensional array: `bound(len)`, or NULL
+/// for an empty or NULL array or another dimension.
+fn array_bound(args: &[ScalarValue], bound: impl Fn(i64) -> i64) -> ScalarValue {
+    let len = match args.first() {
+        Some(ScalarValue::List(a)) if a.len() == 1 && a.is_valid(0) => a.value(0).len(),
+        Some(ScalarValue::LargeList(a)) if a.len() == 1 && a.is_valid(0) => a.value(0).len(),
+        _ => 0,
+    };
+    let len = i64::try_from(len).unwrap_or(i64::MAX);
+    ScalarValue::Int64((int_arg(args, 1) == Some(1) && len > 0).then(|| bound(len)))
+}
+
+/// The OID an object-identifier input names, as `regclass` & co. read it: a number is the OID
+/// itself, anything else a name to look up.
+fn object_oid(args: &[ScalarValue], by_name: impl Fn(&str) -> Option<i32>) -> Option<i32> {
+    match int_arg(args, 0) {
+        Some(n) => i32::try_from(n).ok(),
+        None => str_arg(args, 0).and_then(by_name),
+    }
+}
+
+/// PostgreSQL's reserved key words, which `quote_ident` quotes.
+#[rustfmt::skip]
+const RESERVED: &[&str] = &[
+    "all", "analyse", "analyze", "and", "any", "array", "as", "asc", "asymmetric", "both", "case",
+    "cast", "check", "collate", "column", "constraint", "create", "current_catalog",
+    "current_date", "current_role", "current_time", "current_timestamp", "current_user",
+    "default", "deferrable", "desc", "distinct", "do", "else", "end", "except", "false", "fetch",
+    "for", "foreign", "from", "grant", "group", "having", "in", "initially", "intersect", "into",
+    "lateral", "leading", "limit", "localtime", "localtimestamp", "not", "null", "offset", "on",
+    "only", "or", "order", "placing", "primary", "references", "returning", "select",
+    "session_user", "some", "symmetric", "table", "then", "to", "trailing", "true", "union",
+    "unique", "user", "using", "variadic", "when", "where", "window", "with",
+];
+
+fn quote_ident(s: &str) -> String {
+    let plain = s
+        .chars()
+        .next()
+        .is_some_and(|c| c.is_ascii_lowercase() || c == '_')
+        && s.chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_' || c == '$')
+        && !RESERVED.contains(&s);
+    if plain {
+        s.to_string()
+    } else {
+        format!("\"{}\"", s.replace('"', "\"\""))
+    }
+}
+
+/// `pg_size_pretty`: bytes below 10 kB, else the largest unit keeping the number below 20480
+/// (i.e. 10 units, rounded half up), as PostgreSQL 15 does.
+fn size_pretty(bytes: i64) -> String {
+    const UNITS: [&str; 5] = ["kB", "MB", "GB", "TB", "PB"];
+    if bytes.abs() < 10 * 1024 {
+        return format!("{bytes} bytes");
+    }
+    let half_rounded = |x: i64| (x + if x < 0 { -1 } else { 1 }) / 2;
+    // Keep one extra bit for rounding.
+    let mut size = bytes / (1 << 9);
+    for (i, unit) in UNITS.iter().enumerate() {
+        if size.abs() < 20 * 1024 - 1 || i == UNITS.len() - 1 {
+            return format!("{} {unit}", half_rounded(size));
+        }
+        size /= 1 << 10;
+    }
+    format!("{bytes} bytes")
+}
+
+fn encoding_name(code: i64) -> &'static str {
+    match code {
+        0 => "SQL_ASCII",
+        6 => "UTF8",
+        _ => "",
+    }
+}
+
+fn namespace_oid(name: &str) -> Option<i32> {
+    let name = split_qualified(name).pop()?;
+    NAMESPACES.iter().find(|(_, n)| *n == name).map(|(o, _)| *o)
+}
+
+/// How a function is called: with no arguments, or with any number of any type (the closure
+/// reads what it needs; PostgreSQL's overloads differ only in arity).
+enum Args {
+    None,
+    Any,
+}
+
+fn function(
+    name: &'static str,
+    args: Args,
+    volatility: Volatility,
+    returns: DataType,
+    eval: impl Fn(&[ScalarValue]) -> DfResult<ScalarValue> + Send + Sync + 'static,
+) -> PgFunction {
+    let signature = match args {
+        Args::None => Signature::nullary(volatility),
+        Args::Any => Signature::variadic_any(volatility),
+    };
+    PgFunction {
+        name,
+        signature,
+        returns,
+        eval: Arc::new(eval),
+    }
+}
+
+/// A function returning a constant.
+fn constant(name: &'static str, args: Args, value: ScalarValue) -> PgFunction {
+    let returns = value.data_type();
+    function(name, args, Volatility::Stable, returns, move |_| {
+        Ok(value.clone())
+    })
+}
+
+pub(super) fn functions(c: &Arc<Catalog>) -> Vec<PgFunction> {
+    use Args::{Any as A, None as N};
+    let utf8 = DataType::Utf8;
+    let mut fns =
+        vec![
+            constant("version", N, text(version_string())),
+            constant("current_schema", N, text(sundial_sql::names::SCHEMA)),
+            constant("current_database", N, text(DATABASE)),
+            constant("current_catalog", N, text(DATABASE)),
+            constant("current_user", N, text(ROLE)),
+            constant("session_user", N, text(ROLE)),
+            constant("current_role", N, text(ROLE)),
+            constant("pg_backend_pid", N, ScalarValue::Int32(Some(0))),
+            constant("pg_is_in_recovery", N, boolean(false)),
+            constant("pg_my_temp_schema", N, oid(Some(0))),
+            function(
+                "current_schemas",
+                A,
+                Volatility::Stable,
+                list_of(utf8.clone()),
+                |a| {
+                    let mut schemas = vec![sundial_sql::names::SCHEMA.to_string()];
+                    if matches!(a.first(), Some(ScalarValue::Boolean(Some(true)))) {
+                        schemas.insert(0, "pg_catalog".into());
+                    }
+                    Ok(ScalarValue::List(text_list(&schemas)))
+                },
+            ),
+            function(
+                "current_setting",
+                A,
+                Volatility::Stable,
+                utf8.clone(),
+                |a| {
+                    let Some(name) = str_arg(a, 0) else {
+                        return Ok(null_text());
+                    };
+                    match pg_setting(name) {
+                        Some(v) => Ok(text(v)),
+                        None if matches!(a.get(1), Some(ScalarValue::Boolean(Some(true)))) => {
+                            Ok(null_text())
+                        }
+                        None => exec_err!("unrecognized configuration parameter \"{name}\""),
+                    }
+                },
+            ),
+            function("set_config", A, Volatility::Volatile, utf8.clone(), |a| {
+                Ok(str_arg(a, 1).map_or_else(null_text, text))
+            }),
+            function(
+                "pg_get_userbyid",
+                A,
+                Volatility::Stable,
+                utf8.clone(),
+                |a| {
+                    Ok(match int_arg(a, 0) {
+                        None => null_text(),
+                        Some(10) => text(ROLE),
+                        Some(n) => text(format!("unknown (OID={n})")),
+                    })
+                },
+            ),
+            function("format_type", A, Volatility::Stable, utf8.clone(), |a| {
+                Ok(int_arg(a, 0)
+                    .map_or_else(null_text, |o| text(format_type(o as i32, int_arg(a, 1)))))
+            }),
+            function("pg_typeof", A, Volatility::Stable, utf8.clone(), |a| {
+                let data_type = a.first().map_or(DataType::Null, |v| v.data_type());
+                Ok(text(format_type(pg_oid_for_arrow(&data_type), None)))
+            }),
+            function(
+                "pg_encoding_to_char",
+                A,
+                Volatility::Stable,
+                utf8.clone(),
+                |a| Ok(int_arg(a, 0).map_or_else(null_text, |e| text(encoding_name(e)))),
+            ),
+            function("quote_ident", A, Volatility::Immutable, utf8.clone(), |a| {
+                Ok(str_arg(a, 0).map_or_else(null_text, |s| text(quote_ident(s))))
+            }),
+            function(
+                "pg_size_pretty",
+                A,
+                Volatility::Immutable,
+                utf8.clone(),
+                |a| Ok(int_arg(a, 0).map_or_else(null_text, |n| text(size_pretty(n)))),
+            ),
+            function("to_regtype", A, Volatility::Stable, DataType::Int32, |a| {
+                Ok(oid(object_oid(a, type_oid_by_name)))
+            }),
+            function(
+                "to_regnamespace",
+                A,
+                Volatility::Stable,
+                DataType::Int32,
+                |a| Ok(oid(object_oid(a, namespace_oid))),
+            ),
+            function("to_regrole", A, Volatility::Stable, DataType::Int32, |a| {
+                Ok(oid(object_oid(a, |s| {
+                    let name = split_qualified(s).pop();
+                    (name.as_deref() == Some(ROLE)).then_some(ROLE_OID)
+                })))
+            }),
+            function("txid_current", N, Volatility::Volatile, DataType::Int64, {
+                let c = c.clone();
+                move |_| {
+                    Ok(ScalarValue::Int64(Some(
+                        c.xid.fetch_add(1, Ordering::Relaxed) + 1,
+                    )))
+                }
+            }),
+            function(
+                "pg_postmaster_start_time",
+                N,
+                Volatility::Stable,
+                Ty::Ts.arrow(),
+                {
+                    let started = c.started_us;
+                    move |_| {
+                        Ok(ScalarValue::TimestampMicrosecond(
+                            Some(started),
+                            Some("UTC".into()),
+                        ))
+                    }
+                },
+            ),
+            // Bounds are `Int64` (PostgreSQL's are `int4`) so that they can feed `generate_series`.
+            function(
+                "array_upper",
+                A,
+                Volatility::Immutable,
+                DataType::Int64,
+                |a| Ok(array_bound(a, |len| len)),
+            ),
+            function(
+                "array_lower",
+                A,
+                Volatility::Immutable,
+                DataType::Int64,
+                |a| Ok(array_bound(a, |_| 1)),
+            ),
+            function("to_regclass", A, Volatility::Stable, DataType::Int32, {
+                let c = c.clone();
+                move |a| Ok(oid(object_oid(a, |n| c.relation_oid(n))))
+            }),
+        ];
+    // Everything is visible and permitted: one role, a superuser, one search path.
+    for name in [
+        "pg_table_is_visible",
+        "pg_type_is_visible",
+        "pg_function_is_visible",
+        "has_table_privilege",
+        "has_schema_privilege",
+        "has_database_privilege",
+        "has_column_privilege",
+        "has_any_column_privilege",
+        "has_function_privilege",
+        "has_sequence_privilege",
+        "has_tablespace_privilege",
+        "pg_has_role",
+    ] {
+        fns.push(constant(name, A, boolean(true)));
+    }
+    for name in ["pg_relation_is_publishable", "pg_is_other_temp_schema"] {
+        fns.push(constant(name, A, boolean(false)));
+    }
+    // Sizes: Sundial does not account bytes per relation.
+    for name in [
+        "pg_relation_size",
+        "pg_total_relation_size",
+        "pg_table_size",
+        "pg_indexes_size",
+    ] {
+        fns.push(constant(name, A, ScalarValue::Int64(Some(0))));
+    }
+    // Definitions and comments of objects Sundial never has.
+    for name in [
+        "pg_get_expr",
+        "pg_get_indexdef",
+        "pg_get_constraintdef",
+        "pg_get_viewdef",
+        "pg_get_partkeydef",
+        "pg_get_statisticsobjdef_columns",
+        "pg_get_triggerdef",
+        "pg_get_ruledef",
+        "pg_get_functiondef",
+        "pg_get_function_result",
+        "pg_get_function_arguments",
+        "pg_get_function_identity_arguments",
+        "pg_get_serial_sequence",
+        "obj_description",
+        "col_description",
+        "shobj_description",
+    ] {
+        fns.push(constant(name, A, null_text()));
+    }
+    // Every tablespace is a default one, which has no location.
+    fns.push(constant("pg_tablespace_location", A, text("")));
+    fns
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes_print_as_postgres_does() {
+        assert_eq!(size_pretty(0), "0 bytes");
+        assert_eq!(size_pretty(8192), "8192 bytes");
+        assert_eq!(size_pretty(10 * 1024), "10 kB");
+        assert_eq!(size_pretty(1_000_000), "977 kB");
+        assert_eq!(size_pretty(100_000_000), "95 MB");
+    }
+
+    #[test]
+    fn identifiers_quote_when_needed() {
+        assert_eq!(quote_ident("cpu"), "cpu");
+        assert_eq!(quote_ident("Cpu"), "\"Cpu\"");
+        assert_eq!(quote_ident("a\"b"), "\"a\"\"b\"");
+        assert_eq!(quote_ident("select"), "\"select\"");
+    }
+}

@@ -1,0 +1,511 @@
+//! The time join's merge. The right side is read whole into one batch, with each row's
+//! timestamp and key number; the left side streams past it. A cursor walks the right rows in
+//! timestamp order, remembering for each key the newest row it has passed, so each left row
+//! finds its match in O(1) after the cursor catches up with its timestamp: O(left + right)
+//! overall, both sides read once.
+
+use std::fmt;
+use std::sync::Arc;
+
+use datafusion::arrow::array::{
+    Array, ArrayRef, AsArray, Int64Array, RecordBatch, UInt32Array, new_null_array,
+};
+use datafusion::arrow::compute::SortOptions;
+use datafusion::arrow::compute::{cast, concat_batches, take};
+use datafusion::arrow::datatypes::{DataType, Int64Type, SchemaRef, TimeUnit};
+use datafusion::arrow::row::{RowConverter, Rows, SortField};
+use datafusion::common::HashMap;
+use datafusion::common::tree_node::TreeNodeRecursion;
+use datafusion::error::{DataFusionError, Result as DfResult};
+use datafusion::execution::memory_pool::{MemoryConsumer, MemoryReservation};
+use datafusion::execution::{SendableRecordBatchStream, TaskContext};
+use datafusion::physical_expr::{
+    EquivalenceProperties, LexRequirement, OrderingRequirements, PhysicalExpr, PhysicalSortExpr,
+    PhysicalSortRequirement,
+};
+use datafusion::physical_plan::execution_plan::{
+    Boundedness, EmissionType, ReplaceChildrenOptions,
+};
+use datafusion::physical_plan::expressions::Column;
+use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
+use datafusion::physical_plan::{
+    DisplayAs, DisplayFormatType, Distribution, ExecutionPlan, Partitioning, PlanProperties,
+};
+use futures::{StreamExt, TryStreamExt};
+
+/// The two sides of the join.
+#[derive(Debug, Clone)]
+pub(crate) struct Inputs {
+    pub left: Arc<dyn ExecutionPlan>,
+    pub right: Arc<dyn ExecutionPlan>,
+}
+
+/// Which right row a left row takes.
+#[derive(Debug)]
+pub(crate) struct Match {
+    /// Equal keys: an expression over the left input and one over the right.
+    pub keys: Vec<(Arc<dyn PhysicalExpr>, Arc<dyn PhysicalExpr>)>,
+    pub left_time: Arc<dyn PhysicalExpr>,
+    pub right_time: Arc<dyn PhysicalExpr>,
+    /// Only right rows strictly older than the left row match (LT JOIN).
+    pub strict: bool,
+    pub tolerance_ns: Option<i64>,
+}
+
+/// Key number of right rows whose key has a NULL: they never match.
+const NO_KEY: u32 = u32::MAX;
+/// `latest` entry of a key no right row has been passed for yet.
+const NO_ROW: u32 = u32::MAX;
+
+#[derive(Debug)]
+pub(crate) struct AsofJoinExec {
+    inputs: Inputs,
+    matching: Arc<Match>,
+    schema: SchemaRef,
+    clause: &'static str,
+    properties: Arc<PlanProperties>,
+}
+
+impl AsofJoinExec {
+    pub(crate) fn try_new(
+        inputs: Inputs,
+        matching: Match,
+        schema: SchemaRef,
+        clause: &'static str,
+    ) -> DfResult<Self> {
+        for (side, expr, input) in [
+            ("left", &matching.left_time, &inputs.left),
+            ("right", &matching.right_time, &inputs.right),
+        ] {
+            let data_type = expr.data_type(&input.schema())?;
+            if !matches!(data_type, DataType::Timestamp(..)) {
+                return Err(DataFusionError::Plan(format!(
+                    "{clause}: the {side} side's designated timestamp is {data_type}, not a \
+                     timestamp"
+                )));
+            }
+        }
+        let mut equivalences = EquivalenceProperties::new(schema.clone());
+        // Left rows keep their order, and left columns their positions.
+        if let Some(c) = matching.left_time.downcast_ref::<Column>() {
+            let column = Column::new(c.name(), c.index());
+            equivalences.add_ordering([PhysicalSortExpr::new(Arc::new(column), ascending())]);
+        }
+        let properties = Arc::new(PlanProperties::new(
+            equivalences,
+            Partitioning::UnknownPartitioning(1),
+            EmissionType::Incremental,
+            Boundedness::Bounded,
+        ));
+        Ok(AsofJoinExec {
+            inputs,
+            matching: Arc::new(matching),
+            schema,
+            clause,
+            properties,
+        })
+    }
+}
+
+fn ascending() -> SortOptions {
+    SortOptions {
+        descending: false,
+        nulls_first: false,
+    }
+}
+
+impl DisplayAs for AsofJoinExec {
+    fn fmt_as(&self, _: DisplayFormatType, f: &mut fmt::Formatter) -> fmt::Result {
+        let m = &self.matching;
+        let times = (&m.left_time, &m.right_time);
+        describe(f, "AsofJoinExec", times, &m.keys, m.strict, m.tolerance_ns)
+    }
+}
+
+impl ExecutionPlan for AsofJoinExec {
+    fn name(&self) -> &'static str {
+        "AsofJoinExec"
+    }
+
+    fn properties(&self) -> &Arc<PlanProperties> {
+        &self.properties
+    }
+
+    fn required_input_distribution(&self) -> Vec<Distribution> {
+        vec![Distribution::SinglePartition, Distribution::SinglePartition]
+    }
+
+    fn required_input_ordering(&self) -> Vec<Option<OrderingRequirements>> {
+        let by_time = |e: &Arc<dyn PhysicalExpr>| {
+            LexRequirement::new([PhysicalSortRequirement::new(e.clone(), Some(ascending()))])
+                .map(OrderingRequirements::new)
+        };
+        vec![
+            by_time(&self.matching.left_time),
+            by_time(&self.matching.right_time),
+        ]
+    }
+
+    fn maintains_input_order(&self) -> Vec<bool> {
+        vec![true, false]
+    }
+
+    fn children(&self) -> Vec<&Arc<dyn ExecutionPlan>> {
+        vec![&self.inputs.left, &self.inputs.right]
+    }
+
+    fn apply_expressions(
+        &self,
+        f: &mut dyn FnMut(&Arc<dyn PhysicalExpr>) -> DfResult<TreeNodeRecursion>,
+    ) -> DfResult<TreeNodeRecursion> {
+        let m = &self.matching;
+        let exprs = [&m.left_time, &m.right_time]
+            .into_iter()
+            .chain(m.keys.iter().flat_map(|(l, r)| [l, r]));
+        super::visit_each(exprs, f)
+    }
+
+    fn replace_children(
+        self: Arc<Self>,
+        children: Vec<Arc<dyn ExecutionPlan>>,
+        _: ReplaceChildrenOptions,
+    ) -> DfResult<Arc<dyn ExecutionPlan>> {
+        let [left, right]: [Arc<dyn ExecutionPlan>; 2] = children
+            .try_into()
+            .map_err(|_| DataFusionError::Internal("AsofJoinExec has two children".into()))?;
+        Ok(Arc::new(AsofJoinExec {
+            inputs: Inputs { left, right },
+            matching: self.matching.clone(),
+            schema: self.schema.clone(),
+            clause: self.clause,
+            properties: self.properties.clone(),
+        }))
+    }
+
+    with_new_children_recomputing!();
+
+    fn execute(
+        &self,
+        partition: usize,
+        context: Arc<TaskContext>,
+    ) -> DfResult<SendableRecordBatchStream> {
+        if partition != 0 {
+            return Err(DataFusionError::Internal(format!(
+                "AsofJoinExec has one partition, asked for {partition}"
+            )));
+        }
+        let right = self.inputs.right.execute(0, context.clone())?;
+        let left = self.inputs.left.execute(0, context.clone())?;
+        let reservation = MemoryConsumer::new("AsofJoinExec").register(context.memory_pool());
+        let matching = self.matching.clone();
+        let schema = self.schema.clone();
+        let clause = self.clause;
+        let joined = futures::stream::once(async move {
+            let right = RightSide::read(right, &matching, reservation, clause).await?;
+            let mut merge = Merge::new(right, matching, schema, clause);
+            Ok::<_, DataFusionError>(left.map(move |batch| merge.join(&batch?)))
+        })
+        .try_flatten();
+        Ok(Box::pin(RecordBatchStreamAdapter::new(
+            self.schema.clone(),
+            joined,
+        )))
+    }
+}
+
+/// The right side, whole: its rows in timestamp order, with their timestamps and key numbers.
+struct RightSide {
+    batch: RecordBatch,
+    /// Nanoseconds; NULL timestamps (which never match) count as the latest possible.
+    times: Vec<i64>,
+    /// Each row's key number, or [`NO_KEY`]; empty when the join has no keys.
+    key_numbers: Vec<u32>,
+    /// Key bytes (arrow's row format) to key number.
+    numbers: HashMap<Box<[u8]>, u32>,
+    converter: Option<RowConverter>,
+    /// The right keys' types, which left keys are cast to.
+    key_types: Vec<DataType>,
+    /// Holds the memory of `batch` for as long as the join runs.
+    _reservation: MemoryReservation,
+}
+
+impl RightSide {
+    async fn read(
+        mut stream: SendableRecordBatchStream,
+        matching: &Match,
+        reservation: MemoryReservation,
+        clause: &str,
+    ) -> DfResult<Self> {
+        let schema = stream.schema();
+        let mut batches = Vec::new();
+        let mut rows = 0usize;
+        while let Some(batch) = stream.next().await {
+            let batch = batch?;
+            reservation.try_grow(batch.get_array_memory_size())?;
+            rows += batch.num_rows();
+            batches.push(batch);
+        }
+        if rows >= NO_ROW as usize {
+            return Err(DataFusionError::ResourcesExhausted(format!(
+                "{clause}: the right side has {rows} rows, more than the {NO_ROW} a join holds"
+            )));
+        }
+        let batch = concat_batches(&schema, &batches)?;
+        drop(batches);
+        reservation.try_resize(batch.get_array_memory_size())?;
+        let times = nanos(
+            &matching
+                .right_time
+                .evaluate(&batch)?
+                .into_array(batch.num_rows())?,
+        )?;
+        let times: Vec<i64> = times.iter().map(|t| t.unwrap_or(i64::MAX)).collect();
+        if let Some(w) = times.windows(2).position(|w| w[0] > w[1]) {
+            return Err(DataFusionError::Internal(format!(
+                "{clause}: right rows {w} and {} are out of timestamp order",
+                w + 1
+            )));
+        }
+        let mut side = RightSide {
+            batch,
+            times,
+            key_numbers: Vec::new(),
+            numbers: HashMap::new(),
+            converter: None,
+            key_types: Vec::new(),
+            _reservation: reservation,
+        };
+        if !matching.keys.is_empty() {
+            side.number_keys(matching)?;
+        }
+        Ok(side)
+    }
+
+    /// Numbers the distinct keys of the right rows.
+    fn number_keys(&mut self, matching: &Match) -> DfResult<()> {
+        let keys = evaluate(matching.keys.iter().map(|(_, r)| r), &self.batch, &[])?;
+        self.key_types = keys.iter().map(|k| k.data_type().clone()).collect();
+        let fields = self.key_types.iter().cloned().map(SortField::new).collect();
+        let converter = RowConverter::new(fields)?;
+        let rows = converter.convert_columns(&keys)?;
+        let has_null = any_null(&keys);
+        self.key_numbers = Vec::with_capacity(rows.num_rows());
+        for (i, row) in rows.iter().enumerate() {
+            if has_null.get(i).copied().unwrap_or(false) {
+                self.key_numbers.push(NO_KEY);
+                continue;
+            }
+            let next = self.numbers.len() as u32;
+            let number = match self.numbers.get(row.as_ref()) {
+                Some(n) => *n,
+                None => {
+                    self.numbers.insert(row.as_ref().into(), next);
+                    next
+                }
+            };
+            self.key_numbers.push(number);
+        }
+        self.converter = Some(converter);
+        Ok(())
+    }
+
+    fn key_count(&self) -> usize {
+        if self.converter.is_some() {
+            self.numbers.len()
+        } else {
+            1
+        }
+    }
+}
+
+/// The merge's state between left batches.
+struct Merge {
+    right: RightSide,
+    matching: Arc<Match>,
+    schema: SchemaRef,
+    clause: &'static str,
+    /// Right rows before this one have been passed.
+    cursor: usize,
+    /// Per key number, the newest right row passed, or [`NO_ROW`].
+    latest: Vec<u32>,
+    /// The last left timestamp seen: left rows must not go back in time.
+    last_left: i64,
+}
+
+impl Merge {
+    fn new(
+        right: RightSide,
+        matching: Arc<Match>,
+        schema: SchemaRef,
+        clause: &'static str,
+    ) -> Self {
+        let latest = vec![NO_ROW; right.key_count()];
+        Merge {
+            right,
+            matching,
+            schema,
+            clause,
+            cursor: 0,
+            latest,
+            last_left: i64::MIN,
+        }
+    }
+
+    fn join(&mut self, left: &RecordBatch) -> DfResult<RecordBatch> {
+        let n = left.num_rows();
+        let times = nanos(&self.matching.left_time.evaluate(left)?.into_array(n)?)?;
+        let keys = self.left_key_numbers(left)?;
+        let mut picks = Vec::with_capacity(n);
+        for i in 0..n {
+            if times.is_null(i) {
+                picks.push(None);
+                continue;
+            }
+            let t = times.value(i);
+            if t < self.last_left {
+                return Err(DataFusionError::Internal(format!(
+                    "{}: left rows are out of timestamp order",
+                    self.clause
+                )));
+            }
+            self.last_left = t;
+            self.advance(t);
+            let key = keys.as_ref().map_or(0, |k| k[i]);
+            picks.push(self.pick(key, t));
+        }
+        let picks = UInt32Array::from(picks);
+        let mut columns = left.columns().to_vec();
+        for column in self.right.batch.columns() {
+            columns.push(if self.right.batch.num_rows() == 0 {
+                new_null_array(column.data_type(), n)
+            } else {
+                take(column.as_ref(), &picks, None)?
+            });
+        }
+        Ok(RecordBatch::try_new(self.schema.clone(), columns)?)
+    }
+
+    /// Passes the right rows a left row at `t` may match.
+    fn advance(&mut self, t: i64) {
+        let times = &self.right.times;
+        let strict = self.matching.strict;
+        while self.cursor < times.len() {
+            let rt = times[self.cursor];
+            if rt > t || (strict && rt == t) {
+                break;
+            }
+            let key = self
+                .right
+                .key_numbers
+                .get(self.cursor)
+                .copied()
+                .unwrap_or(0);
+            if key != NO_KEY {
+                self.latest[key as usize] = self.cursor as u32;
+            }
+            self.cursor += 1;
+        }
+    }
+
+    /// The right row matching a left row at `t` with key number `key`.
+    fn pick(&self, key: u32, t: i64) -> Option<u32> {
+        let row = *self.latest.get(key as usize)?;
+        if row == NO_ROW {
+            return None;
+        }
+        match self.matching.tolerance_ns {
+            Some(ns) if t.saturating_sub(self.right.times[row as usize]) > ns => None,
+            _ => Some(row),
+        }
+    }
+
+    /// Each left row's key number ([`NO_KEY`] for keys no right row has), or `None` when the
+    /// join has no keys.
+    fn left_key_numbers(&self, left: &RecordBatch) -> DfResult<Option<Vec<u32>>> {
+        let Some(converter) = &self.right.converter else {
+            return Ok(None);
+        };
+        let keys = evaluate(
+            self.matching.keys.iter().map(|(l, _)| l),
+            left,
+            &self.right.key_types,
+        )?;
+        let rows: Rows = converter.convert_columns(&keys)?;
+        let has_null = any_null(&keys);
+        Ok(Some(
+            rows.iter()
+                .enumerate()
+                .map(|(i, row)| {
+                    if has_null.get(i).copied().unwrap_or(false) {
+                        return NO_KEY;
+                    }
+                    self.right
+                        .numbers
+                        .get(row.as_ref())
+                        .copied()
+                        .unwrap_or(NO_KEY)
+                })
+                .collect(),
+        ))
+    }
+}
+
+/// Evaluates key expressions over `batch`, each cast to its entry of `types` if there is one.
+fn evaluate<'a>(
+    exprs: impl Iterator<Item = &'a Arc<dyn PhysicalExpr>>,
+    batch: &RecordBatch,
+    types: &[DataType],
+) -> DfResult<Vec<ArrayRef>> {
+    exprs
+        .enumerate()
+        .map(|(i, e)| {
+            let array = e.evaluate(batch)?.into_array(batch.num_rows())?;
+            match types.get(i) {
+                Some(t) if t != array.data_type() => Ok(cast(&array, t)?),
+                _ => Ok(array),
+            }
+        })
+        .collect()
+}
+
+/// Per row, whether any of `keys` is NULL there.
+fn any_null(keys: &[ArrayRef]) -> Vec<bool> {
+    let rows = keys.first().map_or(0, |k| k.len());
+    let mut nulls = vec![false; rows];
+    for key in keys {
+        if let Some(n) = key.logical_nulls() {
+            for (i, valid) in n.iter().enumerate() {
+                nulls[i] |= !valid;
+            }
+        }
+    }
+    nulls
+}
+
+/// A timestamp array as nanoseconds since the epoch.
+fn nanos(array: &ArrayRef) -> DfResult<Int64Array> {
+    let ns = cast(array, &DataType::Timestamp(TimeUnit::Nanosecond, None))?;
+    Ok(cast(&ns, &DataType::Int64)?
+        .as_primitive::<Int64Type>()
+        .clone())
+}
+
+/// `name: l.ts >= r.ts, l.k = r.k, tolerance=...ns`, for EXPLAIN.
+pub(crate) fn describe<T: fmt::Display>(
+    f: &mut fmt::Formatter,
+    name: &str,
+    (left_time, right_time): (&T, &T),
+    keys: &[(T, T)],
+    strict: bool,
+    tolerance_ns: Option<i64>,
+) -> fmt::Result {
+    let op = if strict { ">" } else { ">=" };
+    write!(f, "{name}: {left_time} {op} {right_time}")?;
+    for (l, r) in keys {
+        write!(f, ", {l} = {r}")?;
+    }
+    if let Some(ns) = tolerance_ns {
+        write!(f, ", tolerance={ns}ns")?;
+    }
+    Ok(())
+}

@@ -1,0 +1,1138 @@
+//! Bucketed aggregation fused onto the scan: `SAMPLE BY` (`timestamp_floor`) and
+//! `time_bucket` (`date_bin`) groups computed as the rows stream past in timestamp order,
+//! without a hash table.
+//!
+//! ```text
+//!  AggregateExec(Final)                       AggregateExec(Final)
+//!    AggregateExec(Partial)          ==>        BucketAggregateExec  ── one bucket open at a
+//!      [FilterExec] SundialScanExec               [FilterExec] SundialScanExec  time; SYMBOL
+//!   (hash of bucket and keys per row)          (rows in timestamp order)        keys index slots
+//! ```
+//!
+//! Rows arrive in timestamp order, so a bucket's rows are consecutive: the exec keeps the
+//! aggregate states of the open bucket only, one slot per SYMBOL code of the key (or a single
+//! slot without one), updates them over runs of rows with the same bucket, and emits the
+//! bucket's partial states, exactly as DataFusion's partial aggregate would, when the next
+//! bucket starts. The final aggregate above merges them as before. Rows out of order only cost
+//! extra partial rows (the final aggregate merges equal groups), never wrong results.
+//!
+//! Fused: `count`, `sum`, `avg`, `min`, `max` over DOUBLE, LONG, INT and TIMESTAMP
+//! arguments, grouped by the bucket and at most one SYMBOL column. Anything else (DISTINCT,
+//! FILTER, ordered aggregates, other keys) keeps DataFusion's hash aggregate.
+
+use std::fmt;
+use std::ops::Range;
+use std::sync::Arc;
+
+use datafusion::arrow::array::{
+    Array, ArrayBuilder, ArrayRef, AsArray, DictionaryArray, Float64Builder, Int32Array,
+    Int64Array, Int64Builder, RecordBatch, UInt64Builder,
+};
+use datafusion::arrow::buffer::NullBuffer;
+use datafusion::arrow::compute::SortOptions;
+use datafusion::arrow::compute::cast;
+use datafusion::arrow::datatypes::{DataType, Float64Type, Int32Type, Int64Type, SchemaRef};
+use datafusion::common::tree_node::{Transformed, TreeNode, TreeNodeRecursion};
+use datafusion::config::ConfigOptions;
+use datafusion::error::{DataFusionError, Result as DfResult};
+use datafusion::execution::{SendableRecordBatchStream, TaskContext};
+use datafusion::physical_expr::{
+    EquivalenceProperties, PhysicalExpr, PhysicalSortExpr, ScalarFunctionExpr,
+};
+use datafusion::physical_optimizer::PhysicalOptimizerRule;
+use datafusion::physical_plan::aggregates::{AggregateExec, AggregateMode};
+use datafusion::physical_plan::execution_plan::{
+    Boundedness, EmissionType, ReplaceChildrenOptions,
+};
+use datafusion::physical_plan::expressions::{Column, Literal};
+use datafusion::physical_plan::sorts::sort::SortExec;
+use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
+use datafusion::physical_plan::{
+    ColumnarValue, DisplayAs, DisplayFormatType, ExecutionPlan, ExecutionPlanProperties,
+    PlanProperties,
+};
+use futures::StreamExt;
+
+/// Replaces partial aggregates over time buckets with [`BucketAggregateExec`] (and single-stage
+/// ones with a final aggregate over it).
+#[derive(Debug)]
+pub(crate) struct FuseBucketAggregates;
+
+impl PhysicalOptimizerRule for FuseBucketAggregates {
+    fn optimize(
+        &self,
+        plan: Arc<dyn ExecutionPlan>,
+        _: &ConfigOptions,
+    ) -> DfResult<Arc<dyn ExecutionPlan>> {
+        plan.transform_up(|node| {
+            if let Some(sort) = node.downcast_ref::<SortExec>() {
+                return Ok(match sorted_already(sort)? {
+                    Some(input) => Transformed::yes(input),
+                    None => Transformed::no(node),
+                });
+            }
+            let Some(aggregate) = node.downcast_ref::<AggregateExec>() else {
+                return Ok(Transformed::no(node));
+            };
+            Ok(match fuse(aggregate)? {
+                Some(fused) => Transformed::yes(fused),
+                None => Transformed::no(node),
+            })
+        })
+        .map(|t| t.data)
+    }
+
+    fn name(&self) -> &str {
+        "sundial_fuse_bucket_aggregates"
+    }
+
+    fn schema_check(&self) -> bool {
+        true
+    }
+}
+
+/// The input of a sort that has nothing left to do: its one input partition (or each, when
+/// it keeps partitions) already comes in the sort's order, as a single-stage
+/// [`BucketAggregateExec`]'s buckets do; and it keeps every row.
+fn sorted_already(sort: &SortExec) -> DfResult<Option<Arc<dyn ExecutionPlan>>> {
+    let input = sort.input();
+    let one_stream =
+        sort.preserve_partitioning() || input.output_partitioning().partition_count() == 1;
+    let satisfied = sort.fetch().is_none()
+        && one_stream
+        && input
+            .equivalence_properties()
+            .ordering_satisfy(sort.expr().clone())?;
+    Ok(satisfied.then(|| input.clone()))
+}
+
+fn fuse(aggregate: &AggregateExec) -> DfResult<Option<Arc<dyn ExecutionPlan>>> {
+    if aggregate.limit_options().is_some() {
+        return Ok(None);
+    }
+    match aggregate.mode() {
+        AggregateMode::Partial => {
+            Ok(BucketAggregateExec::try_fuse(aggregate)?.map(|e| Arc::new(e) as _))
+        }
+        AggregateMode::Single | AggregateMode::SinglePartitioned => {
+            let partial = AggregateExec::try_new(
+                AggregateMode::Partial,
+                aggregate.group_expr().clone(),
+                aggregate.aggr_expr().to_vec(),
+                aggregate.filter_expr().to_vec(),
+                aggregate.input().clone(),
+                aggregate.input_schema(),
+            )?;
+            let Some(fused) = BucketAggregateExec::try_fuse(&partial)? else {
+                return Ok(None);
+            };
+            if fused.bucket_order().is_some() {
+                return Ok(fused.into_single(aggregate).map(|e| Arc::new(e) as _));
+            }
+            // Buckets may close out of order: a final aggregate merges the partial states.
+            let merged = AggregateExec::try_new(
+                AggregateMode::Final,
+                partial.group_expr().as_final(),
+                partial.aggr_expr().to_vec(),
+                aggregate.filter_expr().to_vec(),
+                Arc::new(fused),
+                aggregate.input_schema(),
+            )?;
+            Ok(Some(Arc::new(merged)))
+        }
+        _ => Ok(None),
+    }
+}
+
+/// An aggregate function the exec computes, and the kind of its argument.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Op {
+    Count,
+    Sum,
+    Avg,
+    Min,
+    Max,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    F64,
+    I64,
+}
+
+#[derive(Debug, Clone)]
+struct Aggregate {
+    op: Op,
+    kind: Kind,
+    arg: Arc<dyn PhysicalExpr>,
+}
+
+impl Aggregate {
+    /// The partial state's column types, as DataFusion's partial aggregate writes them.
+    fn state_types(&self, arg_type: &DataType) -> Vec<DataType> {
+        match (self.op, self.kind) {
+            (Op::Count, _) => vec![DataType::Int64],
+            (Op::Sum, Kind::F64) => vec![DataType::Float64],
+            (Op::Sum, Kind::I64) => vec![DataType::Int64],
+            (Op::Avg, _) => vec![DataType::UInt64, DataType::Float64],
+            (Op::Min | Op::Max, _) => vec![arg_type.clone()],
+        }
+    }
+}
+
+/// The partial aggregate of [`FuseBucketAggregates`], computed in timestamp order.
+#[derive(Debug)]
+pub(crate) struct BucketAggregateExec {
+    input: Arc<dyn ExecutionPlan>,
+    /// The bucket expression and its position among the group columns.
+    bucket: (Arc<dyn PhysicalExpr>, usize),
+    /// The SYMBOL key column and its position among the group columns.
+    key: Option<(Arc<dyn PhysicalExpr>, usize)>,
+    aggregates: Vec<Aggregate>,
+    emit: Emit,
+    /// The output: group columns, then each aggregate's state columns ([`Emit::States`]) or
+    /// value ([`Emit::Values`]).
+    schema: SchemaRef,
+    properties: Arc<PlanProperties>,
+}
+
+/// What a closed bucket's row holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Emit {
+    /// Partial states, for a final aggregate above to merge: rows out of timestamp order only
+    /// cost extra rows.
+    States,
+    /// Final values, replacing a single-stage aggregate: each bucket is emitted once, in
+    /// ascending order, so rows out of timestamp order are an error.
+    Values,
+}
+
+impl BucketAggregateExec {
+    /// The fused form of `partial`, if it groups by a time bucket of its input's order (and at
+    /// most one SYMBOL key) and computes only aggregates the exec knows.
+    fn try_fuse(partial: &AggregateExec) -> DfResult<Option<Self>> {
+        let group_by = partial.group_expr();
+        if !group_by.is_single() || partial.filter_expr().iter().any(Option::is_some) {
+            return Ok(None);
+        }
+        let input = partial.input();
+        let input_schema = input.schema();
+        let Some(time) = ordered_time_column(input.as_ref()) else {
+            return Ok(None);
+        };
+        let mut bucket = None;
+        let mut key = None;
+        for (i, (expr, _)) in group_by.expr().iter().enumerate() {
+            if bucket.is_none() && is_bucket_of(expr, time) {
+                bucket = Some((expr.clone(), i));
+            } else if key.is_none() && is_symbol_column(expr, &input_schema) {
+                key = Some((expr.clone(), i));
+            } else {
+                return Ok(None);
+            }
+        }
+        let Some(bucket) = bucket else {
+            return Ok(None);
+        };
+        let schema = partial.schema();
+        let mut state_at = group_by.expr().len();
+        let mut aggregates = Vec::new();
+        for expr in partial.aggr_expr() {
+            if expr.is_distinct() || !expr.order_bys().is_empty() {
+                return Ok(None);
+            }
+            let args = expr.expressions();
+            let [arg] = args.as_slice() else {
+                return Ok(None);
+            };
+            let arg = arg.clone();
+            let arg_type = arg.data_type(&input_schema)?;
+            let Some(aggregate) = aggregate_of(expr.fun().name(), arg, &arg_type) else {
+                return Ok(None);
+            };
+            let states = aggregate.state_types(&arg_type);
+            let written: Vec<&DataType> = schema.fields()[state_at..]
+                .iter()
+                .take(states.len())
+                .map(|f| f.data_type())
+                .collect();
+            if written.len() != states.len() || written.iter().zip(&states).any(|(a, b)| *a != b) {
+                return Ok(None);
+            }
+            state_at += states.len();
+            aggregates.push(aggregate);
+        }
+        if state_at != schema.fields().len() {
+            return Ok(None);
+        }
+        let properties = Arc::new(PlanProperties::new(
+            EquivalenceProperties::new(schema.clone()),
+            input.output_partitioning().clone(),
+            EmissionType::Incremental,
+            Boundedness::Bounded,
+        ));
+        Ok(Some(BucketAggregateExec {
+            input: input.clone(),
+            bucket,
+            key,
+            aggregates,
+            emit: Emit::States,
+            schema,
+            properties,
+        }))
+    }
+
+    /// This partial aggregate turned into `single`, a single-stage aggregate over the same
+    /// input, for buckets that close in ascending order ([`Self::bucket_order`]): final
+    /// values, `single`'s schema and properties, and ordered by bucket. `None` if the columns
+    /// do not correspond.
+    fn into_single(self, single: &AggregateExec) -> Option<Self> {
+        let schema = single.schema();
+        let groups = single.group_expr().expr().len();
+        if schema.fields().len() != groups + self.aggregates.len() {
+            return None;
+        }
+        let options = self.bucket_order()?;
+        let at = self.bucket.1;
+        let bucket = Column::new(schema.field(at).name(), at);
+        let properties = single.properties().as_ref().clone();
+        let mut equivalences = properties.equivalence_properties().clone();
+        equivalences.add_ordering([PhysicalSortExpr::new(Arc::new(bucket), options)]);
+        let properties = properties.with_eq_properties(equivalences);
+        Some(BucketAggregateExec {
+            emit: Emit::Values,
+            schema,
+            properties: Arc::new(properties),
+            ..self
+        })
+    }
+
+    /// The order buckets close in, which is their output order in a single stage: the input's
+    /// time order, if the bucket function never decreases as time grows. `date_bin` and
+    /// `timestamp_floor` in UTC do; in a time zone, a clock change can make a later instant's
+    /// bucket start earlier.
+    fn bucket_order(&self) -> Option<SortOptions> {
+        let f = self.bucket.0.downcast_ref::<ScalarFunctionExpr>()?;
+        let zone = f.args().get(3).and_then(|a| a.downcast_ref::<Literal>());
+        let monotone = match f.name() {
+            "date_bin" => true,
+            "timestamp_floor" => f.args().len() < 4 || zone.is_some_and(|z| z.value().is_null()),
+            _ => false,
+        };
+        let first = self.input.properties().output_ordering()?.first();
+        monotone.then_some(first.options)
+    }
+}
+
+/// The input column the plan's rows are ordered by first (ascending), if any.
+fn ordered_time_column(input: &dyn ExecutionPlan) -> Option<usize> {
+    let first = input.properties().output_ordering()?.first();
+    if first.options.descending {
+        return None;
+    }
+    first.expr.downcast_ref::<Column>().map(Column::index)
+}
+
+/// Whether `expr` is `timestamp_floor(stride, time, ...)` or `date_bin(width, time, ...)`.
+fn is_bucket_of(expr: &Arc<dyn PhysicalExpr>, time: usize) -> bool {
+    let Some(f) = expr.downcast_ref::<ScalarFunctionExpr>() else {
+        return false;
+    };
+    matches!(f.name(), "timestamp_floor" | "date_bin")
+        && f.args()
+            .get(1)
+            .and_then(|a| a.downcast_ref::<Column>())
+            .is_some_and(|c| c.index() == time)
+        && f.args()
+            .iter()
+            .enumerate()
+            .all(|(i, a)| i == 1 || a.downcast_ref::<Literal>().is_some())
+}
+
+fn is_symbol_column(expr: &Arc<dyn PhysicalExpr>, schema: &SchemaRef) -> bool {
+    expr.downcast_ref::<Column>().is_some_and(|c| {
+        matches!(
+            schema.field(c.index()).data_type(),
+            DataType::Dictionary(k, _) if **k == DataType::Int32
+        )
+    })
+}
+
+fn aggregate_of(name: &str, arg: Arc<dyn PhysicalExpr>, arg_type: &DataType) -> Option<Aggregate> {
+    let op = match name {
+        "count" => Op::Count,
+        "sum" => Op::Sum,
+        "avg" => Op::Avg,
+        "min" => Op::Min,
+        "max" => Op::Max,
+        _ => return None,
+    };
+    let kind = match arg_type {
+        // Counting reads only which rows are NULL.
+        _ if op == Op::Count => Kind::I64,
+        DataType::Float64 => Kind::F64,
+        DataType::Int64 | DataType::Timestamp(..) if op != Op::Avg => Kind::I64,
+        DataType::Int32 if matches!(op, Op::Min | Op::Max) => Kind::I64,
+        _ => return None,
+    };
+    Some(Aggregate { op, kind, arg })
+}
+
+impl DisplayAs for BucketAggregateExec {
+    fn fmt_as(&self, _: DisplayFormatType, f: &mut fmt::Formatter) -> fmt::Result {
+        let mode = match self.emit {
+            Emit::States => "partial",
+            Emit::Values => "single",
+        };
+        write!(
+            f,
+            "BucketAggregateExec: mode={mode}, bucket={}",
+            self.bucket.0
+        )?;
+        if let Some((key, _)) = &self.key {
+            write!(f, ", key={key}")?;
+        }
+        let names: Vec<String> = self
+            .aggregates
+            .iter()
+            .map(|a| format!("{:?}({})", a.op, a.arg).to_lowercase())
+            .collect();
+        write!(f, ", aggr=[{}]", names.join(", "))
+    }
+}
+
+impl ExecutionPlan for BucketAggregateExec {
+    fn name(&self) -> &'static str {
+        "BucketAggregateExec"
+    }
+
+    fn properties(&self) -> &Arc<PlanProperties> {
+        &self.properties
+    }
+
+    fn children(&self) -> Vec<&Arc<dyn ExecutionPlan>> {
+        vec![&self.input]
+    }
+
+    fn apply_expressions(
+        &self,
+        f: &mut dyn FnMut(&Arc<dyn PhysicalExpr>) -> DfResult<TreeNodeRecursion>,
+    ) -> DfResult<TreeNodeRecursion> {
+        let exprs = std::iter::once(&self.bucket.0)
+            .chain(self.key.iter().map(|(k, _)| k))
+            .chain(self.aggregates.iter().map(|a| &a.arg));
+        crate::exec::visit_each(exprs, f)
+    }
+
+    fn replace_children(
+        self: Arc<Self>,
+        mut children: Vec<Arc<dyn ExecutionPlan>>,
+        _: ReplaceChildrenOptions,
+    ) -> DfResult<Arc<dyn ExecutionPlan>> {
+        let input = children
+            .pop()
+            .ok_or_else(|| DataFusionError::Internal("BucketAggregateExec has a child".into()))?;
+        Ok(Arc::new(BucketAggregateExec {
+            input,
+            bucket: self.bucket.clone(),
+            key: self.key.clone(),
+            aggregates: self.aggregates.clone(),
+            emit: self.emit,
+            schema: self.schema.clone(),
+            properties: self.properties.clone(),
+        }))
+    }
+
+    with_new_children_recomputing!();
+
+    fn execute(
+        &self,
+        partition: usize,
+        context: Arc<TaskContext>,
+    ) -> DfResult<SendableRecordBatchStream> {
+        let input = self.input.execute(partition, context.clone())?;
+        let state = Aggregation::new(self, context.session_config().batch_size());
+        let stream = futures::stream::unfold(Some((input, state)), |open| async move {
+            let (mut input, mut state) = open?;
+            loop {
+                let step = match input.next().await {
+                    Some(Ok(batch)) => state.consume(&batch).and_then(|()| state.output(false)),
+                    Some(Err(e)) => Err(e),
+                    None => {
+                        state.close_bucket();
+                        return state.output(true).transpose().map(|out| (out, None));
+                    }
+                };
+                match step {
+                    Ok(Some(batch)) => return Some((Ok(batch), Some((input, state)))),
+                    Ok(None) => continue,
+                    Err(e) => return Some((Err(e), None)),
+                }
+            }
+        });
+        Ok(Box::pin(RecordBatchStreamAdapter::new(
+            self.schema.clone(),
+            stream,
+        )))
+    }
+}
+
+/// Number types the states hold.
+trait Native: Copy + Default {
+    fn plus(self, other: Self) -> Self;
+    /// Total order: NaN above every number, as DataFusion's `max` and `min` have it.
+    fn above(self, other: Self) -> bool;
+}
+
+impl Native for f64 {
+    fn plus(self, other: Self) -> Self {
+        self + other
+    }
+    fn above(self, other: Self) -> bool {
+        self.total_cmp(&other).is_gt()
+    }
+}
+
+impl Native for i64 {
+    fn plus(self, other: Self) -> Self {
+        self.wrapping_add(other)
+    }
+    fn above(self, other: Self) -> bool {
+        self > other
+    }
+}
+
+/// One aggregate's states, a slot per key.
+struct Slots<T> {
+    op: Op,
+    values: Vec<T>,
+    /// Values seen (rows, for `count`).
+    counts: Vec<u64>,
+}
+
+impl<T: Native> Slots<T> {
+    fn new(op: Op) -> Self {
+        Slots {
+            op,
+            values: Vec::new(),
+            counts: Vec::new(),
+        }
+    }
+
+    fn ensure(&mut self, slots: usize) {
+        if self.counts.len() < slots {
+            self.values.resize(slots, T::default());
+            self.counts.resize(slots, 0);
+        }
+    }
+
+    /// Adds `rows` of `values` (NULLs skipped), each to the slot `slot_of` gives.
+    fn update(
+        &mut self,
+        values: &[T],
+        nulls: Option<&NullBuffer>,
+        rows: Range<usize>,
+        slot_of: impl Fn(usize) -> usize,
+    ) {
+        for row in rows {
+            if nulls.is_some_and(|n| n.is_null(row)) {
+                continue;
+            }
+            let (slot, v) = (slot_of(row), values[row]);
+            let (value, count) = (&mut self.values[slot], &mut self.counts[slot]);
+            *value = match self.op {
+                Op::Count => *value,
+                Op::Sum | Op::Avg => value.plus(v),
+                Op::Min if *count == 0 || value.above(v) => v,
+                Op::Max if *count == 0 || v.above(*value) => v,
+                Op::Min | Op::Max => *value,
+            };
+            *count += 1;
+        }
+    }
+
+    fn count_rows(
+        &mut self,
+        nulls: Option<&NullBuffer>,
+        rows: Range<usize>,
+        slot_of: impl Fn(usize) -> usize,
+    ) {
+        for row in rows {
+            if nulls.is_none_or(|n| n.is_valid(row)) {
+                self.counts[slot_of(row)] += 1;
+            }
+        }
+    }
+
+    /// The slot's value, or `None` if it saw none; and resets the slot.
+    fn take(&mut self, slot: usize) -> (Option<T>, u64) {
+        let count = std::mem::take(&mut self.counts[slot]);
+        let value = std::mem::take(&mut self.values[slot]);
+        ((count > 0).then_some(value), count)
+    }
+}
+
+/// One aggregate's states and the output columns they are written to, in DataFusion's
+/// partial-state layout.
+enum Accumulator {
+    Count {
+        slots: Slots<i64>,
+        counts: Int64Builder,
+    },
+    /// `sum`, `min` or `max` of DOUBLE.
+    F64 {
+        slots: Slots<f64>,
+        out: Float64Builder,
+    },
+    /// `sum`, `min` or `max` of integers and timestamps.
+    I64 {
+        slots: Slots<i64>,
+        out: Int64Builder,
+    },
+    Avg {
+        slots: Slots<f64>,
+        counts: UInt64Builder,
+        sums: Float64Builder,
+    },
+}
+
+impl Accumulator {
+    fn new(a: &Aggregate) -> Self {
+        match (a.op, a.kind) {
+            (Op::Count, _) => Accumulator::Count {
+                slots: Slots::new(a.op),
+                counts: Int64Builder::new(),
+            },
+            (Op::Avg, _) => Accumulator::Avg {
+                slots: Slots::new(a.op),
+                counts: UInt64Builder::new(),
+                sums: Float64Builder::new(),
+            },
+            (_, Kind::F64) => Accumulator::F64 {
+                slots: Slots::new(a.op),
+                out: Float64Builder::new(),
+            },
+            (_, Kind::I64) => Accumulator::I64 {
+                slots: Slots::new(a.op),
+                out: Int64Builder::new(),
+            },
+        }
+    }
+
+    fn ensure(&mut self, slots: usize) {
+        match self {
+            Accumulator::Count { slots: s, .. } | Accumulator::I64 { slots: s, .. } => {
+                s.ensure(slots)
+            }
+            Accumulator::F64 { slots: s, .. } | Accumulator::Avg { slots: s, .. } => {
+                s.ensure(slots)
+            }
+        }
+    }
+
+    /// The argument's values over `batch`, in the form this accumulator reads.
+    fn argument(&self, value: ColumnarValue, rows: usize) -> DfResult<Argument> {
+        Ok(match (self, value) {
+            (Accumulator::Count { .. }, ColumnarValue::Scalar(s)) => {
+                Argument::Rows { all: !s.is_null() }
+            }
+            (Accumulator::Count { .. }, ColumnarValue::Array(array)) => {
+                Argument::Valid(array.logical_nulls())
+            }
+            (Accumulator::F64 { .. } | Accumulator::Avg { .. }, value) => Argument::F64(
+                value
+                    .into_array(rows)?
+                    .as_primitive::<Float64Type>()
+                    .clone(),
+            ),
+            (Accumulator::I64 { .. }, value) => Argument::I64(as_i64(value.into_array(rows)?)?),
+        })
+    }
+
+    fn update(&mut self, arg: &Argument, rows: Range<usize>, slot_of: impl Fn(usize) -> usize) {
+        match (self, arg) {
+            (Accumulator::Count { slots, .. }, Argument::Rows { all: true }) => {
+                slots.count_rows(None, rows, slot_of)
+            }
+            (Accumulator::Count { slots, .. }, Argument::Valid(nulls)) => {
+                slots.count_rows(nulls.as_ref(), rows, slot_of)
+            }
+            (Accumulator::F64 { slots, .. } | Accumulator::Avg { slots, .. }, Argument::F64(a)) => {
+                slots.update(a.values(), a.nulls(), rows, slot_of)
+            }
+            (Accumulator::I64 { slots, .. }, Argument::I64(a)) => {
+                slots.update(a.values(), a.nulls(), rows, slot_of)
+            }
+            // A NULL constant counts nothing; `argument` builds no other pairs.
+            _ => {}
+        }
+    }
+
+    /// Appends the slot's states (or value) to the output and resets the slot. Without values,
+    /// sums, extremes, avg and avg's count and sum are NULL, as DataFusion has them.
+    fn emit(&mut self, slot: usize, emit: Emit) {
+        match self {
+            Accumulator::Count { slots, counts } => counts.append_value(slots.take(slot).1 as i64),
+            Accumulator::F64 { slots, out } => out.append_option(slots.take(slot).0),
+            Accumulator::I64 { slots, out } => out.append_option(slots.take(slot).0),
+            Accumulator::Avg {
+                slots,
+                counts,
+                sums,
+            } => {
+                let (sum, count) = slots.take(slot);
+                match emit {
+                    Emit::States => {
+                        counts.append_option((count > 0).then_some(count));
+                        sums.append_option(sum);
+                    }
+                    Emit::Values => sums.append_option(sum.map(|sum| sum / count as f64)),
+                }
+            }
+        }
+    }
+
+    /// The state (or value) columns built so far.
+    fn finish(&mut self, columns: &mut Vec<ArrayRef>, emit: Emit) {
+        match self {
+            Accumulator::Count { counts, .. } => columns.push(Arc::new(counts.finish())),
+            Accumulator::F64 { out, .. } => columns.push(Arc::new(out.finish())),
+            Accumulator::I64 { out, .. } => columns.push(Arc::new(out.finish())),
+            Accumulator::Avg { counts, sums, .. } => {
+                if emit == Emit::States {
+                    columns.push(Arc::new(counts.finish()));
+                }
+                columns.push(Arc::new(sums.finish()));
+            }
+        }
+    }
+}
+
+/// One partition's aggregation.
+struct Aggregation {
+    bucket: Arc<dyn PhysicalExpr>,
+    key: Option<Arc<dyn PhysicalExpr>>,
+    /// The bucket's position among the group columns (the key has the other).
+    bucket_at: usize,
+    args: Vec<Arc<dyn PhysicalExpr>>,
+    accumulators: Vec<Accumulator>,
+    emit: Emit,
+    schema: SchemaRef,
+    batch_rows: usize,
+    /// The open bucket (`Some(None)`: the bucket of NULL timestamps).
+    open: Option<Option<i64>>,
+    /// Slots the open bucket has rows for, in first-seen order.
+    touched: Vec<usize>,
+    is_touched: Vec<bool>,
+    /// The key's dictionary (the largest seen: SYMBOL codes only grow).
+    key_values: Option<ArrayRef>,
+    /// Output rows built so far: their buckets and key codes.
+    buckets: Int64Builder,
+    keys: Vec<Option<i32>>,
+}
+
+impl Aggregation {
+    fn new(exec: &BucketAggregateExec, batch_rows: usize) -> Self {
+        Aggregation {
+            bucket: exec.bucket.0.clone(),
+            key: exec.key.as_ref().map(|(k, _)| k.clone()),
+            bucket_at: exec.bucket.1,
+            args: exec.aggregates.iter().map(|a| a.arg.clone()).collect(),
+            accumulators: exec.aggregates.iter().map(Accumulator::new).collect(),
+            emit: exec.emit,
+            schema: exec.schema.clone(),
+            batch_rows,
+            open: None,
+            touched: Vec::new(),
+            is_touched: Vec::new(),
+            key_values: None,
+            buckets: Int64Builder::new(),
+            keys: Vec::new(),
+        }
+    }
+
+    fn consume(&mut self, batch: &RecordBatch) -> DfResult<()> {
+        let n = batch.num_rows();
+        if n == 0 {
+            return Ok(());
+        }
+        let buckets = as_i64(self.bucket.evaluate(batch)?.into_array(n)?)?;
+        let codes = match &self.key {
+            Some(key) => Some(self.key_codes(key.evaluate(batch)?.into_array(n)?)?),
+            None => None,
+        };
+        let slots = self.key_values.as_ref().map_or(1, |v| v.len() + 1);
+        self.is_touched
+            .resize(slots.max(self.is_touched.len()), false);
+        let args = self.arguments(batch, slots)?;
+        let mut start = 0;
+        while start < n {
+            let bucket = buckets.is_valid(start).then(|| buckets.value(start));
+            let mut end = start + 1;
+            while end < n && buckets.is_valid(end).then(|| buckets.value(end)) == bucket {
+                end += 1;
+            }
+            if self.open != Some(bucket) {
+                if self.emit == Emit::Values
+                    && self.open.is_some_and(|open| !comes_after(bucket, open))
+                {
+                    return Err(DataFusionError::Internal(
+                        "rows reached a single-stage bucket aggregate out of timestamp order"
+                            .into(),
+                    ));
+                }
+                self.close_bucket();
+                self.open = Some(bucket);
+            }
+            self.add_run(codes.as_ref(), &args, start..end);
+            start = end;
+        }
+        Ok(())
+    }
+
+    /// The key's SYMBOL codes; remembers the dictionary.
+    fn key_codes(&mut self, keys: ArrayRef) -> DfResult<Int32Array> {
+        let dictionary = keys
+            .as_dictionary_opt::<Int32Type>()
+            .ok_or_else(|| DataFusionError::Internal("bucket key is not a SYMBOL".into()))?;
+        let values = dictionary.values();
+        match &self.key_values {
+            Some(kept) if Arc::ptr_eq(kept, values) => {}
+            Some(kept) => {
+                // SYMBOL codes only grow: one dictionary must begin with the other.
+                let (short, long) = if kept.len() <= values.len() {
+                    (kept, values)
+                } else {
+                    (values, kept)
+                };
+                if long.slice(0, short.len()).to_data() != short.to_data() {
+                    return Err(DataFusionError::Internal(
+                        "a bucket key's dictionaries disagree between batches".into(),
+                    ));
+                }
+                if kept.len() < values.len() {
+                    self.key_values = Some(values.clone());
+                }
+            }
+            None => self.key_values = Some(values.clone()),
+        }
+        Ok(dictionary.keys().clone())
+    }
+
+    /// Each aggregate's argument over `batch`, with states sized for `slots`.
+    fn arguments(&mut self, batch: &RecordBatch, slots: usize) -> DfResult<Vec<Argument>> {
+        let n = batch.num_rows();
+        let mut args = Vec::with_capacity(self.args.len());
+        for (arg, accumulator) in self.args.iter().zip(&mut self.accumulators) {
+            accumulator.ensure(slots);
+            args.push(accumulator.argument(arg.evaluate(batch)?, n)?);
+        }
+        Ok(args)
+    }
+
+    /// Adds rows `rows`, all of the open bucket.
+    fn add_run(&mut self, codes: Option<&Int32Array>, args: &[Argument], rows: Range<usize>) {
+        match codes {
+            None => {
+                self.touch(0);
+                self.update(args, rows, |_| 0);
+            }
+            Some(codes) => {
+                let slot_of = |row: usize| {
+                    if codes.is_valid(row) {
+                        codes.value(row) as usize + 1
+                    } else {
+                        0
+                    }
+                };
+                for row in rows.clone() {
+                    self.touch(slot_of(row));
+                }
+                self.update(args, rows, slot_of);
+            }
+        }
+    }
+
+    fn touch(&mut self, slot: usize) {
+        if !self.is_touched[slot] {
+            self.is_touched[slot] = true;
+            self.touched.push(slot);
+        }
+    }
+
+    fn update(
+        &mut self,
+        args: &[Argument],
+        rows: Range<usize>,
+        slot_of: impl Fn(usize) -> usize + Copy,
+    ) {
+        for (arg, accumulator) in args.iter().zip(&mut self.accumulators) {
+            accumulator.update(arg, rows.clone(), slot_of);
+        }
+    }
+
+    /// Writes the open bucket's states to the output and resets them.
+    fn close_bucket(&mut self) {
+        let Some(bucket) = self.open.take() else {
+            return;
+        };
+        self.touched.sort_unstable();
+        for &slot in &self.touched {
+            self.is_touched[slot] = false;
+            self.buckets.append_option(bucket);
+            if self.key.is_some() {
+                self.keys.push(slot.checked_sub(1).map(|code| code as i32));
+            }
+            for accumulator in &mut self.accumulators {
+                accumulator.emit(slot, self.emit);
+            }
+        }
+        self.touched.clear();
+    }
+
+    /// The rows built so far as a batch, once there are enough (or any, when `all`).
+    fn output(&mut self, all: bool) -> DfResult<Option<RecordBatch>> {
+        let rows = self.buckets.len();
+        if rows == 0 || (!all && rows < self.batch_rows) {
+            return Ok(None);
+        }
+        let mut columns: Vec<ArrayRef> = Vec::with_capacity(self.schema.fields().len());
+        columns.push(Arc::new(self.buckets.finish()));
+        if self.key.is_some() {
+            let codes = Int32Array::from(std::mem::take(&mut self.keys));
+            let values = self.key_values.clone().ok_or_else(|| {
+                DataFusionError::Internal("bucket key without a dictionary".into())
+            })?;
+            let keys = Arc::new(DictionaryArray::<Int32Type>::try_new(codes, values)?);
+            columns.insert(1 - self.bucket_at, keys);
+        }
+        for accumulator in &mut self.accumulators {
+            accumulator.finish(&mut columns, self.emit);
+        }
+        let columns = columns
+            .into_iter()
+            .zip(self.schema.fields())
+            .map(|(array, field)| {
+                if array.data_type() == field.data_type() {
+                    Ok(array)
+                } else {
+                    cast(&array, field.data_type())
+                }
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(Some(RecordBatch::try_new(self.schema.clone(), columns)?))
+    }
+}
+
+/// Whether bucket `b` follows bucket `a` in ascending order, NULL last (the scan's order).
+fn comes_after(b: Option<i64>, a: Option<i64>) -> bool {
+    match (a, b) {
+        (Some(a), Some(b)) => b > a,
+        (Some(_), None) => true,
+        (None, _) => false,
+    }
+}
+
+/// An aggregate's argument over one batch.
+enum Argument {
+    /// A constant (`count(*)`): every row counts if it is not NULL.
+    Rows {
+        all: bool,
+    },
+    /// `count(x)`: the rows where `x` is not NULL.
+    Valid(Option<NullBuffer>),
+    F64(datafusion::arrow::array::Float64Array),
+    I64(Int64Array),
+}
+
+/// Integers and timestamps as `i64`.
+fn as_i64(array: ArrayRef) -> DfResult<Int64Array> {
+    let array = match array.data_type() {
+        DataType::Int64 => array,
+        DataType::Timestamp(unit, _) => cast(
+            &cast(&array, &DataType::Timestamp(*unit, None))?,
+            &DataType::Int64,
+        )?,
+        _ => cast(&array, &DataType::Int64)?,
+    };
+    Ok(array.as_primitive::<Int64Type>().clone())
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::exec::scan::tests::{engine, plan_and_rows};
+
+    /// Rows with NULLs in every column but the timestamp, NaNs, and SYMBOL keys, arriving out
+    /// of order over several partitions.
+    fn inserts() -> Vec<String> {
+        let rows = |from: u32, to: u32| {
+            format!(
+                "INSERT INTO t SELECT to_timestamp_seconds(1704067200 + value * 97), \
+                 CASE value % 5 WHEN 0 THEN NULL WHEN 1 THEN 'a' WHEN 2 THEN 'b' ELSE 'c' END, \
+                 CASE WHEN value % 7 = 0 THEN NULL ELSE value * 0.25 END, \
+                 CASE WHEN value % 7 = 0 THEN NULL WHEN value % 11 = 0 THEN 'NaN'::double \
+                      ELSE value * 0.5 END, \
+                 CASE WHEN value % 6 = 0 THEN NULL ELSE value * 3 - 5000 END, \
+                 CASE WHEN value % 4 = 0 THEN NULL ELSE CAST(value % 1000 AS INT) END \
+                 FROM generate_series({from}, {to} - 1)"
+            )
+        };
+        vec![
+            "CREATE TABLE t (ts TIMESTAMP, k SYMBOL, d DOUBLE, e DOUBLE, l LONG, i INT) \
+             TIMESTAMP(ts) \
+             PARTITION BY DAY"
+                .to_string(),
+            rows(2000, 5000),
+            rows(0, 2000),
+            rows(5000, 6000),
+        ]
+    }
+
+    /// NaN (in `e`) makes sums NaN; DataFusion's hash `min` and `max` give NaN no fixed place
+    /// (they depend on row order), so those read `d`, which has none.
+    const AGGREGATES: &str = "count(*) AS n, count(e) AS ne, round(sum(d), 6) AS sd, \
+        round(sum(e), 6) AS se, sum(l) AS sl, round(avg(d), 6) AS ad, round(avg(e), 6) AS ae, round(avg(l), 6) AS al, min(d) AS mind, max(d) AS maxd, \
+        min(l) AS minl, max(l) AS maxl, min(i) AS mini, max(i) AS maxi, min(ts) AS mint, \
+        max(ts) AS maxt";
+
+    #[tokio::test]
+    async fn fused_bucket_aggregates_match_hash_aggregates() {
+        let (engine, _dir) = engine();
+        for sql in inserts() {
+            engine.run(&sql).await.expect(&sql);
+        }
+        // `ts + INTERVAL '0 seconds'` is no longer the column the scan orders by, so those
+        // queries keep DataFusion's hash aggregate.
+        for (fused, reference) in [
+            (
+                format!(
+                    "SELECT timestamp_floor('1h', ts) AS b, k, {AGGREGATES} FROM t GROUP BY b, k ORDER BY b, k"
+                ),
+                format!(
+                    "SELECT timestamp_floor('1h', ts + INTERVAL '0 seconds') AS b, k, {AGGREGATES} FROM t GROUP BY b, k ORDER BY b, k"
+                ),
+            ),
+            (
+                format!(
+                    "SELECT k, date_bin(INTERVAL '15 minutes', ts) AS b, {AGGREGATES} FROM t WHERE k IN ('a', 'c') GROUP BY k, b ORDER BY b, k"
+                ),
+                format!(
+                    "SELECT k, date_bin(INTERVAL '15 minutes', ts + INTERVAL '0 seconds') AS b, {AGGREGATES} FROM t WHERE k IN ('a', 'c') GROUP BY k, b ORDER BY b, k"
+                ),
+            ),
+            (
+                format!("SELECT ts, {AGGREGATES} FROM t WHERE ts >= '2024-01-02' SAMPLE BY 1d"),
+                format!(
+                    "SELECT timestamp_floor('1d', ts + INTERVAL '0 seconds') AS ts, {AGGREGATES} FROM t WHERE ts >= '2024-01-02' GROUP BY 1 ORDER BY 1"
+                ),
+            ),
+            (
+                format!("SELECT ts, k, {AGGREGATES} FROM t SAMPLE BY 1w"),
+                format!(
+                    "SELECT timestamp_floor('1w', ts + INTERVAL '0 seconds') AS ts, k, {AGGREGATES} FROM t GROUP BY 1, 2 ORDER BY 1, 2"
+                ),
+            ),
+        ] {
+            let (plan, got) = plan_and_rows(&engine, &fused).await;
+            assert!(plan.contains("BucketAggregateExec"), "{fused}: {plan}");
+            let (plan, want) = plan_and_rows(&engine, &reference).await;
+            assert!(!plan.contains("BucketAggregateExec"), "{reference}: {plan}");
+            let differing: Vec<(&str, &str)> = got
+                .lines()
+                .zip(want.lines())
+                .filter(|(g, w)| g != w)
+                .take(3)
+                .collect();
+            assert!(differing.is_empty(), "{fused}: {differing:#?}");
+            assert_eq!(got.lines().count(), want.lines().count(), "{fused}");
+            assert!(got.lines().count() > 5, "{got}");
+        }
+    }
+
+    /// On one core the aggregate is single-stage: the fused exec computes final values, and
+    /// a sort by bucket alone has nothing left to do. In a time zone, buckets may close out of
+    /// order, so a final aggregate merges them.
+    #[tokio::test]
+    async fn single_stage_bucket_aggregates_emit_final_values_in_order() {
+        let (engine, _dir) = engine();
+        for sql in inserts() {
+            engine.run(&sql).await.expect(&sql);
+        }
+        engine
+            .run("SET datafusion.execution.target_partitions = 1")
+            .await
+            .expect("SET");
+        let shifted = |sql: &str| sql.replace("ts)", "ts + INTERVAL '0 seconds')");
+        for (sql, sorted) in [
+            (
+                format!("SELECT ts, {AGGREGATES} FROM t WHERE ts >= '2024-01-02' SAMPLE BY 1d"),
+                true,
+            ),
+            (
+                format!("SELECT ts, k, {AGGREGATES} FROM t SAMPLE BY 1h"),
+                false,
+            ),
+            (
+                format!(
+                    "SELECT date_bin(INTERVAL '15 minutes', ts) AS b, {AGGREGATES} FROM t GROUP BY b ORDER BY b"
+                ),
+                true,
+            ),
+            (
+                format!(
+                    "SELECT date_bin(INTERVAL '15 minutes', ts) AS b, k, {AGGREGATES} FROM t GROUP BY b, k ORDER BY b, k"
+                ),
+                false,
+            ),
+        ] {
+            let (plan, got) = plan_and_rows(&engine, &sql).await;
+            assert!(
+                plan.contains("BucketAggregateExec: mode=single"),
+                "{sql}: {plan}"
+            );
+            assert_eq!(!plan.contains("SortExec"), sorted, "{sql}: {plan}");
+            let reference = if sql.contains("SAMPLE BY") {
+                let bucket = if sql.contains("1d") { "1d" } else { "1h" };
+                let keys = if sql.contains(" k,") { ", k" } else { "" };
+                let columns = if keys.is_empty() { "1" } else { "1, 2" };
+                let filter = if sql.contains("WHERE") {
+                    " WHERE ts >= '2024-01-02'"
+                } else {
+                    ""
+                };
+                format!(
+                    "SELECT timestamp_floor('{bucket}', ts + INTERVAL '0 seconds') AS ts{keys}, {AGGREGATES} FROM t{filter} GROUP BY {columns} ORDER BY {columns}"
+                )
+            } else {
+                shifted(&sql)
+            };
+            let (plan, want) = plan_and_rows(&engine, &reference).await;
+            assert!(!plan.contains("BucketAggregateExec"), "{reference}: {plan}");
+            assert_eq!(got, want, "{sql}");
+            assert!(got.lines().count() > 5, "{got}");
+        }
+        let zoned = format!(
+            "SELECT ts, {AGGREGATES} FROM t SAMPLE BY 1h ALIGN TO CALENDAR TIME ZONE 'Europe/Berlin'"
+        );
+        let (plan, _) = plan_and_rows(&engine, &zoned).await;
+        assert!(plan.contains("BucketAggregateExec: mode=partial"), "{plan}");
+        assert!(plan.contains("SortExec"), "{plan}");
+    }
+
+    #[tokio::test]
+    async fn other_groupings_keep_the_hash_aggregate() {
+        let (engine, _dir) = engine();
+        for sql in inserts() {
+            engine.run(&sql).await.expect(&sql);
+        }
+        for sql in [
+            "SELECT timestamp_floor('1h', ts) AS b, sum(d) FILTER (WHERE l > 0) FROM t GROUP BY b",
+            "SELECT timestamp_floor('1h', ts) AS b, i, count(*) FROM t GROUP BY b, i",
+            "SELECT timestamp_floor('1h', ts) AS b, first_value(d ORDER BY ts) FROM t GROUP BY b",
+            "SELECT k, count(*) FROM t GROUP BY k",
+        ] {
+            let (plan, _) = plan_and_rows(&engine, sql).await;
+            assert!(!plan.contains("BucketAggregateExec"), "{sql}: {plan}");
+        }
+    }
+}

@@ -1,0 +1,472 @@
+//! `LATEST ON ts PARTITION BY <symbols>` by a backward scan that stops early.
+//!
+//! ```text
+//!  newest partition ──▶ … ──▶ oldest            each chunk, last row first:
+//!  [ … chunk k-1 | chunk k ]◀── read backwards    filter? ─▶ key unseen? ─▶ keep the row
+//!  stop when every key of the symbols' dictionaries has its row
+//! ```
+//!
+//! The QuestDB rewrite turns a LATEST clause whose keys are all SYMBOL columns into the table
+//! function `latest_rows('table', 'qualifier', 'filter', 'key', ...)`. Rows are sorted by the
+//! designated timestamp, so the first row met for a key, reading backwards, is its latest.
+//! A key's dictionary bounds how many distinct keys there can be, so once each has been met
+//! (and, for a NULL key, no NULL remains in older rows) the scan stops: TSBS's `lastpoint`
+//! reads a few hundred rows of a million. The filter is the WHERE written before LATEST and
+//! is applied to each row before it counts; filters written around the query apply to the
+//! result, as the provider accepts no pushed-down filters.
+
+use std::collections::HashSet;
+use std::fmt;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use datafusion::arrow::array::{Array, AsArray, BooleanArray, RecordBatch};
+use datafusion::arrow::compute::concat_batches;
+use datafusion::arrow::datatypes::{Int32Type, SchemaRef};
+use datafusion::catalog::{Session, TableFunctionArgs, TableFunctionImpl};
+use datafusion::common::tree_node::TreeNodeRecursion;
+use datafusion::common::{DFSchema, DataFusionError, Result as DfResult, ScalarValue};
+use datafusion::datasource::{TableProvider, TableType};
+use datafusion::execution::context::SessionState;
+use datafusion::execution::{SendableRecordBatchStream, TaskContext};
+use datafusion::logical_expr::Expr;
+use datafusion::physical_expr::{EquivalenceProperties, PhysicalExpr};
+use datafusion::physical_plan::execution_plan::{Boundedness, EmissionType};
+use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
+use datafusion::physical_plan::{
+    DisplayAs, DisplayFormatType, ExecutionPlan, Partitioning, PlanProperties,
+    ReplaceChildrenOptions,
+};
+use sundial_storage::{ColumnType, Database, Snapshot, Table, TableMeta};
+
+use crate::error::external;
+use crate::snapshot::newest_snapshot;
+
+use sundial_sql::names::LATEST_ROWS;
+
+/// Most rows read per step of the backward scan.
+const CHUNK_ROWS: u64 = 4_096;
+/// Fewest rows read by the first step.
+const FIRST_CHUNK_ROWS: u64 = 256;
+
+/// `latest_rows(table, qualifier, filter, key...)`.
+#[derive(Debug)]
+pub(crate) struct LatestRows {
+    pub db: Arc<Database>,
+}
+
+impl TableFunctionImpl for LatestRows {
+    fn call_with_args(&self, args: TableFunctionArgs) -> DfResult<Arc<dyn TableProvider>> {
+        let texts = args
+            .exprs()
+            .iter()
+            .map(|e| match e {
+                Expr::Literal(ScalarValue::Utf8(Some(s)), _) => Ok(s.clone()),
+                _ => Err(DataFusionError::Plan(format!(
+                    "{LATEST_ROWS}: arguments must be strings"
+                ))),
+            })
+            .collect::<DfResult<Vec<_>>>()?;
+        let [table, qualifier, filter, keys @ ..] = texts.as_slice() else {
+            return Err(DataFusionError::Plan(format!(
+                "{LATEST_ROWS}(table, qualifier, filter, key, ...)"
+            )));
+        };
+        let t = self
+            .db
+            .table(table)
+            .ok_or_else(|| DataFusionError::Plan(format!("table '{table}' does not exist")))?;
+        let meta = t.meta();
+        if meta.timestamp_index.is_none() || keys.is_empty() {
+            return Err(DataFusionError::Plan(format!(
+                "{LATEST_ROWS}: '{table}' needs a designated timestamp and a key"
+            )));
+        }
+        let keys = keys
+            .iter()
+            .map(|k| {
+                meta.column_index(k)
+                    .filter(|&i| meta.columns[i].column_type == ColumnType::Symbol)
+                    .ok_or_else(|| {
+                        DataFusionError::Plan(format!(
+                            "{LATEST_ROWS}: '{k}' is not a SYMBOL column of '{table}'"
+                        ))
+                    })
+            })
+            .collect::<DfResult<Vec<_>>>()?;
+        Ok(Arc::new(LatestTable {
+            schema: meta.arrow_schema(),
+            table: t.clone(),
+            planned: meta,
+            qualifier: qualifier.clone(),
+            filter: (!filter.is_empty()).then(|| filter.clone()),
+            keys,
+        }))
+    }
+}
+
+/// The latest row per key of a table. Planning reads the schema of the snapshot current then;
+/// each scan reads the table's newest snapshot, as
+/// [`SundialTable`](crate::provider::SundialTable) does.
+#[derive(Debug)]
+pub(crate) struct LatestTable {
+    table: Arc<Table>,
+    /// The metadata planned against (not the snapshot: see `SundialTable`).
+    planned: Arc<TableMeta>,
+    schema: SchemaRef,
+    qualifier: String,
+    filter: Option<String>,
+    keys: Vec<usize>,
+}
+
+impl LatestTable {
+    /// The table and the metadata the plan was made against.
+    pub(crate) fn planned(&self) -> (&Arc<Table>, &Arc<TableMeta>) {
+        (&self.table, &self.planned)
+    }
+}
+
+#[async_trait]
+impl TableProvider for LatestTable {
+    fn schema(&self) -> SchemaRef {
+        self.schema.clone()
+    }
+
+    fn table_type(&self) -> TableType {
+        TableType::View
+    }
+
+    async fn scan(
+        &self,
+        state: &dyn Session,
+        projection: Option<&Vec<usize>>,
+        _filters: &[Expr],
+        _limit: Option<usize>,
+    ) -> DfResult<Arc<dyn ExecutionPlan>> {
+        let filter = match &self.filter {
+            Some(sql) => {
+                let state = state
+                    .as_any()
+                    .downcast_ref::<SessionState>()
+                    .ok_or_else(|| DataFusionError::Internal("session state expected".into()))?;
+                let df_schema =
+                    DFSchema::try_from_qualified_schema(self.qualifier.as_str(), &self.schema)?;
+                let expr = state.create_logical_expr(sql, &df_schema)?;
+                Some(state.create_physical_expr(expr, &df_schema)?)
+            }
+            None => None,
+        };
+        let projection = projection
+            .cloned()
+            .unwrap_or_else(|| (0..self.schema.fields().len()).collect());
+        let output = Arc::new(self.schema.project(&projection)?);
+        // Rows come oldest first: partitions in time order, each partition's rows in order.
+        let mut equivalences = EquivalenceProperties::new(output.clone());
+        if let Some(ordering) =
+            crate::exec::scan::timestamp_ordering(&self.planned, &projection, &output, false)
+        {
+            equivalences.add_ordering(ordering);
+        }
+        Ok(Arc::new(LatestExec {
+            table: self.table.clone(),
+            planned: self.planned.clone(),
+            keys: self.keys.clone(),
+            filter,
+            projection,
+            properties: Arc::new(PlanProperties::new(
+                equivalences,
+                Partitioning::UnknownPartitioning(1),
+                EmissionType::Final,
+                Boundedness::Bounded,
+            )),
+            output,
+        }))
+    }
+}
+
+/// The latest rows per key, searched in the table's newest snapshot when it runs, so that a
+/// kept plan (see `reuse`) reads the rows committed since it was planned.
+#[derive(Debug)]
+pub(crate) struct LatestExec {
+    table: Arc<Table>,
+    /// The metadata planned against.
+    planned: Arc<TableMeta>,
+    keys: Vec<usize>,
+    filter: Option<Arc<dyn PhysicalExpr>>,
+    projection: Vec<usize>,
+    output: SchemaRef,
+    properties: Arc<PlanProperties>,
+}
+
+impl DisplayAs for LatestExec {
+    fn fmt_as(&self, _t: DisplayFormatType, f: &mut fmt::Formatter) -> fmt::Result {
+        write!(
+            f,
+            "LatestExec: table={}, keys={:?}, filter={}",
+            self.planned.name,
+            self.keys,
+            self.filter
+                .as_ref()
+                .map_or("none".to_string(), |e| e.to_string())
+        )
+    }
+}
+
+impl ExecutionPlan for LatestExec {
+    fn name(&self) -> &'static str {
+        "LatestExec"
+    }
+
+    fn properties(&self) -> &Arc<PlanProperties> {
+        &self.properties
+    }
+
+    fn children(&self) -> Vec<&Arc<dyn ExecutionPlan>> {
+        vec![]
+    }
+
+    fn apply_expressions(
+        &self,
+        f: &mut dyn FnMut(&Arc<dyn PhysicalExpr>) -> DfResult<TreeNodeRecursion>,
+    ) -> DfResult<TreeNodeRecursion> {
+        match &self.filter {
+            Some(e) => f(e),
+            None => Ok(TreeNodeRecursion::Continue),
+        }
+    }
+
+    fn replace_children(
+        self: Arc<Self>,
+        _: Vec<Arc<dyn ExecutionPlan>>,
+        _: ReplaceChildrenOptions,
+    ) -> DfResult<Arc<dyn ExecutionPlan>> {
+        Ok(self)
+    }
+
+    with_new_children_recomputing!();
+
+    fn execute(
+        &self,
+        _partition: usize,
+        _context: Arc<TaskContext>,
+    ) -> DfResult<SendableRecordBatchStream> {
+        let search = Search {
+            snapshot: newest_snapshot(&self.table, &self.planned)?,
+            keys: self.keys.clone(),
+            filter: self.filter.clone(),
+            projection: self.projection.clone(),
+            output: self.output.clone(),
+        };
+        let batch = futures::stream::once(async move { search.run() });
+        Ok(Box::pin(RecordBatchStreamAdapter::new(
+            self.output.clone(),
+            batch,
+        )))
+    }
+}
+
+/// One backward search.
+struct Search {
+    snapshot: Arc<Snapshot>,
+    keys: Vec<usize>,
+    filter: Option<Arc<dyn PhysicalExpr>>,
+    projection: Vec<usize>,
+    output: SchemaRef,
+}
+
+/// A key: the SYMBOL codes of a row, `-1` for NULL.
+type Key = Vec<i32>;
+
+/// The keys met so far.
+enum SeenKeys {
+    /// One key column: a flag per code, NULL first.
+    One(Vec<bool>),
+    Many(HashSet<Key, foldhash::fast::RandomState>),
+}
+
+impl SeenKeys {
+    fn new(search: &Search) -> Self {
+        match search.keys.as_slice() {
+            [k] => SeenKeys::One(vec![
+                false;
+                search.snapshot.symbols(*k).map_or(0, |s| s.len()) + 1
+            ]),
+            _ => SeenKeys::Many(HashSet::default()),
+        }
+    }
+
+    /// Records `key`; whether it is new.
+    fn insert(&mut self, key: &[i32]) -> bool {
+        match self {
+            SeenKeys::One(flags) => {
+                let slot = (key[0] + 1) as usize;
+                if slot >= flags.len() {
+                    flags.resize(slot + 1, false);
+                }
+                !std::mem::replace(&mut flags[slot], true)
+            }
+            SeenKeys::Many(set) => !set.contains(key) && set.insert(key.to_vec()),
+        }
+    }
+}
+
+impl Search {
+    fn run(&self) -> DfResult<RecordBatch> {
+        // Every symbol of every key column has been met: only NULL keys can still be missing.
+        let symbol_keys: u64 = self
+            .keys
+            .iter()
+            .map(|&k| self.snapshot.symbols(k).map_or(0, |s| s.len() as u64))
+            .fold(1u64, u64::saturating_mul);
+        // Without a filter only the key columns are read while searching; a filter reads
+        // every column, as its expression refers to the table's columns by position.
+        let searched: Vec<usize> = match self.filter {
+            Some(_) => (0..self.snapshot.meta().columns.len()).collect(),
+            None => self.keys.clone(),
+        };
+        let key_at: Vec<usize> = match self.filter {
+            Some(_) => self.keys.clone(),
+            None => (0..self.keys.len()).collect(),
+        };
+        let mut seen = SeenKeys::new(self);
+        let mut key: Key = Vec::with_capacity(self.keys.len());
+        let mut seen_symbol_keys = 0u64;
+        // A first chunk about as large as the keys there are, doubling up to CHUNK_ROWS.
+        let mut chunk_rows = symbol_keys
+            .saturating_mul(2)
+            .clamp(FIRST_CHUNK_ROWS, CHUNK_ROWS);
+        // Rows kept, by partition, newest partition first.
+        let mut found: Vec<(usize, Vec<u32>)> = Vec::new();
+        'partitions: for (p, partition) in self.snapshot.partitions().iter().enumerate().rev() {
+            let mut picked: Vec<u32> = Vec::new();
+            let mut end = partition.row_count;
+            while end > 0 {
+                let complete = seen_symbol_keys == symbol_keys;
+                if complete && !self.has_null_key(p, 0..end)? {
+                    found.push((p, picked));
+                    break 'partitions;
+                }
+                let start = end.saturating_sub(chunk_rows);
+                chunk_rows = (chunk_rows * 2).min(CHUNK_ROWS);
+                let batch = self
+                    .snapshot
+                    .read_batch(p, &searched, start..end)
+                    .map_err(external)?;
+                let mask = self.mask(&batch)?;
+                let codes: Vec<_> = key_at
+                    .iter()
+                    .map(|&k| batch.column(k).as_dictionary::<Int32Type>().keys().clone())
+                    .collect();
+                for row in (0..batch.num_rows()).rev() {
+                    if mask
+                        .as_ref()
+                        .is_some_and(|m| !m.value(row) || m.is_null(row))
+                    {
+                        continue;
+                    }
+                    key.clear();
+                    key.extend(
+                        codes
+                            .iter()
+                            .map(|c| if c.is_null(row) { -1 } else { c.value(row) }),
+                    );
+                    let has_null = key.iter().any(|&c| c < 0);
+                    if (complete && !has_null) || !seen.insert(&key) {
+                        continue;
+                    }
+                    if !has_null {
+                        seen_symbol_keys += 1;
+                    }
+                    let at = u32::try_from(start + row as u64).map_err(|_| {
+                        DataFusionError::ResourcesExhausted(
+                            "LATEST over a partition of more than 4 Gi rows".into(),
+                        )
+                    })?;
+                    picked.push(at);
+                }
+                end = start;
+            }
+            found.push((p, picked));
+        }
+        // Partitions were searched newest first; QuestDB returns rows oldest first.
+        let mut batches = Vec::with_capacity(found.len());
+        for (p, mut rows) in found.into_iter().rev() {
+            if rows.is_empty() {
+                continue;
+            }
+            rows.reverse();
+            let batch = self
+                .snapshot
+                .read_batch_picked(p, &self.projection, &rows)
+                .map_err(external)?;
+            batches.push(batch.with_schema(self.output.clone())?);
+        }
+        Ok(concat_batches(&self.output, &batches)?)
+    }
+
+    fn mask(&self, batch: &RecordBatch) -> DfResult<Option<BooleanArray>> {
+        let Some(filter) = &self.filter else {
+            return Ok(None);
+        };
+        let values = filter.evaluate(batch)?.into_array(batch.num_rows())?;
+        Ok(Some(values.as_boolean().clone()))
+    }
+
+    /// Whether any key column has a NULL in rows `rows` of partition `p`.
+    fn has_null_key(&self, p: usize, rows: std::ops::Range<u64>) -> DfResult<bool> {
+        for &k in &self.keys {
+            if self
+                .snapshot
+                .null_count(p, k, rows.clone())
+                .map_err(external)?
+                > 0
+            {
+                return Ok(true);
+            }
+        }
+        Ok(false)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::exec::scan::tests::{engine, plan_and_rows};
+
+    /// The backward search against a window over every row: one key and two (with NULL
+    /// keys), with and without a filter, over several partitions where some keys only
+    /// appear in the oldest one, so the search grows its chunks and crosses partitions.
+    #[tokio::test]
+    async fn latest_rows_match_a_window_over_every_row() {
+        let (engine, _dir) = engine();
+        let rows = |from: u32, to: u32, hosts: u32| {
+            format!(
+                "INSERT INTO t SELECT to_timestamp_seconds(1704067200 + value * 29), \
+                 CASE WHEN value % 13 = 0 THEN NULL ELSE 'h' || (value % {hosts}) END, \
+                 CASE value % 4 WHEN 0 THEN NULL WHEN 1 THEN 'a' ELSE 'b' END, \
+                 value * 0.5 FROM generate_series({from}, {to} - 1)"
+            )
+        };
+        for sql in [
+            "CREATE TABLE t (ts TIMESTAMP, h SYMBOL, k SYMBOL, v DOUBLE) TIMESTAMP(ts) \
+             PARTITION BY DAY"
+                .to_string(),
+            rows(0, 3000, 700),
+            rows(3000, 9000, 300),
+        ] {
+            engine.run(&sql).await.expect(&sql);
+        }
+        for (keys, filter) in [("h", ""), ("h, k", ""), ("h", "WHERE v > 4000 "), ("k", "")] {
+            let latest = format!("SELECT * FROM t {filter}LATEST ON ts PARTITION BY {keys}");
+            let window = format!(
+                "SELECT ts, h, k, v FROM (SELECT *, row_number() OVER (PARTITION BY {keys} \
+                 ORDER BY ts DESC) AS rn FROM t {filter}) WHERE rn = 1 ORDER BY ts"
+            );
+            let (plan, got) = plan_and_rows(&engine, &latest).await;
+            assert!(plan.contains("LatestExec"), "{latest}: {plan}");
+            assert!(!plan.contains("SortExec"), "{latest}: {plan}");
+            let (_, want) = plan_and_rows(&engine, &window).await;
+            assert_eq!(got, want, "{latest}");
+            assert!(got.lines().count() > 6, "{got}");
+        }
+    }
+}

@@ -1,0 +1,45 @@
+//! Sundial's physical operators: what runs, below planning.
+//!
+//! ```text
+//!  bind ──────────────▶ a kept plan made ready for a run: its scans take the run's values
+//!   └ values            (values) and read the newest rows; other nodes get fresh state
+//!  scan ─┬─ frame      SundialScanExec: frames of partitions on all cores, ts pruning, order
+//!        └─ index_scan rows picked through symbol indexes
+//!  latest              LatestExec: newest row per key, reading partitions backwards
+//!  bucket_agg          BucketAggregateExec: time-bucket aggregates in scan order, no hash
+//!  asof_join           AsofJoinExec: merge of two inputs in time order
+//!  cooperative         every operator yields; nested-loop probes in slices
+//! ```
+//!
+//! Operators read tables only through [`crate::snapshot`]; nothing here plans or knows the
+//! caches above. Rebinding a kept plan to a run's values is owned here ([`bind`]), by the
+//! operators that hold values and rows, so the plan caches never look inside a plan.
+
+use std::sync::Arc;
+
+use datafusion::common::Result as DfResult;
+use datafusion::common::tree_node::TreeNodeRecursion;
+use datafusion::physical_expr::PhysicalExpr;
+
+pub(crate) mod asof_join;
+pub(crate) mod bind;
+pub(crate) mod bucket_agg;
+pub(crate) mod cooperative;
+mod frame;
+pub(crate) mod index_scan;
+pub(crate) mod latest;
+pub mod scan;
+pub(crate) mod values;
+
+/// `ExecutionPlan::apply_expressions` over a node's own expressions.
+pub(crate) fn visit_each<'a>(
+    exprs: impl IntoIterator<Item = &'a Arc<dyn PhysicalExpr>>,
+    f: &mut dyn FnMut(&Arc<dyn PhysicalExpr>) -> DfResult<TreeNodeRecursion>,
+) -> DfResult<TreeNodeRecursion> {
+    for e in exprs {
+        if f(e)? == TreeNodeRecursion::Stop {
+            return Ok(TreeNodeRecursion::Stop);
+        }
+    }
+    Ok(TreeNodeRecursion::Continue)
+}

@@ -1,0 +1,820 @@
+//! Point lookups: the short path for `SELECT a, b FROM t WHERE k = $1 [AND j = 'x'] [LIMIT n]`.
+//!
+//! ```text
+//! prepare:  optimized plan ──PointLookup::from_plan──▶ { table, key columns, projection }
+//! run:      newest snapshot ─▶ each partition: key column == value ─▶ mask
+//!                           ─▶ projected columns, masked ─▶ one batch per partition with hits
+//! ```
+//!
+//! Clients that look rows up by key send the same prepared statement thousands of times a
+//! second. For them, DataFusion's physical planning and its executor (a task per partition,
+//! channels between operators) cost more than comparing the key column, so statements of this
+//! shape skip both: the comparison runs on the mapped column with Arrow's vectorised kernels,
+//! and only the matching rows are copied. Everything else takes the general path.
+
+use std::cell::Cell;
+use std::sync::Arc;
+
+use datafusion::arrow::array::{
+    Array, ArrayRef, AsArray, BooleanArray, Datum, RecordBatch, Scalar,
+};
+use datafusion::arrow::compute::kernels::boolean::and;
+use datafusion::arrow::compute::kernels::cmp::eq;
+use datafusion::arrow::compute::{concat, filter_record_batch};
+use datafusion::arrow::datatypes::{DataType, SchemaRef};
+use datafusion::catalog::TableProvider;
+use datafusion::common::Column;
+use datafusion::datasource::source_as_provider;
+use datafusion::logical_expr::utils::split_conjunction;
+use datafusion::logical_expr::{
+    BinaryExpr, Expr, FetchType, LogicalPlan, Operator, SkipType, TableScan,
+};
+use datafusion::scalar::ScalarValue;
+use sundial_storage::{ColumnType, Snapshot, Table};
+
+use crate::error::{QueryError, Result, internal};
+use crate::key_index::{IndexRows, KeyIndexes, indexable};
+use crate::provider::SundialTable;
+use crate::snapshot::symbol_code;
+use sundial_sql::names::placeholder_index;
+
+/// A prepared statement that is a conjunction of equalities on one Sundial table.
+#[derive(Debug, Clone)]
+pub(crate) struct PointLookup {
+    /// Always a [`SundialTable`]; kept as the provider so the plan's table is reused.
+    provider: Arc<dyn TableProvider>,
+    keys: Vec<Key>,
+    /// The table column behind each output column.
+    projection: Vec<usize>,
+    schema: SchemaRef,
+    fetch: Option<usize>,
+}
+
+#[derive(Debug, Clone)]
+struct Key {
+    column: usize,
+    value: KeyValue,
+}
+
+#[derive(Debug, Clone)]
+enum KeyValue {
+    /// `$n`, zero-based.
+    Param(usize),
+    Literal(ScalarValue),
+}
+
+/// What one key column is compared with, resolved against a snapshot.
+struct Needle {
+    column: usize,
+    /// The value, or for a SYMBOL column its dictionary code.
+    value: Scalar<ArrayRef>,
+    is_symbol: bool,
+    /// The value as a key of the column's [`KeyIndexes`] entry, if the column is indexable.
+    index_key: Option<i64>,
+}
+
+/// One partition of one snapshot, with the indexes that may cover it.
+struct Scope<'a> {
+    indexes: &'a KeyIndexes,
+    table: &'a Arc<Table>,
+    snapshot: &'a Snapshot,
+    partition: usize,
+    /// The most rows one partition may index or scan before the run is deferred.
+    step_rows_max: u64,
+    deferred: &'a Cell<bool>,
+}
+
+impl PointLookup {
+    /// Recognises `[Limit] [Projection of columns] [Limit] Filter(k = v AND ...) TableScan`
+    /// over a Sundial table; `None` for any other plan.
+    pub(crate) fn from_plan(plan: &LogicalPlan) -> Option<PointLookup> {
+        let schema: SchemaRef = Arc::new(plan.schema().as_arrow().clone());
+        let (plan, mut fetch) = strip_limit(plan)?;
+        // Sorts by the designated timestamp are kept aside: lookups return rows in its order.
+        let (plan, top_sort) = strip_timestamp_sort(plan, &mut fetch);
+        let mut inner_sort = None;
+        let (output, filter) = match plan {
+            LogicalPlan::Projection(p) => {
+                // The optimizer pushes a limit below the projection.
+                let (input, inner_fetch) = strip_limit(p.input.as_ref())?;
+                fetch = match (fetch, inner_fetch) {
+                    (Some(a), Some(b)) => Some(a.min(b)),
+                    (a, b) => a.or(b),
+                };
+                let (input, sort) = strip_timestamp_sort(input, &mut fetch);
+                inner_sort = sort;
+                let filter = filtered_scan(input)?;
+                let columns = p
+                    .expr
+                    .iter()
+                    .map(|e| match e.clone().unalias() {
+                        Expr::Column(c) => Some(c),
+                        _ => None,
+                    })
+                    .collect::<Option<Vec<_>>>()?;
+                (Some((p, columns)), filter)
+            }
+            plan => (None, filtered_scan(plan)?),
+        };
+        let (scan, terms) = filter;
+        if scan.fetch.is_some() {
+            return None;
+        }
+        let provider = source_as_provider(&scan.source).ok()?;
+        let table = provider.downcast_ref::<SundialTable>()?;
+        let table_schema = table.schema();
+        let ts = table
+            .timestamp_name()
+            .and_then(|name| table_schema.index_of(name).ok());
+        let top_sort_column = match (top_sort, &output) {
+            (None, _) => None,
+            (Some(c), Some((p, columns))) => Some(&columns[p.schema.index_of_column(c).ok()?]),
+            (Some(c), None) => Some(c),
+        };
+        for sorted_by in [top_sort_column, inner_sort].into_iter().flatten() {
+            if ts.is_none() || scan_column(scan, sorted_by) != ts {
+                return None;
+            }
+        }
+        let projection = match &output {
+            Some((_, columns)) => columns
+                .iter()
+                .map(|c| scan_column(scan, c))
+                .collect::<Option<Vec<_>>>()?,
+            None => (0..scan.projected_schema.fields().len())
+                .map(|i| {
+                    scan.projection
+                        .as_ref()
+                        .map_or(Some(i), |p| p.get(i).copied())
+                })
+                .collect::<Option<Vec<_>>>()?,
+        };
+        let types_match = projection.len() == schema.fields().len()
+            && projection.iter().zip(schema.fields()).all(|(c, f)| {
+                table_schema
+                    .fields()
+                    .get(*c)
+                    .is_some_and(|t| t.data_type() == f.data_type())
+            });
+        if !types_match {
+            return None;
+        }
+        let keys = keys(&terms, table)?;
+        Some(PointLookup {
+            provider,
+            keys,
+            projection,
+            schema,
+            fetch,
+        })
+    }
+
+    pub(crate) fn schema(&self) -> &SchemaRef {
+        &self.schema
+    }
+
+    /// The matching rows of the table's newest snapshot, in table order, or `None` if that
+    /// takes indexing or scanning more than `step_rows_max` rows in one partition (so a caller
+    /// that cannot block long runs it elsewhere).
+    pub(crate) fn run(
+        &self,
+        indexes: &KeyIndexes,
+        params: &[ScalarValue],
+        step_rows_max: u64,
+    ) -> Result<Option<Vec<RecordBatch>>> {
+        let table = self
+            .provider
+            .downcast_ref::<SundialTable>()
+            .ok_or_else(|| internal("point lookup over a foreign table".into()))?;
+        let snapshot = table.scan_snapshot()?;
+        let Some(needles) = self.needles(&snapshot, params)? else {
+            return Ok(Some(Vec::new()));
+        };
+        let deferred = Cell::new(false);
+        let mut remaining = self.fetch.unwrap_or(usize::MAX);
+        let mut batches = Vec::new();
+        for partition in 0..snapshot.partitions().len() {
+            if remaining == 0 {
+                break;
+            }
+            let scope = Scope {
+                indexes,
+                table: table.table(),
+                snapshot: &snapshot,
+                partition,
+                step_rows_max,
+                deferred: &deferred,
+            };
+            let hits = self.hits(&scope, &needles)?;
+            if deferred.get() {
+                return Ok(None);
+            }
+            let Some(mut hits) = hits else {
+                continue;
+            };
+            if hits.num_rows() > remaining {
+                hits = hits.slice(0, remaining);
+            }
+            remaining -= hits.num_rows();
+            batches.push(hits);
+        }
+        Ok(Some(batches))
+    }
+
+    /// The projected rows of one partition that match every needle; `None` if none does.
+    fn hits(&self, scope: &Scope<'_>, needles: &[Needle]) -> Result<Option<RecordBatch>> {
+        let columns = match indexed_rows(scope, needles)? {
+            Some(rows) => {
+                if rows.is_empty() {
+                    return Ok(None);
+                }
+                self.projection
+                    .iter()
+                    .map(|c| gather(scope, *c, &rows))
+                    .collect::<Result<Vec<_>>>()?
+            }
+            None => {
+                let rows = 0..scope.snapshot.partitions()[scope.partition].row_count;
+                if rows.end > scope.step_rows_max {
+                    scope.deferred.set(true);
+                    return Ok(None);
+                }
+                let Some(mask) = scan_matches(scope, rows.clone(), needles)? else {
+                    return Ok(None);
+                };
+                let all = scope
+                    .snapshot
+                    .read_batch(scope.partition, &self.projection, rows)?;
+                filter_record_batch(&all, &mask)?.columns().to_vec()
+            }
+        };
+        Ok(Some(RecordBatch::try_new(self.schema.clone(), columns)?))
+    }
+
+    /// Each key's comparison value; `None` when no row can match (a NULL, or a symbol the
+    /// column has never held).
+    fn needles(&self, snapshot: &Snapshot, params: &[ScalarValue]) -> Result<Option<Vec<Needle>>> {
+        let mut needles = Vec::with_capacity(self.keys.len());
+        for key in &self.keys {
+            let value = match &key.value {
+                KeyValue::Literal(v) => v,
+                KeyValue::Param(i) => params.get(*i).ok_or_else(|| {
+                    QueryError::Invalid(format!("no value for parameter ${}", i + 1))
+                })?,
+            };
+            if value.is_null() {
+                return Ok(None);
+            }
+            let column = &snapshot.meta().columns[key.column];
+            let (value, is_symbol) = if column.column_type == ColumnType::Symbol {
+                let Some(code) = symbol_code(snapshot, key.column, value) else {
+                    return Ok(None);
+                };
+                (ScalarValue::Int32(Some(code)), true)
+            } else {
+                let wanted = column.column_type.arrow_type();
+                let value = value.cast_to(&wanted).map_err(|e| {
+                    QueryError::Invalid(format!(
+                        "value {value} does not fit column '{}' ({}): {e}",
+                        column.name,
+                        column.column_type.name()
+                    ))
+                })?;
+                (value, false)
+            };
+            let index_key = match indexable(column.column_type) {
+                true => match value.cast_to(&DataType::Int64)? {
+                    ScalarValue::Int64(key) => key,
+                    _ => None,
+                },
+                false => None,
+            };
+            needles.push(Needle {
+                column: key.column,
+                value: Scalar::new(value.to_array()?),
+                is_symbol,
+                index_key,
+            });
+        }
+        Ok(Some(needles))
+    }
+}
+
+fn strip_limit(plan: &LogicalPlan) -> Option<(&LogicalPlan, Option<usize>)> {
+    let LogicalPlan::Limit(limit) = plan else {
+        return Some((plan, None));
+    };
+    match (limit.get_skip_type().ok()?, limit.get_fetch_type().ok()?) {
+        (SkipType::Literal(0), FetchType::Literal(fetch)) => Some((limit.input.as_ref(), fetch)),
+        _ => None,
+    }
+}
+
+/// `plan` without a top sort by one column ascending, and that column; the sort's fetch
+/// narrows `fetch`. Other plans come back unchanged.
+fn strip_timestamp_sort<'a>(
+    plan: &'a LogicalPlan,
+    fetch: &mut Option<usize>,
+) -> (&'a LogicalPlan, Option<&'a Column>) {
+    let LogicalPlan::Sort(sort) = plan else {
+        return (plan, None);
+    };
+    let [key] = sort.expr.as_slice() else {
+        return (plan, None);
+    };
+    let Expr::Column(column) = &key.expr else {
+        return (plan, None);
+    };
+    if !key.asc {
+        return (plan, None);
+    }
+    *fetch = match (*fetch, sort.fetch) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    };
+    (sort.input.as_ref(), Some(column))
+}
+
+/// The table column a column of the scan's output refers to.
+fn scan_column(scan: &TableScan, column: &Column) -> Option<usize> {
+    let i = scan.projected_schema.index_of_column(column).ok()?;
+    match &scan.projection {
+        Some(p) => p.get(i).copied(),
+        None => Some(i),
+    }
+}
+
+/// A scan with the conjuncts that filter it, above it or pushed into it; `None` for any
+/// other plan, or a scan without filters.
+fn filtered_scan(plan: &LogicalPlan) -> Option<(&TableScan, Vec<&Expr>)> {
+    let (scan, mut terms) = match plan {
+        LogicalPlan::Filter(filter) => match filter.input.as_ref() {
+            LogicalPlan::TableScan(scan) => (scan, split_conjunction(&filter.predicate)),
+            _ => return None,
+        },
+        LogicalPlan::TableScan(scan) => (scan, Vec::new()),
+        _ => return None,
+    };
+    terms.extend(scan.filters.iter().flat_map(split_conjunction));
+    (!terms.is_empty()).then_some((scan, terms))
+}
+
+/// The filter as `column = value` terms, or `None` if any term has another shape. Terms name
+/// table columns, which the scan need not project: filters pushed into it are its own.
+fn keys(terms: &[&Expr], table: &SundialTable) -> Option<Vec<Key>> {
+    let table_schema = table.schema();
+    terms
+        .iter()
+        .map(|term| {
+            let Expr::BinaryExpr(BinaryExpr {
+                left,
+                op: Operator::Eq,
+                right,
+            }) = term
+            else {
+                return None;
+            };
+            let (column, value) = match (left.as_ref(), right.as_ref()) {
+                (Expr::Column(c), v) | (v, Expr::Column(c)) if !matches!(v, Expr::Column(_)) => {
+                    (c, v)
+                }
+                _ => return None,
+            };
+            let column = table_schema.index_of(&column.name).ok()?;
+            let column_type = table_schema.fields().get(column)?.data_type().clone();
+            let value = match value {
+                Expr::Placeholder(p) => KeyValue::Param(placeholder_index(&p.id)?),
+                Expr::Literal(v, _) if literal_fits(v, &column_type) => {
+                    KeyValue::Literal(v.clone())
+                }
+                _ => return None,
+            };
+            Some(Key { column, value })
+        })
+        .collect()
+}
+
+/// Literals compare as themselves only when typed like the column (the planner has already
+/// coerced them) or, for SYMBOL columns, as strings.
+fn literal_fits(value: &ScalarValue, column_type: &DataType) -> bool {
+    match column_type {
+        DataType::Dictionary(_, values) => value.data_type() == **values || value.is_null(),
+        t => value.data_type() == *t || value.is_null(),
+    }
+}
+
+/// Above this many candidate rows from an index, reading row runs one by one costs more than
+/// scanning the partition.
+const GATHER_ROWS_MAX: usize = 1024;
+
+/// The rows where every needle matches, found through the first indexed needle's index;
+/// `None` when no needle has one (or too many rows match it) and the partition is scanned.
+fn indexed_rows(scope: &Scope<'_>, needles: &[Needle]) -> Result<Option<Vec<u32>>> {
+    let Some((first, key)) = needles
+        .iter()
+        .enumerate()
+        .find_map(|(i, n)| Some((i, n.index_key?)))
+    else {
+        return Ok(None);
+    };
+    let found = scope.indexes.rows(
+        scope.table,
+        scope.snapshot,
+        scope.step_rows_max,
+        (scope.partition, needles[first].column),
+        key,
+        0..u64::MAX,
+    )?;
+    let mut rows = match found {
+        IndexRows::Hits(rows) => rows,
+        IndexRows::Unindexed => return Ok(None),
+        IndexRows::Deferred => {
+            scope.deferred.set(true);
+            return Ok(Some(Vec::new()));
+        }
+    };
+    if rows.len() > GATHER_ROWS_MAX {
+        return Ok(None);
+    }
+    for (i, needle) in needles.iter().enumerate() {
+        if i == first || rows.is_empty() {
+            continue;
+        }
+        let values = gather(scope, needle.column, &rows)?;
+        let matches = compare_needle(&values, needle)?;
+        rows = rows
+            .iter()
+            .zip(matches.values().iter())
+            .filter_map(|(row, hit)| hit.then_some(*row))
+            .collect();
+    }
+    Ok(Some(rows))
+}
+
+/// Rows `rows` (ascending) of one column of the scope's partition, read run by run.
+fn gather(scope: &Scope<'_>, column: usize, rows: &[u32]) -> Result<ArrayRef> {
+    let mut pieces: Vec<ArrayRef> = Vec::new();
+    let mut i = 0;
+    while i < rows.len() {
+        let start = rows[i];
+        let mut end = start + 1;
+        i += 1;
+        while i < rows.len() && rows[i] == end {
+            end += 1;
+            i += 1;
+        }
+        pieces.push(scope.snapshot.read_column(
+            scope.partition,
+            column,
+            start as u64..end as u64,
+        )?);
+    }
+    match pieces.len() {
+        1 => Ok(pieces.swap_remove(0)),
+        _ => {
+            let parts: Vec<&dyn Array> = pieces.iter().map(|p| p.as_ref()).collect();
+            Ok(concat(&parts)?)
+        }
+    }
+}
+
+/// The mask of rows in `rows` of the scope's partition where every needle matches; `None` if
+/// none does.
+fn scan_matches(
+    scope: &Scope<'_>,
+    rows: std::ops::Range<u64>,
+    needles: &[Needle],
+) -> Result<Option<BooleanArray>> {
+    let mut mask: Option<BooleanArray> = None;
+    for needle in needles {
+        let values = scope
+            .snapshot
+            .read_column(scope.partition, needle.column, rows.clone())?;
+        let matches = compare_needle(&values, needle)?;
+        let combined = match mask {
+            None => matches,
+            Some(previous) => and(&previous, &matches)?,
+        };
+        if combined.true_count() == 0 {
+            return Ok(None);
+        }
+        mask = Some(combined);
+    }
+    Ok(mask)
+}
+
+fn compare_needle(values: &ArrayRef, needle: &Needle) -> Result<BooleanArray> {
+    if !needle.is_symbol {
+        return compare(values.as_ref(), &needle.value);
+    }
+    let dictionary = values.as_any_dictionary_opt().ok_or_else(|| {
+        internal(format!(
+            "SYMBOL column {} read without codes",
+            needle.column
+        ))
+    })?;
+    compare(dictionary.keys(), &needle.value)
+}
+
+/// `values = needle` with NULLs as non-matches, so the mask has no nulls.
+fn compare(values: &dyn Array, needle: &dyn Datum) -> Result<BooleanArray> {
+    let matches = eq(&values, needle)?;
+    Ok(match matches.nulls() {
+        None => matches,
+        Some(valid) => BooleanArray::new(matches.values() & valid.inner(), None),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use datafusion::arrow::util::pretty::pretty_format_batches;
+    use sundial_storage::{Database, Durability, StorageOptions};
+
+    use crate::{Engine, Output, collect};
+
+    use super::*;
+
+    fn engine() -> (Engine, tempfile::TempDir) {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let options = StorageOptions {
+            durability: Durability::None,
+            ..StorageOptions::default()
+        };
+        let db = Database::open(dir.path(), options).expect("open database");
+        (Engine::new(db).expect("engine"), dir)
+    }
+
+    async fn run(engine: &Engine, sql: &str) -> String {
+        let collected = collect(engine.run(sql).await.expect(sql)).await.expect(sql);
+        pretty_format_batches(&collected.batches)
+            .expect("format")
+            .to_string()
+    }
+
+    async fn run_prepared(engine: &Engine, sql: &str, params: Vec<ScalarValue>) -> String {
+        let prepared = engine.prepare(sql).await.expect(sql);
+        assert!(prepared.is_point_lookup(), "not a point lookup: {sql}");
+        let output = engine.run_prepared(&prepared, params).await.expect(sql);
+        let Output::Rows(_) = &output else {
+            panic!("no rows from {sql}");
+        };
+        let collected = collect(output).await.expect(sql);
+        pretty_format_batches(&collected.batches)
+            .expect("format")
+            .to_string()
+    }
+
+    async fn trades(engine: &Engine) {
+        engine
+            .run(
+                "CREATE TABLE t (ts TIMESTAMP, sym SYMBOL, id LONG, name STRING, price DOUBLE) \
+                 TIMESTAMP(ts) PARTITION BY DAY",
+            )
+            .await
+            .expect("create");
+        engine
+            .run(
+                "INSERT INTO t VALUES \
+                 ('2024-01-01T00:00:00Z', 'a', 1, 'one', 1.5), \
+                 ('2024-01-01T01:00:00Z', 'b', 2, 'two', 2.5), \
+                 ('2024-01-02T00:00:00Z', 'a', 1, 'uno', 3.5), \
+                 ('2024-01-02T01:00:00Z', NULL, NULL, NULL, 4.5), \
+                 ('2024-01-03T00:00:00Z', 'c', 3, 'three', 5.5), \
+                 ('2024-01-03T02:00:00Z', 'a', 1, 'eins', 6.5)",
+            )
+            .await
+            .expect("insert");
+    }
+
+    /// Every lookup answers exactly what the general path answers for the same values inlined.
+    #[tokio::test]
+    async fn lookups_match_the_general_path() {
+        let (engine, _dir) = engine();
+        trades(&engine).await;
+        let cases: Vec<(&str, Vec<ScalarValue>, &str)> = vec![
+            (
+                "SELECT ts, sym, price FROM t WHERE id = $1",
+                vec![ScalarValue::Int64(Some(1))],
+                "SELECT ts, sym, price FROM t WHERE id = 1",
+            ),
+            (
+                "SELECT * FROM t WHERE sym = $1",
+                vec![ScalarValue::Utf8(Some("a".into()))],
+                "SELECT * FROM t WHERE sym = 'a'",
+            ),
+            (
+                "SELECT name FROM t WHERE sym = $1 AND id = $2",
+                vec![
+                    ScalarValue::Utf8(Some("b".into())),
+                    ScalarValue::Int64(Some(2)),
+                ],
+                "SELECT name FROM t WHERE sym = 'b' AND id = 2",
+            ),
+            (
+                "SELECT price AS p, ts FROM t WHERE $1 = id LIMIT 2",
+                vec![ScalarValue::Int64(Some(1))],
+                "SELECT price AS p, ts FROM t WHERE 1 = id ORDER BY ts LIMIT 2",
+            ),
+            (
+                "SELECT id FROM t WHERE name = 'three'",
+                vec![],
+                "SELECT id FROM t WHERE name = 'three'",
+            ),
+            (
+                "SELECT * FROM t WHERE sym = $1",
+                vec![ScalarValue::Utf8(Some("never".into()))],
+                "SELECT * FROM t WHERE sym = 'never'",
+            ),
+            (
+                "SELECT * FROM t WHERE id = $1",
+                vec![ScalarValue::Int64(None)],
+                "SELECT * FROM t WHERE id = NULL",
+            ),
+            (
+                "SELECT ts FROM t WHERE ts = $1",
+                vec![ScalarValue::TimestampNanosecond(
+                    Some(1_704_070_800_000_000_000),
+                    None,
+                )],
+                "SELECT ts FROM t WHERE ts = '2024-01-01T01:00:00Z'",
+            ),
+        ];
+        // The general path's parallel scan may return rows in any order.
+        let sorted = |text: String| {
+            let mut lines: Vec<String> = text.lines().map(str::to_string).collect();
+            lines.sort();
+            lines
+        };
+        for (sql, params, inlined) in cases {
+            let expected = sorted(run(&engine, inlined).await);
+            assert_eq!(
+                sorted(run_prepared(&engine, sql, params).await),
+                expected,
+                "{sql}"
+            );
+        }
+    }
+
+    #[tokio::test]
+    async fn other_shapes_take_the_general_path() {
+        let (engine, _dir) = engine();
+        trades(&engine).await;
+        for sql in [
+            "SELECT * FROM t WHERE id > $1",
+            "SELECT count(*) FROM t WHERE id = $1",
+            "SELECT price + 1 FROM t WHERE id = $1",
+            "SELECT * FROM t WHERE id = $1 OR id = 2",
+            "SELECT * FROM t WHERE id = $1 ORDER BY price",
+            "SELECT * FROM t WHERE id = $1 LIMIT 1 OFFSET 1",
+        ] {
+            let prepared = engine.prepare(sql).await.expect(sql);
+            assert!(!prepared.is_point_lookup(), "{sql}");
+        }
+    }
+
+    /// Prepared statements read the newest commit, not the one current when they were planned.
+    #[tokio::test]
+    async fn prepared_statements_see_later_commits() {
+        let (engine, _dir) = engine();
+        trades(&engine).await;
+        let lookup = engine
+            .prepare("SELECT name FROM t WHERE id = $1")
+            .await
+            .expect("prepare");
+        let general = engine
+            .prepare("SELECT count(*) AS n FROM t WHERE id = $1")
+            .await
+            .expect("prepare");
+        assert!(lookup.is_point_lookup() && !general.is_point_lookup());
+        engine
+            .run("INSERT INTO t VALUES ('2024-01-04T00:00:00Z', 'd', 4, 'four', 7.5)")
+            .await
+            .expect("insert");
+        engine
+            .run("ALTER TABLE t ADD COLUMN extra INT")
+            .await
+            .expect("add column");
+        let four = || vec![ScalarValue::Int64(Some(4))];
+        let names = collect(engine.run_prepared(&lookup, four()).await.expect("run"))
+            .await
+            .expect("collect");
+        assert_eq!(names.batches.iter().map(|b| b.num_rows()).sum::<usize>(), 1);
+        let counts = collect(engine.run_prepared(&general, four()).await.expect("run"))
+            .await
+            .expect("collect");
+        let text = pretty_format_batches(&counts.batches)
+            .expect("format")
+            .to_string();
+        assert!(text.contains("| 1 |"), "{text}");
+
+        engine
+            .run("ALTER TABLE t DROP COLUMN name")
+            .await
+            .expect("drop column");
+        let error = match engine.run_prepared(&lookup, four()).await {
+            Ok(_) => panic!("a dropped column still read"),
+            Err(e) => e.to_string(),
+        };
+        assert!(error.contains("prepare it again"), "{error}");
+    }
+
+    async fn row_count(engine: &Engine, prepared: &crate::Prepared, id: i64) -> usize {
+        let output = engine
+            .run_prepared(prepared, vec![ScalarValue::Int64(Some(id))])
+            .await
+            .expect("run");
+        let collected = collect(output).await.expect("collect");
+        collected.batches.iter().map(|b| b.num_rows()).sum()
+    }
+
+    /// An index built before an append covers the appended rows, and a table dropped and
+    /// created again under the same name gets a new index.
+    #[tokio::test]
+    async fn indexes_follow_appends_and_recreated_tables() {
+        let (engine, _dir) = engine();
+        trades(&engine).await;
+        let lookup = engine
+            .prepare("SELECT ts FROM t WHERE id = $1")
+            .await
+            .expect("prepare");
+        assert_eq!(row_count(&engine, &lookup, 3).await, 1);
+        engine
+            .run("INSERT INTO t VALUES ('2024-01-03T05:00:00Z', 'c', 3, 'drei', 8.5)")
+            .await
+            .expect("append");
+        assert_eq!(row_count(&engine, &lookup, 3).await, 2);
+        // Out of order: the partition is rewritten under a new version.
+        engine
+            .run("INSERT INTO t VALUES ('2024-01-03T01:00:00Z', 'c', 3, 'tres', 9.5)")
+            .await
+            .expect("out of order");
+        assert_eq!(row_count(&engine, &lookup, 3).await, 3);
+
+        engine.run("DROP TABLE t").await.expect("drop");
+        trades(&engine).await;
+        let lookup = engine
+            .prepare("SELECT ts FROM t WHERE id = $1")
+            .await
+            .expect("prepare");
+        assert_eq!(row_count(&engine, &lookup, 3).await, 1);
+    }
+
+    /// With no memory for indexes, every partition is scanned, with the same answers.
+    #[test]
+    fn a_full_budget_scans_instead() {
+        let indexes = KeyIndexes::new(0);
+        let (engine, _dir) = engine();
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .expect("runtime");
+        runtime.block_on(trades(&engine));
+        let table = engine.db().table("t").expect("table");
+        let snapshot = table.snapshot();
+        let rows = indexes
+            .rows(&table, &snapshot, u64::MAX, (0, 2), 1, 0..u64::MAX)
+            .expect("rows");
+        assert!(matches!(rows, IndexRows::Unindexed));
+    }
+
+    /// An index that needs more work than allowed defers; once built it answers within any
+    /// allowance.
+    #[tokio::test]
+    async fn indexing_beyond_the_allowance_is_deferred() {
+        let indexes = KeyIndexes::new(1 << 20);
+        let (engine, _dir) = engine();
+        trades(&engine).await;
+        let table = engine.db().table("t").expect("table");
+        let snapshot = table.snapshot();
+        let rows = |allowed| indexes.rows(&table, &snapshot, allowed, (0, 2), 1, 0..u64::MAX);
+        assert!(matches!(rows(1).expect("rows"), IndexRows::Deferred));
+        assert!(matches!(rows(u64::MAX).expect("rows"), IndexRows::Hits(h) if h == [0]));
+        assert!(matches!(rows(0).expect("rows"), IndexRows::Hits(h) if h == [0]));
+    }
+
+    /// A rewritten partition's index replaces the old version's instead of piling up.
+    #[tokio::test]
+    async fn rewritten_partitions_replace_their_index() {
+        let indexes = KeyIndexes::new(1 << 20);
+        let (engine, _dir) = engine();
+        trades(&engine).await;
+        let table = engine.db().table("t").expect("table");
+        for hour in 0..5 {
+            let snapshot = table.snapshot();
+            let hits = indexes
+                .rows(&table, &snapshot, u64::MAX, (2, 2), 3, 0..u64::MAX)
+                .expect("rows");
+            assert!(
+                matches!(hits, IndexRows::Hits(h) if h.len() == 1 + hour),
+                "{hour}"
+            );
+            // Out of order within the last partition: a new version of it.
+            engine
+                .run(&format!(
+                    "INSERT INTO t VALUES ('2024-01-03T00:{hour:02}:30Z', 'c', 3, 'x', 0.5)"
+                ))
+                .await
+                .expect("insert");
+        }
+        assert_eq!(indexes.len(), 1);
+    }
+}

@@ -1,0 +1,71 @@
+//! # sundial-sql
+//!
+//! Sundial's SQL dialect: from SQL text to statements DataFusion can plan, and nothing else.
+//! It executes nothing and knows no engine: what it must know of tables and of the
+//! PostgreSQL catalog it asks through [`Catalog`] and [`SystemCatalog`].
+//!
+//! ```text
+//!  SQL text ─statement::split_statements─▶ one statement's text
+//!     │
+//!     ├─statement::parse─▶ Command (Sundial's own DDL, SHOW, ...)        ─▶ engine runs it
+//!     │
+//!     └─limits::check (bounds on the text, before any tree is built)
+//!        ─questdb::extract─▶ text with markers for QuestDB's clauses + Clauses
+//!        ─(the engine's parser)─▶ AST
+//!        ─rewrite─▶ result_timestamp (which column QuestDB calls "timestamp")
+//!                   compat   (PostgreSQL idioms drivers and tools send)
+//!                   questdb  (SAMPLE BY, LATEST ON, LIMIT -n, intervals, ASOF JOIN, ...)
+//!        ─▶ standard SQL AST ─▶ engine plans it
+//! ```
+//!
+//! Rewrites are AST to AST and build nodes (see [`ast`]), never text to parse again; the one
+//! text pass, [`questdb::extract`], works on tokens because QuestDB's clauses are not SQL the
+//! parser knows. [`names`] holds the names of the engine functions the rewrites call.
+//! [`copy`] parses PostgreSQL's `COPY ... FROM STDIN / TO STDOUT` for the wire protocol.
+
+pub mod ast;
+pub mod compat;
+pub mod copy;
+mod error;
+pub mod limits;
+pub mod names;
+pub mod questdb;
+pub mod result_timestamp;
+pub mod statement;
+
+pub use compat::SystemCatalog;
+pub use error::{Result, SqlError};
+pub use questdb::{Catalog, Clauses};
+pub use sqlparser;
+pub use statement::{Command, CreateTable, Statement, parse, split_statements};
+
+/// What [`rewrite`] learned of a statement before rewriting it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Rewritten {
+    /// How many parameters (`$1` ... `$n`) the statement had as written (see
+    /// [`compat::rewrite`]).
+    pub parameters: usize,
+    /// The result column that is its table's designated timestamp, if any.
+    pub designated_timestamp: Option<String>,
+}
+
+/// Rewrites a parsed statement whose QuestDB clauses [`questdb::extract`] took out into
+/// standard SQL with the same meaning.
+pub fn rewrite(
+    statement: &mut sqlparser::ast::Statement,
+    clauses: &Clauses,
+    tables: &dyn Catalog,
+    system: &dyn SystemCatalog,
+) -> Result<Rewritten> {
+    let designated_timestamp = if *clauses == Clauses::default() {
+        result_timestamp::designated_timestamp(tables, statement)
+    } else {
+        None
+    };
+    let parameters = compat::rewrite(statement, system);
+    questdb::rewrite(statement, clauses, tables)?;
+    Ok(Rewritten {
+        parameters,
+        designated_timestamp,
+    })
+}

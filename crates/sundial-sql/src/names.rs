@@ -1,0 +1,36 @@
+//! Names the dialect's rewrites and the engine that runs their output agree on.
+//!
+//! A rewrite names an engine function or table by one of these constants; the engine registers
+//! that function or table under the same constant. Nothing here depends on anything.
+
+/// The catalog every Sundial table is in.
+pub const CATALOG: &str = "sundial";
+/// The schema every Sundial table is in.
+pub const SCHEMA: &str = "public";
+
+/// The table function LATEST ON/BY becomes: `latest_rows(table, qualifier, key, ...)` with the
+/// WHERE before the clause as its filter (see `questdb`).
+pub const LATEST_ROWS: &str = "latest_rows";
+
+/// The function an ASOF/LT JOIN's `ON` is marked with for the engine's time-join planner:
+/// `__sundial_asof_join(strict BOOLEAN, tolerance_ns BIGINT or NULL)`.
+pub const ASOF_JOIN_MARKER: &str = "__sundial_asof_join";
+
+/// The zero-based position of placeholder `$n`; `None` for any other name (`$0`, `?`, `$x`).
+pub fn placeholder_index(id: &str) -> Option<usize> {
+    id.strip_prefix('$')?.parse::<usize>().ok()?.checked_sub(1)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn placeholders_count_from_one() {
+        assert_eq!(placeholder_index("$1"), Some(0));
+        assert_eq!(placeholder_index("$12"), Some(11));
+        assert_eq!(placeholder_index("$0"), None);
+        assert_eq!(placeholder_index("?"), None);
+        assert_eq!(placeholder_index("$x"), None);
+    }
+}

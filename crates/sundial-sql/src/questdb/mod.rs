@@ -1,0 +1,1360 @@
+//! QuestDB's time-series dialect on DataFusion: SAMPLE BY, LATEST ON/BY, QuestDB's LIMIT,
+//! interval literals and QuestDB's function names.
+//!
+//! ```text
+//!  SQL ─clauses::extract─▶ SQL with markers ─sqlparser─▶ AST ─rewrite─▶ standard SQL AST
+//!        (SAMPLE BY 1h      (GROUP BY __sundial_sample_by(0))   (GROUP BY timestamp_floor('1h', ts),
+//!         FILL .. ALIGN ..)                                      ORDER BY the bucket)
+//! ```
+//!
+//! sqlparser cannot parse QuestDB's clauses, so `clauses` swaps each for a marker standard
+//! SQL carries to the right SELECT; [`rewrite`] then turns each marked SELECT into plain SQL
+//! that DataFusion plans:
+//!
+//! - `SAMPLE BY` groups by `timestamp_floor(stride, ts, origin, tz)`; the designated
+//!   timestamp in the select list stands for its bucket, every other non-aggregate item is a
+//!   key, and the result is ordered by bucket (then keys) unless the query says otherwise.
+//!   `FILL(...)` wraps the sampled query in SQL that adds the empty buckets (`fill`).
+//! - `LATEST ON ts PARTITION BY k` (and `LATEST BY k`) keeps, among the rows passing the
+//!   WHERE before it, the newest row of each key, in timestamp order.
+//! - `LIMIT -n` and the other negative forms take rows from the end: the query runs in
+//!   reverse order with a plain limit (a reverse scan that stops early when the order is the
+//!   designated timestamp's), and the rows are put back in order.
+//! - `ts IN '2016-01-01;2h'` becomes `ts >= lo AND ts < hi`, which the scan prunes by.
+//! - `ASOF JOIN` / `LT JOIN` become a `LEFT JOIN` marked for the `asof` plan rule
+//!   (`time_join`).
+//! - `first`/`last` are `first_value`/`last_value` in designated-timestamp order;
+//!   `count_distinct(x)` is `count(DISTINCT x)`; `hour(ts)` & co. are `date_part`.
+
+mod clauses;
+mod fill;
+mod interval;
+pub mod stride;
+mod time_join;
+
+use std::ops::ControlFlow;
+
+use sqlparser::ast::{
+    BinaryOperator, DataType, Expr, Function, FunctionArg, FunctionArgExpr, FunctionArgumentClause,
+    FunctionArguments, GroupByExpr, Ident, LimitClause, ObjectName, ObjectNamePart, Offset,
+    OffsetRows, OrderBy, OrderByExpr, OrderByKind, OrderByOptions, Query, Select, SelectItem,
+    SetExpr, Statement, TableFactor, TimezoneInfo, Value, VisitMut, VisitorMut, visit_expressions,
+    visit_expressions_mut,
+};
+use sqlparser::dialect::GenericDialect;
+use sqlparser::parser::Parser;
+
+use clauses::{
+    Align, INTERVAL_MARKER, LATEST_MARKER, LIMIT_MARKER, Position, SAMPLE_MARKER, SampleBy,
+    TIME_JOIN_MARKER,
+};
+pub use clauses::{Clauses, extract};
+
+use crate::ast::{call, cast, null};
+use crate::error::{Result, SqlError};
+
+/// What the rewrite needs to know about tables.
+pub trait Catalog {
+    /// `None` if `table` is not a table; `Some(None)` if it has no designated timestamp.
+    fn designated_timestamp(&self, table: &str) -> Option<Option<String>>;
+    /// Whether `function` (lower case) names an aggregate.
+    fn is_aggregate(&self, function: &str) -> bool;
+    /// Whether `column` of `table` is a SYMBOL column.
+    fn is_symbol(&self, table: &str, column: &str) -> bool;
+}
+
+/// More rows than any query returns.
+const ROWS_MAX: i64 = 1 << 62;
+
+/// Rewrites the marked SELECTs of `statement` (see the module docs) into standard SQL.
+pub fn rewrite(statement: &mut Statement, clauses: &Clauses, catalog: &dyn Catalog) -> Result<()> {
+    let mut rewriter = Rewriter { clauses, catalog };
+    if let ControlFlow::Break(e) = statement.visit(&mut rewriter) {
+        return Err(e);
+    }
+    leftover_marker(statement)
+}
+
+struct Rewriter<'a> {
+    clauses: &'a Clauses,
+    catalog: &'a dyn Catalog,
+}
+
+impl VisitorMut for Rewriter<'_> {
+    type Break = SqlError;
+
+    fn post_visit_expr(&mut self, expr: &mut Expr) -> ControlFlow<SqlError> {
+        match self.rewrite_expr(expr) {
+            Ok(()) => ControlFlow::Continue(()),
+            Err(e) => ControlFlow::Break(e),
+        }
+    }
+
+    fn post_visit_query(&mut self, query: &mut Query) -> ControlFlow<SqlError> {
+        match self.rewrite_query(query) {
+            Ok(()) => ControlFlow::Continue(()),
+            Err(e) => ControlFlow::Break(e),
+        }
+    }
+}
+
+/// A marker's clause that the rewrite did not reach: it stood where QuestDB does not allow it.
+fn leftover_marker(statement: &Statement) -> Result<()> {
+    let mut found = None;
+    let _ = visit_expressions(statement, |e| {
+        for (marker, clause) in [
+            (SAMPLE_MARKER, "SAMPLE BY"),
+            (LATEST_MARKER, "LATEST ON/BY"),
+            (LIMIT_MARKER, "LIMIT"),
+            (INTERVAL_MARKER, "IN '<interval>'"),
+            (TIME_JOIN_MARKER, "ASOF/LT JOIN"),
+        ] {
+            if marker_argument(e, marker).is_some() {
+                found = Some(clause);
+                return ControlFlow::Break(());
+            }
+        }
+        ControlFlow::Continue(())
+    });
+    match found {
+        Some(clause) => Err(SqlError::Invalid(format!(
+            "{clause} is not allowed here: it belongs after a SELECT's FROM and WHERE"
+        ))),
+        None => Ok(()),
+    }
+}
+
+/// The integer (or string) argument of a call to `marker`.
+fn marker_argument<'e>(expr: &'e Expr, marker: &str) -> Option<&'e Value> {
+    let Expr::Function(f) = expr else {
+        return None;
+    };
+    if !is_named(&f.name, marker) {
+        return None;
+    }
+    let FunctionArguments::List(list) = &f.args else {
+        return None;
+    };
+    match list.args.as_slice() {
+        [FunctionArg::Unnamed(FunctionArgExpr::Expr(Expr::Value(v)))] => Some(&v.value),
+        _ => None,
+    }
+}
+
+fn marker_index(expr: &Expr, marker: &str) -> Option<usize> {
+    match marker_argument(expr, marker)? {
+        Value::Number(n, _) => n.parse().ok(),
+        _ => None,
+    }
+}
+
+fn is_named(name: &ObjectName, wanted: &str) -> bool {
+    matches!(name.0.as_slice(), [ObjectNamePart::Identifier(i)] if i.value.eq_ignore_ascii_case(wanted))
+}
+
+fn function_name(f: &Function) -> Option<String> {
+    match f.name.0.as_slice() {
+        [ObjectNamePart::Identifier(i)] => Some(i.value.to_lowercase()),
+        _ => None,
+    }
+}
+
+fn unnamed_args(f: &Function) -> Option<Vec<&Expr>> {
+    let FunctionArguments::List(list) = &f.args else {
+        return match &f.args {
+            FunctionArguments::None => Some(Vec::new()),
+            _ => None,
+        };
+    };
+    list.args
+        .iter()
+        .map(|a| match a {
+            FunctionArg::Unnamed(FunctionArgExpr::Expr(e)) => Some(e),
+            _ => None,
+        })
+        .collect()
+}
+
+fn string(s: &str) -> Expr {
+    Expr::value(Value::SingleQuotedString(s.to_string()))
+}
+
+fn timestamp_literal(ns: i64) -> Expr {
+    let text = chrono::DateTime::from_timestamp_nanos(ns)
+        .naive_utc()
+        .format("%Y-%m-%dT%H:%M:%S%.f")
+        .to_string();
+    to_timestamp(string(&text))
+}
+
+fn to_timestamp(expr: Expr) -> Expr {
+    cast(expr, DataType::Timestamp(None, TimezoneInfo::None))
+}
+
+fn and(a: Expr, b: Expr) -> Expr {
+    Expr::BinaryOp {
+        left: Box::new(a),
+        op: BinaryOperator::And,
+        right: Box::new(b),
+    }
+}
+
+fn compare(a: Expr, op: BinaryOperator, b: Expr) -> Expr {
+    Expr::BinaryOp {
+        left: Box::new(a),
+        op,
+        right: Box::new(b),
+    }
+}
+
+fn parse_expr(text: &str, clause: &str, at: Position) -> Result<Expr> {
+    Parser::new(&GenericDialect {})
+        .try_with_sql(text)
+        .and_then(|mut p| p.parse_expr())
+        .map_err(|e| SqlError::Invalid(format!("{clause} at {at}: {e}")))
+}
+
+fn parse_query(sql: &str) -> Result<Query> {
+    let mut parser = Parser::new(&GenericDialect {})
+        .try_with_sql(sql)
+        .map_err(|e| SqlError::Invalid(format!("internal rewrite failed: {e}")))?;
+    let query = parser
+        .parse_query()
+        .map_err(|e| SqlError::Invalid(format!("internal rewrite failed: {e}: {sql}")))?;
+    Ok(*query)
+}
+
+/// The table a SELECT reads, with its designated timestamp as the SELECT refers to it.
+struct Source {
+    /// The table's name as written, for subqueries over the same table.
+    table: ObjectName,
+    /// The column (qualified by the alias when the table has one).
+    timestamp: Expr,
+    /// The timestamp column's name.
+    column: String,
+    /// The alias or table name that qualifies columns.
+    qualifier: String,
+}
+
+impl Source {
+    /// Whether `e` is a plain reference to the designated timestamp.
+    fn is_timestamp(&self, e: &Expr) -> bool {
+        match e {
+            Expr::Identifier(i) => same_name(i, &self.column),
+            Expr::CompoundIdentifier(parts) => matches!(
+                parts.as_slice(),
+                [q, c] if same_name(q, &self.qualifier) && same_name(c, &self.column)
+            ),
+            Expr::Nested(inner) => self.is_timestamp(inner),
+            _ => false,
+        }
+    }
+}
+
+fn same_name(ident: &Ident, name: &str) -> bool {
+    if ident.quote_style.is_some() {
+        ident.value == name
+    } else {
+        ident.value.eq_ignore_ascii_case(name)
+    }
+}
+
+fn column_ident(name: &str) -> Ident {
+    let plain = name
+        .chars()
+        .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
+        && !name.starts_with(|c: char| c.is_ascii_digit());
+    if plain {
+        Ident::new(name)
+    } else {
+        Ident::with_quote('"', name)
+    }
+}
+
+fn object_name_text(name: &ObjectName) -> Option<String> {
+    match name.0.last()? {
+        ObjectNamePart::Identifier(i) if i.quote_style.is_some() => Some(i.value.clone()),
+        ObjectNamePart::Identifier(i) => Some(i.value.to_lowercase()),
+        _ => None,
+    }
+}
+
+impl Rewriter<'_> {
+    fn rewrite_expr(&self, expr: &mut Expr) -> Result<()> {
+        if let Expr::InList {
+            expr: column,
+            list,
+            negated,
+        } = expr
+            && let [item] = list.as_slice()
+            && let Some(Value::SingleQuotedString(text)) = marker_argument(item, INTERVAL_MARKER)
+        {
+            let ranges = interval::parse(text).map_err(SqlError::Invalid)?;
+            let mut any: Option<Expr> = None;
+            for (lo, hi) in ranges {
+                let range = and(
+                    compare(
+                        (**column).clone(),
+                        BinaryOperator::GtEq,
+                        timestamp_literal(lo),
+                    ),
+                    compare(
+                        (**column).clone(),
+                        BinaryOperator::Lt,
+                        timestamp_literal(hi),
+                    ),
+                );
+                any = Some(match any {
+                    None => range,
+                    Some(a) => compare(
+                        Expr::Nested(Box::new(a)),
+                        BinaryOperator::Or,
+                        Expr::Nested(Box::new(range)),
+                    ),
+                });
+            }
+            let Some(any) = any else {
+                return Ok(());
+            };
+            *expr = if *negated {
+                Expr::UnaryOp {
+                    op: sqlparser::ast::UnaryOperator::Not,
+                    expr: Box::new(Expr::Nested(Box::new(any))),
+                }
+            } else {
+                Expr::Nested(Box::new(any))
+            };
+            return Ok(());
+        }
+        if let Expr::Function(f) = expr {
+            if let Some(part) = date_part_of(f) {
+                *expr = part;
+            } else {
+                rename_function(f);
+            }
+        }
+        Ok(())
+    }
+
+    fn rewrite_query(&self, query: &mut Query) -> Result<()> {
+        time_join::rewrite(&mut query.body, &self.clauses.time_joins)?;
+        if let SetExpr::Select(select) = &mut *query.body {
+            // Latest rows come in timestamp order unless the query orders or aggregates.
+            if let Some(timestamp) = self.latest(select)?
+                && query.order_by.is_none()
+                && !self.aggregates_rows(select)
+            {
+                query.order_by = Some(order_by(vec![timestamp]));
+            }
+            let mut fill = None;
+            if let Some((order_by, mut fill_plan)) = self.sample_by(select)? {
+                if let Some(plan) = &mut fill_plan {
+                    plan.default_order = query.order_by.is_none();
+                }
+                if query.order_by.is_none() {
+                    query.order_by = Some(order_by);
+                }
+                fill = fill_plan;
+            }
+            self.first_and_last(select);
+            if let Some(plan) = fill {
+                *query = fill::fill_query(query, &plan)?;
+                return Ok(());
+            }
+        }
+        if query.limit_clause.is_some() && query.order_by.is_none() {
+            // QuestDB's LIMIT counts rows in designated-timestamp order.
+            let at = Position { line: 0, column: 0 };
+            if let Ok(order) = self.natural_order(query, at) {
+                query.order_by = Some(OrderBy {
+                    kind: OrderByKind::Expressions(order),
+                    interpolate: None,
+                });
+            }
+        }
+        self.negative_limit(query)
+    }
+
+    /// The table of a SELECT reading exactly one table with a designated timestamp.
+    fn source(&self, select: &Select, clause: &str, at: Position) -> Result<Source> {
+        let unsupported = || {
+            SqlError::Invalid(format!(
+                "{clause} at {at} needs FROM to name one table with a designated timestamp"
+            ))
+        };
+        let [from] = select.from.as_slice() else {
+            return Err(unsupported());
+        };
+        if !from.joins.is_empty() {
+            return Err(unsupported());
+        }
+        let TableFactor::Table {
+            name, alias, args, ..
+        } = &from.relation
+        else {
+            return Err(unsupported());
+        };
+        if args.is_some() {
+            return Err(unsupported());
+        }
+        let table = object_name_text(name).ok_or_else(unsupported)?;
+        let column = match self.catalog.designated_timestamp(&table) {
+            None => {
+                return Err(SqlError::Invalid(format!(
+                    "{clause} at {at}: table '{table}' does not exist"
+                )));
+            }
+            Some(None) => {
+                return Err(SqlError::Invalid(format!(
+                    "{clause} at {at} needs a designated timestamp, and table '{table}' has \
+                     none: declare one with TIMESTAMP(column) when creating the table"
+                )));
+            }
+            Some(Some(column)) => column,
+        };
+        let (timestamp, qualifier) = match alias {
+            Some(a) => (
+                Expr::CompoundIdentifier(vec![a.name.clone(), column_ident(&column)]),
+                a.name.value.clone(),
+            ),
+            None => (Expr::Identifier(column_ident(&column)), table.clone()),
+        };
+        Ok(Source {
+            table: name.clone(),
+            timestamp,
+            column,
+            qualifier,
+        })
+    }
+
+    fn is_aggregate_call(&self, e: &Expr) -> bool {
+        let Expr::Function(f) = e else {
+            return false;
+        };
+        f.over.is_none()
+            && function_name(f)
+                .is_some_and(|n| self.catalog.is_aggregate(&n) || is_questdb_aggregate(&n))
+    }
+
+    /// Whether a SELECT's rows are groups (GROUP BY, aggregates, DISTINCT) rather than table
+    /// rows, which have the table's order.
+    fn aggregates_rows(&self, select: &Select) -> bool {
+        let grouped = !matches!(&select.group_by, GroupByExpr::Expressions(g, _) if g.is_empty());
+        grouped
+            || select.distinct.is_some()
+            || select.projection.iter().any(|item| match item {
+                SelectItem::UnnamedExpr(e) | SelectItem::ExprWithAlias { expr: e, .. } => {
+                    self.has_aggregate(e)
+                }
+                _ => false,
+            })
+    }
+
+    /// Whether `e` calls an aggregate anywhere.
+    fn has_aggregate(&self, e: &Expr) -> bool {
+        let mut found = false;
+        let _ = visit_expressions(e, |e| {
+            if self.is_aggregate_call(e) {
+                found = true;
+                return ControlFlow::Break(());
+            }
+            ControlFlow::Continue(())
+        });
+        found
+    }
+
+    // --- SAMPLE BY ---
+
+    /// Rewrites a SELECT marked with SAMPLE BY; returns the ORDER BY it implies, and what
+    /// its FILL leaves to do (the select items are then named `__f<i>` for it).
+    fn sample_by(&self, select: &mut Select) -> Result<Option<(OrderBy, Option<fill::FillPlan>)>> {
+        let GroupByExpr::Expressions(groups, _) = &mut select.group_by else {
+            return Ok(None);
+        };
+        let Some(at) = groups
+            .iter()
+            .position(|g| marker_index(g, SAMPLE_MARKER).is_some())
+        else {
+            return Ok(None);
+        };
+        let index = marker_index(&groups.remove(at), SAMPLE_MARKER).unwrap_or(usize::MAX);
+        let sample = self
+            .clauses
+            .samples
+            .get(index)
+            .ok_or_else(|| SqlError::Invalid("SAMPLE BY marker out of range".into()))?;
+        let explicit_keys = std::mem::take(groups);
+        let source = self.source(select, "SAMPLE BY", sample.position)?;
+        let fills = sample
+            .fill
+            .iter()
+            .any(|f| !matches!(f, clauses::Fill::None));
+        let bucket = self.bucket(select, sample, &source)?;
+        let bound = |text: &Option<String>, clause: &str| {
+            text.as_deref()
+                .map(|t| parse_expr(t, clause, sample.position).map(to_timestamp))
+                .transpose()
+        };
+        let from = bound(&sample.from, "SAMPLE BY FROM")?;
+        let to = bound(&sample.to, "SAMPLE BY TO")?;
+        if let Some(lo) = &from {
+            add_filter(
+                select,
+                compare(source.timestamp.clone(), BinaryOperator::GtEq, lo.clone()),
+            );
+        }
+        if let Some(hi) = &to {
+            add_filter(
+                select,
+                compare(source.timestamp.clone(), BinaryOperator::Lt, hi.clone()),
+            );
+        }
+
+        let mut bucket_item = None;
+        let mut keys: Vec<Expr> = Vec::new();
+        let mut key_items: Vec<usize> = Vec::new();
+        for (i, item) in select.projection.iter_mut().enumerate() {
+            match item {
+                SelectItem::UnnamedExpr(e) if source.is_timestamp(e) => {
+                    *item = SelectItem::ExprWithAlias {
+                        expr: bucket.clone(),
+                        alias: column_ident(&source.column),
+                    };
+                    bucket_item.get_or_insert(i);
+                }
+                SelectItem::UnnamedExpr(e) | SelectItem::ExprWithAlias { expr: e, .. } => {
+                    let was_timestamp = source.is_timestamp(e);
+                    replace_outside_aggregates(self, e, &source, &bucket);
+                    if was_timestamp {
+                        bucket_item.get_or_insert(i);
+                    } else if !self.has_aggregate(e) && !is_constant(e) && *e != bucket {
+                        keys.push(e.clone());
+                        key_items.push(i);
+                    }
+                }
+                _ => {
+                    return Err(SqlError::Invalid(format!(
+                        "SAMPLE BY at {}: list the columns to select; '*' cannot be sampled",
+                        sample.position
+                    )));
+                }
+            }
+        }
+        for mut key in explicit_keys {
+            if source.is_timestamp(&key) {
+                continue;
+            }
+            replace_outside_aggregates(self, &mut key, &source, &bucket);
+            if !keys.contains(&key) && key != bucket {
+                if fills {
+                    return Err(SqlError::NotSupported(format!(
+                        "SAMPLE BY at {}: FILL with a GROUP BY key that is not selected ({key})",
+                        sample.position
+                    )));
+                }
+                keys.push(key);
+            }
+        }
+        let mut group_by = vec![bucket.clone()];
+        group_by.extend(keys.iter().cloned());
+        select.group_by = GroupByExpr::Expressions(group_by, Vec::new());
+
+        let fill_plan = if fills {
+            let Some([_, _, origin, zone]) = bucket_args(&bucket) else {
+                return Err(SqlError::Invalid("SAMPLE BY bucket malformed".into()));
+            };
+            let plan = fill::FillPlan {
+                fills: sample.fill.clone(),
+                bucket: bucket.clone(),
+                stride: sample.stride.clone(),
+                origin,
+                zone,
+                from,
+                to,
+                bucket_item,
+                key_items: key_items.clone(),
+                names: select.projection.iter().map(item_name).collect(),
+                default_order: true,
+            };
+            name_items(select, &plan);
+            Some(plan)
+        } else {
+            None
+        };
+
+        // Order by bucket, then keys: by position where the select list has them.
+        let position = |i: usize| Expr::value(Value::Number((i + 1).to_string(), false));
+        let mut order = vec![bucket_item.map_or(bucket, position)];
+        order.extend(key_items.into_iter().map(position));
+        Ok(Some((order_by(order), fill_plan)))
+    }
+
+    /// `timestamp_floor(stride, ts, origin, time_zone)` for `sample`.
+    fn bucket(&self, select: &Select, sample: &SampleBy, source: &Source) -> Result<Expr> {
+        let at = sample.position;
+        let stride = stride::Stride::parse(&sample.stride).map_err(SqlError::Invalid)?;
+        let (origin, zone) = match &sample.align {
+            Align::FirstObservation => {
+                let mut first = format!("SELECT min({}) FROM {}", source.timestamp, source.table);
+                if source.qualifier != object_name_text(&source.table).unwrap_or_default() {
+                    first = format!(
+                        "SELECT min({}) FROM {} AS {}",
+                        source.timestamp,
+                        source.table,
+                        column_ident(&source.qualifier)
+                    );
+                }
+                if let Some(w) = &select.selection {
+                    first.push_str(&format!(" WHERE {w}"));
+                }
+                let origin = match &sample.from {
+                    Some(from) => to_timestamp(parse_expr(from, "SAMPLE BY FROM", at)?),
+                    None => Expr::Subquery(Box::new(parse_query(&first)?)),
+                };
+                (origin, null())
+            }
+            Align::Calendar { time_zone, offset } => {
+                let zone = match time_zone {
+                    Some(z) => parse_expr(z, "ALIGN TO CALENDAR TIME ZONE", at)?,
+                    None => null(),
+                };
+                if let Expr::Value(v) = &zone
+                    && let Value::SingleQuotedString(name) = &v.value
+                {
+                    stride::parse_zone(name).map_err(|m| {
+                        SqlError::Invalid(format!("ALIGN TO CALENDAR at {at}: {m}"))
+                    })?;
+                }
+                let origin = match (&sample.from, offset) {
+                    (Some(from), _) => to_timestamp(parse_expr(from, "SAMPLE BY FROM", at)?),
+                    (None, Some(offset)) => {
+                        let text = match parse_expr(offset, "WITH OFFSET", at)? {
+                            Expr::Value(v) => match v.value {
+                                Value::SingleQuotedString(s) => s,
+                                _ => String::new(),
+                            },
+                            _ => String::new(),
+                        };
+                        let shift = offset_ns(&text).ok_or_else(|| {
+                            SqlError::Invalid(format!(
+                                "WITH OFFSET at {at}: '{text}' is not an offset such as '00:15' or '-01:30'"
+                            ))
+                        })?;
+                        timestamp_literal(stride.calendar_origin() + shift)
+                    }
+                    (None, None) => null(),
+                };
+                (origin, zone)
+            }
+        };
+        Ok(call(
+            "timestamp_floor",
+            vec![
+                string(&sample.stride),
+                source.timestamp.clone(),
+                origin,
+                zone,
+            ],
+        ))
+    }
+
+    // --- LATEST ON / LATEST BY ---
+
+    /// Rewrites a SELECT whose WHERE carries a LATEST marker: its FROM becomes the newest row
+    /// per key among the rows the WHERE keeps. Returns the timestamp to order the rows by.
+    fn latest(&self, select: &mut Select) -> Result<Option<Expr>> {
+        let Some(selection) = select.selection.take() else {
+            return Ok(None);
+        };
+        let (index, rest) = match split_marker(selection, LATEST_MARKER) {
+            (Some(index), rest) => (index, rest),
+            (None, rest) => {
+                select.selection = rest;
+                return Ok(None);
+            }
+        };
+        let latest = self
+            .clauses
+            .latest
+            .get(index)
+            .ok_or_else(|| SqlError::Invalid("LATEST marker out of range".into()))?;
+        let at = latest.position;
+        let clause = if latest.timestamp.is_some() {
+            "LATEST ON"
+        } else {
+            "LATEST BY"
+        };
+        let source = self.source(select, clause, at)?;
+        let timestamp = match &latest.timestamp {
+            Some(ts) => parse_expr(ts, clause, at)?,
+            None => source.timestamp.clone(),
+        };
+        let keys = latest
+            .keys
+            .iter()
+            .map(|k| parse_expr(k, clause, at))
+            .collect::<Result<Vec<_>>>()?;
+        let TableFactor::Table { alias, .. } = &select.from[0].relation else {
+            return Ok(None);
+        };
+        let name = alias
+            .as_ref()
+            .map(|a| a.name.clone())
+            .unwrap_or_else(|| column_ident(&source.qualifier));
+        let relation = match self.latest_by_symbols(&source, &timestamp, &keys, rest.as_ref()) {
+            Some(call) => format!("SELECT * FROM {call} AS {name}"),
+            None => {
+                let alias_sql = alias
+                    .as_ref()
+                    .map(|a| format!(" AS {}", a.name))
+                    .unwrap_or_default();
+                let filter = rest.map(|w| format!(" WHERE {w}")).unwrap_or_default();
+                let keys: Vec<String> = keys.iter().map(ToString::to_string).collect();
+                format!(
+                    "SELECT * FROM (SELECT * EXCLUDE (__sundial_rn) FROM (SELECT *, row_number() \
+                     OVER (PARTITION BY {} ORDER BY {timestamp} DESC) AS __sundial_rn FROM {}\
+                     {alias_sql}{filter}) WHERE __sundial_rn = 1) AS {name}",
+                    keys.join(", "),
+                    source.table,
+                )
+            }
+        };
+        let SetExpr::Select(mut wrapped) = *parse_query(&relation)?.body else {
+            return Err(SqlError::Invalid("internal LATEST rewrite failed".into()));
+        };
+        select.from[0].relation = wrapped.from.remove(0).relation;
+        Ok(Some(Expr::CompoundIdentifier(vec![
+            name,
+            column_ident(&source.column),
+        ])))
+    }
+
+    /// `latest_rows(...)` (see `crate::latest`) when the keys are SYMBOL columns, the order is
+    /// the designated timestamp's and the filter needs nothing from outside the table.
+    fn latest_by_symbols(
+        &self,
+        source: &Source,
+        timestamp: &Expr,
+        keys: &[Expr],
+        filter: Option<&Expr>,
+    ) -> Option<String> {
+        if !source.is_timestamp(timestamp) {
+            return None;
+        }
+        let table = object_name_text(&source.table)?;
+        let mut args = vec![table.clone(), source.qualifier.clone()];
+        let filter_text = match filter {
+            Some(f) if is_self_contained(f) => f.to_string(),
+            Some(_) => return None,
+            None => String::new(),
+        };
+        args.push(filter_text);
+        for key in keys {
+            let column = match key {
+                Expr::Identifier(i) => i,
+                Expr::CompoundIdentifier(parts) if parts.len() == 2 => &parts[1],
+                _ => return None,
+            };
+            let name = if column.quote_style.is_some() {
+                column.value.clone()
+            } else {
+                column.value.to_lowercase()
+            };
+            if !self.catalog.is_symbol(&table, &name) {
+                return None;
+            }
+            args.push(name);
+        }
+        let args: Vec<String> = args
+            .iter()
+            .map(|a| format!("'{}'", a.replace('\'', "''")))
+            .collect();
+        Some(format!(
+            "{}({})",
+            crate::names::LATEST_ROWS,
+            args.join(", ")
+        ))
+    }
+
+    // --- first / last ---
+
+    /// `first(x)` and `last(x)` over a table with a designated timestamp take the first and
+    /// last values in its order.
+    fn first_and_last(&self, select: &mut Select) {
+        let Ok(source) = self.source(select, "", Position { line: 0, column: 0 }) else {
+            return;
+        };
+        let order = OrderByExpr {
+            expr: source.timestamp.clone(),
+            options: OrderByOptions {
+                asc: None,
+                nulls_first: None,
+            },
+            with_fill: None,
+        };
+        for item in &mut select.projection {
+            if let SelectItem::UnnamedExpr(e) | SelectItem::ExprWithAlias { expr: e, .. } = item {
+                let _ = visit_expressions_mut(e, |e| {
+                    if let Expr::Function(f) = e
+                        && f.over.is_none()
+                        && matches!(
+                            function_name(f).as_deref(),
+                            Some("first_value" | "last_value")
+                        )
+                        && let FunctionArguments::List(list) = &mut f.args
+                        && list.clauses.is_empty()
+                    {
+                        list.clauses
+                            .push(FunctionArgumentClause::OrderBy(vec![order.clone()]));
+                    }
+                    ControlFlow::<()>::Continue(())
+                });
+            }
+        }
+    }
+
+    // --- LIMIT -n ---
+
+    /// Rewrites `LIMIT lo[, hi]` with a negative bound: the query runs in reverse order with
+    /// a plain LIMIT/OFFSET, and an outer query restores the order.
+    fn negative_limit(&self, query: &mut Query) -> Result<()> {
+        let Some(LimitClause::LimitOffset {
+            limit: Some(limit), ..
+        }) = &query.limit_clause
+        else {
+            return Ok(());
+        };
+        let Some(index) = marker_index(limit, LIMIT_MARKER) else {
+            return Ok(());
+        };
+        let range = *self
+            .clauses
+            .limits
+            .get(index)
+            .ok_or_else(|| SqlError::Invalid("LIMIT marker out of range".into()))?;
+        let at = range.position;
+        // Rows counted from the end to skip (`skip_last`) and to keep, and from the start.
+        let (skip_first, skip_last, keep) = match (range.lo, range.hi) {
+            (lo, None) if lo < 0 => (0, 0, Some(-lo)),
+            (lo, Some(hi)) if lo < 0 && hi < 0 => {
+                let (m, n) = (-lo.min(hi), -lo.max(hi));
+                (0, n, Some(m - n))
+            }
+            (lo, Some(hi)) if lo >= 0 && hi < 0 => (lo, -hi, None),
+            _ => {
+                return Err(SqlError::Invalid(format!(
+                    "LIMIT at {at}: write LIMIT -n, LIMIT -m, -n or LIMIT m, -n"
+                )));
+            }
+        };
+        query.limit_clause = None;
+        let order = match query.order_by.take() {
+            Some(OrderBy {
+                kind: OrderByKind::Expressions(exprs),
+                ..
+            }) if !exprs.is_empty() => exprs,
+            _ => self.natural_order(query, at)?,
+        };
+        // Keys the outer query can name: output columns, positions; the rest ride along as
+        // hidden columns.
+        let mut hidden = Vec::new();
+        let mut outer_keys = Vec::new();
+        for (i, key) in order.iter().enumerate() {
+            let outer = match &key.expr {
+                Expr::Value(v) if matches!(v.value, Value::Number(..)) => key.expr.clone(),
+                Expr::Identifier(_) if output_has(query, &key.expr) => key.expr.clone(),
+                e => {
+                    let SetExpr::Select(select) = &mut *query.body else {
+                        return Err(SqlError::Invalid(format!(
+                            "LIMIT at {at}: order by output columns to take rows from the end"
+                        )));
+                    };
+                    if select.distinct.is_some() {
+                        return Err(SqlError::Invalid(format!(
+                            "LIMIT at {at}: with DISTINCT, order by output columns to take rows from the end"
+                        )));
+                    }
+                    let name = Ident::new(format!("__sundial_k{i}"));
+                    select.projection.push(SelectItem::ExprWithAlias {
+                        expr: e.clone(),
+                        alias: name.clone(),
+                    });
+                    hidden.push(name.clone());
+                    Expr::Identifier(name)
+                }
+            };
+            outer_keys.push(OrderByExpr {
+                expr: outer,
+                options: key.options,
+                with_fill: None,
+            });
+        }
+        let reversed: Vec<OrderByExpr> = order
+            .iter()
+            .map(|k| OrderByExpr {
+                expr: k.expr.clone(),
+                options: OrderByOptions {
+                    asc: Some(!k.options.asc.unwrap_or(true)),
+                    nulls_first: Some(
+                        !k.options
+                            .nulls_first
+                            .unwrap_or(!k.options.asc.unwrap_or(true)),
+                    ),
+                },
+                with_fill: None,
+            })
+            .collect();
+        query.order_by = Some(OrderBy {
+            kind: OrderByKind::Expressions(reversed),
+            interpolate: None,
+        });
+        // A bound on the rows kept even when all are, as DataFusion 55 plans an OFFSET without
+        // LIMIT under a later ORDER BY as if it came after that ORDER BY.
+        let keep = keep.unwrap_or(ROWS_MAX);
+        query.limit_clause = Some(LimitClause::LimitOffset {
+            limit: Some(Expr::value(Value::Number(keep.to_string(), false))),
+            offset: (skip_last > 0).then(|| Offset {
+                value: Expr::value(Value::Number(skip_last.to_string(), false)),
+                rows: OffsetRows::None,
+            }),
+            limit_by: Vec::new(),
+        });
+        let exclude = if hidden.is_empty() {
+            String::new()
+        } else {
+            format!(
+                " EXCLUDE ({})",
+                hidden
+                    .iter()
+                    .map(ToString::to_string)
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )
+        };
+        let keys = outer_keys
+            .iter()
+            .map(ToString::to_string)
+            .collect::<Vec<_>>()
+            .join(", ");
+        let offset = if skip_first > 0 {
+            format!(" OFFSET {skip_first}")
+        } else {
+            String::new()
+        };
+        let inner = std::mem::replace(query, parse_query("SELECT 1")?);
+        let with = inner.with.clone();
+        let mut inner = inner;
+        inner.with = None;
+        let mut outer = parse_query(&format!(
+            "SELECT *{exclude} FROM ({inner}) AS __sundial_tail ORDER BY {keys}{offset}"
+        ))?;
+        outer.with = with;
+        *query = outer;
+        Ok(())
+    }
+
+    /// The designated timestamp's order, for a plain SELECT over one table.
+    fn natural_order(&self, query: &Query, at: Position) -> Result<Vec<OrderByExpr>> {
+        let missing = || {
+            SqlError::Invalid(format!(
+                "LIMIT at {at} takes rows from the end, which needs an order: add ORDER BY, \
+                 or select from a table with a designated timestamp"
+            ))
+        };
+        let SetExpr::Select(select) = &*query.body else {
+            return Err(missing());
+        };
+        if self.aggregates_rows(select) {
+            return Err(missing());
+        }
+        let source = self.source(select, "LIMIT", at).map_err(|_| missing())?;
+        Ok(vec![OrderByExpr {
+            expr: source.timestamp,
+            options: OrderByOptions {
+                asc: None,
+                nulls_first: None,
+            },
+            with_fill: None,
+        }])
+    }
+}
+
+/// Recursively replaces timestamp references in `e`, not descending into aggregate calls.
+fn replace_outside_aggregates(r: &Rewriter<'_>, e: &mut Expr, source: &Source, bucket: &Expr) {
+    if source.is_timestamp(e) {
+        *e = bucket.clone();
+        return;
+    }
+    if r.is_aggregate_call(e) {
+        return;
+    }
+    match e {
+        Expr::BinaryOp { left, right, .. } => {
+            replace_outside_aggregates(r, left, source, bucket);
+            replace_outside_aggregates(r, right, source, bucket);
+        }
+        Expr::UnaryOp { expr, .. }
+        | Expr::Nested(expr)
+        | Expr::Cast { expr, .. }
+        | Expr::IsNull(expr)
+        | Expr::IsNotNull(expr) => replace_outside_aggregates(r, expr, source, bucket),
+        Expr::Function(f) => {
+            if let FunctionArguments::List(list) = &mut f.args {
+                for arg in &mut list.args {
+                    if let FunctionArg::Unnamed(FunctionArgExpr::Expr(a))
+                    | FunctionArg::Named {
+                        arg: FunctionArgExpr::Expr(a),
+                        ..
+                    } = arg
+                    {
+                        replace_outside_aggregates(r, a, source, bucket);
+                    }
+                }
+            }
+        }
+        Expr::Case {
+            operand,
+            conditions,
+            else_result,
+            ..
+        } => {
+            if let Some(o) = operand {
+                replace_outside_aggregates(r, o, source, bucket);
+            }
+            for c in conditions {
+                replace_outside_aggregates(r, &mut c.condition, source, bucket);
+                replace_outside_aggregates(r, &mut c.result, source, bucket);
+            }
+            if let Some(e) = else_result {
+                replace_outside_aggregates(r, e, source, bucket);
+            }
+        }
+        _ => {}
+    }
+}
+
+/// The arguments of a `timestamp_floor` call.
+fn bucket_args(bucket: &Expr) -> Option<[Expr; 4]> {
+    let Expr::Function(f) = bucket else {
+        return None;
+    };
+    let args: Vec<Expr> = unnamed_args(f)?.into_iter().cloned().collect();
+    args.try_into().ok()
+}
+
+/// The name a select item's column gets, as QuestDB names it: the alias, the column, or the
+/// function (`avg`).
+fn item_name(item: &SelectItem) -> String {
+    match item {
+        SelectItem::ExprWithAlias { alias, .. } => alias.value.clone(),
+        SelectItem::UnnamedExpr(Expr::Identifier(i)) => i.value.clone(),
+        SelectItem::UnnamedExpr(Expr::CompoundIdentifier(parts)) => {
+            parts.last().map_or(String::new(), |i| i.value.clone())
+        }
+        SelectItem::UnnamedExpr(Expr::Function(f)) => {
+            function_name(f).unwrap_or_else(|| f.to_string())
+        }
+        other => other.to_string(),
+    }
+}
+
+/// Names the items `__f<i>` (and adds the bucket as `__fb` when unselected), as
+/// [`fill::fill_query`] refers to them.
+fn name_items(select: &mut Select, plan: &fill::FillPlan) {
+    for (i, item) in select.projection.iter_mut().enumerate() {
+        let expr = match std::mem::replace(item, SelectItem::Wildcard(Default::default())) {
+            SelectItem::ExprWithAlias { expr, .. } | SelectItem::UnnamedExpr(expr) => expr,
+            other => {
+                *item = other;
+                continue;
+            }
+        };
+        *item = SelectItem::ExprWithAlias {
+            expr,
+            alias: Ident::new(format!("__f{i}")),
+        };
+    }
+    if plan.bucket_item.is_none() {
+        select.projection.push(SelectItem::ExprWithAlias {
+            expr: plan.bucket.clone(),
+            alias: Ident::new("__fb"),
+        });
+    }
+}
+
+fn order_by(exprs: Vec<Expr>) -> OrderBy {
+    OrderBy {
+        kind: OrderByKind::Expressions(
+            exprs
+                .into_iter()
+                .map(|expr| OrderByExpr {
+                    expr,
+                    options: OrderByOptions {
+                        asc: None,
+                        nulls_first: None,
+                    },
+                    with_fill: None,
+                })
+                .collect(),
+        ),
+        interpolate: None,
+    }
+}
+
+fn add_filter(select: &mut Select, filter: Expr) {
+    select.selection = Some(match select.selection.take() {
+        Some(w) => and(Expr::Nested(Box::new(w)), filter),
+        None => filter,
+    });
+}
+
+fn is_constant(e: &Expr) -> bool {
+    let mut constant = true;
+    let _ = visit_expressions(e, |e| {
+        if matches!(
+            e,
+            Expr::Identifier(_) | Expr::CompoundIdentifier(_) | Expr::Subquery(_)
+        ) {
+            constant = false;
+            return ControlFlow::Break(());
+        }
+        ControlFlow::Continue(())
+    });
+    constant
+}
+
+/// Splits the marker conjunct off a WHERE clause the clause scanner built:
+/// `marker`, `marker AND (w)` or `(w) AND marker`.
+fn split_marker(selection: Expr, marker: &str) -> (Option<usize>, Option<Expr>) {
+    if let Some(i) = marker_index(&selection, marker) {
+        return (Some(i), None);
+    }
+    if let Expr::BinaryOp {
+        left,
+        op: BinaryOperator::And,
+        right,
+    } = &selection
+    {
+        if let Some(i) = marker_index(left, marker) {
+            return (Some(i), Some((**right).clone()));
+        }
+        if let Some(i) = marker_index(right, marker) {
+            return (Some(i), Some((**left).clone()));
+        }
+    }
+    (None, Some(selection))
+}
+
+/// Whether `e` can be evaluated on a table's rows alone: no parameters, no subqueries.
+fn is_self_contained(e: &Expr) -> bool {
+    let mut contained = true;
+    let _ = visit_expressions(e, |e| {
+        let outside = match e {
+            Expr::Subquery(_) | Expr::Exists { .. } | Expr::InSubquery { .. } => true,
+            Expr::Value(v) => matches!(v.value, Value::Placeholder(_)),
+            _ => false,
+        };
+        if outside {
+            contained = false;
+            return ControlFlow::Break(());
+        }
+        ControlFlow::Continue(())
+    });
+    contained
+}
+
+/// Whether a query's output has a column `e` names (an identifier naming an alias, a column,
+/// or anything under `*`).
+fn output_has(query: &Query, e: &Expr) -> bool {
+    let Expr::Identifier(ident) = e else {
+        return false;
+    };
+    let SetExpr::Select(select) = &*query.body else {
+        return true;
+    };
+    select.projection.iter().any(|item| match item {
+        SelectItem::Wildcard(_) | SelectItem::QualifiedWildcard(..) => true,
+        SelectItem::ExprWithAlias { alias, .. } => same_name(alias, &ident.value),
+        SelectItem::UnnamedExpr(Expr::Identifier(i)) => i.value.eq_ignore_ascii_case(&ident.value),
+        SelectItem::UnnamedExpr(Expr::CompoundIdentifier(parts)) => parts
+            .last()
+            .is_some_and(|i| i.value.eq_ignore_ascii_case(&ident.value)),
+        _ => false,
+    })
+}
+
+/// `'hh:mm'` or `'-hh:mm'` in nanoseconds.
+fn offset_ns(text: &str) -> Option<i64> {
+    let (sign, rest) = match text.trim().strip_prefix('-') {
+        Some(r) => (-1, r),
+        None => (1, text.trim().strip_prefix('+').unwrap_or(text.trim())),
+    };
+    let (h, m) = rest.split_once(':')?;
+    let (h, m): (i64, i64) = (h.parse().ok()?, m.parse().ok()?);
+    if !(0..24).contains(&h) || !(0..60).contains(&m) {
+        return None;
+    }
+    Some(sign * (h * 3_600 + m * 60) * 1_000_000_000)
+}
+
+/// QuestDB aggregates under names DataFusion does not know.
+fn is_questdb_aggregate(name: &str) -> bool {
+    matches!(name, "first" | "last" | "count_distinct")
+}
+
+/// QuestDB's function names, as DataFusion's: `first`/`last`, `count_distinct`, `hour` & co.
+fn rename_function(f: &mut Function) {
+    let Some(name) = function_name(f) else {
+        return;
+    };
+    let rename = |f: &mut Function, to: &str| {
+        f.name = ObjectName(vec![ObjectNamePart::Identifier(Ident::new(to))]);
+    };
+    match name.as_str() {
+        "first" if f.over.is_none() => rename(f, "first_value"),
+        "last" if f.over.is_none() => rename(f, "last_value"),
+        "count_distinct" => {
+            rename(f, "count");
+            if let FunctionArguments::List(list) = &mut f.args {
+                list.duplicate_treatment = Some(sqlparser::ast::DuplicateTreatment::Distinct);
+            }
+        }
+        "systimestamp" | "sysdate" => {
+            rename(f, "now");
+        }
+        _ => {}
+    }
+}
+
+/// `hour(ts)`, `minute(ts)`, ...: `CAST(date_part('hour', ts) AS INT)`.
+fn date_part_of(f: &Function) -> Option<Expr> {
+    let name = function_name(f)?;
+    let part = match name.as_str() {
+        "hour" | "minute" | "second" | "day" | "month" | "year" => name.as_str(),
+        "day_of_week" => "isodow",
+        "week_of_year" => "week",
+        _ => return None,
+    };
+    let args = unnamed_args(f)?;
+    let [arg] = args.as_slice() else {
+        return None;
+    };
+    Some(cast_int(call(
+        "date_part",
+        vec![string(part), (*arg).clone()],
+    )))
+}
+
+fn cast_int(e: Expr) -> Expr {
+    cast(e, DataType::Int(None))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    struct Tables;
+
+    impl Catalog for Tables {
+        fn designated_timestamp(&self, table: &str) -> Option<Option<String>> {
+            match table {
+                "cpu" => Some(Some("timestamp".into())),
+                "plain" => Some(None),
+                _ => None,
+            }
+        }
+
+        fn is_aggregate(&self, function: &str) -> bool {
+            matches!(
+                function,
+                "avg" | "max" | "min" | "count" | "sum" | "first_value" | "last_value"
+            )
+        }
+
+        fn is_symbol(&self, table: &str, column: &str) -> bool {
+            table == "cpu" && column == "hostname"
+        }
+    }
+
+    fn rewritten(sql: &str) -> Result<String> {
+        let (text, clauses) = extract(sql)?;
+        let mut statements = Parser::parse_sql(&GenericDialect {}, &text).unwrap();
+        rewrite(&mut statements[0], &clauses, &Tables)?;
+        Ok(statements[0].to_string())
+    }
+
+    #[test]
+    fn sample_by_groups_by_the_bucket_and_the_keys() {
+        assert_eq!(
+            rewritten("SELECT timestamp, hostname, avg(u) AS a FROM cpu WHERE x > 0 SAMPLE BY 1h GROUP BY timestamp, hostname").unwrap(),
+            "SELECT timestamp_floor('1h', timestamp, NULL, NULL) AS timestamp, hostname, avg(u) AS a FROM cpu WHERE x > 0 GROUP BY timestamp_floor('1h', timestamp, NULL, NULL), hostname ORDER BY 1, 2"
+        );
+        assert_eq!(
+            rewritten("SELECT timestamp AS minute, max(u) FROM cpu SAMPLE BY 1m LIMIT 5").unwrap(),
+            "SELECT timestamp_floor('1m', timestamp, NULL, NULL) AS minute, max(u) FROM cpu GROUP BY timestamp_floor('1m', timestamp, NULL, NULL) ORDER BY 1 LIMIT 5"
+        );
+        assert_eq!(
+            rewritten("SELECT first(u), last(u) FROM cpu c SAMPLE BY 1d ALIGN TO CALENDAR WITH OFFSET '02:00'").unwrap(),
+            "SELECT first_value(u ORDER BY c.timestamp), last_value(u ORDER BY c.timestamp) FROM cpu c GROUP BY timestamp_floor('1d', c.timestamp, CAST('1970-01-01T02:00:00' AS TIMESTAMP), NULL) ORDER BY timestamp_floor('1d', c.timestamp, CAST('1970-01-01T02:00:00' AS TIMESTAMP), NULL)"
+        );
+    }
+
+    #[test]
+    fn sample_by_explains_what_it_needs() {
+        let e = rewritten("SELECT max(x) FROM plain SAMPLE BY 1h")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("SAMPLE BY at line 1, column 26 needs a designated timestamp, and table 'plain' has none"), "{e}");
+        let e = rewritten("SELECT * FROM cpu SAMPLE BY 1h")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("'*' cannot be sampled"), "{e}");
+        let e = rewritten("SELECT 1 WHERE x IN (SELECT 1 SAMPLE BY 1h)")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("needs FROM to name one table"), "{e}");
+    }
+
+    #[test]
+    fn latest_keeps_the_newest_row_per_key() {
+        assert_eq!(
+            rewritten("SELECT * FROM cpu latest by hostname").unwrap(),
+            "SELECT * FROM latest_rows('cpu', 'cpu', '', 'hostname') AS cpu ORDER BY cpu.timestamp"
+        );
+        assert_eq!(
+            rewritten(
+                "SELECT * FROM cpu c WHERE u > 'it''s' LATEST ON timestamp PARTITION BY c.hostname"
+            )
+            .unwrap(),
+            // The filter argument holds `(u > 'it''s')`; sqlparser prints a doubled quote as is.
+            "SELECT * FROM latest_rows('cpu', 'c', '(u > ''it''s'')', 'hostname') AS c ORDER BY c.timestamp"
+        );
+        // Keys that are not all SYMBOLs: a window over the filtered rows.
+        assert_eq!(
+            rewritten("SELECT hostname FROM cpu WHERE u > 1 LATEST ON timestamp PARTITION BY hostname, region").unwrap(),
+            "SELECT hostname FROM (SELECT * EXCLUDE (__sundial_rn) FROM (SELECT *, row_number() OVER (PARTITION BY hostname, region ORDER BY timestamp DESC) AS __sundial_rn FROM cpu WHERE (u > 1)) WHERE __sundial_rn = 1) AS cpu ORDER BY cpu.timestamp"
+        );
+    }
+
+    #[test]
+    fn negative_limits_reverse_and_restore_the_order() {
+        assert_eq!(
+            rewritten("SELECT u FROM cpu WHERE u > 1 LIMIT -3").unwrap(),
+            "SELECT * EXCLUDE (__sundial_k0) FROM (SELECT u, timestamp AS __sundial_k0 FROM cpu WHERE u > 1 ORDER BY timestamp DESC NULLS FIRST LIMIT 3) AS __sundial_tail ORDER BY __sundial_k0"
+        );
+        assert_eq!(
+            rewritten("SELECT * FROM cpu ORDER BY u LIMIT -5, -2").unwrap(),
+            "SELECT * FROM (SELECT * FROM cpu ORDER BY u DESC NULLS FIRST LIMIT 3 OFFSET 2) AS __sundial_tail ORDER BY u"
+        );
+        let e = rewritten("SELECT 1 LIMIT -1").unwrap_err().to_string();
+        assert!(e.contains("needs an order"), "{e}");
+    }
+
+    #[test]
+    fn intervals_become_ranges() {
+        assert_eq!(
+            rewritten("SELECT * FROM cpu WHERE timestamp IN '2016-01-01T10;2h'").unwrap(),
+            "SELECT * FROM cpu WHERE (timestamp >= CAST('2016-01-01T10:00:00' AS TIMESTAMP) AND timestamp < CAST('2016-01-01T13:00:00' AS TIMESTAMP))"
+        );
+    }
+}

@@ -1,0 +1,773 @@
+//! Sundial's own statements — QuestDB-style DDL, SHOW and DESCRIBE — parsed from sqlparser's
+//! tokens. Everything else is left to DataFusion's SQL planner.
+
+use sqlparser::dialect::GenericDialect;
+use sqlparser::tokenizer::{Location, Token, TokenWithSpan, Tokenizer};
+use sundial_storage::{ColumnType, PartitionBy};
+
+use crate::error::{Result, SqlError};
+
+/// A statement Sundial runs itself, or SQL for DataFusion.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Command {
+    CreateTable(CreateTable),
+    AddColumns {
+        table: String,
+        columns: Vec<(String, ColumnType)>,
+        /// Added SYMBOL columns declared with `INDEX`.
+        indexed: Vec<String>,
+        if_not_exists: bool,
+    },
+    /// `ALTER TABLE t ALTER COLUMN c ADD INDEX` (or `DROP INDEX`: `indexed` false).
+    SetIndexed {
+        table: String,
+        column: String,
+        indexed: bool,
+    },
+    DropColumns {
+        table: String,
+        columns: Vec<String>,
+    },
+    RenameColumn {
+        table: String,
+        from: String,
+        to: String,
+    },
+    RenameTable {
+        from: String,
+        to: String,
+    },
+    /// `DROP PARTITION LIST 'a', 'b'` (names) or `DROP PARTITION WHERE <predicate>`.
+    DropPartitions {
+        table: String,
+        names: Vec<String>,
+        predicate: Option<String>,
+    },
+    DropTables {
+        names: Vec<String>,
+        if_exists: bool,
+    },
+    Truncate {
+        tables: Vec<String>,
+    },
+    ShowTables,
+    ShowColumns {
+        table: String,
+    },
+    ShowPartitions {
+        table: String,
+    },
+    /// Any other statement, for DataFusion.
+    Sql,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct CreateTable {
+    pub name: String,
+    pub if_not_exists: bool,
+    pub columns: Vec<(String, ColumnType)>,
+    /// SYMBOL columns declared with `INDEX`, in the column or as `, INDEX(c)` after the list.
+    pub indexed: Vec<String>,
+    /// `CREATE TABLE ... AS (query)`: the query text.
+    pub as_query: Option<String>,
+    pub timestamp: Option<String>,
+    pub partition_by: Option<PartitionBy>,
+}
+
+/// One statement of a script, with the line it starts on (1-based).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Statement {
+    pub text: String,
+    pub line: u64,
+}
+
+pub(crate) fn tokenize(sql: &str) -> Result<Vec<TokenWithSpan>> {
+    Tokenizer::new(&GenericDialect {}, sql)
+        .tokenize_with_location()
+        .map_err(|e| SqlError::Syntax {
+            message: e.message,
+            line: e.location.line,
+            column: e.location.column,
+        })
+}
+
+/// Byte offset of a token location in `sql`.
+pub(crate) fn offset(sql: &str, loc: Location) -> usize {
+    let mut line = 1;
+    let mut line_start = 0;
+    if loc.line > 1 {
+        for (i, c) in sql.char_indices() {
+            if c == '\n' {
+                line += 1;
+                if line == loc.line {
+                    line_start = i + 1;
+                    break;
+                }
+            }
+        }
+    }
+    sql[line_start..]
+        .char_indices()
+        .nth(loc.column.saturating_sub(1) as usize)
+        .map_or(sql.len(), |(i, _)| line_start + i)
+}
+
+/// Splits a script at top-level semicolons.
+pub fn split_statements(sql: &str) -> Result<Vec<Statement>> {
+    let tokens = tokenize(sql)?;
+    let mut out = Vec::new();
+    let mut start: Option<Location> = None;
+    let push = |out: &mut Vec<Statement>, from: Location, to: usize| {
+        let begin = offset(sql, from);
+        let text = sql[begin..to].trim();
+        if !text.is_empty() {
+            out.push(Statement {
+                text: text.to_string(),
+                line: from.line,
+            });
+        }
+    };
+    for t in &tokens {
+        match &t.token {
+            Token::SemiColon => {
+                if let Some(s) = start.take() {
+                    push(&mut out, s, offset(sql, t.span.start));
+                }
+            }
+            Token::Whitespace(_) | Token::EOF => {}
+            _ => {
+                if start.is_none() {
+                    start = Some(t.span.start);
+                }
+            }
+        }
+    }
+    if let Some(s) = start {
+        push(&mut out, s, sql.len());
+    }
+    Ok(out)
+}
+
+/// Whether `sql` plainly starts with SELECT or WITH, as none of Sundial's own statements
+/// does: queries need no tokenizing here.
+fn is_query(sql: &str) -> bool {
+    let start = sql.trim_start();
+    let word_end = start
+        .find(|c: char| !c.is_ascii_alphabetic())
+        .unwrap_or(start.len());
+    let word = &start[..word_end];
+    word.eq_ignore_ascii_case("SELECT") || word.eq_ignore_ascii_case("WITH")
+}
+
+struct Parser<'a> {
+    sql: &'a str,
+    tokens: Vec<TokenWithSpan>,
+    pos: usize,
+}
+
+/// Parses one statement into a [`Command`].
+pub fn parse(sql: &str) -> Result<Command> {
+    if is_query(sql) {
+        return Ok(Command::Sql);
+    }
+    let tokens = tokenize(sql)?
+        .into_iter()
+        .filter(|t| !matches!(t.token, Token::Whitespace(_) | Token::EOF))
+        .collect();
+    let mut p = Parser {
+        sql,
+        tokens,
+        pos: 0,
+    };
+    let command = if p.eat_kw("CREATE") && p.eat_kw("TABLE") {
+        Command::CreateTable(p.create_table()?)
+    } else if p.reset() && p.eat_kw("ALTER") && p.eat_kw("TABLE") {
+        p.alter_table()?
+    } else if p.reset() && p.eat_kw("DROP") && p.eat_kw("TABLE") {
+        let if_exists = p.if_exists()?;
+        Command::DropTables {
+            names: p.name_list("table name")?,
+            if_exists,
+        }
+    } else if p.reset() && p.eat_kw("TRUNCATE") {
+        p.eat_kw("TABLE");
+        Command::Truncate {
+            tables: p.name_list("table name")?,
+        }
+    } else if p.reset() && p.eat_kw("RENAME") && p.eat_kw("TABLE") {
+        let from = p.name("table name")?;
+        p.expect_kw("TO")?;
+        Command::RenameTable {
+            from,
+            to: p.name("new table name")?,
+        }
+    } else if p.reset() && p.eat_kw("SHOW") && p.eat_kw("TABLES") {
+        Command::ShowTables
+    } else if p.reset() && p.eat_kw("SHOW") && p.eat_kw("COLUMNS") {
+        p.expect_from()?;
+        Command::ShowColumns {
+            table: p.name("table name")?,
+        }
+    } else if p.reset() && p.eat_kw("SHOW") && p.eat_kw("PARTITIONS") {
+        p.expect_from()?;
+        Command::ShowPartitions {
+            table: p.name("table name")?,
+        }
+    } else if p.reset() && (p.eat_kw("DESCRIBE") || p.eat_kw("DESC")) && p.peek_is_name() {
+        Command::ShowColumns {
+            table: p.name("table name")?,
+        }
+    } else {
+        return Ok(Command::Sql);
+    };
+    p.end()?;
+    Ok(command)
+}
+
+impl Parser<'_> {
+    fn reset(&mut self) -> bool {
+        self.pos = 0;
+        true
+    }
+
+    fn peek(&self) -> Option<&TokenWithSpan> {
+        self.tokens.get(self.pos)
+    }
+
+    fn location(&self) -> Location {
+        self.peek()
+            .map(|t| t.span.start)
+            .or_else(|| self.tokens.last().map(|t| t.span.end))
+            .unwrap_or(Location { line: 1, column: 1 })
+    }
+
+    fn error<T>(&self, message: impl Into<String>) -> Result<T> {
+        let loc = self.location();
+        let found = self.peek().map_or_else(
+            || "end of statement".to_string(),
+            |t| format!("'{}'", t.token),
+        );
+        Err(SqlError::Syntax {
+            message: format!("{}, found {found}", message.into()),
+            line: loc.line,
+            column: loc.column,
+        })
+    }
+
+    fn peek_kw(&self, kw: &str) -> bool {
+        matches!(self.peek().map(|t| &t.token), Some(Token::Word(w)) if w.quote_style.is_none() && w.value.eq_ignore_ascii_case(kw))
+    }
+
+    fn eat_kw(&mut self, kw: &str) -> bool {
+        let hit = self.peek_kw(kw);
+        if hit {
+            self.pos += 1;
+        }
+        hit
+    }
+
+    fn expect_kw(&mut self, kw: &str) -> Result<()> {
+        if self.eat_kw(kw) {
+            Ok(())
+        } else {
+            self.error(format!("expected {kw}"))
+        }
+    }
+
+    fn expect_from(&mut self) -> Result<()> {
+        if self.eat_kw("FROM") || self.eat_kw("IN") {
+            Ok(())
+        } else {
+            self.error("expected FROM")
+        }
+    }
+
+    fn eat(&mut self, token: &Token) -> bool {
+        let hit = self.peek().is_some_and(|t| &t.token == token);
+        if hit {
+            self.pos += 1;
+        }
+        hit
+    }
+
+    fn expect(&mut self, token: &Token) -> Result<()> {
+        if self.eat(token) {
+            Ok(())
+        } else {
+            self.error(format!("expected '{token}'"))
+        }
+    }
+
+    fn end(&self) -> Result<()> {
+        if self.pos < self.tokens.len() {
+            self.error("expected end of statement")
+        } else {
+            Ok(())
+        }
+    }
+
+    fn peek_is_name(&self) -> bool {
+        matches!(
+            self.peek().map(|t| &t.token),
+            Some(Token::Word(_) | Token::SingleQuotedString(_))
+        )
+    }
+
+    /// An identifier: quoted names keep their case, unquoted ones are folded to lower case
+    /// (as DataFusion folds identifiers in queries). QuestDB's `'quoted'` table names work too.
+    fn name(&mut self, what: &str) -> Result<String> {
+        let name = match self.peek().map(|t| &t.token) {
+            Some(Token::Word(w)) if w.quote_style.is_some() => w.value.clone(),
+            Some(Token::Word(w)) => w.value.to_lowercase(),
+            Some(Token::SingleQuotedString(s)) => s.clone(),
+            _ => return self.error(format!("expected {what}")),
+        };
+        self.pos += 1;
+        // schema-qualified names: public.t
+        if matches!(name.as_str(), "public" | "sundial") && self.eat(&Token::Period) {
+            return self.name(what);
+        }
+        Ok(name)
+    }
+
+    fn name_list(&mut self, what: &str) -> Result<Vec<String>> {
+        let mut names = vec![self.name(what)?];
+        while self.eat(&Token::Comma) {
+            names.push(self.name(what)?);
+        }
+        Ok(names)
+    }
+
+    fn string(&mut self, what: &str) -> Result<String> {
+        match self.peek().map(|t| &t.token) {
+            Some(Token::SingleQuotedString(s)) => {
+                let s = s.clone();
+                self.pos += 1;
+                Ok(s)
+            }
+            _ => self.error(format!("expected {what}")),
+        }
+    }
+
+    /// Source text from the current token to the end of the statement.
+    fn rest(&mut self) -> String {
+        let text = match self.peek() {
+            Some(t) => self.sql[offset(self.sql, t.span.start)..]
+                .trim()
+                .to_string(),
+            None => String::new(),
+        };
+        self.pos = self.tokens.len();
+        text
+    }
+
+    /// An optional `IF EXISTS`.
+    fn if_exists(&mut self) -> Result<bool> {
+        if !self.eat_kw("IF") {
+            return Ok(false);
+        }
+        self.expect_kw("EXISTS")?;
+        Ok(true)
+    }
+
+    /// An optional `IF NOT EXISTS`.
+    fn if_not_exists(&mut self) -> Result<bool> {
+        if !self.eat_kw("IF") {
+            return Ok(false);
+        }
+        self.expect_kw("NOT")?;
+        self.expect_kw("EXISTS")?;
+        Ok(true)
+    }
+
+    fn create_table(&mut self) -> Result<CreateTable> {
+        let if_not_exists = self.if_not_exists()?;
+        let name = self.name("table name")?;
+        let mut create = CreateTable {
+            name,
+            if_not_exists,
+            columns: Vec::new(),
+            indexed: Vec::new(),
+            as_query: None,
+            timestamp: None,
+            partition_by: None,
+        };
+        if self.eat_kw("AS") {
+            create.as_query = Some(self.query_text()?);
+        } else {
+            self.expect(&Token::LParen)?;
+            loop {
+                let column = self.name("column name")?;
+                let (column_type, indexed) = self.column_type()?;
+                if indexed {
+                    create.indexed.push(column.clone());
+                }
+                create.columns.push((column, column_type));
+                if !self.eat(&Token::Comma) {
+                    break;
+                }
+            }
+            self.expect(&Token::RParen)?;
+        }
+        self.table_suffix(&mut create)?;
+        Ok(create)
+    }
+
+    /// The query of `CREATE TABLE ... AS`: a parenthesised query, or the rest up to the suffix.
+    fn query_text(&mut self) -> Result<String> {
+        let start = match self.peek() {
+            Some(t) => t.span.start,
+            None => return self.error("expected a query"),
+        };
+        if self.eat(&Token::LParen) {
+            let mut depth = 1;
+            let inner_start = self.location();
+            while depth > 0 {
+                match self.peek().map(|t| &t.token) {
+                    None => return self.error("unbalanced parenthesis"),
+                    Some(Token::LParen) => depth += 1,
+                    Some(Token::RParen) => depth -= 1,
+                    _ => {}
+                }
+                if depth == 0 {
+                    let end = offset(self.sql, self.location());
+                    self.pos += 1;
+                    return Ok(self.sql[offset(self.sql, inner_start)..end]
+                        .trim()
+                        .to_string());
+                }
+                self.pos += 1;
+            }
+        }
+        while self.peek().is_some() && !self.peek_kw("TIMESTAMP") && !self.peek_kw("PARTITION") {
+            self.pos += 1;
+        }
+        let end = self
+            .peek()
+            .map_or(self.sql.len(), |t| offset(self.sql, t.span.start));
+        Ok(self.sql[offset(self.sql, start)..end].trim().to_string())
+    }
+
+    /// A column's type and whether it is declared `INDEX`.
+    fn column_type(&mut self) -> Result<(ColumnType, bool)> {
+        let loc = self.location();
+        let mut words = Vec::new();
+        while let Some(Token::Word(w)) = self.peek().map(|t| &t.token) {
+            if ["CAPACITY", "CACHE", "NOCACHE", "INDEX", "NULL", "NOT"]
+                .iter()
+                .any(|k| w.value.eq_ignore_ascii_case(k))
+            {
+                break;
+            }
+            words.push(w.value.to_ascii_uppercase());
+            self.pos += 1;
+        }
+        // Sizes such as VARCHAR(20) or TIMESTAMP(6) are accepted and ignored.
+        if self.eat(&Token::LParen) {
+            while !self.eat(&Token::RParen) {
+                if self.peek().is_none() {
+                    return self.error("unbalanced parenthesis");
+                }
+                self.pos += 1;
+            }
+        }
+        let joined = words.join(" ");
+        let parsed = if joined.starts_with("TIMESTAMP") {
+            Some(ColumnType::Timestamp)
+        } else {
+            ColumnType::parse(&joined)
+        };
+        let column_type = match parsed {
+            Some(t) => t,
+            None => {
+                let names: Vec<_> = ColumnType::ALL.iter().map(|t| t.name()).collect();
+                return Err(SqlError::Syntax {
+                    message: format!(
+                        "unknown column type '{joined}'; expected one of {}",
+                        names.join(", ")
+                    ),
+                    line: loc.line,
+                    column: loc.column,
+                });
+            }
+        };
+        let indexed = self.symbol_options()?;
+        Ok((column_type, indexed))
+    }
+
+    /// QuestDB's SYMBOL options; says whether they include `INDEX`. `CAPACITY n` (of the
+    /// dictionary or of the index) and `CACHE` / `NOCACHE` are accepted with no effect here.
+    fn symbol_options(&mut self) -> Result<bool> {
+        let mut indexed = false;
+        loop {
+            if self.eat_kw("CAPACITY") {
+                self.capacity()?;
+            } else if self.eat_kw("CACHE") || self.eat_kw("NOCACHE") {
+            } else if self.eat_kw("INDEX") {
+                indexed = true;
+            } else {
+                return Ok(indexed);
+            }
+        }
+    }
+
+    /// The number after `CAPACITY`.
+    fn capacity(&mut self) -> Result<()> {
+        match self.peek().map(|t| &t.token) {
+            Some(Token::Number(_, _)) => {
+                self.pos += 1;
+                Ok(())
+            }
+            _ => self.error("expected a number after CAPACITY"),
+        }
+    }
+
+    fn table_suffix(&mut self, create: &mut CreateTable) -> Result<()> {
+        loop {
+            if self.eat_kw("TIMESTAMP") {
+                self.expect(&Token::LParen)?;
+                create.timestamp = Some(self.name("designated timestamp column")?);
+                self.expect(&Token::RParen)?;
+            } else if self.eat_kw("PARTITION") {
+                self.expect_kw("BY")?;
+                let loc = self.location();
+                let unit = self.name("partition unit")?;
+                create.partition_by = Some(PartitionBy::parse(&unit).ok_or(SqlError::Syntax {
+                    message: format!("unknown partition unit '{unit}'; expected NONE, HOUR, DAY, WEEK, MONTH or YEAR"),
+                    line: loc.line,
+                    column: loc.column,
+                })?);
+            } else if self.eat_kw("WAL") || (self.eat_kw("BYPASS") && self.expect_kw("WAL").is_ok())
+            {
+                // QuestDB's WAL choice has no meaning here: every commit is crash-safe.
+            } else if self.eat(&Token::Comma) {
+                // `, INDEX(column [CAPACITY n])`, QuestDB's table-level index declaration.
+                self.expect_kw("INDEX")?;
+                self.expect(&Token::LParen)?;
+                create.indexed.push(self.name("indexed column")?);
+                if self.eat_kw("CAPACITY") {
+                    self.capacity()?;
+                }
+                self.expect(&Token::RParen)?;
+            } else {
+                return Ok(());
+            }
+        }
+    }
+
+    fn alter_table(&mut self) -> Result<Command> {
+        let table = self.name("table name")?;
+        if self.eat_kw("ADD") {
+            self.eat_kw("COLUMN");
+            let if_not_exists = self.if_not_exists()?;
+            let mut columns = Vec::new();
+            let mut indexed = Vec::new();
+            loop {
+                let name = self.name("column name")?;
+                let (column_type, index) = self.column_type()?;
+                if index {
+                    indexed.push(name.clone());
+                }
+                columns.push((name, column_type));
+                if !self.eat(&Token::Comma) {
+                    break;
+                }
+                self.eat_kw("COLUMN");
+            }
+            return Ok(Command::AddColumns {
+                table,
+                columns,
+                indexed,
+                if_not_exists,
+            });
+        }
+        if self.eat_kw("DROP") {
+            if self.eat_kw("PARTITION") {
+                if self.eat_kw("LIST") {
+                    let mut names = vec![self.string("partition name")?];
+                    while self.eat(&Token::Comma) {
+                        names.push(self.string("partition name")?);
+                    }
+                    return Ok(Command::DropPartitions {
+                        table,
+                        names,
+                        predicate: None,
+                    });
+                }
+                self.expect_kw("WHERE")?;
+                let predicate = self.rest();
+                if predicate.is_empty() {
+                    return self.error("expected a condition after WHERE");
+                }
+                return Ok(Command::DropPartitions {
+                    table,
+                    names: Vec::new(),
+                    predicate: Some(predicate),
+                });
+            }
+            self.eat_kw("COLUMN");
+            let mut columns = vec![self.name("column name")?];
+            while self.eat(&Token::Comma) {
+                self.eat_kw("COLUMN");
+                columns.push(self.name("column name")?);
+            }
+            return Ok(Command::DropColumns { table, columns });
+        }
+        if self.eat_kw("RENAME") {
+            if self.eat_kw("TO") {
+                return Ok(Command::RenameTable {
+                    from: table,
+                    to: self.name("new table name")?,
+                });
+            }
+            self.eat_kw("COLUMN");
+            let from = self.name("column name")?;
+            self.expect_kw("TO")?;
+            return Ok(Command::RenameColumn {
+                table,
+                from,
+                to: self.name("new column name")?,
+            });
+        }
+        if self.eat_kw("ALTER") {
+            self.expect_kw("COLUMN")?;
+            let column = self.name("column name")?;
+            let indexed = if self.eat_kw("ADD") {
+                true
+            } else if self.eat_kw("DROP") {
+                false
+            } else {
+                return self.error("expected ADD INDEX or DROP INDEX");
+            };
+            self.expect_kw("INDEX")?;
+            if indexed && self.eat_kw("CAPACITY") {
+                self.capacity()?;
+            }
+            self.end()?;
+            return Ok(Command::SetIndexed {
+                table,
+                column,
+                indexed,
+            });
+        }
+        self.error(
+            "expected ADD COLUMN, DROP COLUMN, DROP PARTITION, RENAME COLUMN, RENAME TO or ALTER COLUMN",
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn splits_scripts_respecting_strings() {
+        let s = split_statements("select 1;\n insert into t values ('a;b');;\nselect 2").unwrap();
+        let texts: Vec<_> = s.iter().map(|s| s.text.as_str()).collect();
+        assert_eq!(
+            texts,
+            ["select 1", "insert into t values ('a;b')", "select 2"]
+        );
+        assert_eq!(s[2].line, 3);
+    }
+
+    #[test]
+    fn queries_are_recognised_without_tokenizing() {
+        for sql in [
+            "select 1",
+            "\n  WITH a AS (SELECT 1) SELECT * FROM a",
+            "Select(1)",
+        ] {
+            assert!(is_query(sql), "{sql}");
+            assert_eq!(parse(sql).unwrap(), Command::Sql);
+        }
+        for sql in ["SELECTED", "-- c\nSELECT 1", "SHOW TABLES", "selec t"] {
+            assert!(!is_query(sql), "{sql}");
+        }
+    }
+
+    #[test]
+    fn parses_questdb_create_table() {
+        let c = parse("CREATE TABLE IF NOT EXISTS Cpu (ts TIMESTAMP, host SYMBOL CAPACITY 256 NOCACHE, v DOUBLE PRECISION, s VARCHAR(20)) TIMESTAMP(ts) PARTITION BY DAY WAL").unwrap();
+        let Command::CreateTable(c) = c else { panic!() };
+        assert_eq!(c.name, "cpu");
+        assert!(c.if_not_exists);
+        assert_eq!(c.columns[1], ("host".into(), ColumnType::Symbol));
+        assert!(c.indexed.is_empty());
+        assert_eq!(c.columns[2].1, ColumnType::Double);
+        assert_eq!(c.columns[3].1, ColumnType::Varchar);
+        assert_eq!(c.timestamp.as_deref(), Some("ts"));
+        assert_eq!(c.partition_by, Some(PartitionBy::Day));
+    }
+
+    #[test]
+    fn parses_create_as_and_alter() {
+        let Command::CreateTable(c) =
+            parse("create table t2 as (select * from (select 1) x) timestamp(ts)").unwrap()
+        else {
+            panic!()
+        };
+        assert_eq!(c.as_query.as_deref(), Some("select * from (select 1) x"));
+        assert_eq!(
+            parse("ALTER TABLE t DROP PARTITION LIST '2016-01-01', '2016-01-02'").unwrap(),
+            Command::DropPartitions {
+                table: "t".into(),
+                names: vec!["2016-01-01".into(), "2016-01-02".into()],
+                predicate: None
+            }
+        );
+        assert_eq!(
+            parse("alter table t rename column a to \"B\"").unwrap(),
+            Command::RenameColumn {
+                table: "t".into(),
+                from: "a".into(),
+                to: "B".into()
+            }
+        );
+        assert_eq!(parse("select * from t").unwrap(), Command::Sql);
+        assert_eq!(
+            parse("describe t").unwrap(),
+            Command::ShowColumns { table: "t".into() }
+        );
+    }
+
+    #[test]
+    fn parses_symbol_indexes() {
+        let c = parse("CREATE TABLE t (a SYMBOL CAPACITY 64 NOCACHE INDEX CAPACITY 256, b SYMBOL, c SYMBOL, ts TIMESTAMP), INDEX(b CAPACITY 128), INDEX (c) TIMESTAMP(ts)").unwrap();
+        let Command::CreateTable(c) = c else { panic!() };
+        assert_eq!(c.indexed, ["a", "b", "c"]);
+        assert_eq!(c.timestamp.as_deref(), Some("ts"));
+        assert_eq!(
+            parse("ALTER TABLE t ALTER COLUMN a ADD INDEX CAPACITY 1024").unwrap(),
+            Command::SetIndexed {
+                table: "t".into(),
+                column: "a".into(),
+                indexed: true
+            }
+        );
+        assert_eq!(
+            parse("alter table t alter column a drop index").unwrap(),
+            Command::SetIndexed {
+                table: "t".into(),
+                column: "a".into(),
+                indexed: false
+            }
+        );
+        let Command::AddColumns { indexed, .. } =
+            parse("ALTER TABLE t ADD COLUMN s SYMBOL INDEX, n INT").unwrap()
+        else {
+            panic!()
+        };
+        assert_eq!(indexed, ["s"]);
+        let e = parse("ALTER TABLE t ALTER COLUMN a REBUILD INDEX").unwrap_err();
+        assert_eq!(e.position(), Some((1, 30)), "{e}");
+    }
+
+    #[test]
+    fn errors_point_at_the_token() {
+        let e = parse("CREATE TABLE t (a FANCY)").unwrap_err();
+        assert_eq!(e.position(), Some((1, 19)), "{e}");
+        let e = parse("CREATE TABLE t (a INT) PARTITION BY FORTNIGHT").unwrap_err();
+        assert_eq!(e.position(), Some((1, 37)), "{e}");
+    }
+}
