@@ -45,11 +45,13 @@ use tokio::net::TcpStream;
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::sync::watch;
 
+use crate::admission::{self, Ticket};
 use crate::auth::Exchange;
+use crate::cancel::CancelSignal;
 use crate::codec::{self, Message, Reader, Writer};
 use crate::error::PgError;
 use crate::local::{self, LocalCommand};
-use crate::server::{self, CancelSignal, Shared, Ticket};
+use crate::shared::{Shared, stopped};
 use crate::types::{self, ColumnEncoder, Format};
 
 const READ_CHUNK_BYTES: usize = 16 << 10;
@@ -403,7 +405,7 @@ impl Session {
     }
 
     /// Startup and authentication, within the authentication timeout and while no newer
-    /// connection evicts this one (see [`crate::server`]). Returns the authenticated user, or
+    /// connection evicts this one (see [`crate::admission`]). Returns the authenticated user, or
     /// `None` when the connection carried a cancel or the server is stopping.
     async fn login(&mut self, ticket: &Ticket) -> Result<Option<String>, PgError> {
         let ms = self.shared.options.auth_timeout_ms.max(1);
@@ -413,7 +415,7 @@ impl Session {
                 return Ok(None);
             };
             if !ticket.has_room() {
-                return Err(server::too_many_clients());
+                return Err(admission::too_many_clients());
             }
             self.authenticate(&user).await?;
             Ok(Some(user))
@@ -1287,10 +1289,6 @@ fn encode_rows(
         }
     }
     Ok(written)
-}
-
-pub(crate) async fn stopped(mut stop: watch::Receiver<bool>) {
-    let _ = stop.wait_for(|s| *s).await;
 }
 
 fn show_schema(name: &str) -> SchemaRef {

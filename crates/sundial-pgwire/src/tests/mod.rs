@@ -15,7 +15,7 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
 
 use crate::auth::{AuthMethod, Users};
-use crate::server::{PgOptions, PgServer};
+use crate::{PgOptions, PgServer};
 
 pub const USER: &str = "admin";
 pub const PASSWORD: &str = "quest";
