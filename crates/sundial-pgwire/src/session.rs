@@ -16,6 +16,8 @@
 //!   further complete message is buffered or the session is about to wait on a statement; so a
 //!   client's pipelined round trips cost one write, and no answer waits for a later statement;
 //! - after an error in the extended protocol every message up to Sync is skipped;
+//! - a portal lives until its transaction ends (Sync outside a transaction block, COMMIT,
+//!   ROLLBACK); only cursors declared WITH HOLD outlive it;
 //! - a portal's rows are pulled from its statement's stream one batch at a time, as the output
 //!   takes them, so a large result is never held whole.
 //!
@@ -702,7 +704,7 @@ impl Session {
     /// ReadyForQuery.
     fn end_simple_query(&mut self) {
         if std::mem::take(&mut self.implicit_block) && self.transaction == Transaction::Idle {
-            self.close_cursors_at_commit();
+            self.close_portals_at_commit();
         }
         self.out.ready_for_query(self.transaction.status());
         self.reply_due = true;
@@ -747,9 +749,7 @@ impl Session {
             declared.push(r.i32()?);
         }
         if !name.is_empty() && self.statements.contains_key(&name) {
-            return Err(PgError::Undefined(format!(
-                "prepared statement \"{name}\" already exists"
-            )));
+            return Err(PgError::DuplicateStatement(name));
         }
         let statement = match self.prepare_statement(&sql, &declared).await {
             Ok(statement) => statement,
@@ -844,9 +844,7 @@ impl Session {
             formats.push(Format::from_code(r.i16()?)?);
         }
         if !portal.is_empty() && self.portals.contains_key(&portal) {
-            return Err(PgError::Undefined(format!(
-                "portal \"{portal}\" already exists"
-            )));
+            return Err(PgError::DuplicateCursor(portal));
         }
         self.portals
             .insert(portal, Portal::new(statement, params, formats));
@@ -875,9 +873,10 @@ impl Session {
                 }
             }
             b'P' => {
-                let portal = self.portals.get(name).ok_or_else(|| {
-                    PgError::Undefined(format!("portal \"{name}\" does not exist"))
-                })?;
+                let portal = self
+                    .portals
+                    .get(name)
+                    .ok_or_else(|| PgError::UndefinedPortal(name.to_string()))?;
                 let (statement, formats) = (portal.statement.clone(), portal.formats.clone());
                 match self.described(&statement, &formats)? {
                     Some((schema, formats)) => self.row_description(&schema, &formats),
@@ -901,7 +900,7 @@ impl Session {
         let mut portal = self
             .portals
             .remove(&name)
-            .ok_or_else(|| PgError::Undefined(format!("portal \"{name}\" does not exist")))?;
+            .ok_or_else(|| PgError::UndefinedPortal(name.clone()))?;
         let result = self.run_portal(&mut portal, max_rows, Rows::Send).await;
         match &result {
             Ok(Completion::Suspended) => self.out.empty(b's'),
@@ -1038,7 +1037,9 @@ impl Session {
         (timeout_ms > 0).then(|| Instant::now() + Duration::from_millis(timeout_ms))
     }
 
-    /// Sends (or discards) rows until the result ends or `max_rows` (0: no limit) are done.
+    /// Sends (or discards) rows until the result ends or `max_rows` (0: no limit) are done. A
+    /// SELECT's tag counts the rows of this call only, as PostgreSQL's does for an Execute that
+    /// finishes a suspended portal.
     async fn stream_rows(
         &mut self,
         portal: &mut Portal,
@@ -1081,9 +1082,11 @@ impl Session {
                 }
             }
             if max_rows > 0 && sent_now == max_rows {
-                // PostgreSQL reports suspension even when the limit lands on the last row.
+                // The limit landed on a batch's end: the result's end completes the portal now
+                // (PostgreSQL would suspend it, then complete it on the next Execute with
+                // `SELECT 0`); anything else suspends it.
                 match self.next_item(&mut running).await? {
-                    None => return Ok(Completion::Complete(select_tag(portal.rows_sent))),
+                    None => return Ok(Completion::Complete(select_tag(sent_now))),
                     Some(item) => {
                         self.take_item(item, &mut running)?;
                         portal.state = PortalState::Running(running);
@@ -1092,7 +1095,7 @@ impl Session {
                 }
             }
             match self.next_item(&mut running).await? {
-                None => return Ok(Completion::Complete(select_tag(portal.rows_sent))),
+                None => return Ok(Completion::Complete(select_tag(sent_now))),
                 Some(Item::Done { tag, rows }) => {
                     return Ok(Completion::Complete(command_tag(&tag, rows)));
                 }
@@ -1167,12 +1170,12 @@ impl Session {
             LocalCommand::Commit => {
                 let failed = self.transaction == Transaction::Failed;
                 self.transaction = Transaction::Idle;
-                self.close_cursors_at_commit();
+                self.close_portals_at_commit();
                 if failed { "ROLLBACK" } else { "COMMIT" }
             }
             LocalCommand::Rollback => {
                 self.transaction = Transaction::Idle;
-                self.close_cursors_at_commit();
+                self.close_portals_at_commit();
                 "ROLLBACK"
             }
             LocalCommand::Set { name, value } => {
