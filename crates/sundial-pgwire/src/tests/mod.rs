@@ -1,8 +1,13 @@
 //! Tests against a live listener on 127.0.0.1, with real clients and raw sockets.
 
 mod admission;
+mod cancel;
+mod copy;
 mod fuzz;
+mod pipeline;
+mod portals;
 mod timestamps;
+mod wire;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
