@@ -19,9 +19,15 @@ pub enum PgError {
     /// A parameter value that does not decode as its declared type.
     #[error("{0}")]
     BadValue(String),
-    /// A statement or portal name that does not exist.
+    /// A prepared statement name that does not exist.
     #[error("{0}")]
     Undefined(String),
+    /// A portal name that does not exist.
+    #[error("portal \"{0}\" does not exist")]
+    UndefinedPortal(String),
+    /// Parse of a prepared statement name already in use.
+    #[error("prepared statement \"{0}\" already exists")]
+    DuplicateStatement(String),
     /// A setting name that does not exist.
     #[error("unrecognized configuration parameter \"{0}\"")]
     UnknownSetting(String),
@@ -75,7 +81,7 @@ pub enum PgError {
     /// A cursor name that does not exist.
     #[error("cursor \"{0}\" does not exist")]
     UndefinedCursor(String),
-    /// DECLARE of a cursor name already in use.
+    /// DECLARE of a cursor name, or Bind of a portal name, already in use (one namespace).
     #[error("cursor \"{0}\" already exists")]
     DuplicateCursor(String),
     /// A statement that needs a transaction block outside one.
@@ -101,6 +107,8 @@ impl PgError {
             PgError::Query(e) => e.sqlstate(),
             PgError::BadValue(_) => "22P02",
             PgError::Undefined(_) => "26000",
+            PgError::UndefinedPortal(_) => "34000",
+            PgError::DuplicateStatement(_) => "42P05",
             PgError::UnknownSetting(_) => "42704",
             PgError::NotSupported(_) => "0A000",
             PgError::TooManyConnections(_) => "53300",

@@ -20,9 +20,18 @@
 //! CancelRequest, the statement timeout and the client hanging up; any of them drops the
 //! statement's stream, and with it DataFusion's partition tasks.
 //!
+//! Modules depend one way (no module imports one to its left):
+//!
+//! ```text
+//!  server ─▶ session ─▶ shared ─▶ admission, cancel, auth
+//!              └─▶ codec, types, local, copy_in, copy_out, copy_decode, error
+//! ```
+//!
 //! [`Engine`]: sundial_query::Engine
 
+mod admission;
 mod auth;
+mod cancel;
 mod codec;
 mod copy_decode;
 mod copy_in;
@@ -33,11 +42,13 @@ pub mod fuzz;
 mod local;
 mod server;
 mod session;
+mod shared;
 mod types;
 
 pub use auth::{AuthMethod, Users};
 pub use error::PgError;
-pub use server::{PgOptions, PgServer};
+pub use server::PgServer;
+pub use shared::PgOptions;
 
 #[cfg(test)]
 mod tests;

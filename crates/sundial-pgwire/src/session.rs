@@ -16,6 +16,8 @@
 //!   further complete message is buffered or the session is about to wait on a statement; so a
 //!   client's pipelined round trips cost one write, and no answer waits for a later statement;
 //! - after an error in the extended protocol every message up to Sync is skipped;
+//! - a portal lives until its transaction ends (Sync outside a transaction block, COMMIT,
+//!   ROLLBACK); only cursors declared WITH HOLD outlive it;
 //! - a portal's rows are pulled from its statement's stream one batch at a time, as the output
 //!   takes them, so a large result is never held whole.
 //!
@@ -45,11 +47,13 @@ use tokio::net::TcpStream;
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::sync::watch;
 
+use crate::admission::{self, Ticket};
 use crate::auth::Exchange;
+use crate::cancel::CancelSignal;
 use crate::codec::{self, Message, Reader, Writer};
 use crate::error::PgError;
 use crate::local::{self, LocalCommand};
-use crate::server::{self, CancelSignal, Shared, Ticket};
+use crate::shared::{Shared, stopped};
 use crate::types::{self, ColumnEncoder, Format};
 
 const READ_CHUNK_BYTES: usize = 16 << 10;
@@ -403,7 +407,7 @@ impl Session {
     }
 
     /// Startup and authentication, within the authentication timeout and while no newer
-    /// connection evicts this one (see [`crate::server`]). Returns the authenticated user, or
+    /// connection evicts this one (see [`crate::admission`]). Returns the authenticated user, or
     /// `None` when the connection carried a cancel or the server is stopping.
     async fn login(&mut self, ticket: &Ticket) -> Result<Option<String>, PgError> {
         let ms = self.shared.options.auth_timeout_ms.max(1);
@@ -413,7 +417,7 @@ impl Session {
                 return Ok(None);
             };
             if !ticket.has_room() {
-                return Err(server::too_many_clients());
+                return Err(admission::too_many_clients());
             }
             self.authenticate(&user).await?;
             Ok(Some(user))
@@ -700,7 +704,7 @@ impl Session {
     /// ReadyForQuery.
     fn end_simple_query(&mut self) {
         if std::mem::take(&mut self.implicit_block) && self.transaction == Transaction::Idle {
-            self.close_cursors_at_commit();
+            self.close_portals_at_commit();
         }
         self.out.ready_for_query(self.transaction.status());
         self.reply_due = true;
@@ -745,9 +749,7 @@ impl Session {
             declared.push(r.i32()?);
         }
         if !name.is_empty() && self.statements.contains_key(&name) {
-            return Err(PgError::Undefined(format!(
-                "prepared statement \"{name}\" already exists"
-            )));
+            return Err(PgError::DuplicateStatement(name));
         }
         let statement = match self.prepare_statement(&sql, &declared).await {
             Ok(statement) => statement,
@@ -842,9 +844,7 @@ impl Session {
             formats.push(Format::from_code(r.i16()?)?);
         }
         if !portal.is_empty() && self.portals.contains_key(&portal) {
-            return Err(PgError::Undefined(format!(
-                "portal \"{portal}\" already exists"
-            )));
+            return Err(PgError::DuplicateCursor(portal));
         }
         self.portals
             .insert(portal, Portal::new(statement, params, formats));
@@ -873,9 +873,10 @@ impl Session {
                 }
             }
             b'P' => {
-                let portal = self.portals.get(name).ok_or_else(|| {
-                    PgError::Undefined(format!("portal \"{name}\" does not exist"))
-                })?;
+                let portal = self
+                    .portals
+                    .get(name)
+                    .ok_or_else(|| PgError::UndefinedPortal(name.to_string()))?;
                 let (statement, formats) = (portal.statement.clone(), portal.formats.clone());
                 match self.described(&statement, &formats)? {
                     Some((schema, formats)) => self.row_description(&schema, &formats),
@@ -899,7 +900,7 @@ impl Session {
         let mut portal = self
             .portals
             .remove(&name)
-            .ok_or_else(|| PgError::Undefined(format!("portal \"{name}\" does not exist")))?;
+            .ok_or_else(|| PgError::UndefinedPortal(name.clone()))?;
         let result = self.run_portal(&mut portal, max_rows, Rows::Send).await;
         match &result {
             Ok(Completion::Suspended) => self.out.empty(b's'),
@@ -1036,7 +1037,9 @@ impl Session {
         (timeout_ms > 0).then(|| Instant::now() + Duration::from_millis(timeout_ms))
     }
 
-    /// Sends (or discards) rows until the result ends or `max_rows` (0: no limit) are done.
+    /// Sends (or discards) rows until the result ends or `max_rows` (0: no limit) are done. A
+    /// SELECT's tag counts the rows of this call only, as PostgreSQL's does for an Execute that
+    /// finishes a suspended portal.
     async fn stream_rows(
         &mut self,
         portal: &mut Portal,
@@ -1079,9 +1082,11 @@ impl Session {
                 }
             }
             if max_rows > 0 && sent_now == max_rows {
-                // PostgreSQL reports suspension even when the limit lands on the last row.
+                // The limit landed on a batch's end: the result's end completes the portal now
+                // (PostgreSQL would suspend it, then complete it on the next Execute with
+                // `SELECT 0`); anything else suspends it.
                 match self.next_item(&mut running).await? {
-                    None => return Ok(Completion::Complete(select_tag(portal.rows_sent))),
+                    None => return Ok(Completion::Complete(select_tag(sent_now))),
                     Some(item) => {
                         self.take_item(item, &mut running)?;
                         portal.state = PortalState::Running(running);
@@ -1090,7 +1095,7 @@ impl Session {
                 }
             }
             match self.next_item(&mut running).await? {
-                None => return Ok(Completion::Complete(select_tag(portal.rows_sent))),
+                None => return Ok(Completion::Complete(select_tag(sent_now))),
                 Some(Item::Done { tag, rows }) => {
                     return Ok(Completion::Complete(command_tag(&tag, rows)));
                 }
@@ -1165,12 +1170,12 @@ impl Session {
             LocalCommand::Commit => {
                 let failed = self.transaction == Transaction::Failed;
                 self.transaction = Transaction::Idle;
-                self.close_cursors_at_commit();
+                self.close_portals_at_commit();
                 if failed { "ROLLBACK" } else { "COMMIT" }
             }
             LocalCommand::Rollback => {
                 self.transaction = Transaction::Idle;
-                self.close_cursors_at_commit();
+                self.close_portals_at_commit();
                 "ROLLBACK"
             }
             LocalCommand::Set { name, value } => {
@@ -1287,10 +1292,6 @@ fn encode_rows(
         }
     }
     Ok(written)
-}
-
-pub(crate) async fn stopped(mut stop: watch::Receiver<bool>) {
-    let _ = stop.wait_for(|s| *s).await;
 }
 
 fn show_schema(name: &str) -> SchemaRef {

@@ -186,9 +186,9 @@ impl Session {
         }
     }
 
-    /// The end of a transaction: cursors without HOLD go.
-    pub(super) fn close_cursors_at_commit(&mut self) {
+    /// The end of a transaction: its portals go, all but the cursors declared WITH HOLD.
+    pub(super) fn close_portals_at_commit(&mut self) {
         self.portals
-            .retain(|_, p| p.cursor.as_ref().is_none_or(|c| c.hold));
+            .retain(|_, p| p.cursor.as_ref().is_some_and(|c| c.hold));
     }
 }

@@ -1,8 +1,13 @@
 //! Tests against a live listener on 127.0.0.1, with real clients and raw sockets.
 
 mod admission;
+mod cancel;
+mod copy;
 mod fuzz;
+mod pipeline;
+mod portals;
 mod timestamps;
+mod wire;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -15,7 +20,7 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
 
 use crate::auth::{AuthMethod, Users};
-use crate::server::{PgOptions, PgServer};
+use crate::{PgOptions, PgServer};
 
 pub const USER: &str = "admin";
 pub const PASSWORD: &str = "quest";

@@ -1,0 +1,156 @@
+//! What the listener and its sessions share: the options, the engine, the users, the cancel
+//! registry, the connection budgets and the bound on sessions polling their sockets.
+//!
+//! Invariants:
+//! - at most the serving runtime's threads less one sessions poll their sockets at once
+//!   ([`Spinners`]), so one thread is always free to run other sessions' work;
+//! - a connection task's panic ends only that connection, and is counted in
+//!   [`Shared::panics`].
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+
+use sundial_query::Engine;
+use tokio::sync::watch;
+
+use crate::admission::Admission;
+use crate::auth::Users;
+use crate::cancel::Cancels;
+
+/// Bounds and defaults for the PostgreSQL listener.
+#[derive(Debug, Clone)]
+pub struct PgOptions {
+    /// Authenticated sessions at once; more are refused with SQLSTATE 53300.
+    pub connections_max: usize,
+    /// Connections that have not finished logging in, at once; past it, the oldest of them is
+    /// closed (SQLSTATE 53300) to make room for the newcomer. At least 1.
+    pub unauthenticated_connections_max: usize,
+    /// How long a connection may take from accept to the end of its login before it is
+    /// closed. At least 1.
+    pub auth_timeout_ms: u64,
+    /// The largest frontend message accepted (a query text, a Bind, a COPY chunk).
+    pub message_bytes_max: usize,
+    /// Output is flushed to the socket once this much is buffered, even mid-result.
+    pub flush_bytes: usize,
+    /// Default `statement_timeout`; 0 means none.
+    pub statement_timeout_ms: u64,
+    /// How long a session that has answered polls its socket for the client's next message
+    /// before sleeping (0: sleep at once). A request/response client answers within tens of
+    /// microseconds; catching that saves the wake-up of a sleeping thread, which on a virtual
+    /// machine costs about as much again as the round trip itself.
+    pub read_spin_us: u64,
+}
+
+impl Default for PgOptions {
+    fn default() -> Self {
+        PgOptions {
+            connections_max: 256,
+            unauthenticated_connections_max: 64,
+            auth_timeout_ms: 10_000,
+            message_bytes_max: 16 << 20,
+            flush_bytes: 64 << 10,
+            statement_timeout_ms: 0,
+            read_spin_us: 50,
+        }
+    }
+}
+
+/// Everything sessions share.
+pub(crate) struct Shared {
+    pub engine: Arc<Engine>,
+    pub users: Users,
+    pub options: PgOptions,
+    pub cancels: Cancels,
+    pub spinners: Spinners,
+    pub admission: Arc<Admission>,
+    /// Connection tasks that panicked (a bug; the panic ends only its own connection).
+    pub panics: AtomicU64,
+}
+
+impl Shared {
+    pub fn new(engine: Arc<Engine>, users: Users, options: PgOptions) -> Shared {
+        Shared {
+            engine,
+            users,
+            cancels: Cancels::default(),
+            spinners: Spinners::default(),
+            admission: Arc::new(Admission::new(
+                options.connections_max,
+                options.unauthenticated_connections_max,
+            )),
+            panics: AtomicU64::new(0),
+            options,
+        }
+    }
+
+    /// Counts a connection task that ended in a panic.
+    pub fn note_ended(&self, ended: Result<(), tokio::task::JoinError>) {
+        if let Err(e) = ended
+            && e.is_panic()
+        {
+            self.panics.fetch_add(1, Ordering::Relaxed);
+            tracing::error!("a PG connection task panicked: {e}");
+        }
+    }
+}
+
+/// Bounds the sessions polling their sockets at once to the serving runtime's threads less
+/// one, so one thread is always free to run other sessions' work.
+#[derive(Default)]
+pub(crate) struct Spinners {
+    polling: AtomicUsize,
+    polling_max: AtomicUsize,
+}
+
+impl Spinners {
+    pub fn set_threads(&self, threads: usize) {
+        self.polling_max
+            .store(threads.saturating_sub(1), Ordering::Relaxed);
+    }
+
+    /// A slot to poll in, if one is free; it is given back when dropped.
+    pub fn try_enter(&self) -> Option<SpinSlot<'_>> {
+        let max = self.polling_max.load(Ordering::Relaxed);
+        self.polling
+            .fetch_update(Ordering::AcqRel, Ordering::Relaxed, |n| {
+                (n < max).then_some(n + 1)
+            })
+            .ok()
+            .map(|_| SpinSlot(&self.polling))
+    }
+}
+
+pub(crate) struct SpinSlot<'a>(&'a AtomicUsize);
+
+impl Drop for SpinSlot<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+/// Resolves once the server's stop signal turns true (or its sender is gone).
+pub(crate) async fn stopped(mut stop: watch::Receiver<bool>) {
+    let _ = stop.wait_for(|s| *s).await;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn one_thread_is_always_left_to_sessions_that_do_not_poll() {
+        let spinners = Spinners::default();
+        spinners.set_threads(1);
+        assert!(spinners.try_enter().is_none());
+        spinners.set_threads(3);
+        let first = spinners.try_enter();
+        let second = spinners.try_enter();
+        assert!(first.is_some() && second.is_some());
+        assert!(spinners.try_enter().is_none());
+        drop(first);
+        assert!(
+            spinners.try_enter().is_some(),
+            "a slot is given back when dropped"
+        );
+    }
+}
