@@ -21,10 +21,9 @@
 //! * **Symbol counts** name distinct SYMBOL columns of the table.
 //! * **The slot** decodes to the state it was encoded from.
 
-use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
-use crate::files::{data_file, offsets_file, partition_dir_name, validity_file};
+use crate::files::{data_file, offsets_file, partition_dir_name, read_offset, validity_file};
 use crate::partition::PartitionBy;
 use crate::symbols::SYMBOL_DIR;
 use crate::txn::{ColumnMeta, PartitionMeta, TableMeta, TxnState};
@@ -202,13 +201,9 @@ fn column_extents(pdir: &Path, c: &ColumnMeta, rows: u64) -> Result<Vec<(PathBuf
     Ok(extents)
 }
 
-/// Entry `index` of an offsets file (`u64` end offsets after a leading 0).
+/// [`read_offset`], its error as text.
 fn end_offset(offsets: &Path, index: u64) -> Result<u64, String> {
-    let file = std::fs::File::open(offsets).map_err(|e| format!("{}: {e}", offsets.display()))?;
-    let mut entry = [0u8; 8];
-    file.read_exact_at(&mut entry, index * 8)
-        .map_err(|e| format!("{}: entry {index}: {e}", offsets.display()))?;
-    Ok(u64::from_le_bytes(entry))
+    read_offset(offsets, index).map_err(|e| e.to_string())
 }
 
 /// `path` holds at least `need` bytes, and exactly that many when `exact`.

@@ -21,7 +21,7 @@ use crate::cache::FileCache;
 use crate::column::{ColumnBuf, SymbolResolver, Values, from_arrow};
 use crate::error::{IoContext, Result, StorageError, ensure_invariant};
 use crate::files::{
-    ColumnFiles, PartitionDir, TableDir, data_file, offsets_file, partition_dir_name,
+    ColumnFiles, PartitionDir, TableDir, data_file, offsets_file, partition_dir_name, read_offset,
     remove_table_dir, sync_dir, validity_file, write_file,
 };
 use crate::invariants::{self, Written};
@@ -550,7 +550,10 @@ fn verify_files(dir: &Path, state: &TxnState) -> Result<()> {
     let sym = dir.join(SYMBOL_DIR);
     for (id, count) in &state.symbol_counts {
         if *count > 0 {
-            need(sym.join(offsets_file(*id)), (u64::from(*count) + 1) * 8)?;
+            // Without `sync`, the offsets may reach the disk without the symbols they end at.
+            let (offsets, count) = (sym.join(offsets_file(*id)), u64::from(*count));
+            need(offsets.clone(), (count + 1) * 8)?;
+            need(sym.join(data_file(*id)), read_offset(&offsets, count)?)?;
         }
     }
     Ok(())
