@@ -1,4 +1,12 @@
-//! One table's buffered rows: an Arrow builder per column, committed as one batch.
+//! One table's buffered rows: an Arrow builder per column, handed to the table's sink as one
+//! batch. Also the per-line scratch space ([`Texts`], [`ValueRef`]) the rows are built from.
+//!
+//! ```text
+//!  Ingestor ─(Texts, ValueRef)─▶ TableBatch::add_row ─▶ builders ─hand_off─▶ TableSink::submit
+//! ```
+//!
+//! A row is checked whole before any of its values is appended, so every builder always holds
+//! `rows` values.
 
 use foldhash::HashMap;
 use std::sync::Arc;
@@ -12,8 +20,42 @@ use arrow_array::{ArrayRef, RecordBatch};
 use arrow_schema::{Field, Schema};
 use sundial_storage::{ColumnType, StorageError, Table, TableMeta};
 
+use crate::error::IngestError;
 use crate::sink::TableSink;
-use crate::{IngestError, Texts};
+use crate::types::batch_type;
+
+/// Reusable list of strings: `clear` keeps every string's capacity.
+#[derive(Default)]
+pub(crate) struct Texts {
+    items: Vec<String>,
+    used: usize,
+}
+
+impl Texts {
+    pub(crate) fn clear(&mut self) {
+        self.used = 0;
+    }
+
+    pub(crate) fn is_empty(&self) -> bool {
+        self.used == 0
+    }
+
+    /// Stores a copy of `s`; returns its index.
+    pub(crate) fn push(&mut self, s: &str) -> usize {
+        if self.used == self.items.len() {
+            self.items.push(String::new());
+        }
+        let item = &mut self.items[self.used];
+        item.clear();
+        item.push_str(s);
+        self.used += 1;
+        self.used - 1
+    }
+
+    pub(crate) fn get(&self, i: usize) -> &str {
+        self.items.get(i).map_or("", String::as_str)
+    }
+}
 
 /// A value of a parsed line: text by index into the line's [`Texts`], or a number.
 #[derive(Debug, Clone, Copy)]
@@ -364,7 +406,7 @@ impl TableBatch {
             .meta
             .columns
             .iter()
-            .map(|c| Field::new(&c.name, builder_type(c.column_type), true))
+            .map(|c| Field::new(&c.name, batch_type(c.column_type), true))
             .collect();
         let columns: Vec<ArrayRef> = self
             .builders
@@ -382,13 +424,5 @@ impl TableBatch {
 
     pub fn sink(&self) -> &Arc<TableSink> {
         &self.sink
-    }
-}
-
-/// The Arrow type a column's builder produces.
-pub(crate) fn builder_type(column_type: ColumnType) -> arrow_schema::DataType {
-    match column_type {
-        ColumnType::Symbol | ColumnType::Varchar | ColumnType::Uuid => arrow_schema::DataType::Utf8,
-        other => other.arrow_type(),
     }
 }

@@ -1,18 +1,29 @@
 //! # sundial-ingest
 //!
-//! Turns InfluxDB line protocol into committed rows. Every receiver (TCP, UDP, HTTP `/write`)
-//! owns an [`Ingestor`]: it parses each line, finds or creates the table and its columns, and
-//! appends the values to per-table Arrow builders; [`Ingestor::flush`] hands each table's batch to
-//! the table's writer in one commit.
+//! Turns InfluxDB line protocol into committed rows. Every receiver (a TCP connection, the UDP
+//! thread, an HTTP `/write` request) owns an [`Ingestor`]: it parses each line, finds or creates
+//! the table and its columns, and appends the values to the table's Arrow builders. Buffered rows
+//! go to the table's sink, where every receiver's rows for that table meet, and the sink commits
+//! them through the table's writer.
 //!
 //! ```text
-//!  bytes ─▶ sundial_ilp::split_lines ─▶ LineParser ─▶ Ingestor::ingest_line
-//!                                                      │ table missing?  create (tags SYMBOL, fields
-//!                                                      │                 LONG/DOUBLE/VARCHAR/BOOLEAN)
-//!                                                      │ column missing? commit rows so far, ADD COLUMN
-//!                                                      ▼
-//!                                   per-table builders ─flush─▶ TableWriter::append + commit
+//!  bytes ─▶ sundial_ilp::LineSplitter ─▶ Ingestor::ingest_line ─▶ LineParser
+//!                                          │ table missing?  create (tags SYMBOL, fields
+//!                                          │                 LONG/DOUBLE/VARCHAR/BOOLEAN)
+//!                                          │ column missing? hand the rows so far to the
+//!                                          │                 sink, ADD COLUMN
+//!                                          ▼
+//!   TableBatch (per table, per Ingestor: Arrow builders)
+//!        │ hand off: at commit_rows / 8 rows, at flush, at flush_due once the oldest waited
+//!        ▼
+//!   TableSink (per table, shared through Sinks) ◀── Sinks::write (SQL INSERT, waits)
+//!        │ commit: at commit_rows pending, all but the newest quarter;
+//!        │         at flush, flush_due or for a waiting writer, everything
+//!        ▼
+//!   sort by timestamp ─▶ TableWriter::append + commit (one commit per table at a time)
 //! ```
+//!
+//! Modules depend one way: `lib` (the [`Ingestor`]) ─▶ `batch` ─▶ `sink` ─▶ `types`, `error`.
 //!
 //! A line is all or nothing: it is checked completely (names, types, ranges) before any of its
 //! values is appended, so a rejected line leaves the buffers as they were. Timestamps, the
@@ -23,20 +34,23 @@
 //! halves a refused batch, so only the rows storage refuses are lost (see [`Sinks`]).
 
 mod batch;
+mod error;
 mod sink;
+mod types;
 
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 use std::time::Instant;
 
-use sundial_ilp::{FieldValue, LineParser, ParseError, Precision};
+use sundial_ilp::{FieldValue, LineParser, Precision};
 use sundial_storage::{
     ColumnType, Database, PartitionBy, StorageError, TIMESTAMP_RANGE_TEXT, TableDef,
     timestamp_in_range,
 };
 
-use crate::batch::{TableBatch, ValueRef};
+use crate::batch::{TableBatch, Texts, ValueRef};
+pub use crate::error::IngestError;
 pub use crate::sink::Sinks;
 
 /// Settings of an [`Ingestor`].
@@ -64,18 +78,6 @@ impl Default for IngestOptions {
             commit_interval_ms: 1_000,
         }
     }
-}
-
-/// Why a line or a commit failed, by fault.
-#[derive(Debug, thiserror::Error)]
-pub enum IngestError {
-    #[error("{0}")]
-    Syntax(#[from] ParseError),
-    /// The line is well-formed but does not fit the table (type conflict, out of range).
-    #[error("{0}")]
-    Rejected(String),
-    #[error(transparent)]
-    Storage(#[from] StorageError),
 }
 
 /// The designated timestamp of a line, `value` in `precision`, in nanoseconds: refused when
@@ -130,35 +132,6 @@ pub struct Ingestor {
     texts: Texts,
     values: Vec<(usize, ColumnType, ValueRef)>,
     unescape_buf: String,
-}
-
-/// Reusable list of strings: `clear` keeps every string's capacity.
-#[derive(Default)]
-pub(crate) struct Texts {
-    items: Vec<String>,
-    used: usize,
-}
-
-impl Texts {
-    fn clear(&mut self) {
-        self.used = 0;
-    }
-
-    /// Stores a copy of `s`; returns its index.
-    fn push(&mut self, s: &str) -> usize {
-        if self.used == self.items.len() {
-            self.items.push(String::new());
-        }
-        let item = &mut self.items[self.used];
-        item.clear();
-        item.push_str(s);
-        self.used += 1;
-        self.used - 1
-    }
-
-    pub(crate) fn get(&self, i: usize) -> &str {
-        self.items.get(i).map_or("", String::as_str)
-    }
 }
 
 impl Ingestor {
@@ -244,7 +217,7 @@ impl Ingestor {
         let mut values = std::mem::take(&mut self.values);
         let result = self.parse_into(line, precision, now_ns, &mut texts, &mut values);
         let result = result.and_then(|timestamp| self.buffer_row(&texts, &values, timestamp));
-        if result.is_err() && texts.used > 0 {
+        if result.is_err() && !texts.is_empty() {
             let table = texts.get(0);
             if !self.table_counts.contains_key(table) {
                 self.table_counts

@@ -31,7 +31,8 @@ use arrow_array::{
 use arrow_schema::{Field, Schema};
 use sundial_storage::{Database, StorageError, TIMESTAMP_RANGE_TEXT, Table, timestamp_in_range};
 
-use crate::IngestError;
+use crate::error::IngestError;
+use crate::types::batch_type;
 
 /// The table sinks of one database, shared by all its receivers.
 pub struct Sinks {
@@ -498,7 +499,7 @@ fn canonical_batch(table: &Table, batch: RecordBatch) -> Result<RecordBatch, Ing
                 meta.name
             ))
         })?;
-        let target = crate::batch::builder_type(meta.columns[index].column_type);
+        let target = batch_type(meta.columns[index].column_type);
         let column = if column.data_type() == &target {
             column.clone()
         } else {

@@ -1,20 +1,28 @@
 //! # sundial
 //!
-//! The `sundial` command: an interactive SQL shell, one-shot SQL, and CSV import, all on an
-//! embedded data directory (default `./sundial-data`, or `$SUNDIAL_DATA_DIR`).
+//! The `sundial` command: the server (`serve`), and an interactive SQL shell, one-shot SQL and
+//! CSV import, all on a data directory (default `./sundial-data`, or `$SUNDIAL_DATA_DIR`) that
+//! one process at a time holds.
 //!
 //! ```text
-//!  sundial shell  ──▶ line editor ──▶ Engine (sundial-query) ──▶ Database (sundial-storage)
-//!  sundial sql    ──▶ statements  ──┘        │
-//!  sundial import ──▶ sundial-csv reader ──▶ TableWriter (streaming, one commit)
+//!  sundial serve  ──▶ ILP over TCP, UDP, HTTP ──▶ table sinks (sundial-ingest) ─┐
+//!                     SQL over HTTP, PostgreSQL ──▶ Engine (sundial-query) ─────┤
+//!  sundial shell  ──▶ line editor ──▶ Engine ───────────────────────────────────┼─▶ Database
+//!  sundial sql    ──▶ statements  ──▶ Engine ───────────────────────────────────┤   (sundial-
+//!  sundial import ──▶ sundial-csv reader ──▶ TableWriter (streaming, one commit)┘    storage)
 //! ```
+//!
+//! Settings of `serve` come from flags, `SUNDIAL_*` variables and a TOML file (`config`).
 
 mod config;
+mod ilp;
+mod ilp_http;
+mod ilp_tcp;
+mod ilp_udp;
 mod import;
 mod output;
 mod serve;
 mod shell;
-mod udp;
 
 use std::path::PathBuf;
 use std::process::ExitCode;

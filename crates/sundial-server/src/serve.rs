@@ -1,14 +1,19 @@
-//! `sundial serve`: the network server. It receives InfluxDB line protocol over TCP, UDP and
-//! HTTP (`/write`, `/api/v2/write`, `/ping`), answers SQL over HTTP (`/exec`, `/exp`, `/imp`:
-//! sundial-http) and over the PostgreSQL protocol (sundial-pgwire).
+//! `sundial serve`: the network server's wiring. It starts the listeners, receives InfluxDB
+//! line protocol over TCP, UDP and HTTP (`/write`, `/api/v2/write`, `/ping`), answers SQL over
+//! HTTP (`/exec`, `/exp`, `/imp`: sundial-http) and over the PostgreSQL protocol
+//! (sundial-pgwire), and stops them all at shutdown.
 //!
 //! ```text
-//!  TCP conn ──▶ task: LineSplitter ─▶ Ingestor ──┐
-//!  UDP ─recvmmsg─▶ thread ─chunks─▶ thread: Ingestor ┼─▶ TableWriter (per table, one at a time)
-//!  HTTP /write ─▶ blocking task: body ─▶ Ingestor ┘     commit: by rows, by time, at shutdown
+//!  ilp_tcp:  TCP conn ──▶ task: LineSplitter ─▶ Ingestor ──────┐
+//!  ilp_udp:  UDP ─recvmmsg─▶ thread ─chunks─▶ thread: Ingestor ┼─▶ table sinks ─▶ TableWriter
+//!  ilp_http: HTTP /write ─▶ blocking task: body ─▶ Ingestor ───┘   commit: by rows, by time,
+//!                                                                    at shutdown
 //!  HTTP /exec /exp /imp ─▶ sundial-http on the query runtime ─▶ Engine ─▶ JSON / CSV, streamed
 //!  PostgreSQL  ─▶ sundial-pgwire on the query runtime ─▶ Engine ─▶ DataRows, streamed
 //! ```
+//!
+//! Modules depend one way: `serve` (this wiring) ─▶ the transports `ilp_tcp`, `ilp_udp`,
+//! `ilp_http` ─▶ `ilp` (the state they share and feeding lines to an ingestor).
 //!
 //! What a sender can rely on: HTTP answers 204 only once every good line is committed. TCP and
 //! UDP have no acknowledgement: a line is committed at the latest `commit_interval_ms` after it
@@ -21,32 +26,27 @@
 //! and the ILP receivers commit what they took. Web pages of other origins are refused on
 //! every HTTP route (`sundial_http::origin`).
 
-use std::collections::{BTreeMap, HashMap};
 use std::net::{Ipv4Addr, SocketAddr};
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::sync::Arc;
+use std::time::Duration;
 
 use axum::Router;
-use axum::body::Bytes;
-use axum::extract::{DefaultBodyLimit, Query, State};
-use axum::http::{HeaderMap, StatusCode, header};
-use axum::response::{IntoResponse, Response};
+use axum::extract::DefaultBodyLimit;
 use axum::routing::{get, post};
 use axum::serve::ListenerExt;
-use sundial_ilp::{LineSpan, LineSplitter, Precision};
-use sundial_ingest::{IngestError, IngestOptions, Ingestor, Sinks, TableCounts};
+use sundial_http::{AllowedOrigins, HttpOptions, HttpSql, sql_router};
+use sundial_ingest::{IngestOptions, Sinks};
+use sundial_pgwire::{AuthMethod, PgOptions, PgServer, Users};
 use sundial_query::{Engine, InsertPath};
 use sundial_storage::{Database, PartitionBy};
-use tokio::io::AsyncReadExt;
-use tokio::net::{TcpListener, TcpStream};
-
-use crate::udp::{UdpOptions, UdpReceiver};
-use sundial_http::json::write_json_string;
-use sundial_http::{AllowedOrigins, HttpOptions, HttpSql, sql_router};
-use sundial_pgwire::{AuthMethod, PgOptions, PgServer, Users};
+use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio::task::JoinSet;
+
+use crate::ilp::Shared;
+use crate::ilp_http;
+use crate::ilp_tcp::accept_tcp;
+use crate::ilp_udp::{UdpOptions, UdpReceiver};
 
 /// Listener and ingestion settings of `sundial serve`.
 #[derive(clap::Args, Debug, Clone)]
@@ -172,129 +172,14 @@ pub struct ServeArgs {
     pub shutdown_timeout_ms: u64,
 }
 
-/// Rows and lines per transport, for the logs (and later metrics).
-#[derive(Default)]
-struct Counters {
-    accepted: [AtomicU64; 3],
-    rejected: [AtomicU64; 3],
-    /// Rows committed and lines rejected per table, by transport.
-    tables: Mutex<BTreeMap<String, [TableCounts; 3]>>,
-}
-
-const TRANSPORTS: [(&str, usize); 3] = [("TCP", TCP), ("UDP", UDP), ("HTTP", HTTP)];
-
-/// How often the counters are logged while they change.
-const COUNTERS_LOG_INTERVAL_S: u64 = 60;
-
-const TCP: usize = 0;
-pub(crate) const UDP: usize = 1;
-const HTTP: usize = 2;
-
-pub(crate) struct Shared {
-    /// Where every receiver's rows for a table meet before a commit.
-    pub(crate) sinks: Arc<Sinks>,
-    pub(crate) ingest: IngestOptions,
-    args: ServeArgs,
-    counters: Counters,
-}
-
-impl Shared {
-    pub(crate) fn count(
-        &self,
-        transport: usize,
-        ingestor: &Ingestor,
-        before: sundial_ingest::IngestStats,
-    ) {
-        let now = ingestor.stats();
-        self.counters.accepted[transport].fetch_add(
-            now.lines_accepted - before.lines_accepted,
-            Ordering::Relaxed,
-        );
-        self.counters.rejected[transport].fetch_add(
-            now.lines_rejected - before.lines_rejected,
-            Ordering::Relaxed,
-        );
-    }
-
-    /// Moves the ingestor's per-table counts into the server's.
-    pub(crate) fn count_tables(&self, transport: usize, ingestor: &mut Ingestor) {
-        let counts = ingestor.take_table_counts();
-        if counts.is_empty() {
-            return;
-        }
-        let Ok(mut tables) = self.counters.tables.lock() else {
-            return;
-        };
-        for (table, c) in counts {
-            let entry = tables.entry(table).or_default();
-            entry[transport].lines_accepted += c.lines_accepted;
-            entry[transport].lines_rejected += c.lines_rejected;
-        }
-    }
-
-    /// Changes whenever a line is counted.
-    fn fingerprint(&self) -> u64 {
-        TRANSPORTS.iter().fold(0u64, |f, (_, i)| {
-            let c = &self.counters;
-            f.wrapping_mul(31).wrapping_add(
-                c.accepted[*i].load(Ordering::Relaxed) + c.rejected[*i].load(Ordering::Relaxed),
-            )
-        })
-    }
-
-    /// Logs lines per transport and rows per table.
-    fn log_counters(&self) {
-        let c = &self.counters;
-        for (name, i) in TRANSPORTS {
-            let (accepted, rejected) = (
-                c.accepted[i].load(Ordering::Relaxed),
-                c.rejected[i].load(Ordering::Relaxed),
-            );
-            if accepted + rejected > 0 {
-                tracing::info!("ILP/{name}: {accepted} lines accepted, {rejected} rejected");
-            }
-        }
-        if let Ok(tables) = c.tables.lock() {
-            for (table, counts) in tables.iter() {
-                for (name, i) in TRANSPORTS {
-                    let TableCounts {
-                        lines_accepted,
-                        lines_rejected,
-                    } = counts[i];
-                    if lines_accepted + lines_rejected > 0 {
-                        tracing::info!(
-                            "ILP/{name} table '{table}': {lines_accepted} lines accepted, \
-                             {lines_rejected} rejected"
-                        );
-                    }
-                }
-            }
-        }
-    }
-}
-
-fn now_ns() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos() as i64)
-}
-
+/// Runs the server until Ctrl-C or SIGTERM, then stops it: see the module docs.
 pub async fn run(db: Arc<Database>, args: ServeArgs) -> Result<(), String> {
-    let partition_by = PartitionBy::parse(&args.ilp_partition_by)
-        .ok_or_else(|| format!("unknown partitioning '{}'", args.ilp_partition_by))?;
-    let ingest = IngestOptions {
-        timestamp_column: args.ilp_timestamp_column.clone(),
-        partition_by,
-        line_bytes_max: args.ilp_line_bytes_max,
-        commit_rows: args.ilp_commit_rows,
-        commit_interval_ms: args.ilp_commit_interval_ms,
-    };
-    let shared = Arc::new(Shared {
-        sinks: Sinks::new(db),
-        ingest,
-        args: args.clone(),
-        counters: Counters::default(),
-    });
+    let shared = Arc::new(Shared::new(
+        Sinks::new(db),
+        ingest_options(&args)?,
+        args.ilp_idle_timeout_ms,
+        args.http_body_bytes_max,
+    ));
     let (stop_tx, stop_rx) = watch::channel(false);
     let mut tasks = JoinSet::new();
 
@@ -307,28 +192,84 @@ pub async fn run(db: Arc<Database>, args: ServeArgs) -> Result<(), String> {
     tracing::info!("ILP over TCP on {}", args.ilp_tcp_addr);
     tracing::info!("HTTP on {}", args.http_addr);
     tasks.spawn(accept_tcp(tcp, shared.clone(), stop_rx.clone()));
-    let udp = match args.ilp_udp_addr {
-        Some(addr) => {
-            let options = UdpOptions {
-                addr,
-                multicast_group: args.ilp_udp_multicast_group,
-                multicast_interface: args.ilp_udp_multicast_interface,
-                recv_buffer_bytes: args.ilp_udp_recv_buffer_bytes,
-                datagrams_per_chunk: args.ilp_udp_batch_datagrams,
-                chunks: args.ilp_udp_queue_batches,
-            };
-            let receiver = UdpReceiver::start(options, shared.clone())?;
-            match args.ilp_udp_multicast_group {
-                Some(group) => tracing::info!(
-                    "ILP over UDP on multicast group {group}, port {}",
-                    addr.port()
-                ),
-                None => tracing::info!("ILP over UDP on {addr}"),
-            }
-            Some(receiver)
-        }
-        None => None,
+    let udp = start_udp(&args, &shared)?;
+    let engine = Arc::new(engine(&args, &shared)?);
+    // PostgreSQL and HTTP are served on the query runtime: sessions and connections run their
+    // statements themselves. At shutdown these get a grace period, then are stopped.
+    let mut served = JoinSet::new();
+    serve_pg(
+        &args,
+        engine.clone(),
+        &queries,
+        &mut served,
+        stop_rx.clone(),
+    )?;
+    let app = http_app(&args, engine, shared.clone());
+    serve_http(http, app, &queries, &mut served, stop_rx.clone());
+    eprintln!(
+        "sundial serving: HTTP {}, PostgreSQL {}, ILP/TCP {}{}",
+        args.http_addr,
+        args.pg_addr,
+        args.ilp_tcp_addr,
+        args.ilp_udp_addr
+            .map(|a| format!(", ILP/UDP {a}"))
+            .unwrap_or_default()
+    );
+    tasks.spawn(shared.clone().report_counters(stop_rx.clone()));
+
+    shutdown_signal().await;
+    tracing::info!("shutting down: committing what was received");
+    let _ = stop_tx.send(true);
+    if let Some(receiver) = udp {
+        let _ = tokio::task::spawn_blocking(move || receiver.stop()).await;
+    }
+    stop_served(&mut served, args.shutdown_timeout_ms).await;
+    // The ILP receivers commit what they took.
+    while tasks.join_next().await.is_some() {}
+    drop(queries);
+    shared.log_counters();
+    Ok(())
+}
+
+/// How the ILP receivers ingest, from the `--ilp-*` flags.
+fn ingest_options(args: &ServeArgs) -> Result<IngestOptions, String> {
+    let partition_by = PartitionBy::parse(&args.ilp_partition_by)
+        .ok_or_else(|| format!("unknown partitioning '{}'", args.ilp_partition_by))?;
+    Ok(IngestOptions {
+        timestamp_column: args.ilp_timestamp_column.clone(),
+        partition_by,
+        line_bytes_max: args.ilp_line_bytes_max,
+        commit_rows: args.ilp_commit_rows,
+        commit_interval_ms: args.ilp_commit_interval_ms,
+    })
+}
+
+/// The UDP receiver, when `--ilp-udp-addr` is given.
+fn start_udp(args: &ServeArgs, shared: &Arc<Shared>) -> Result<Option<UdpReceiver>, String> {
+    let Some(addr) = args.ilp_udp_addr else {
+        return Ok(None);
     };
+    let options = UdpOptions {
+        addr,
+        multicast_group: args.ilp_udp_multicast_group,
+        multicast_interface: args.ilp_udp_multicast_interface,
+        recv_buffer_bytes: args.ilp_udp_recv_buffer_bytes,
+        datagrams_per_chunk: args.ilp_udp_batch_datagrams,
+        chunks: args.ilp_udp_queue_batches,
+    };
+    let receiver = UdpReceiver::start(options, shared.clone())?;
+    match args.ilp_udp_multicast_group {
+        Some(group) => tracing::info!(
+            "ILP over UDP on multicast group {group}, port {}",
+            addr.port()
+        ),
+        None => tracing::info!("ILP over UDP on {addr}"),
+    }
+    Ok(Some(receiver))
+}
+
+/// The engine every SQL client shares.
+fn engine(args: &ServeArgs, shared: &Shared) -> Result<Engine, String> {
     // SQL INSERTs commit through the ILP receivers' table sinks, waiting like ILP senders
     // once a table has four commits' worth of rows pending.
     let inserts = InsertPath {
@@ -344,19 +285,30 @@ pub async fn run(db: Arc<Database>, args: ServeArgs) -> Result<(), String> {
         args.sql_file_dir.as_deref(),
         shared.sinks.db(),
     )?);
-    let engine = Arc::new(engine);
-    let pg = pg_server(&args, engine.clone())?;
-    let pg_listener = listen_on(&queries, args.pg_addr)
+    Ok(engine)
+}
+
+/// Listens for PostgreSQL clients and serves them on the query runtime until `stop`.
+fn serve_pg(
+    args: &ServeArgs,
+    engine: Arc<Engine>,
+    queries: &QueryRuntime,
+    served: &mut JoinSet<()>,
+    stop: watch::Receiver<bool>,
+) -> Result<(), String> {
+    let pg = pg_server(args, engine)?;
+    let listener = listen_on(queries, args.pg_addr)
         .map_err(|e| format!("cannot listen on {} (PostgreSQL): {e}", args.pg_addr))?;
     tracing::info!("PostgreSQL wire protocol on {}", args.pg_addr);
-    let pg_stop = stop_rx.clone();
-    // Served on the query runtime, as HTTP is: sessions run their statements themselves.
-    // At shutdown these get a grace period, then are stopped.
-    let mut served = JoinSet::new();
     served.spawn_on(
-        async move { pg.serve(pg_listener, pg_stop).await },
+        async move { pg.serve(listener, stop).await },
         queries.handle(),
     );
+    Ok(())
+}
+
+/// Every HTTP route: ILP (`/write`, `/api/v2/write`, `/ping`) and SQL (sundial-http).
+fn http_app(args: &ServeArgs, engine: Arc<Engine>, shared: Arc<Shared>) -> Router {
     let allowed_origins = AllowedOrigins::parse(&args.http_allowed_origins);
     let sql = sql_router(HttpSql {
         engine,
@@ -367,20 +319,28 @@ pub async fn run(db: Arc<Database>, args: ServeArgs) -> Result<(), String> {
             allowed_origins: allowed_origins.clone(),
         },
     });
-    let app = Router::new()
-        .route("/ping", get(ping).head(ping))
-        .route("/write", post(write))
-        .route("/api/v2/write", post(write))
+    Router::new()
+        .route("/ping", get(ilp_http::ping).head(ilp_http::ping))
+        .route("/write", post(ilp_http::write))
+        .route("/api/v2/write", post(ilp_http::write))
         .layer(DefaultBodyLimit::max(args.http_body_bytes_max))
         .layer(axum::middleware::from_fn_with_state(
             allowed_origins,
             sundial_http::origin::refuse_foreign_pages,
         ))
-        .with_state(shared.clone())
-        .merge(sql);
-    let mut http_stop = stop_rx.clone();
-    // HTTP is served on the query runtime: each connection's task runs its statements itself,
-    // with no hand-off to another thread and back.
+        .with_state(shared)
+        .merge(sql)
+}
+
+/// Serves `app` on the query runtime until `stop`: each connection's task runs its statements
+/// itself, with no hand-off to another thread and back.
+fn serve_http(
+    http: TcpListener,
+    app: Router,
+    queries: &QueryRuntime,
+    served: &mut JoinSet<()>,
+    mut stop: watch::Receiver<bool>,
+) {
     served.spawn_on(
         async move {
             // Answers are small and written once: don't let Nagle hold them for the peer's ACK.
@@ -391,7 +351,7 @@ pub async fn run(db: Arc<Database>, args: ServeArgs) -> Result<(), String> {
             let app = app.into_make_service_with_connect_info::<SocketAddr>();
             let served = axum::serve(http, app)
                 .with_graceful_shutdown(async move {
-                    let _ = http_stop.wait_for(|stop| *stop).await;
+                    let _ = stop.wait_for(|stop| *stop).await;
                 })
                 .await;
             if let Err(e) = served {
@@ -400,58 +360,20 @@ pub async fn run(db: Arc<Database>, args: ServeArgs) -> Result<(), String> {
         },
         queries.handle(),
     );
-    eprintln!(
-        "sundial serving: HTTP {}, PostgreSQL {}, ILP/TCP {}{}",
-        args.http_addr,
-        args.pg_addr,
-        args.ilp_tcp_addr,
-        args.ilp_udp_addr
-            .map(|a| format!(", ILP/UDP {a}"))
-            .unwrap_or_default()
-    );
+}
 
-    let reporter = shared.clone();
-    let mut reporter_stop = stop_rx.clone();
-    tasks.spawn(async move {
-        let mut tick = tokio::time::interval(Duration::from_secs(COUNTERS_LOG_INTERVAL_S));
-        tick.tick().await;
-        let mut last = 0;
-        loop {
-            tokio::select! {
-                _ = tick.tick() => {}
-                _ = reporter_stop.wait_for(|s| *s) => break,
-            }
-            let fingerprint = reporter.fingerprint();
-            if fingerprint != last {
-                reporter.log_counters();
-                last = fingerprint;
-            }
-        }
-    });
-
-    shutdown_signal().await;
-    tracing::info!("shutting down: committing what was received");
-    let _ = stop_tx.send(true);
-    if let Some(receiver) = udp {
-        let _ = tokio::task::spawn_blocking(move || receiver.stop()).await;
-    }
-    // Requests and statements under way may finish within the grace period; then they are
-    // dropped (every statement yields often: see sundial_query's `cooperative`).
-    let grace = Duration::from_millis(args.shutdown_timeout_ms);
+/// Lets requests and statements under way finish within `grace_ms`; then they are dropped
+/// (every statement yields often: see sundial_query's `cooperative`).
+async fn stop_served(served: &mut JoinSet<()>, grace_ms: u64) {
+    let grace = Duration::from_millis(grace_ms);
     let finished =
         tokio::time::timeout(grace, async { while served.join_next().await.is_some() {} }).await;
     if finished.is_err() {
         tracing::warn!(
-            "requests still under way after {} ms (--shutdown-timeout-ms): stopping them",
-            args.shutdown_timeout_ms
+            "requests still under way after {grace_ms} ms (--shutdown-timeout-ms): stopping them"
         );
         served.abort_all();
     }
-    // The ILP receivers commit what they took.
-    while tasks.join_next().await.is_some() {}
-    drop(queries);
-    shared.log_counters();
-    Ok(())
 }
 
 /// `--sql-file-dir`, resolved: an existing directory that neither is nor holds the data
@@ -602,353 +524,4 @@ async fn shutdown_signal() {
     }
     #[cfg(not(unix))]
     let _ = ctrl_c.await;
-}
-
-async fn accept_tcp(listener: TcpListener, shared: Arc<Shared>, mut stop: watch::Receiver<bool>) {
-    let mut connections = JoinSet::new();
-    let connection_stop = stop.clone();
-    loop {
-        tokio::select! {
-            accepted = listener.accept() => match accepted {
-                Ok((stream, peer)) => {
-                    connections.spawn(tcp_connection(stream, peer, shared.clone(), connection_stop.clone()));
-                }
-                Err(e) => tracing::warn!("ILP/TCP accept failed: {e}"),
-            },
-            _ = stop.wait_for(|s| *s) => break,
-        }
-        while connections.try_join_next().is_some() {}
-    }
-    while connections.join_next().await.is_some() {}
-}
-
-/// Bytes read from a socket per read call.
-const READ_BYTES: usize = 64 << 10;
-
-/// One TCP connection's state: its ingestor, and the bytes after the last complete line.
-struct TcpConnection {
-    ingestor: Ingestor,
-    splitter: LineSplitter,
-    buf: Vec<u8>,
-    peer: SocketAddr,
-    shared: Arc<Shared>,
-}
-
-impl TcpConnection {
-    /// Room for the next read at the end of `buf`; returns where it starts.
-    fn reserve(&mut self) -> usize {
-        let start = self.buf.len();
-        self.buf.resize(start + READ_BYTES, 0);
-        start
-    }
-
-    /// Takes the `n` bytes read into the room at `start`: ingests every complete line and keeps
-    /// the incomplete last one.
-    fn received(&mut self, start: usize, n: usize) {
-        self.buf.truncate(start + n);
-        if n == 0 {
-            return;
-        }
-        let before = self.ingestor.stats();
-        let consumed = ingest_lines(
-            &mut self.ingestor,
-            &mut self.splitter,
-            &self.buf,
-            false,
-            self.peer,
-        );
-        self.shared.count(TCP, &self.ingestor, before);
-        self.buf.drain(..consumed);
-    }
-
-    /// At shutdown: ingests what the kernel already received, without waiting for more.
-    /// Returns whether the sender had closed its side.
-    fn drain_received(&mut self, stream: &TcpStream) -> bool {
-        loop {
-            let start = self.reserve();
-            match stream.try_read(&mut self.buf[start..]) {
-                Ok(0) => {
-                    self.received(start, 0);
-                    return true;
-                }
-                Ok(n) => self.received(start, n),
-                Err(_) => {
-                    self.received(start, 0);
-                    return false;
-                }
-            }
-        }
-    }
-
-    /// Only a sender that closed its side has finished its last line, newline or not;
-    /// otherwise an unterminated tail is a line cut short, and is dropped. Then commits.
-    fn finish(mut self, closed_by_peer: bool) {
-        let peer = self.peer;
-        if closed_by_peer {
-            let before = self.ingestor.stats();
-            ingest_lines(
-                &mut self.ingestor,
-                &mut self.splitter,
-                &self.buf,
-                true,
-                peer,
-            );
-            self.shared.count(TCP, &self.ingestor, before);
-        } else if !self.buf.is_empty() {
-            tracing::warn!(
-                "ILP/TCP {peer}: dropped an incomplete last line of {} bytes",
-                self.buf.len()
-            );
-            self.shared.counters.rejected[TCP].fetch_add(1, Ordering::Relaxed);
-        }
-        commit(&self.shared, TCP, &mut self.ingestor, Ingestor::flush);
-    }
-}
-
-async fn tcp_connection(
-    mut stream: TcpStream,
-    peer: SocketAddr,
-    shared: Arc<Shared>,
-    mut stop: watch::Receiver<bool>,
-) {
-    let idle = Duration::from_millis(shared.args.ilp_idle_timeout_ms);
-    let mut tick = tokio::time::interval(Duration::from_millis(
-        (shared.ingest.commit_interval_ms / 2).max(10),
-    ));
-    let mut conn = TcpConnection {
-        ingestor: Ingestor::with_sinks(shared.sinks.clone(), shared.ingest.clone()),
-        splitter: LineSplitter::new(shared.ingest.line_bytes_max),
-        buf: Vec::with_capacity(READ_BYTES * 2),
-        peer,
-        shared,
-    };
-    let mut last_read = Instant::now();
-    let closed_by_peer = loop {
-        let start = conn.reserve();
-        tokio::select! {
-            read = stream.read(&mut conn.buf[start..]) => match read {
-                Ok(0) => {
-                    conn.received(start, 0);
-                    break true;
-                }
-                Ok(n) => {
-                    conn.received(start, n);
-                    last_read = Instant::now();
-                }
-                Err(e) => {
-                    conn.received(start, 0);
-                    tracing::info!("ILP/TCP {peer}: connection failed: {e}");
-                    break false;
-                }
-            },
-            _ = tick.tick() => {
-                conn.received(start, 0);
-                if last_read.elapsed() > idle {
-                    tracing::info!("ILP/TCP {peer}: idle for {} ms, closing", idle.as_millis());
-                    break false;
-                }
-                commit(&conn.shared, TCP, &mut conn.ingestor, |i| i.flush_due(Instant::now()));
-            }
-            _ = stop.wait_for(|s| *s) => {
-                conn.received(start, 0);
-                break conn.drain_received(&stream);
-            }
-        }
-    };
-    conn.finish(closed_by_peer);
-}
-
-/// Feeds every complete line of `buf` to the ingestor; returns the bytes consumed. Ingesting
-/// may commit (blocking file I/O): one hand-off to the blocking pool per buffer, not per line.
-fn ingest_lines(
-    ingestor: &mut Ingestor,
-    splitter: &mut LineSplitter,
-    buf: &[u8],
-    last: bool,
-    peer: SocketAddr,
-) -> usize {
-    tokio::task::block_in_place(|| feed_lines(ingestor, splitter, buf, last, peer))
-}
-
-/// [`ingest_lines`] for threads outside the async runtime. With `last`, an unterminated last
-/// line counts as complete.
-pub(crate) fn feed_lines(
-    ingestor: &mut Ingestor,
-    splitter: &mut LineSplitter,
-    buf: &[u8],
-    last: bool,
-    peer: SocketAddr,
-) -> usize {
-    let now = now_ns();
-    let line_bytes_max = ingestor.options().line_bytes_max;
-    let mut on_line = |span: LineSpan| match span {
-        LineSpan::Line(range) => {
-            if let Err(e) = ingestor.ingest_line(&buf[range], Precision::Nanos, now) {
-                tracing::warn!("ILP from {peer}: line rejected: {e}");
-            }
-        }
-        LineSpan::TooLong(_) => {
-            tracing::warn!("ILP from {peer}: line longer than {line_bytes_max} bytes rejected")
-        }
-    };
-    if last {
-        splitter.split_final(buf, &mut on_line);
-        buf.len()
-    } else {
-        splitter.split(buf, &mut on_line)
-    }
-}
-
-fn commit(
-    shared: &Shared,
-    transport: usize,
-    ingestor: &mut Ingestor,
-    f: impl FnOnce(&mut Ingestor) -> Result<u64, IngestError>,
-) {
-    if let Err(e) = tokio::task::block_in_place(|| f(ingestor)) {
-        tracing::error!("ILP commit failed: {e}");
-    }
-    shared.count_tables(transport, ingestor);
-}
-
-async fn ping() -> StatusCode {
-    StatusCode::NO_CONTENT
-}
-
-fn error_response(status: StatusCode, code: &str, message: &str, line: Option<usize>) -> Response {
-    let mut body = Vec::with_capacity(message.len() + 48);
-    body.extend_from_slice(b"{\"code\":");
-    write_json_string(&mut body, code);
-    body.extend_from_slice(b",\"message\":");
-    write_json_string(&mut body, message);
-    if let Some(line) = line {
-        body.extend_from_slice(format!(",\"line\":{line}").as_bytes());
-    }
-    body.push(b'}');
-    (status, [(header::CONTENT_TYPE, "application/json")], body).into_response()
-}
-
-/// `POST /write` and `/api/v2/write`. Policy for bad lines (InfluxDB's): the good lines of the
-/// request are committed, and the answer is 400 naming the first bad line and how many were bad.
-async fn write(
-    State(shared): State<Arc<Shared>>,
-    Query(params): Query<HashMap<String, String>>,
-    headers: HeaderMap,
-    body: Bytes,
-) -> Response {
-    let precision = match params.get("precision").map(String::as_str) {
-        None => Precision::Nanos,
-        Some(p) => match Precision::parse(p) {
-            Some(p) => p,
-            None => {
-                return error_response(
-                    StatusCode::BAD_REQUEST,
-                    "invalid",
-                    &format!("unknown precision '{p}'; use n, u, ms or s"),
-                    None,
-                );
-            }
-        },
-    };
-    let gzip = headers
-        .get(header::CONTENT_ENCODING)
-        .is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"gzip"));
-    let limit = shared.args.http_body_bytes_max;
-    let result = tokio::task::spawn_blocking(move || {
-        if !gzip {
-            return write_lines(&shared, &body, precision);
-        }
-        match gunzip(&body, limit) {
-            Ok(body) => write_lines(&shared, &body, precision),
-            Err(response) => *response,
-        }
-    })
-    .await;
-    result.unwrap_or_else(|e| {
-        error_response(
-            StatusCode::INTERNAL_SERVER_ERROR,
-            "internal",
-            &e.to_string(),
-            None,
-        )
-    })
-}
-
-/// Decodes a gzip body of at most `limit` decoded bytes.
-fn gunzip(body: &[u8], limit: usize) -> Result<Vec<u8>, Box<Response>> {
-    let mut out = Vec::new();
-    let mut decoder = std::io::Read::take(flate2::read::GzDecoder::new(body), limit as u64 + 1);
-    if let Err(e) = std::io::Read::read_to_end(&mut decoder, &mut out) {
-        return Err(Box::new(error_response(
-            StatusCode::BAD_REQUEST,
-            "invalid",
-            &format!("bad gzip body: {e}"),
-            None,
-        )));
-    }
-    if out.len() > limit {
-        return Err(Box::new(error_response(
-            StatusCode::PAYLOAD_TOO_LARGE,
-            "too_large",
-            &format!("body over {limit} bytes"),
-            None,
-        )));
-    }
-    Ok(out)
-}
-
-fn write_lines(shared: &Shared, body: &[u8], precision: Precision) -> Response {
-    let options = IngestOptions {
-        commit_rows: usize::MAX,
-        ..shared.ingest.clone()
-    };
-    let mut ingestor = Ingestor::with_sinks(shared.sinks.clone(), options);
-    let mut first_error: Option<(usize, String)> = None;
-    let mut rejected = 0usize;
-    let now = now_ns();
-    let mut splitter = LineSplitter::new(shared.ingest.line_bytes_max);
-    splitter.split_final(body, |span| {
-        let (range, error) = match span {
-            LineSpan::Line(range) => {
-                let error = ingestor
-                    .ingest_line(&body[range.clone()], precision, now)
-                    .err()
-                    .map(|e| e.to_string());
-                (range, error)
-            }
-            LineSpan::TooLong(range) => (
-                range,
-                Some(format!(
-                    "line longer than {} bytes",
-                    shared.ingest.line_bytes_max
-                )),
-            ),
-        };
-        if let Some(message) = error {
-            rejected += 1;
-            if first_error.is_none() {
-                let line = 1 + body[..range.start].iter().filter(|b| **b == b'\n').count();
-                first_error = Some((line, message));
-            }
-        }
-    });
-    let before = sundial_ingest::IngestStats::default();
-    shared.count(HTTP, &ingestor, before);
-    let flushed = ingestor.flush();
-    shared.count_tables(HTTP, &mut ingestor);
-    if let Err(e) = flushed {
-        return error_response(
-            StatusCode::INTERNAL_SERVER_ERROR,
-            "internal",
-            &format!("commit failed: {e}"),
-            None,
-        );
-    }
-    match first_error {
-        None => StatusCode::NO_CONTENT.into_response(),
-        Some((line, message)) => {
-            let message = format!("{rejected} line(s) rejected; first at line {line}: {message}");
-            error_response(StatusCode::BAD_REQUEST, "invalid", &message, Some(line))
-        }
-    }
 }

@@ -262,6 +262,15 @@ impl PartitionDir {
     }
 }
 
+/// Entry `index` of an offsets file (`u64` end offsets after a leading 0): where the value
+/// of row (or symbol) `index - 1` ends in the data file.
+pub(crate) fn read_offset(offsets: &Path, index: u64) -> Result<u64> {
+    let file = File::open(offsets).at(offsets)?;
+    let mut entry = [0u8; 8];
+    file.read_exact_at(&mut entry, index * 8).at(offsets)?;
+    Ok(u64::from_le_bytes(entry))
+}
+
 /// Checks that variable-length offsets start at 0 and never decrease.
 pub(crate) fn validate_offsets(offsets: &[u64], path: &Path) -> Result<()> {
     if offsets.first().is_some_and(|o| *o != 0) || offsets.windows(2).any(|w| w[0] > w[1]) {

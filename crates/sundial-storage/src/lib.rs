@@ -34,6 +34,7 @@ mod column;
 mod db;
 mod error;
 mod files;
+mod invariants;
 mod partition;
 mod read;
 mod symbols;

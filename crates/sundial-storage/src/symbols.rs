@@ -10,7 +10,7 @@ use arrow_array::StringArray;
 
 use crate::column::SymbolResolver;
 use crate::error::{IoContext, Result, StorageError};
-use crate::files::{data_file, offsets_file};
+use crate::files::{data_file, offsets_file, sync_dir};
 use crate::types::SymbolValues;
 
 /// Directory inside a table directory that holds the dictionaries.
@@ -72,7 +72,10 @@ impl SymbolDict {
         }
     }
 
-    /// Appends pending symbols to the dictionary files (not yet committed).
+    /// Appends pending symbols to the dictionary files (not yet committed): bytes to `N.d`, then
+    /// end offsets to `N.o`, each past the committed ones; with `sync`, fsyncs both (and the
+    /// directories, when the column had no committed symbol). The caller writes the transaction
+    /// after this returns.
     pub fn write_pending(&mut self, sync: bool) -> Result<()> {
         if !self.has_pending() {
             return Ok(());
@@ -112,6 +115,14 @@ impl SymbolDict {
         if sync {
             data.sync_data().at(&data_path)?;
             offsets.sync_data().at(&offsets_path)?;
+            if self.committed == 0 {
+                // The files (and `_sym`) may be new: their names must be durable before the
+                // transaction that counts their symbols.
+                sync_dir(&self.dir)?;
+                if let Some(table_dir) = self.dir.parent() {
+                    sync_dir(table_dir)?;
+                }
+            }
         }
         Ok(())
     }

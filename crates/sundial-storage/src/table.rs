@@ -21,9 +21,10 @@ use crate::cache::FileCache;
 use crate::column::{ColumnBuf, SymbolResolver, Values, from_arrow};
 use crate::error::{IoContext, Result, StorageError, ensure_invariant};
 use crate::files::{
-    ColumnFiles, PartitionDir, TableDir, data_file, offsets_file, partition_dir_name,
+    ColumnFiles, PartitionDir, TableDir, data_file, offsets_file, partition_dir_name, read_offset,
     remove_table_dir, sync_dir, validity_file, write_file,
 };
+use crate::invariants::{self, Written};
 use crate::partition::PartitionBy;
 use crate::read::{read_array, read_picked};
 use crate::symbols::{SYMBOL_DIR, SymbolDict};
@@ -303,7 +304,9 @@ impl Table {
             symbol_counts: Vec::new(),
             dropped: false,
         };
-        write_file(&dir.join(TXN_SLOTS[0]), &state.encode(), sync)?;
+        let slot = state.encode();
+        invariants::debug_check_publishable(dir, &state, &slot, &[]);
+        write_file(&dir.join(TXN_SLOTS[0]), &slot, sync)?;
         write_file(&dir.join(TXN_SLOTS[1]), &[], sync)?;
         if sync {
             sync_dir(dir)?;
@@ -547,7 +550,10 @@ fn verify_files(dir: &Path, state: &TxnState) -> Result<()> {
     let sym = dir.join(SYMBOL_DIR);
     for (id, count) in &state.symbol_counts {
         if *count > 0 {
-            need(sym.join(offsets_file(*id)), (u64::from(*count) + 1) * 8)?;
+            // Without `sync`, the offsets may reach the disk without the symbols they end at.
+            let (offsets, count) = (sym.join(offsets_file(*id)), u64::from(*count));
+            need(offsets.clone(), (count + 1) * 8)?;
+            need(sym.join(data_file(*id)), read_offset(&offsets, count)?)?;
         }
     }
     Ok(())
@@ -1246,9 +1252,20 @@ impl WriterState {
         let sync = durable || self.options.durability == Durability::Sync;
         ensure_invariant!(next.seq == self.committed.seq + 1, "commit sequence gap");
         let slot = self.table_dir.path.join(TXN_SLOTS[(next.seq % 2) as usize]);
+        let bytes = next.encode();
+        if cfg!(debug_assertions) {
+            let written: Vec<Written> = adopted
+                .iter()
+                .map(|(key, dir)| Written {
+                    key: *key,
+                    fresh: !self.dirs.get(key).is_some_and(|d| Arc::ptr_eq(d, dir)),
+                })
+                .collect();
+            invariants::debug_check_publishable(&self.table_dir.path, &next, &bytes, &written);
+        }
         // Directories created by this commit stay marked obsolete (removed when dropped)
         // until the transaction naming them is written.
-        write_file(&slot, &next.encode(), sync)?;
+        write_file(&slot, &bytes, sync)?;
         // Committed: from here on nothing may fail.
         for (key, dir) in adopted {
             dir.obsolete.store(false, Ordering::Release);

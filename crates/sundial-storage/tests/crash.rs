@@ -402,3 +402,38 @@ fn killed_ddl_reopens_to_the_state_before_or_after_it() {
         "kills landed in too few kinds of step: {steps_seen:?}"
     );
 }
+
+/// Without `sync`, an OS crash may leave a commit's transaction slot and dictionary offsets on
+/// disk without the symbol bytes they end at: opening takes the previous commit instead of
+/// failing on the dictionary.
+#[test]
+fn symbols_an_os_crash_lost_reopen_at_the_previous_commit() {
+    let dir = tempfile::tempdir().unwrap();
+    let row = |ts: i64, sym: &str| Row {
+        ts,
+        sym: Some(sym.into()),
+        v: None,
+        s: None,
+        b: None,
+        d: 0.0,
+    };
+    let first = vec![row(1_451_606_400_000_000_000, "alpha")];
+    let data = {
+        let db = open(dir.path(), false);
+        let table = db.create_table(def(), false).unwrap();
+        let mut w = table.writer().unwrap();
+        w.append(&batch(&first)).unwrap();
+        w.commit().unwrap();
+        w.append(&batch(&[row(1_451_606_400_000_000_001, "beta")]))
+            .unwrap();
+        w.commit().unwrap();
+        let sym = table.meta().columns[1].id;
+        table.path().join("_sym").join(format!("{sym}.d"))
+    };
+    // "beta" never reached the disk; its end offset and the transaction did.
+    let file = std::fs::OpenOptions::new().write(true).open(&data).unwrap();
+    file.set_len("alpha".len() as u64).unwrap();
+    let db = open(dir.path(), false);
+    let snapshot = db.table("crash").unwrap().snapshot();
+    assert_rows(&read_all(&snapshot), &expected(&first), "the first commit");
+}

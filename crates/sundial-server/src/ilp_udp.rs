@@ -23,7 +23,7 @@ use socket2::{Domain, Protocol, Socket, Type};
 use sundial_ilp::LineSplitter;
 use sundial_ingest::Ingestor;
 
-use crate::serve::{Shared, UDP, feed_lines};
+use crate::ilp::{Shared, Transport, feed_lines};
 
 /// Largest UDP payload over IPv4.
 pub const DATAGRAM_BYTES_MAX: usize = 65_507;
@@ -240,7 +240,7 @@ fn ingest(shared: Arc<Shared>, full: Receiver<Chunk>, empty: SyncSender<Chunk>) 
                         peer.unwrap_or(unknown),
                     );
                 }
-                shared.count(UDP, &ingestor, before);
+                shared.count(Transport::Udp, &ingestor, before);
                 chunk.received.clear();
                 let _ = empty.send(chunk);
             }
@@ -250,12 +250,12 @@ fn ingest(shared: Arc<Shared>, full: Receiver<Chunk>, empty: SyncSender<Chunk>) 
         if let Err(e) = ingestor.flush_due(Instant::now()) {
             tracing::error!("ILP/UDP commit failed: {e}");
         }
-        shared.count_tables(UDP, &mut ingestor);
+        shared.count_tables(Transport::Udp, &mut ingestor);
     }
     if let Err(e) = ingestor.flush() {
         tracing::error!("ILP/UDP commit failed: {e}");
     }
-    shared.count_tables(UDP, &mut ingestor);
+    shared.count_tables(Transport::Udp, &mut ingestor);
 }
 
 /// Receives up to a chunk's worth of datagrams in one system call (recvmmsg on Linux).

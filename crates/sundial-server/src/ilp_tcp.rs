@@ -1,0 +1,213 @@
+//! ILP over TCP: one task per connection, each with its own [`Ingestor`].
+//!
+//! ```text
+//!  listener ─accept─▶ task per connection: read ─▶ LineSplitter ─▶ Ingestor ─▶ table sinks
+//!                       tick (commit_interval_ms / 2): commit what is due, close when idle
+//! ```
+//!
+//! A line is ingested once its newline arrived; a sender that closes its side has finished its
+//! last line, newline or not. At stop, a connection takes what the kernel already received,
+//! drops an unterminated tail of a sender still connected (it is a line cut short), and
+//! commits.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use sundial_ilp::LineSplitter;
+use sundial_ingest::{IngestError, Ingestor};
+use tokio::io::AsyncReadExt;
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::watch;
+use tokio::task::JoinSet;
+
+use crate::ilp::{Shared, Transport, feed_lines};
+
+/// Accepts connections until `stop`, then waits for every connection to commit.
+pub(crate) async fn accept_tcp(
+    listener: TcpListener,
+    shared: Arc<Shared>,
+    mut stop: watch::Receiver<bool>,
+) {
+    let mut connections = JoinSet::new();
+    let connection_stop = stop.clone();
+    loop {
+        tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok((stream, peer)) => {
+                    connections.spawn(tcp_connection(stream, peer, shared.clone(), connection_stop.clone()));
+                }
+                Err(e) => tracing::warn!("ILP/TCP accept failed: {e}"),
+            },
+            _ = stop.wait_for(|s| *s) => break,
+        }
+        while connections.try_join_next().is_some() {}
+    }
+    while connections.join_next().await.is_some() {}
+}
+
+/// Bytes read from a socket per read call.
+const READ_BYTES: usize = 64 << 10;
+
+/// One TCP connection's state: its ingestor, and the bytes after the last complete line.
+struct TcpConnection {
+    ingestor: Ingestor,
+    splitter: LineSplitter,
+    buf: Vec<u8>,
+    peer: SocketAddr,
+    shared: Arc<Shared>,
+}
+
+impl TcpConnection {
+    /// Room for the next read at the end of `buf`; returns where it starts.
+    fn reserve(&mut self) -> usize {
+        let start = self.buf.len();
+        self.buf.resize(start + READ_BYTES, 0);
+        start
+    }
+
+    /// Takes the `n` bytes read into the room at `start`: ingests every complete line and keeps
+    /// the incomplete last one.
+    fn received(&mut self, start: usize, n: usize) {
+        self.buf.truncate(start + n);
+        if n == 0 {
+            return;
+        }
+        let before = self.ingestor.stats();
+        let consumed = ingest_lines(
+            &mut self.ingestor,
+            &mut self.splitter,
+            &self.buf,
+            false,
+            self.peer,
+        );
+        self.shared.count(Transport::Tcp, &self.ingestor, before);
+        self.buf.drain(..consumed);
+    }
+
+    /// At shutdown: ingests what the kernel already received, without waiting for more.
+    /// Returns whether the sender had closed its side.
+    fn drain_received(&mut self, stream: &TcpStream) -> bool {
+        loop {
+            let start = self.reserve();
+            match stream.try_read(&mut self.buf[start..]) {
+                Ok(0) => {
+                    self.received(start, 0);
+                    return true;
+                }
+                Ok(n) => self.received(start, n),
+                Err(_) => {
+                    self.received(start, 0);
+                    return false;
+                }
+            }
+        }
+    }
+
+    /// Only a sender that closed its side has finished its last line, newline or not;
+    /// otherwise an unterminated tail is a line cut short, and is dropped. Then commits.
+    fn finish(mut self, closed_by_peer: bool) {
+        let peer = self.peer;
+        if closed_by_peer {
+            let before = self.ingestor.stats();
+            ingest_lines(
+                &mut self.ingestor,
+                &mut self.splitter,
+                &self.buf,
+                true,
+                peer,
+            );
+            self.shared.count(Transport::Tcp, &self.ingestor, before);
+        } else if !self.buf.is_empty() {
+            tracing::warn!(
+                "ILP/TCP {peer}: dropped an incomplete last line of {} bytes",
+                self.buf.len()
+            );
+            self.shared.count_rejected(Transport::Tcp, 1);
+        }
+        commit(
+            &self.shared,
+            Transport::Tcp,
+            &mut self.ingestor,
+            Ingestor::flush,
+        );
+    }
+}
+
+async fn tcp_connection(
+    mut stream: TcpStream,
+    peer: SocketAddr,
+    shared: Arc<Shared>,
+    mut stop: watch::Receiver<bool>,
+) {
+    let idle = Duration::from_millis(shared.tcp_idle_timeout_ms);
+    let mut tick = tokio::time::interval(Duration::from_millis(
+        (shared.ingest.commit_interval_ms / 2).max(10),
+    ));
+    let mut conn = TcpConnection {
+        ingestor: Ingestor::with_sinks(shared.sinks.clone(), shared.ingest.clone()),
+        splitter: LineSplitter::new(shared.ingest.line_bytes_max),
+        buf: Vec::with_capacity(READ_BYTES * 2),
+        peer,
+        shared,
+    };
+    let mut last_read = Instant::now();
+    let closed_by_peer = loop {
+        let start = conn.reserve();
+        tokio::select! {
+            read = stream.read(&mut conn.buf[start..]) => match read {
+                Ok(0) => {
+                    conn.received(start, 0);
+                    break true;
+                }
+                Ok(n) => {
+                    conn.received(start, n);
+                    last_read = Instant::now();
+                }
+                Err(e) => {
+                    conn.received(start, 0);
+                    tracing::info!("ILP/TCP {peer}: connection failed: {e}");
+                    break false;
+                }
+            },
+            _ = tick.tick() => {
+                conn.received(start, 0);
+                if last_read.elapsed() > idle {
+                    tracing::info!("ILP/TCP {peer}: idle for {} ms, closing", idle.as_millis());
+                    break false;
+                }
+                commit(&conn.shared, Transport::Tcp, &mut conn.ingestor, |i| i.flush_due(Instant::now()));
+            }
+            _ = stop.wait_for(|s| *s) => {
+                conn.received(start, 0);
+                break conn.drain_received(&stream);
+            }
+        }
+    };
+    conn.finish(closed_by_peer);
+}
+
+/// [`feed_lines`] from a connection task: ingesting may commit (blocking file I/O), so one
+/// hand-off to the blocking pool per buffer, not per line.
+fn ingest_lines(
+    ingestor: &mut Ingestor,
+    splitter: &mut LineSplitter,
+    buf: &[u8],
+    last: bool,
+    peer: SocketAddr,
+) -> usize {
+    tokio::task::block_in_place(|| feed_lines(ingestor, splitter, buf, last, peer))
+}
+
+/// Commits through `f` off the async threads, then moves the per-table counts.
+fn commit(
+    shared: &Shared,
+    transport: Transport,
+    ingestor: &mut Ingestor,
+    f: impl FnOnce(&mut Ingestor) -> Result<u64, IngestError>,
+) {
+    if let Err(e) = tokio::task::block_in_place(|| f(ingestor)) {
+        tracing::error!("ILP commit failed: {e}");
+    }
+    shared.count_tables(transport, ingestor);
+}
