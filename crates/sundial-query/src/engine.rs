@@ -456,6 +456,7 @@ impl Engine {
             datafusion::execution::session_state::SessionStateBuilder::new()
                 .with_config(config)
                 .with_default_features()
+                .with_analyzer_rule(Arc::new(crate::latest::LatestRule))
                 .with_physical_optimizer_rule(Arc::new(
                     crate::exec::bucket_agg::FuseBucketAggregates,
                 ))
@@ -480,10 +481,7 @@ impl Engine {
         crate::functions::register(&ctx);
         crate::bounded::install(&ctx, result_bound.clone());
         ctx.register_udf(crate::asof::marker_function());
-        ctx.register_udtf(
-            sundial_sql::names::LATEST_ROWS,
-            Arc::new(crate::exec::latest::LatestRows { db: db.clone() }),
-        );
+        ctx.register_udf(crate::latest::marker_function());
         Ok(Engine {
             db,
             current: RwLock::new(Current::of(&ctx)),

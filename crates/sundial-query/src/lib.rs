@@ -9,7 +9,8 @@
 //!     │          commands (CREATE/ALTER/DROP TABLE, SHOW, ...), the kept-plan cache
 //!  plans         text shapes ─▶ statement shapes ─▶ kept physical plans; point lookups
 //!     │
-//!  asof          planner extension: ASOF/LT JOIN (analyzer rule, logical node, planner)
+//!  asof, latest  planner extensions: ASOF/LT JOIN (analyzer rule, logical node, planner);
+//!     │          LATEST ON over SYMBOL keys (analyzer rule to a LatestTable scan)
 //!  permissions   plan checks: file writes, session settings
 //!     │
 //!  provider      DataFusion's view of tables: schema + table providers, the INSERT sink
@@ -65,6 +66,7 @@ mod error;
 mod exec;
 mod functions;
 mod key_index;
+mod latest;
 mod permissions;
 mod plans;
 mod provider;

@@ -32,6 +32,7 @@ pub mod names;
 pub mod questdb;
 pub mod result_timestamp;
 pub mod statement;
+mod template;
 
 pub use compat::SystemCatalog;
 pub use error::{Result, SqlError};

@@ -8,9 +8,10 @@ pub const CATALOG: &str = "sundial";
 /// The schema every Sundial table is in.
 pub const SCHEMA: &str = "public";
 
-/// The table function LATEST ON/BY becomes: `latest_rows(table, qualifier, key, ...)` with the
-/// WHERE before the clause as its filter (see `questdb`).
-pub const LATEST_ROWS: &str = "latest_rows";
+/// The function a SELECT's WHERE is marked with when LATEST ON/BY over SYMBOL keys is left to
+/// the engine's backward search: `WHERE __sundial_latest_by(key, ...) [AND <filter>]` keeps,
+/// among the rows of the one table in FROM that pass the filter, the newest row per key.
+pub const LATEST_BY_MARKER: &str = "__sundial_latest_by";
 
 /// The function an ASOF/LT JOIN's `ON` is marked with for the engine's time-join planner:
 /// `__sundial_asof_join(strict BOOLEAN, tolerance_ns BIGINT or NULL)`.

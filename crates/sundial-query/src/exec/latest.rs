@@ -6,8 +6,8 @@
 //!  stop when every key of the symbols' dictionaries has its row
 //! ```
 //!
-//! The QuestDB rewrite turns a LATEST clause whose keys are all SYMBOL columns into the table
-//! function `latest_rows('table', 'qualifier', 'filter', 'key', ...)`. Rows are sorted by the
+//! A LATEST clause whose keys are all SYMBOL columns becomes a [`LatestTable`] scan (see
+//! `crate::latest`, the planner rule). Rows are sorted by the
 //! designated timestamp, so the first row met for a key, reading backwards, is its latest.
 //! A key's dictionary bounds how many distinct keys there can be, so once each has been met
 //! (and, for a NULL key, no NULL remains in older rows) the scan stops: TSBS's `lastpoint`
@@ -23,11 +23,10 @@ use async_trait::async_trait;
 use datafusion::arrow::array::{Array, AsArray, BooleanArray, RecordBatch};
 use datafusion::arrow::compute::concat_batches;
 use datafusion::arrow::datatypes::{Int32Type, SchemaRef};
-use datafusion::catalog::{Session, TableFunctionArgs, TableFunctionImpl};
+use datafusion::catalog::Session;
 use datafusion::common::tree_node::TreeNodeRecursion;
-use datafusion::common::{DFSchema, DataFusionError, Result as DfResult, ScalarValue};
+use datafusion::common::{DFSchema, DataFusionError, Result as DfResult};
 use datafusion::datasource::{TableProvider, TableType};
-use datafusion::execution::context::SessionState;
 use datafusion::execution::{SendableRecordBatchStream, TaskContext};
 use datafusion::logical_expr::Expr;
 use datafusion::physical_expr::{EquivalenceProperties, PhysicalExpr};
@@ -37,73 +36,15 @@ use datafusion::physical_plan::{
     DisplayAs, DisplayFormatType, ExecutionPlan, Partitioning, PlanProperties,
     ReplaceChildrenOptions,
 };
-use sundial_storage::{ColumnType, Database, Snapshot, Table, TableMeta};
+use sundial_storage::{Snapshot, Table, TableMeta};
 
 use crate::error::external;
 use crate::snapshot::newest_snapshot;
-
-use sundial_sql::names::LATEST_ROWS;
 
 /// Most rows read per step of the backward scan.
 const CHUNK_ROWS: u64 = 4_096;
 /// Fewest rows read by the first step.
 const FIRST_CHUNK_ROWS: u64 = 256;
-
-/// `latest_rows(table, qualifier, filter, key...)`.
-#[derive(Debug)]
-pub(crate) struct LatestRows {
-    pub db: Arc<Database>,
-}
-
-impl TableFunctionImpl for LatestRows {
-    fn call_with_args(&self, args: TableFunctionArgs) -> DfResult<Arc<dyn TableProvider>> {
-        let texts = args
-            .exprs()
-            .iter()
-            .map(|e| match e {
-                Expr::Literal(ScalarValue::Utf8(Some(s)), _) => Ok(s.clone()),
-                _ => Err(DataFusionError::Plan(format!(
-                    "{LATEST_ROWS}: arguments must be strings"
-                ))),
-            })
-            .collect::<DfResult<Vec<_>>>()?;
-        let [table, qualifier, filter, keys @ ..] = texts.as_slice() else {
-            return Err(DataFusionError::Plan(format!(
-                "{LATEST_ROWS}(table, qualifier, filter, key, ...)"
-            )));
-        };
-        let t = self
-            .db
-            .table(table)
-            .ok_or_else(|| DataFusionError::Plan(format!("table '{table}' does not exist")))?;
-        let meta = t.meta();
-        if meta.timestamp_index.is_none() || keys.is_empty() {
-            return Err(DataFusionError::Plan(format!(
-                "{LATEST_ROWS}: '{table}' needs a designated timestamp and a key"
-            )));
-        }
-        let keys = keys
-            .iter()
-            .map(|k| {
-                meta.column_index(k)
-                    .filter(|&i| meta.columns[i].column_type == ColumnType::Symbol)
-                    .ok_or_else(|| {
-                        DataFusionError::Plan(format!(
-                            "{LATEST_ROWS}: '{k}' is not a SYMBOL column of '{table}'"
-                        ))
-                    })
-            })
-            .collect::<DfResult<Vec<_>>>()?;
-        Ok(Arc::new(LatestTable {
-            schema: meta.arrow_schema(),
-            table: t.clone(),
-            planned: meta,
-            qualifier: qualifier.clone(),
-            filter: (!filter.is_empty()).then(|| filter.clone()),
-            keys,
-        }))
-    }
-}
 
 /// The latest row per key of a table. Planning reads the schema of the snapshot current then;
 /// each scan reads the table's newest snapshot, as
@@ -114,12 +55,34 @@ pub(crate) struct LatestTable {
     /// The metadata planned against (not the snapshot: see `SundialTable`).
     planned: Arc<TableMeta>,
     schema: SchemaRef,
-    qualifier: String,
-    filter: Option<String>,
+    /// The WHERE before LATEST, over the table's unqualified columns.
+    filter: Option<Expr>,
     keys: Vec<usize>,
 }
 
 impl LatestTable {
+    /// The latest rows per `keys` (SYMBOL columns) of `table` among those `filter` keeps.
+    pub(crate) fn new(
+        table: Arc<Table>,
+        planned: Arc<TableMeta>,
+        keys: Vec<usize>,
+        filter: Option<Expr>,
+    ) -> DfResult<LatestTable> {
+        if planned.timestamp_index.is_none() || keys.is_empty() {
+            return Err(DataFusionError::Plan(format!(
+                "LATEST ON/BY: '{}' needs a designated timestamp and a key",
+                planned.name
+            )));
+        }
+        Ok(LatestTable {
+            schema: planned.arrow_schema(),
+            table,
+            planned,
+            filter,
+            keys,
+        })
+    }
+
     /// The table and the metadata the plan was made against.
     pub(crate) fn planned(&self) -> (&Arc<Table>, &Arc<TableMeta>) {
         (&self.table, &self.planned)
@@ -144,15 +107,9 @@ impl TableProvider for LatestTable {
         _limit: Option<usize>,
     ) -> DfResult<Arc<dyn ExecutionPlan>> {
         let filter = match &self.filter {
-            Some(sql) => {
-                let state = state
-                    .as_any()
-                    .downcast_ref::<SessionState>()
-                    .ok_or_else(|| DataFusionError::Internal("session state expected".into()))?;
-                let df_schema =
-                    DFSchema::try_from_qualified_schema(self.qualifier.as_str(), &self.schema)?;
-                let expr = state.create_logical_expr(sql, &df_schema)?;
-                Some(state.create_physical_expr(expr, &df_schema)?)
+            Some(expr) => {
+                let df_schema = DFSchema::try_from(self.schema.clone())?;
+                Some(state.create_physical_expr(expr.clone(), &df_schema)?)
             }
             None => None,
         };
@@ -468,5 +425,28 @@ mod tests {
             assert_eq!(got, want, "{latest}");
             assert!(got.lines().count() > 6, "{got}");
         }
+    }
+
+    /// Odd names and quotes in the WHERE before LATEST reach the search as an expression; a
+    /// filter written around the query applies to its result, not before the search.
+    #[tokio::test]
+    async fn filters_travel_as_expressions_and_outer_filters_stay_outside() {
+        let (engine, _dir) = engine();
+        for sql in [
+            r#"CREATE TABLE "We'ird" (ts TIMESTAMP, "K 1" SYMBOL, "v'al" DOUBLE, s VARCHAR) TIMESTAMP(ts)"#,
+            r#"INSERT INTO "We'ird" VALUES ('2024-01-01T00:00:00Z', 'a', 1, 'it''s'), ('2024-01-01T00:00:01Z', 'a', 2, 'no'), ('2024-01-01T00:00:02Z', 'b', 3, 'it''s'), ('2024-01-01T00:00:03Z', 'b', 0, 'it''s')"#,
+        ] {
+            engine.run(sql).await.expect(sql);
+        }
+        let latest = r#"SELECT "K 1", "v'al" FROM "We'ird" x WHERE x.s = 'it''s' LATEST ON ts PARTITION BY "K 1""#;
+        let (plan, rows) = plan_and_rows(&engine, latest).await;
+        assert!(plan.contains("LatestExec"), "{plan}");
+        assert!(rows.contains("| a   | 1.0  |"), "{rows}");
+        assert!(rows.contains("| b   | 0.0  |"), "{rows}");
+        // The newest row of b has 0: filtering after the search drops b, not its older row.
+        let outer = format!(r#"SELECT * FROM ({latest}) WHERE "v'al" > 0.5"#);
+        let (_, rows) = plan_and_rows(&engine, &outer).await;
+        assert!(rows.contains("| a   | 1.0  |"), "{rows}");
+        assert!(!rows.contains("| b "), "{rows}");
     }
 }

@@ -89,7 +89,11 @@ fn parameterize_set_expr(body: &mut SetExpr, literals: &mut Vec<ScalarValue>) {
             for from in &mut select.from {
                 parameterize_from(from, literals);
             }
-            if let Some(selection) = &mut select.selection {
+            // A WHERE before LATEST becomes the latest scan's own filter, which holds no
+            // parameters (see `crate::latest`): it keeps its literals, one shape per value.
+            if let Some(selection) = &mut select.selection
+                && !marks_latest(selection)
+            {
                 parameterize_predicate(selection, literals);
             }
         }
@@ -100,6 +104,21 @@ fn parameterize_set_expr(body: &mut SetExpr, literals: &mut Vec<ScalarValue>) {
         }
         _ => {}
     }
+}
+
+/// Whether a WHERE carries the dialect's LATEST marker.
+fn marks_latest(selection: &Expr) -> bool {
+    let mut marked = false;
+    let _ = datafusion::sql::sqlparser::ast::visit_expressions(selection, |e| {
+        if let Expr::Function(f) = e
+            && f.name.to_string() == sundial_sql::names::LATEST_BY_MARKER
+        {
+            marked = true;
+            return std::ops::ControlFlow::Break(());
+        }
+        std::ops::ControlFlow::Continue(())
+    });
+    marked
 }
 
 fn parameterize_from(from: &mut TableWithJoins, literals: &mut Vec<ScalarValue>) {
@@ -544,7 +563,8 @@ mod tests {
                     "SELECT * FROM cpu WHERE host = '{host}' AND ts BETWEEN '{lo}' AND '{hi}' \
                      LIMIT -3"
                 ),
-                // The WHERE before LATEST is kept as text (see `latest`): one shape per value.
+                // The WHERE before LATEST keeps its literals (see `marks_latest`): one shape
+                // per value.
                 "SELECT * FROM cpu WHERE usage < 50.5 LATEST ON ts PARTITION BY host \
                  ORDER BY host"
                     .to_string(),

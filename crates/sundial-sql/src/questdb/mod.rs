@@ -38,8 +38,8 @@ use sqlparser::ast::{
     BinaryOperator, DataType, Expr, Function, FunctionArg, FunctionArgExpr, FunctionArgumentClause,
     FunctionArguments, GroupByExpr, Ident, LimitClause, ObjectName, ObjectNamePart, Offset,
     OffsetRows, OrderBy, OrderByExpr, OrderByKind, OrderByOptions, Query, Select, SelectItem,
-    SetExpr, Statement, TableFactor, TimezoneInfo, Value, VisitMut, VisitorMut, visit_expressions,
-    visit_expressions_mut,
+    SetExpr, Statement, TableAlias, TableFactor, TimezoneInfo, Value, VisitMut, VisitorMut,
+    visit_expressions, visit_expressions_mut,
 };
 use sqlparser::dialect::GenericDialect;
 use sqlparser::parser::Parser;
@@ -52,6 +52,7 @@ pub use clauses::{Clauses, extract};
 
 use crate::ast::{call, cast, null};
 use crate::error::{Result, SqlError};
+use crate::names::LATEST_BY_MARKER;
 
 /// What the rewrite needs to know about tables.
 pub trait Catalog {
@@ -701,79 +702,51 @@ impl Rewriter<'_> {
             .as_ref()
             .map(|a| a.name.clone())
             .unwrap_or_else(|| column_ident(&source.qualifier));
-        let relation = match self.latest_by_symbols(&source, &timestamp, &keys, rest.as_ref()) {
-            Some(call) => format!("SELECT * FROM {call} AS {name}"),
-            None => {
-                let alias_sql = alias
-                    .as_ref()
-                    .map(|a| format!(" AS {}", a.name))
-                    .unwrap_or_default();
-                let filter = rest.map(|w| format!(" WHERE {w}")).unwrap_or_default();
-                let keys: Vec<String> = keys.iter().map(ToString::to_string).collect();
-                format!(
-                    "SELECT * FROM (SELECT * EXCLUDE (__sundial_rn) FROM (SELECT *, row_number() \
-                     OVER (PARTITION BY {} ORDER BY {timestamp} DESC) AS __sundial_rn FROM {}\
-                     {alias_sql}{filter}) WHERE __sundial_rn = 1) AS {name}",
-                    keys.join(", "),
-                    source.table,
-                )
-            }
-        };
-        let SetExpr::Select(mut wrapped) = *parse_query(&relation)?.body else {
-            return Err(SqlError::Invalid("internal LATEST rewrite failed".into()));
-        };
-        select.from[0].relation = wrapped.from.remove(0).relation;
+        if self.by_symbols(&source, &timestamp, &keys, rest.as_ref()) {
+            // The engine's backward search: it keeps the rows of the filter, then the latest.
+            let marker = call(LATEST_BY_MARKER, keys);
+            select.selection = Some(match rest {
+                Some(filter @ Expr::Nested(_)) => and(marker, filter),
+                Some(filter) => and(marker, Expr::Nested(Box::new(filter))),
+                None => marker,
+            });
+        } else {
+            select.from[0].relation = latest_by_window(select, &timestamp, keys, rest, &name)?;
+        }
         Ok(Some(Expr::CompoundIdentifier(vec![
             name,
             column_ident(&source.column),
         ])))
     }
 
-    /// `latest_rows(...)` (see `crate::latest`) when the keys are SYMBOL columns, the order is
-    /// the designated timestamp's and the filter needs nothing from outside the table.
-    fn latest_by_symbols(
+    /// Whether the engine's backward search can answer: the keys are SYMBOL columns of the
+    /// table, the order is its designated timestamp's and the filter needs nothing from
+    /// outside the table.
+    fn by_symbols(
         &self,
         source: &Source,
         timestamp: &Expr,
         keys: &[Expr],
         filter: Option<&Expr>,
-    ) -> Option<String> {
-        if !source.is_timestamp(timestamp) {
-            return None;
-        }
-        let table = object_name_text(&source.table)?;
-        let mut args = vec![table.clone(), source.qualifier.clone()];
-        let filter_text = match filter {
-            Some(f) if is_self_contained(f) => f.to_string(),
-            Some(_) => return None,
-            None => String::new(),
+    ) -> bool {
+        let Some(table) = object_name_text(&source.table) else {
+            return false;
         };
-        args.push(filter_text);
-        for key in keys {
-            let column = match key {
-                Expr::Identifier(i) => i,
-                Expr::CompoundIdentifier(parts) if parts.len() == 2 => &parts[1],
-                _ => return None,
-            };
-            let name = if column.quote_style.is_some() {
-                column.value.clone()
-            } else {
-                column.value.to_lowercase()
-            };
-            if !self.catalog.is_symbol(&table, &name) {
-                return None;
-            }
-            args.push(name);
-        }
-        let args: Vec<String> = args
-            .iter()
-            .map(|a| format!("'{}'", a.replace('\'', "''")))
-            .collect();
-        Some(format!(
-            "{}({})",
-            crate::names::LATEST_ROWS,
-            args.join(", ")
-        ))
+        source.is_timestamp(timestamp)
+            && filter.is_none_or(is_self_contained)
+            && keys.iter().all(|key| {
+                let column = match key {
+                    Expr::Identifier(i) => i,
+                    Expr::CompoundIdentifier(parts) if parts.len() == 2 => &parts[1],
+                    _ => return false,
+                };
+                let name = if column.quote_style.is_some() {
+                    column.value.clone()
+                } else {
+                    column.value.to_lowercase()
+                };
+                self.catalog.is_symbol(&table, &name)
+            })
     }
 
     // --- first / last ---
@@ -1145,6 +1118,44 @@ fn split_marker(selection: Expr, marker: &str) -> (Option<usize>, Option<Expr>) 
     (None, Some(selection))
 }
 
+/// LATEST ON/BY by a window over every row: the newest row per key among the rows `filter`
+/// keeps, as a derived table named `name` in place of the SELECT's FROM.
+fn latest_by_window(
+    select: &Select,
+    timestamp: &Expr,
+    keys: Vec<Expr>,
+    filter: Option<Expr>,
+    name: &Ident,
+) -> Result<TableFactor> {
+    let key_slots: Vec<String> = (0..keys.len())
+        .map(|i| format!("__sundial_slot({i})"))
+        .collect();
+    let mut slots = keys;
+    let order = slots.len();
+    slots.push(timestamp.clone());
+    slots.push(filter.unwrap_or_else(|| Expr::value(Value::Boolean(true))));
+    // Only generated names and holes: see `crate::template`.
+    let template = format!(
+        "SELECT * EXCLUDE (__sundial_rn) FROM (SELECT *, row_number() OVER (PARTITION BY {} \
+         ORDER BY __sundial_slot({order}) DESC) AS __sundial_rn FROM __sundial_source \
+         WHERE __sundial_slot({})) WHERE __sundial_rn = 1",
+        key_slots.join(", "),
+        order + 1,
+    );
+    let query = crate::template::build(&template, &slots, &select.from[0].relation)?;
+    Ok(TableFactor::Derived {
+        lateral: false,
+        subquery: Box::new(query),
+        alias: Some(TableAlias {
+            explicit: true,
+            name: name.clone(),
+            columns: Vec::new(),
+            at: None,
+        }),
+        sample: None,
+    })
+}
+
 /// Whether `e` can be evaluated on a table's rows alone: no parameters, no subqueries.
 fn is_self_contained(e: &Expr) -> bool {
     let mut contained = true;
@@ -1319,15 +1330,22 @@ mod tests {
     fn latest_keeps_the_newest_row_per_key() {
         assert_eq!(
             rewritten("SELECT * FROM cpu latest by hostname").unwrap(),
-            "SELECT * FROM latest_rows('cpu', 'cpu', '', 'hostname') AS cpu ORDER BY cpu.timestamp"
+            "SELECT * FROM cpu WHERE __sundial_latest_by(hostname) ORDER BY cpu.timestamp"
         );
         assert_eq!(
             rewritten(
                 "SELECT * FROM cpu c WHERE u > 'it''s' LATEST ON timestamp PARTITION BY c.hostname"
             )
             .unwrap(),
-            // The filter argument holds `(u > 'it''s')`; sqlparser prints a doubled quote as is.
-            "SELECT * FROM latest_rows('cpu', 'c', '(u > ''it''s'')', 'hostname') AS c ORDER BY c.timestamp"
+            "SELECT * FROM cpu c WHERE __sundial_latest_by(c.hostname) AND (u > 'it''s') ORDER BY c.timestamp"
+        );
+        // A filter with a parameter or a subquery: the window, whatever the names.
+        assert_eq!(
+            rewritten(
+                r#"SELECT * FROM cpu "we'ird" WHERE u > $1 OR "x""y" IN (SELECT 1) LATEST BY hostname"#
+            )
+            .unwrap(),
+            r#"SELECT * FROM (SELECT * EXCLUDE (__sundial_rn) FROM (SELECT *, row_number() OVER (PARTITION BY hostname ORDER BY "we'ird".timestamp DESC) AS __sundial_rn FROM cpu "we'ird" WHERE (u > $1 OR "x""y" IN (SELECT 1))) WHERE __sundial_rn = 1) AS "we'ird" ORDER BY "we'ird".timestamp"#
         );
         // Keys that are not all SYMBOLs: a window over the filtered rows.
         assert_eq!(
