@@ -2,11 +2,10 @@
 //!
 //! A plan is made against one version of a table's columns (`planned`); each run reads the
 //! table's newest snapshot, provided the columns the plan reads are still there and the same.
-//! SYMBOL values are looked up in a snapshot's dictionary by value here.
+//! SYMBOL values are looked up in a snapshot's dictionary by value here (a hash lookup in storage).
 
 use std::sync::Arc;
 
-use datafusion::arrow::array::Array;
 use datafusion::common::{DataFusionError, Result as DfResult, ScalarValue};
 use sundial_storage::{ColumnMeta, Snapshot, Table, TableMeta};
 
@@ -34,17 +33,14 @@ fn same_columns(planned: &[ColumnMeta], now: &[ColumnMeta]) -> bool {
     now.len() >= planned.len() && planned.iter().zip(now).all(|(a, b)| same(a, b))
 }
 
-/// The dictionary code of `value` in SYMBOL column `column`, if the column ever held it.
+/// The dictionary code of `value` in SYMBOL column `column`, if the column ever held it: a hash
+/// lookup in the snapshot's dictionary (NULL and non-text values have none).
 pub(crate) fn symbol_code(snapshot: &Snapshot, column: usize, value: &ScalarValue) -> Option<i32> {
-    let text = match value {
+    match value {
         ScalarValue::Utf8(Some(s))
         | ScalarValue::LargeUtf8(Some(s))
-        | ScalarValue::Utf8View(Some(s)) => s.as_str(),
-        ScalarValue::Dictionary(_, inner) => return symbol_code(snapshot, column, inner),
-        _ => return None,
-    };
-    let symbols = snapshot.symbols(column)?;
-    let position =
-        (0..symbols.len()).find(|i| symbols.is_valid(*i) && symbols.value(*i) == text)?;
-    i32::try_from(position).ok()
+        | ScalarValue::Utf8View(Some(s)) => snapshot.symbol_code(column, s),
+        ScalarValue::Dictionary(_, inner) => symbol_code(snapshot, column, inner),
+        _ => None,
+    }
 }

@@ -37,6 +37,7 @@ mod files;
 mod invariants;
 mod partition;
 mod read;
+mod symbol_index;
 mod symbols;
 mod table;
 mod txn;

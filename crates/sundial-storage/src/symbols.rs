@@ -11,7 +11,7 @@ use arrow_array::StringArray;
 use crate::column::SymbolResolver;
 use crate::error::{IoContext, Result, StorageError};
 use crate::files::{data_file, offsets_file, sync_dir};
-use crate::types::SymbolValues;
+use crate::symbol_index::PublishedSymbols;
 
 /// Directory inside a table directory that holds the dictionaries.
 pub(crate) const SYMBOL_DIR: &str = "_sym";
@@ -25,7 +25,8 @@ pub(crate) struct SymbolDict {
     keys: HashMap<String, i32, foldhash::fast::RandomState>,
     committed: usize,
     data_len: u64,
-    published: SymbolValues,
+    /// The committed symbols as queries see them; replaced (never changed) when a commit adds some.
+    published: Arc<PublishedSymbols>,
 }
 
 impl SymbolDict {
@@ -40,7 +41,8 @@ impl SymbolDict {
                 .map(|(i, v)| (v.clone(), i as i32)),
         );
         let data_len = values.iter().map(|v| v.len() as u64).sum();
-        let published = Arc::new(StringArray::from_iter_values(values.iter()));
+        let array = Arc::new(StringArray::from_iter_values(values.iter()));
+        let published = Arc::new(PublishedSymbols::new(array, None));
         Ok(SymbolDict {
             column_id,
             dir,
@@ -61,7 +63,7 @@ impl SymbolDict {
     }
 
     /// The committed dictionary as queries see it.
-    pub fn published(&self) -> SymbolValues {
+    pub fn published(&self) -> Arc<PublishedSymbols> {
         self.published.clone()
     }
 
@@ -137,7 +139,9 @@ impl SymbolDict {
             .map(|v| v.len() as u64)
             .sum::<u64>();
         self.committed = self.values.len();
-        self.published = Arc::new(StringArray::from_iter_values(self.values.iter()));
+        debug_assert_eq!(self.keys.len(), self.values.len(), "symbols are distinct");
+        let array = Arc::new(StringArray::from_iter_values(self.values.iter()));
+        self.published = Arc::new(PublishedSymbols::new(array, Some(&self.published)));
     }
 }
 

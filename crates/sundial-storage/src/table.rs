@@ -27,6 +27,7 @@ use crate::files::{
 use crate::invariants::{self, Written};
 use crate::partition::PartitionBy;
 use crate::read::{read_array, read_picked};
+use crate::symbol_index::PublishedSymbols;
 use crate::symbols::{SYMBOL_DIR, SymbolDict};
 use crate::txn::{ColumnMeta, PartitionMeta, TableMeta, TxnState};
 use crate::types::{ColumnType, Layout, SymbolValues};
@@ -83,7 +84,8 @@ impl Default for StorageOptions {
 pub struct Snapshot {
     state: Arc<TxnState>,
     dirs: Vec<Arc<PartitionDir>>,
-    symbols: HashMap<u32, SymbolValues>,
+    /// Per SYMBOL column id, the dictionary version this commit published.
+    symbols: HashMap<u32, Arc<PublishedSymbols>>,
 }
 
 impl std::fmt::Debug for Snapshot {
@@ -115,9 +117,21 @@ impl Snapshot {
         self.state.row_count()
     }
 
-    /// The dictionary of a SYMBOL column.
+    /// The dictionary of a SYMBOL column (position = code).
     pub fn symbols(&self, column: usize) -> Option<&SymbolValues> {
-        self.symbols.get(&self.state.meta.columns.get(column)?.id)
+        Some(self.published_symbols(column)?.values())
+    }
+
+    /// The code of `value` in the dictionary of SYMBOL column `column`, if a committed row ever
+    /// held it. A hash lookup that allocates nothing; the first lookup in a dictionary version
+    /// builds its index (from the previous version's, when there is one).
+    pub fn symbol_code(&self, column: usize, value: &str) -> Option<i32> {
+        self.published_symbols(column)?.code(value)
+    }
+
+    fn published_symbols(&self, column: usize) -> Option<&PublishedSymbols> {
+        let id = self.state.meta.columns.get(column)?.id;
+        self.symbols.get(&id).map(Arc::as_ref)
     }
 
     /// How many of rows `rows` of column `column` of partition `partition` are NULL, from the
@@ -159,7 +173,7 @@ impl Snapshot {
             part.column_top(col.id),
             rows.start,
             rows.end,
-            self.symbols.get(&col.id),
+            self.symbols.get(&col.id).map(|s| s.values()),
         )?;
         ensure_invariant!(
             array.len() as u64 == rows.end - rows.start,
@@ -200,7 +214,7 @@ impl Snapshot {
         self.batch(projection, rows.len(), |c| {
             let col = self.column(c)?;
             let top = part.column_top(col.id);
-            let symbols = self.symbols.get(&col.id);
+            let symbols = self.symbols.get(&col.id).map(|s| s.values());
             read_picked(&self.dirs[partition], col, top, rows, symbols)
         })
     }
