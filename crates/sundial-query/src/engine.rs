@@ -8,13 +8,14 @@ use datafusion::arrow::array::{
 };
 use datafusion::arrow::compute::cast;
 use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef, TimeUnit};
+use datafusion::common::TableReference;
 use datafusion::execution::SendableRecordBatchStream;
 use datafusion::execution::TaskContext;
 use datafusion::execution::context::{SQLOptions, SessionConfig, SessionContext};
 use datafusion::execution::memory_pool::GreedyMemoryPool;
 use datafusion::execution::runtime_env::RuntimeEnv;
 use datafusion::execution::session_state::SessionState;
-use datafusion::logical_expr::{DmlStatement, LogicalPlan, WriteOp};
+use datafusion::logical_expr::{DmlStatement, LogicalPlan, WriteOp, ident, lit};
 use datafusion::physical_plan::memory::MemoryStream;
 use datafusion::physical_plan::{ExecutionPlan, collect as collect_physical, execute_stream};
 use datafusion::scalar::ScalarValue;
@@ -271,6 +272,8 @@ fn is_insert(plan: &LogicalPlan) -> bool {
 /// Runs SQL against a [`Database`].
 pub struct Engine {
     db: Arc<Database>,
+    /// Where every write of a statement goes: the tables' sinks (see `sundial_ingest`).
+    inserts: InsertPath,
     ctx: SessionContext,
     /// A snapshot of the session, taken once all functions and schemas are registered and
     /// again after each SET. Tables come and go through the shared catalog, so the snapshot
@@ -475,7 +478,7 @@ impl Engine {
         let key_indexes = Arc::new(KeyIndexes::new(KEY_INDEX_BYTES_MAX));
         catalog.register_schema(
             SCHEMA,
-            Arc::new(SundialSchema::new(inserts, key_indexes.clone())),
+            Arc::new(SundialSchema::new(inserts.clone(), key_indexes.clone())),
         )?;
         sundial_pgcatalog::register(&ctx, db.clone())?;
         crate::functions::register(&ctx);
@@ -484,6 +487,7 @@ impl Engine {
         ctx.register_udf(crate::latest::marker_function());
         Ok(Engine {
             db,
+            inserts,
             current: RwLock::new(Current::of(&ctx)),
             ctx,
             key_indexes,
@@ -613,16 +617,20 @@ impl Engine {
                 if_not_exists,
             } => {
                 let t = self.table(&table)?;
-                let mut w = t.writer()?;
-                for (name, column_type) in columns {
-                    if if_not_exists && w.meta().column_index(&name).is_some() {
-                        continue;
+                blocking(move || {
+                    let mut w = t.writer()?;
+                    for (name, column_type) in columns {
+                        if if_not_exists && w.meta().column_index(&name).is_some() {
+                            continue;
+                        }
+                        w.add_column(&name, column_type)?;
+                        if indexed.contains(&name) {
+                            w.set_column_indexed(&name, true)?;
+                        }
                     }
-                    w.add_column(&name, column_type)?;
-                    if indexed.contains(&name) {
-                        w.set_column_indexed(&name, true)?;
-                    }
-                }
+                    Ok(())
+                })
+                .await?;
                 done("ALTER TABLE")
             }
             Command::SetIndexed {
@@ -630,23 +638,30 @@ impl Engine {
                 column,
                 indexed,
             } => {
-                let mut w = self.table(&table)?.writer()?;
-                w.set_column_indexed(&column, indexed)?;
+                let t = self.table(&table)?;
+                blocking(move || Ok(t.writer()?.set_column_indexed(&column, indexed)?)).await?;
                 done("ALTER TABLE")
             }
             Command::DropColumns { table, columns } => {
-                let mut w = self.table(&table)?.writer()?;
-                for c in columns {
-                    w.drop_column(&c)?;
-                }
+                let t = self.table(&table)?;
+                blocking(move || {
+                    let mut w = t.writer()?;
+                    for c in columns {
+                        w.drop_column(&c)?;
+                    }
+                    Ok(())
+                })
+                .await?;
                 done("ALTER TABLE")
             }
             Command::RenameColumn { table, from, to } => {
-                self.table(&table)?.writer()?.rename_column(&from, &to)?;
+                let t = self.table(&table)?;
+                blocking(move || Ok(t.writer()?.rename_column(&from, &to)?)).await?;
                 done("ALTER TABLE")
             }
             Command::RenameTable { from, to } => {
-                self.db.rename_table(&from, &to)?;
+                let db = self.db.clone();
+                blocking(move || Ok(db.rename_table(&from, &to)?)).await?;
                 self.forget_shared_plans();
                 done("RENAME TABLE")
             }
@@ -656,12 +671,16 @@ impl Engine {
                 predicate,
             } => self.drop_partitions(&table, names, predicate).await,
             Command::DropTables { names, if_exists } => {
-                let dropped = names.iter().try_for_each(|name| {
-                    if if_exists && self.db.table(name).is_none() {
-                        return Ok(());
+                let db = self.db.clone();
+                let dropped = blocking(move || {
+                    for name in &names {
+                        if !(if_exists && db.table(name).is_none()) {
+                            db.drop_table(name)?;
+                        }
                     }
-                    self.db.drop_table(name)
-                });
+                    Ok(())
+                })
+                .await;
                 // Kept plans hold their tables, and a dropped table's files go with its
                 // last holder.
                 self.forget_shared_plans();
@@ -673,9 +692,13 @@ impl Engine {
                     .iter()
                     .map(|t| self.table(t))
                     .collect::<Result<Vec<_>>>()?;
-                for t in tables {
-                    t.writer()?.truncate()?;
-                }
+                blocking(move || {
+                    for t in tables {
+                        t.writer()?.truncate()?;
+                    }
+                    Ok(())
+                })
+                .await?;
                 done("TRUNCATE TABLE")
             }
         }
@@ -1091,7 +1114,8 @@ impl Engine {
                 partition_by,
                 indexed: c.indexed,
             };
-            self.db.create_table(def, c.if_not_exists)?;
+            let (db, if_not_exists) = (self.db.clone(), c.if_not_exists);
+            blocking(move || Ok(db.create_table(def, if_not_exists).map(drop)?)).await?;
             return done("CREATE TABLE");
         };
         if c.if_not_exists && self.db.table(&c.name).is_some() {
@@ -1125,21 +1149,11 @@ impl Engine {
             partition_by,
             indexed: c.indexed,
         };
-        let table = self.db.create_table(def, false)?;
-        let result = async {
-            let mut stream = df.execute_stream().await?;
-            let mut writer = table.writer()?;
-            let meta = writer.meta();
-            let mut rows = 0u64;
-            while let Some(batch) = stream.next().await {
-                let batch = conform(&batch?, &meta)?;
-                rows += batch.num_rows() as u64;
-                writer.append(&batch)?;
-            }
-            writer.commit()?;
-            Ok::<u64, QueryError>(rows)
-        }
-        .await;
+        let db = self.db.clone();
+        let table = blocking(move || Ok(db.create_table(def, false)?)).await?;
+        let stream = df.execute_stream().await?;
+        let chunk_bytes = self.db.options().uncommitted_bytes_max / 2;
+        let result = commit_in_chunks(stream, &table, &self.inserts, chunk_bytes).await;
         match result {
             Ok(rows) => Ok(Output::Done {
                 tag: "CREATE TABLE".into(),
@@ -1148,7 +1162,8 @@ impl Engine {
             Err(e) => {
                 // The statement failed: leave no table behind.
                 drop(table);
-                let _ = self.db.drop_table(&c.name);
+                let db = self.db.clone();
+                let _ = blocking(move || Ok(db.drop_table(&c.name)?)).await;
                 Err(e)
             }
         }
@@ -1182,21 +1197,28 @@ impl Engine {
                 ))
             })?;
             // A partition goes when every one of its rows satisfies the predicate.
+            let rows = self
+                .ctx
+                .table(TableReference::bare(meta.name.clone()))
+                .await?;
+            let predicate = rows.parse_sql_expr(&predicate)?;
+            let ts = ident(ts.name.clone());
             for p in snapshot.partitions() {
-                let sql = format!(
-                    "SELECT count(*) FROM \"{}\" WHERE \"{}\" BETWEEN to_timestamp_nanos({}) AND to_timestamp_nanos({}) AND (({predicate}) IS NOT TRUE)",
-                    meta.name.replace('"', "\"\""),
-                    ts.name.replace('"', "\"\""),
-                    p.min_ts,
-                    p.max_ts
+                let in_partition = ts.clone().between(
+                    lit(ScalarValue::TimestampNanosecond(Some(p.min_ts), None)),
+                    lit(ScalarValue::TimestampNanosecond(Some(p.max_ts), None)),
                 );
-                let batches = self.ctx.sql(&sql).await?.collect().await?;
-                if single_count(&batches) == 0 {
+                let kept = rows
+                    .clone()
+                    .filter(in_partition.and(predicate.clone().is_not_true()))?
+                    .count()
+                    .await?;
+                if kept == 0 {
                     keys.push(p.key);
                 }
             }
         }
-        let dropped = t.writer()?.drop_partitions(&keys)?;
+        let dropped = blocking(move || Ok(t.writer()?.drop_partitions(&keys)?)).await?;
         Ok(Output::Done {
             tag: "ALTER TABLE".into(),
             rows: Some(dropped as u64),
@@ -1406,6 +1428,56 @@ fn show_partitions(table: &Table) -> RecordBatch {
     .unwrap_or_else(|_| RecordBatch::new_empty(Arc::new(Schema::empty())))
 }
 
+/// Runs `work` (which may wait for a table's writer or fsync) on the blocking pool, so that
+/// the query runtime's threads keep serving other statements meanwhile.
+async fn blocking<T: Send + 'static>(
+    work: impl FnOnce() -> Result<T> + Send + 'static,
+) -> Result<T> {
+    tokio::task::spawn_blocking(work)
+        .await
+        .map_err(|e| crate::error::internal(format!("a blocking task failed: {e}")))?
+}
+
+/// Commits the rows of `stream` to `table` through its sink, in commits of about
+/// `chunk_bytes` each (the rows gathered for one commit are all that is held); returns the
+/// rows committed. Other writers' rows share the sink's commits between chunks.
+async fn commit_in_chunks(
+    mut stream: SendableRecordBatchStream,
+    table: &Arc<Table>,
+    inserts: &InsertPath,
+    chunk_bytes: usize,
+) -> Result<u64> {
+    let meta = table.meta();
+    let mut chunk = Vec::new();
+    let (mut chunk_size_bytes, mut rows) = (0usize, 0u64);
+    loop {
+        let next = stream.next().await.transpose()?;
+        if let Some(batch) = &next {
+            let batch = conform(batch, &meta)?;
+            chunk_size_bytes += batch.get_array_memory_size();
+            chunk.push(batch);
+        }
+        if chunk.is_empty() || (next.is_some() && chunk_size_bytes < chunk_bytes) {
+            if next.is_none() {
+                return Ok(rows);
+            }
+            continue;
+        }
+        let batch = datafusion::arrow::compute::concat_batches(&chunk[0].schema(), &chunk)?;
+        chunk.clear();
+        chunk_size_bytes = 0;
+        let (t, sinks, pending_rows_max) = (
+            table.clone(),
+            inserts.sinks.clone(),
+            inserts.pending_rows_max,
+        );
+        rows += blocking(move || Ok(sinks.write(&t, batch, pending_rows_max)?)).await?;
+        if next.is_none() {
+            return Ok(rows);
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1495,5 +1567,78 @@ mod tests {
 | 2024-10-27T23:00:00 | 2   | 2   |
 +---------------------+-----+-----+";
         assert_eq!(rows, expected);
+    }
+
+    /// An INSERT ... SELECT holds its rows in the query's memory pool until its one commit:
+    /// past the bound it fails with 53200 and inserts nothing; within it, every row lands.
+    #[tokio::test]
+    async fn insert_select_rows_count_against_the_memory_bound() {
+        let (mut engine, _dir) = crate::exec::scan::tests::engine();
+        engine.set_query_memory_bytes_max(8 << 20);
+        engine
+            .run("CREATE TABLE t (ts TIMESTAMP, v BIGINT) TIMESTAMP(ts)")
+            .await
+            .expect("create");
+        let big = "INSERT INTO t SELECT to_timestamp_seconds(value), value \
+                   FROM generate_series(1, 2000000)";
+        let e = match engine.run(big).await {
+            Err(e) => e,
+            Ok(output) => collect(output).await.expect_err("over the bound"),
+        };
+        assert_eq!(e.sqlstate(), "53200", "{e}");
+        let count = |engine: &Engine| {
+            let engine = engine.session().clone();
+            async move {
+                let batches = engine
+                    .sql("SELECT count(*) FROM t")
+                    .await
+                    .expect("count")
+                    .collect()
+                    .await
+                    .expect("count");
+                single_count(&batches)
+            }
+        };
+        assert_eq!(count(&engine).await, 0);
+        let small = "INSERT INTO t SELECT to_timestamp_seconds(value), value \
+                     FROM generate_series(1, 1000)";
+        collect(engine.run(small).await.expect("plans"))
+            .await
+            .expect("within the bound");
+        assert_eq!(count(&engine).await, 1000);
+    }
+
+    /// CREATE TABLE AS commits through the sink in chunks: a result of many chunks lands
+    /// whole. DROP PARTITION WHERE evaluates its predicate against an oddly named table.
+    #[tokio::test]
+    async fn create_as_and_drop_partition_where_on_odd_names() {
+        use sundial_storage::{Durability, StorageOptions};
+        let dir = tempfile::tempdir().expect("temp dir");
+        // Commits of about 256 KiB: the 1.6 MB result takes several.
+        let options = StorageOptions {
+            durability: Durability::None,
+            uncommitted_bytes_max: 512 << 10,
+            ..StorageOptions::default()
+        };
+        let db = Database::open(dir.path(), options).expect("open database");
+        let engine = Engine::new(db.clone()).expect("engine");
+        for sql in [
+            r#"CREATE TABLE "o'dd T" AS (SELECT to_timestamp_seconds(value * 3600) AS "t s", value AS v FROM generate_series(0, 99999)) TIMESTAMP("t s") PARTITION BY DAY"#,
+            r#"ALTER TABLE "o'dd T" DROP PARTITION WHERE "t s" < '1970-01-03' AND v >= 0"#,
+        ] {
+            collect(engine.run(sql).await.expect(sql)).await.expect(sql);
+        }
+        let out = engine
+            .execute(r#"SELECT count(*), min(v) FROM "o'dd T""#)
+            .await
+            .expect("count");
+        let batch = &out[0].batches[0];
+        let text =
+            datafusion::arrow::util::pretty::pretty_format_batches(std::slice::from_ref(batch))
+                .expect("format")
+                .to_string();
+        assert!(text.contains("| 99952    | 48 "), "{text}");
+        let seq = db.table("o'dd T").expect("table").snapshot().seq();
+        assert!(seq > 3, "the result was committed by transaction {seq}");
     }
 }

@@ -1,6 +1,7 @@
 //! The query layer's error type, by fault; protocol layers map it once to SQLSTATE/HTTP status.
 
 use datafusion::error::DataFusionError;
+use sundial_ingest::IngestError;
 use sundial_sql::SqlError;
 use sundial_storage::StorageError;
 
@@ -193,6 +194,21 @@ impl QueryError {
 
 pub(crate) fn internal(message: String) -> QueryError {
     QueryError::from(datafusion::error::DataFusionError::Internal(message))
+}
+
+/// The storage fault behind an ingestion error: the sinks' refusals are invalid input.
+pub(crate) fn storage_error(e: IngestError) -> StorageError {
+    match e {
+        IngestError::Storage(e) => e,
+        IngestError::Rejected(message) => StorageError::InvalidInput(message),
+        IngestError::Syntax(e) => StorageError::InvalidInput(e.to_string()),
+    }
+}
+
+impl From<IngestError> for QueryError {
+    fn from(e: IngestError) -> Self {
+        QueryError::Storage(storage_error(e))
+    }
 }
 
 /// Wraps a storage error for transport through DataFusion.

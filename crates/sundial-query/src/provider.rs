@@ -12,15 +12,16 @@ use datafusion::catalog::{SchemaProvider, Session, TableProvider};
 use datafusion::common::{DataFusionError, Result as DfResult};
 use datafusion::datasource::TableType;
 use datafusion::datasource::sink::{DataSink, DataSinkExec};
+use datafusion::execution::memory_pool::MemoryConsumer;
 use datafusion::execution::{SendableRecordBatchStream, TaskContext};
 use datafusion::logical_expr::dml::InsertOp;
 use datafusion::logical_expr::{Expr, TableProviderFilterPushDown};
 use datafusion::physical_plan::{DisplayAs, DisplayFormatType, ExecutionPlan};
 use futures::StreamExt;
-use sundial_ingest::{IngestError, Sinks};
-use sundial_storage::{Database, Snapshot, StorageError, Table, TableMeta};
+use sundial_ingest::Sinks;
+use sundial_storage::{Database, Snapshot, Table, TableMeta};
 
-use crate::error::external;
+use crate::error::{external, storage_error};
 use crate::exec::scan::{ScanSource, SundialScanExec, is_row_filter, is_time_filter};
 use crate::key_index::KeyIndexes;
 use crate::snapshot::newest_snapshot;
@@ -126,15 +127,6 @@ impl SundialTable {
     }
 }
 
-/// A failed INSERT's error in the storage terms the protocol layers map to SQLSTATEs.
-fn storage_error(e: IngestError) -> StorageError {
-    match e {
-        IngestError::Storage(e) => e,
-        IngestError::Rejected(message) => StorageError::InvalidInput(message),
-        IngestError::Syntax(e) => StorageError::InvalidInput(e.to_string()),
-    }
-}
-
 #[async_trait]
 impl TableProvider for SundialTable {
     fn schema(&self) -> SchemaRef {
@@ -214,7 +206,9 @@ impl TableProvider for SundialTable {
 }
 
 /// Gathers the rows of an INSERT and hands them to the table's sink as one batch, so the
-/// statement is atomic (all its rows or none); returns once they are committed.
+/// statement is atomic (all its rows or none); returns once they are committed. The rows are
+/// held until then inside the query's memory pool: an `INSERT ... SELECT` larger than the
+/// query memory bound fails (53200) instead of growing outside it.
 #[derive(Debug)]
 pub struct SundialSink {
     table: Arc<Table>,
@@ -237,18 +231,24 @@ impl DataSink for SundialSink {
     async fn write_all(
         &self,
         mut data: SendableRecordBatchStream,
-        _context: &Arc<TaskContext>,
+        context: &Arc<TaskContext>,
     ) -> DfResult<u64> {
+        let reservation = MemoryConsumer::new(format!("SundialSink[{}]", self.table.name()))
+            .register(context.memory_pool());
         let mut batches = Vec::new();
         let mut schema = self.schema.clone();
         while let Some(batch) = data.next().await {
             let batch = batch?;
             schema = batch.schema();
             if batch.num_rows() > 0 {
+                reservation.try_grow(batch.get_array_memory_size())?;
                 batches.push(batch);
             }
         }
+        // The one batch the sink takes is a copy of them all.
+        reservation.try_grow(reservation.size())?;
         let batch = concat_batches(&schema, &batches)?;
+        drop(batches);
         if batch.num_rows() == 0 {
             return Ok(0);
         }

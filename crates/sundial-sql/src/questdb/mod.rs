@@ -596,21 +596,9 @@ impl Rewriter<'_> {
         let stride = stride::Stride::parse(&sample.stride).map_err(SqlError::Invalid)?;
         let (origin, zone) = match &sample.align {
             Align::FirstObservation => {
-                let mut first = format!("SELECT min({}) FROM {}", source.timestamp, source.table);
-                if source.qualifier != object_name_text(&source.table).unwrap_or_default() {
-                    first = format!(
-                        "SELECT min({}) FROM {} AS {}",
-                        source.timestamp,
-                        source.table,
-                        column_ident(&source.qualifier)
-                    );
-                }
-                if let Some(w) = &select.selection {
-                    first.push_str(&format!(" WHERE {w}"));
-                }
                 let origin = match &sample.from {
                     Some(from) => to_timestamp(parse_expr(from, "SAMPLE BY FROM", at)?),
-                    None => Expr::Subquery(Box::new(parse_query(&first)?)),
+                    None => Expr::Subquery(Box::new(first_observation(select, source)?)),
                 };
                 (origin, null())
             }
@@ -1116,6 +1104,20 @@ fn split_marker(selection: Expr, marker: &str) -> (Option<usize>, Option<Expr>) 
         }
     }
     (None, Some(selection))
+}
+
+/// `SELECT min(ts) FROM <the SELECT's FROM> WHERE <its WHERE>`: the first bucket's origin
+/// for ALIGN TO FIRST OBSERVATION.
+fn first_observation(select: &Select, source: &Source) -> Result<Query> {
+    let filter = select
+        .selection
+        .clone()
+        .unwrap_or_else(|| Expr::value(Value::Boolean(true)));
+    crate::template::build(
+        "SELECT min(__sundial_slot(0)) FROM __sundial_source WHERE __sundial_slot(1)",
+        &[source.timestamp.clone(), filter],
+        &select.from[0].relation,
+    )
 }
 
 /// LATEST ON/BY by a window over every row: the newest row per key among the rows `filter`
