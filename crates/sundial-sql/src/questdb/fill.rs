@@ -17,26 +17,21 @@
 //! The statement is parsed from a template whose text depends only on the plan's shape (how
 //! many items, which of them are the bucket and the keys, each value's fill kind, whether
 //! FROM and TO are given) and holds only names made here (`__s`, `__f0`, `__o0`, ...) and
-//! slots `__fill_slot(n)`. Nothing the user wrote is ever printed into it: each slot is then
+//! slots (see `crate::template`). Nothing the user wrote is ever printed into it: each slot is then
 //! replaced by its expression node (stride, bounds, origin, zone, fill constants), and the
 //! sampled query, the output names, ORDER BY and LIMIT are set as nodes.
 
-use sqlparser::ast::{
-    Expr, FunctionArg, FunctionArgExpr, FunctionArguments, Query, SelectItem, SetExpr, Value,
-    visit_expressions_mut,
-};
+use sqlparser::ast::{Expr, Query, SelectItem, SetExpr};
 use sqlparser::dialect::GenericDialect;
 use sqlparser::parser::Parser;
 use sqlparser::tokenizer::Token;
-use std::ops::ControlFlow;
 
 use super::clauses::Fill;
 use super::{column_ident, parse_query};
 use crate::ast::string;
 use crate::error::{Result, SqlError};
+use crate::template::Slots;
 
-/// The function a template calls where an expression node goes; its argument is the slot.
-const SLOT: &str = "__fill_slot";
 /// The CTE the sampled query is put in.
 const SAMPLED: &str = "__s";
 
@@ -131,59 +126,6 @@ impl Shape {
             self.partition(Some(group)),
             self.bucket
         )
-    }
-}
-
-/// Expressions put into the template as `__fill_slot(n)`, then as nodes in its place.
-#[derive(Default)]
-struct Slots(Vec<Option<Expr>>);
-
-impl Slots {
-    /// A slot for `expr`, as template text.
-    fn slot(&mut self, expr: Expr) -> String {
-        self.0.push(Some(expr));
-        format!("{SLOT}({})", self.0.len() - 1)
-    }
-
-    /// Replaces each slot of `query` by its expression; each must be there once. The nodes
-    /// put in are not visited again, so a user's own `__fill_slot(n)` stays as written.
-    fn put_into(mut self, query: &mut Query) -> Result<()> {
-        let flow = visit_expressions_mut(query, |e| {
-            let Some(n) = slot_number(e) else {
-                return ControlFlow::Continue(());
-            };
-            match self.0.get_mut(n).and_then(Option::take) {
-                Some(node) => {
-                    *e = node;
-                    ControlFlow::Continue(())
-                }
-                None => ControlFlow::Break(n),
-            }
-        });
-        let unused = self.0.iter().position(Option::is_some);
-        match (flow, unused) {
-            (ControlFlow::Continue(()), None) => Ok(()),
-            (ControlFlow::Break(n), _) | (_, Some(n)) => Err(SqlError::Invalid(format!(
-                "FILL: internal rewrite failed at slot {n}"
-            ))),
-        }
-    }
-}
-
-/// `n` if `e` is `__fill_slot(n)`.
-fn slot_number(e: &Expr) -> Option<usize> {
-    let Expr::Function(f) = e else {
-        return None;
-    };
-    let FunctionArguments::List(list) = &f.args else {
-        return None;
-    };
-    let [FunctionArg::Unnamed(FunctionArgExpr::Expr(Expr::Value(v)))] = list.args.as_slice() else {
-        return None;
-    };
-    match &v.value {
-        Value::Number(n, _) if f.name.to_string() == SLOT => n.parse().ok(),
-        _ => None,
     }
 }
 
@@ -476,7 +418,7 @@ mod tests {
     fn constants_are_the_nodes_written() {
         let query = rewritten(
             "SELECT ts, sum(v), max(v), min(v), avg(v) FROM cpu SAMPLE BY 1h \
-             FILL(-1, 'it''s', 2.5e1, __fill_slot(0))",
+             FILL(-1, 'it''s', 2.5e1, __sundial_slot(0))",
         )
         .unwrap();
         let outputs = outputs(&query);
@@ -493,7 +435,7 @@ mod tests {
             else_of(&outputs[3].1),
             &Expr::value(Value::Number("2.5e1".into(), false))
         );
-        assert_eq!(else_of(&outputs[4].1).to_string(), "__fill_slot(0)");
+        assert_eq!(else_of(&outputs[4].1).to_string(), "__sundial_slot(0)");
     }
 
     #[test]
@@ -583,7 +525,7 @@ mod tests {
         let text = template(&plan, &Shape::of(&plan), &mut slots).unwrap();
         assert!(!text.contains("zz"), "{text}");
         // stride, from, origin, zone and the constant
-        assert_eq!(slots.0.len(), 5);
+        assert_eq!(slots.len(), 5);
         let query = fill_query(&parse_query("SELECT 1").unwrap(), &plan).unwrap();
         assert_eq!(
             parse_query(&query.to_string()).unwrap().to_string(),

@@ -53,6 +53,7 @@ pub use clauses::{Clauses, extract};
 use crate::ast::{call, cast, null};
 use crate::error::{Result, SqlError};
 use crate::names::LATEST_BY_MARKER;
+use crate::template::{SOURCE, Slots};
 
 /// What the rewrite needs to know about tables.
 pub trait Catalog {
@@ -880,35 +881,42 @@ impl Rewriter<'_> {
             }),
             limit_by: Vec::new(),
         });
+        // Only generated names (the hidden keys) and the hole: see `crate::template`.
         let exclude = if hidden.is_empty() {
             String::new()
         } else {
-            format!(
-                " EXCLUDE ({})",
-                hidden
-                    .iter()
-                    .map(ToString::to_string)
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            )
+            let names: Vec<String> = hidden.iter().map(ToString::to_string).collect();
+            format!(" EXCLUDE ({})", names.join(", "))
         };
-        let keys = outer_keys
-            .iter()
-            .map(ToString::to_string)
-            .collect::<Vec<_>>()
-            .join(", ");
-        let offset = if skip_first > 0 {
-            format!(" OFFSET {skip_first}")
-        } else {
-            String::new()
+        let mut inner = std::mem::replace(query, crate::template::parse("SELECT 1")?);
+        let with = inner.with.take();
+        let tail = TableFactor::Derived {
+            lateral: false,
+            subquery: Box::new(inner),
+            alias: Some(TableAlias {
+                explicit: true,
+                name: Ident::new("__sundial_tail"),
+                columns: Vec::new(),
+                at: None,
+            }),
+            sample: None,
         };
-        let inner = std::mem::replace(query, parse_query("SELECT 1")?);
-        let with = inner.with.clone();
-        let mut inner = inner;
-        inner.with = None;
-        let mut outer = parse_query(&format!(
-            "SELECT *{exclude} FROM ({inner}) AS __sundial_tail ORDER BY {keys}{offset}"
-        ))?;
+        let template = format!("SELECT *{exclude} FROM {SOURCE}");
+        let mut outer = crate::template::build(&template, Slots::default(), &tail)?;
+        outer.order_by = Some(OrderBy {
+            kind: OrderByKind::Expressions(outer_keys),
+            interpolate: None,
+        });
+        if skip_first > 0 {
+            outer.limit_clause = Some(LimitClause::LimitOffset {
+                limit: None,
+                offset: Some(Offset {
+                    value: Expr::value(Value::Number(skip_first.to_string(), false)),
+                    rows: OffsetRows::None,
+                }),
+                limit_by: Vec::new(),
+            });
+        }
         outer.with = with;
         *query = outer;
         Ok(())
@@ -1113,11 +1121,13 @@ fn first_observation(select: &Select, source: &Source) -> Result<Query> {
         .selection
         .clone()
         .unwrap_or_else(|| Expr::value(Value::Boolean(true)));
-    crate::template::build(
-        "SELECT min(__sundial_slot(0)) FROM __sundial_source WHERE __sundial_slot(1)",
-        &[source.timestamp.clone(), filter],
-        &select.from[0].relation,
-    )
+    let mut slots = Slots::default();
+    let template = format!(
+        "SELECT min({}) FROM {SOURCE} WHERE {}",
+        slots.slot(source.timestamp.clone()),
+        slots.slot(filter)
+    );
+    crate::template::build(&template, slots, &select.from[0].relation)
 }
 
 /// LATEST ON/BY by a window over every row: the newest row per key among the rows `filter`
@@ -1129,22 +1139,18 @@ fn latest_by_window(
     filter: Option<Expr>,
     name: &Ident,
 ) -> Result<TableFactor> {
-    let key_slots: Vec<String> = (0..keys.len())
-        .map(|i| format!("__sundial_slot({i})"))
-        .collect();
-    let mut slots = keys;
-    let order = slots.len();
-    slots.push(timestamp.clone());
-    slots.push(filter.unwrap_or_else(|| Expr::value(Value::Boolean(true))));
+    let mut slots = Slots::default();
+    let keys: Vec<String> = keys.into_iter().map(|k| slots.slot(k)).collect();
+    let order = slots.slot(timestamp.clone());
+    let filter = slots.slot(filter.unwrap_or_else(|| Expr::value(Value::Boolean(true))));
     // Only generated names and holes: see `crate::template`.
     let template = format!(
         "SELECT * EXCLUDE (__sundial_rn) FROM (SELECT *, row_number() OVER (PARTITION BY {} \
-         ORDER BY __sundial_slot({order}) DESC) AS __sundial_rn FROM __sundial_source \
-         WHERE __sundial_slot({})) WHERE __sundial_rn = 1",
-        key_slots.join(", "),
-        order + 1,
+         ORDER BY {order} DESC) AS __sundial_rn FROM {SOURCE} WHERE {filter}) \
+         WHERE __sundial_rn = 1",
+        keys.join(", "),
     );
-    let query = crate::template::build(&template, &slots, &select.from[0].relation)?;
+    let query = crate::template::build(&template, slots, &select.from[0].relation)?;
     Ok(TableFactor::Derived {
         lateral: false,
         subquery: Box::new(query),
@@ -1368,6 +1374,15 @@ mod tests {
         );
         let e = rewritten("SELECT 1 LIMIT -1").unwrap_err().to_string();
         assert!(e.contains("needs an order"), "{e}");
+        // The reversed query is a node of the result, never text parsed again.
+        let odd = rewritten(
+            r#"SELECT "we'ird ""c""" FROM cpu WHERE s = 'x'') OR (1=1' ORDER BY "we'ird ""c""" LIMIT -2"#,
+        )
+        .unwrap();
+        assert_eq!(
+            odd,
+            r#"SELECT * FROM (SELECT "we'ird ""c""" FROM cpu WHERE s = 'x'') OR (1=1' ORDER BY "we'ird ""c""" DESC NULLS FIRST LIMIT 2) AS __sundial_tail ORDER BY "we'ird ""c""""#
+        );
     }
 
     #[test]
