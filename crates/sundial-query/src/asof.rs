@@ -21,7 +21,6 @@ use std::fmt;
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use datafusion::arrow::datatypes::DataType;
 use datafusion::catalog::Session;
 use datafusion::common::tree_node::{Transformed, TreeNode};
 use datafusion::common::{Column, DFSchema, DFSchemaRef, JoinType, ScalarValue};
@@ -34,9 +33,8 @@ use datafusion::logical_expr::logical_plan::builder::build_join_schema;
 use datafusion::logical_expr::physical_planning_context::PhysicalPlanningContext;
 use datafusion::logical_expr::utils::{conjunction, split_conjunction};
 use datafusion::logical_expr::{
-    BinaryExpr, ColumnarValue, Expr, Extension, Filter, LogicalPlan, Operator, ScalarFunctionArgs,
-    ScalarUDF, ScalarUDFImpl, Signature, UserDefinedLogicalNode, UserDefinedLogicalNodeCore,
-    Volatility,
+    BinaryExpr, Expr, Extension, Filter, LogicalPlan, Operator, ScalarUDF, TypeSignature,
+    UserDefinedLogicalNode, UserDefinedLogicalNodeCore,
 };
 use datafusion::optimizer::analyzer::AnalyzerRule;
 use datafusion::optimizer::optimizer::ApplyOrder;
@@ -70,43 +68,11 @@ pub(crate) fn install(builder: SessionStateBuilder) -> SessionStateBuilder {
 
 /// The marker function, which the session must know for the marked SQL to plan.
 pub(crate) fn marker_function() -> ScalarUDF {
-    ScalarUDF::new_from_impl(JoinMarker::new())
-}
-
-// --- the marker ---
-
-/// Never evaluated: [`AsofJoinRule`] removes every call. Volatile, so that nothing folds it.
-#[derive(Debug, PartialEq, Eq, Hash)]
-struct JoinMarker {
-    signature: Signature,
-}
-
-impl JoinMarker {
-    fn new() -> Self {
-        JoinMarker {
-            signature: Signature::any(2, Volatility::Volatile),
-        }
-    }
-}
-
-impl ScalarUDFImpl for JoinMarker {
-    fn name(&self) -> &str {
-        JOIN_MARKER
-    }
-
-    fn signature(&self) -> &Signature {
-        &self.signature
-    }
-
-    fn return_type(&self, _: &[DataType]) -> DfResult<DataType> {
-        Ok(DataType::Boolean)
-    }
-
-    fn invoke_with_args(&self, _: ScalarFunctionArgs) -> DfResult<ColumnarValue> {
-        Err(DataFusionError::Plan(
-            "ASOF JOIN and LT JOIN belong in a FROM clause, joining two relations".into(),
-        ))
-    }
+    crate::marker::marker(
+        JOIN_MARKER,
+        TypeSignature::Any(2),
+        "ASOF JOIN and LT JOIN belong in a FROM clause, joining two relations",
+    )
 }
 
 /// The join's kind and tolerance, if `e` is the marker call.

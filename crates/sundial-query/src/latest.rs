@@ -18,15 +18,13 @@
 
 use std::sync::Arc;
 
-use datafusion::arrow::datatypes::DataType;
 use datafusion::common::tree_node::{Transformed, TreeNode};
 use datafusion::common::{Column, DataFusionError, Result as DfResult};
 use datafusion::config::ConfigOptions;
 use datafusion::datasource::{provider_as_source, source_as_provider};
 use datafusion::logical_expr::utils::{conjunction, split_conjunction};
 use datafusion::logical_expr::{
-    ColumnarValue, Expr, LogicalPlan, ScalarFunctionArgs, ScalarUDF, ScalarUDFImpl, Signature,
-    SubqueryAlias, TableScanBuilder, Volatility,
+    Expr, LogicalPlan, ScalarUDF, SubqueryAlias, TableScanBuilder, TypeSignature,
 };
 use datafusion::optimizer::analyzer::AnalyzerRule;
 use sundial_sql::names::LATEST_BY_MARKER;
@@ -37,35 +35,11 @@ use crate::provider::SundialTable;
 
 /// The marker function, which the session must know for the marked SQL to plan.
 pub(crate) fn marker_function() -> ScalarUDF {
-    ScalarUDF::new_from_impl(LatestMarker {
-        signature: Signature::variadic_any(Volatility::Volatile),
-    })
-}
-
-/// Never evaluated: [`LatestRule`] removes every call. Volatile, so that nothing folds it.
-#[derive(Debug, PartialEq, Eq, Hash)]
-struct LatestMarker {
-    signature: Signature,
-}
-
-impl ScalarUDFImpl for LatestMarker {
-    fn name(&self) -> &str {
-        LATEST_BY_MARKER
-    }
-
-    fn signature(&self) -> &Signature {
-        &self.signature
-    }
-
-    fn return_type(&self, _: &[DataType]) -> DfResult<DataType> {
-        Ok(DataType::Boolean)
-    }
-
-    fn invoke_with_args(&self, _: ScalarFunctionArgs) -> DfResult<ColumnarValue> {
-        Err(DataFusionError::Plan(
-            "LATEST ON/BY belongs after a SELECT's FROM and WHERE".into(),
-        ))
-    }
+    crate::marker::marker(
+        LATEST_BY_MARKER,
+        TypeSignature::VariadicAny,
+        "LATEST ON/BY belongs after a SELECT's FROM and WHERE",
+    )
 }
 
 /// Turns each marked filter over a Sundial table into a [`LatestTable`] scan.

@@ -67,6 +67,7 @@ mod exec;
 mod functions;
 mod key_index;
 mod latest;
+mod marker;
 mod permissions;
 mod plans;
 mod provider;
