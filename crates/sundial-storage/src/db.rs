@@ -117,6 +117,13 @@ impl Database {
                 ));
             }
         }
+        if options.durability == Durability::Sync {
+            // Names an earlier process created but never fsynced (files of a transaction it
+            // did not commit, or everything under another durability mode) become durable
+            // here; from now on each writer fsyncs the directories it changes
+            // (`dir_sync.rs`) before a commit may name their files.
+            sync_file_system(&root)?;
+        }
         let db = Arc::new(Database {
             root,
             options,
@@ -248,16 +255,18 @@ impl Database {
 
     /// Flushes every file system write (used by the periodic durability mode).
     pub fn sync_all(&self) -> Result<()> {
-        let dir = File::open(&self.root).at(&self.root)?;
-        // SAFETY: syncfs only reads the descriptor, which `dir` keeps open.
-        if unsafe { libc::syncfs(dir.as_raw_fd()) } != 0 {
-            return Err(StorageError::io(
-                &self.root,
-                std::io::Error::last_os_error(),
-            ));
-        }
-        Ok(())
+        sync_file_system(&self.root)
     }
+}
+
+/// Flushes every write to the file system holding `root` (`syncfs`).
+fn sync_file_system(root: &Path) -> Result<()> {
+    let dir = File::open(root).at(root)?;
+    // SAFETY: syncfs only reads the descriptor, which `dir` keeps open.
+    if unsafe { libc::syncfs(dir.as_raw_fd()) } != 0 {
+        return Err(StorageError::io(root, std::io::Error::last_os_error()));
+    }
+    Ok(())
 }
 
 fn not_found(name: &str) -> StorageError {

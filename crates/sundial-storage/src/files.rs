@@ -19,6 +19,7 @@ use arrow_buffer::Buffer;
 use crate::bits;
 use crate::cache::{FileCache, Mapped};
 use crate::column::{ColumnBuf, Values};
+use crate::dir_sync::UnsyncedDirs;
 use crate::error::{IoContext, Result, StorageError};
 use crate::txn::ColumnMeta;
 use crate::types::Layout;
@@ -301,14 +302,20 @@ pub(crate) struct ColumnFiles {
 }
 
 impl ColumnFiles {
-    /// Opens (creating if needed) the files of a column holding `rows` rows since its top.
+    /// Opens (creating if needed) the files of a column holding `rows` rows since its top. With
+    /// no row yet the files are created here (or were, by a discarded transaction): `dir` is
+    /// recorded in `unsynced`, as the commit of these rows is the first to name the files.
     pub fn open(
         cache: &Arc<FileCache>,
         dir: &Path,
         column: &ColumnMeta,
         rows: u64,
+        unsynced: &mut UnsyncedDirs,
     ) -> Result<ColumnFiles> {
         let id = column.id;
+        if rows == 0 {
+            unsynced.add(dir);
+        }
         let data = dir.join(data_file(id));
         cache.file(&data, true)?;
         let mut data_len = 0;
@@ -344,8 +351,14 @@ impl ColumnFiles {
         })
     }
 
-    /// Writes rows `range` of `buf` after the rows already in the files.
-    pub fn append(&mut self, buf: &ColumnBuf, range: std::ops::Range<usize>) -> Result<()> {
+    /// Writes rows `range` of `buf` after the rows already in the files; a validity file it
+    /// renames into place records its directory in `unsynced`.
+    pub fn append(
+        &mut self,
+        buf: &ColumnBuf,
+        range: std::ops::Range<usize>,
+        unsynced: &mut UnsyncedDirs,
+    ) -> Result<()> {
         let n = range.len();
         if n == 0 {
             return Ok(());
@@ -383,12 +396,17 @@ impl ColumnFiles {
                 self.data_len += end - start;
             }
         }
-        self.append_validity(buf, &range)?;
+        self.append_validity(buf, &range, unsynced)?;
         self.rows += n as u64;
         Ok(())
     }
 
-    fn append_validity(&mut self, buf: &ColumnBuf, range: &std::ops::Range<usize>) -> Result<()> {
+    fn append_validity(
+        &mut self,
+        buf: &ColumnBuf,
+        range: &std::ops::Range<usize>,
+        unsynced: &mut UnsyncedDirs,
+    ) -> Result<()> {
         let n = range.len();
         let has_nulls = buf
             .validity
@@ -408,6 +426,9 @@ impl ColumnFiles {
             bits::append_constant(&mut ones, 0, true, self.rows as usize);
             write_file(&tmp, &ones, false)?;
             std::fs::rename(&tmp, path).at(path)?;
+            if let Some(dir) = path.parent() {
+                unsynced.add(dir);
+            }
             self.has_validity = true;
         }
         let f = self.cache.file(path, false)?;
@@ -463,6 +484,15 @@ fn write_bits(
 /// Flushes a directory entry list to stable storage.
 pub(crate) fn sync_dir(path: &Path) -> Result<()> {
     File::open(path).and_then(|f| f.sync_all()).at(path)
+}
+
+/// Creates directory `path` unless it exists; whether this call created it.
+pub(crate) fn ensure_dir(path: &Path) -> Result<bool> {
+    match std::fs::create_dir(path) {
+        Ok(()) => Ok(true),
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists && path.is_dir() => Ok(false),
+        Err(e) => Err(StorageError::io(path, e)),
+    }
 }
 
 /// Writes a whole file: data, then optionally fsync.

@@ -32,6 +32,7 @@ mod bits;
 mod cache;
 mod column;
 mod db;
+mod dir_sync;
 mod error;
 mod files;
 mod invariants;

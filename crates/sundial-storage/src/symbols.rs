@@ -9,8 +9,9 @@ use std::sync::Arc;
 use arrow_array::StringArray;
 
 use crate::column::SymbolResolver;
+use crate::dir_sync::UnsyncedDirs;
 use crate::error::{IoContext, Result, StorageError};
-use crate::files::{data_file, offsets_file, sync_dir};
+use crate::files::{data_file, ensure_dir, offsets_file};
 use crate::symbol_index::PublishedSymbols;
 
 /// Directory inside a table directory that holds the dictionaries.
@@ -75,14 +76,22 @@ impl SymbolDict {
     }
 
     /// Appends pending symbols to the dictionary files (not yet committed): bytes to `N.d`, then
-    /// end offsets to `N.o`, each past the committed ones; with `sync`, fsyncs both (and the
-    /// directories, when the column had no committed symbol). The caller writes the transaction
-    /// after this returns.
-    pub fn write_pending(&mut self, sync: bool) -> Result<()> {
+    /// end offsets to `N.o`, each past the committed ones; with `sync`, fsyncs both. Records in
+    /// `unsynced` the directories whose entries the commit's slot will be the first to name:
+    /// `_sym/` for a column with no committed symbol (its files may be new), the table directory
+    /// when `_sym/` is created here. The caller writes the transaction after this returns.
+    pub fn write_pending(&mut self, sync: bool, unsynced: &mut UnsyncedDirs) -> Result<()> {
         if !self.has_pending() {
             return Ok(());
         }
-        std::fs::create_dir_all(&self.dir).at(&self.dir)?;
+        if ensure_dir(&self.dir)?
+            && let Some(table_dir) = self.dir.parent()
+        {
+            unsynced.add(table_dir);
+        }
+        if self.committed == 0 {
+            unsynced.add(&self.dir);
+        }
         let data_path = self.dir.join(data_file(self.column_id));
         let offsets_path = self.dir.join(offsets_file(self.column_id));
         let open = |p: &Path| {
@@ -117,14 +126,6 @@ impl SymbolDict {
         if sync {
             data.sync_data().at(&data_path)?;
             offsets.sync_data().at(&offsets_path)?;
-            if self.committed == 0 {
-                // The files (and `_sym`) may be new: their names must be durable before the
-                // transaction that counts their symbols.
-                sync_dir(&self.dir)?;
-                if let Some(table_dir) = self.dir.parent() {
-                    sync_dir(table_dir)?;
-                }
-            }
         }
         Ok(())
     }

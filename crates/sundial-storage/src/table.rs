@@ -3,7 +3,7 @@
 //! ```text
 //!   TableWriter ──append──▶ column files past the committed rows   (in-order rows)
 //!        │        └──────▶ memory, merged into a new partition     (out-of-order rows)
-//!        └──commit──▶ fsync (per durability) ─▶ _txn.{seq%2} ─▶ publish Snapshot
+//!        └──commit──▶ fsync files, then changed dirs (sync) ─▶ _txn.{seq%2} ─▶ publish Snapshot
 //!   readers ──snapshot()──▶ Arc<Snapshot> (never sees uncommitted rows, never blocks)
 //! ```
 
@@ -19,6 +19,7 @@ use arrow_buffer::BooleanBuffer;
 
 use crate::cache::FileCache;
 use crate::column::{ColumnBuf, SymbolResolver, Values, from_arrow};
+use crate::dir_sync::UnsyncedDirs;
 use crate::error::{IoContext, Result, StorageError, ensure_invariant};
 use crate::files::{
     ColumnFiles, PartitionDir, TableDir, data_file, offsets_file, partition_dir_name, read_offset,
@@ -38,7 +39,8 @@ use crate::validate_name;
 /// the page cache, which the kernel writes out.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Durability {
-    /// `fsync` column files, then the transaction file, before a commit returns.
+    /// `fsync` column files, then the directories whose entries the commit changed (see
+    /// `dir_sync.rs`), then the transaction file, before a commit returns.
     Sync,
     /// The whole file system is flushed every `interval_ms` when something was committed:
     /// an OS crash loses at most the last interval's commits.
@@ -352,6 +354,15 @@ impl Table {
                 remove_table_dir(&path)?;
                 return Ok(None);
             }
+            TxnFound::TornCreate => {
+                tracing::warn!(
+                    "{}: only a torn first transaction of CREATE TABLE reached the disk; \
+                     removing the directory (a CREATE that never completed)",
+                    path.display()
+                );
+                remove_table_dir(&path)?;
+                return Ok(None);
+            }
         };
         debug_assert!(!state.dropped, "a dropped table is never opened");
         let dir = Arc::new(TableDir {
@@ -392,6 +403,7 @@ impl Table {
             pending: BTreeMap::new(),
             pending_bytes: 0,
             files: HashMap::new(),
+            unsynced_dirs: UnsyncedDirs::default(),
             next_version,
             options: options.clone(),
         };
@@ -478,6 +490,9 @@ enum TxnFound {
     Dropped,
     /// Neither slot holds a byte: no transaction of this directory ever reached the disk.
     None,
+    /// No slot is valid, and the directory is what a CREATE TABLE whose first slot did not
+    /// reach the disk whole leaves (see [`create_never_completed`]).
+    TornCreate,
 }
 
 /// Reads the newest valid commit. A DROP TABLE commit is taken as soon as its slot is valid:
@@ -504,6 +519,9 @@ fn read_txn(dir: &Path) -> Result<TxnFound> {
     if !any_bytes {
         return Ok(TxnFound::None);
     }
+    if candidates.is_empty() && create_never_completed(dir)? {
+        return Ok(TxnFound::TornCreate);
+    }
     candidates.sort_by_key(|s| std::cmp::Reverse(s.seq));
     if candidates.first().is_some_and(|s| s.dropped) {
         return Ok(TxnFound::Dropped);
@@ -522,6 +540,42 @@ fn read_txn(dir: &Path) -> Result<TxnFound> {
         }
     }
     Err(last_error.unwrap_or_else(|| StorageError::corrupt(dir, "no transaction file")))
+}
+
+/// Whether a table directory with bytes in a slot but no valid slot is a CREATE TABLE that
+/// never completed: without `sync`, the rename that publishes a new table's directory may reach
+/// the disk before the bytes of its slot `_txn.0` (seq 0). True exactly when
+///
+/// * `_txn.1` is empty or absent, as CREATE leaves it (commit 1, and every odd one after it,
+///   writes a whole slot there);
+/// * `_txn.0` holds what a crash may leave of a seq-0 slot
+///   ([`TxnState::may_be_torn_first_slot`]): a later commit's slot that kept a byte of its seq
+///   says the table existed;
+/// * the directory holds nothing but the two slots: every partition directory and `_sym/` is
+///   created after CREATE returned, by appends.
+///
+/// A directory holding anything written after CREATE returned (bytes in `_txn.1`, a slot
+/// whose seq is not 0, a partition directory, `_sym/`) is a table that existed: opening
+/// reports it corrupt.
+fn create_never_completed(dir: &Path) -> Result<bool> {
+    for entry in std::fs::read_dir(dir).at(dir)? {
+        let name = entry.at(dir)?.file_name();
+        if !TXN_SLOTS.iter().any(|slot| name == *slot) {
+            return Ok(false);
+        }
+    }
+    let second = dir.join(TXN_SLOTS[1]);
+    match std::fs::metadata(&second) {
+        Ok(m) if m.len() > 0 => return Ok(false),
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+            return Err(StorageError::io(second, e));
+        }
+        _ => {}
+    }
+    let first = dir.join(TXN_SLOTS[0]);
+    let bytes = std::fs::read(&first).at(&first)?;
+    debug_assert!(!bytes.is_empty(), "a slot holds bytes");
+    Ok(TxnState::may_be_torn_first_slot(&bytes))
 }
 
 /// Checks that the files a transaction names hold at least the bytes it commits.
@@ -645,6 +699,9 @@ struct WriterState {
     pending_bytes: usize,
     /// Append positions of the columns of partitions the pending transaction wrote to.
     files: HashMap<i64, HashMap<u32, ColumnFiles>>,
+    /// Directories whose entries this writer changed since they were last fsynced (see
+    /// `dir_sync.rs`); kept across rollbacks, emptied by each commit.
+    unsynced_dirs: UnsyncedDirs,
     next_version: u64,
     options: Arc<StorageOptions>,
 }
@@ -1104,6 +1161,8 @@ impl WriterState {
             std::fs::remove_dir_all(&path).at(&path)?;
         }
         std::fs::create_dir(&path).at(&path)?;
+        self.unsynced_dirs.add(&self.table_dir.path);
+        self.unsynced_dirs.add(&path);
         let dir = Arc::new(PartitionDir::new(self.table_dir.clone(), path));
         // Removed on drop unless a commit adopts it.
         dir.obsolete.store(true, Ordering::Release);
@@ -1161,20 +1220,22 @@ impl WriterState {
         let base = pending.base.clone();
         let cache = self.table_dir.cache.clone();
         let files = self.files.entry(key).or_default();
+        let unsynced = &mut self.unsynced_dirs;
         for (c, buf) in meta.columns.iter().zip(columns) {
             let f = match files.entry(c.id) {
                 std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
                 std::collections::hash_map::Entry::Vacant(e) => {
                     let rows = rows_so_far - base.column_top(c.id).min(rows_so_far);
-                    e.insert(ColumnFiles::open(&cache, &dir_path, c, rows)?)
+                    e.insert(ColumnFiles::open(&cache, &dir_path, c, rows, unsynced)?)
                 }
             };
-            f.append(buf, range.clone())?;
+            f.append(buf, range.clone(), unsynced)?;
         }
         Ok(())
     }
 
-    /// Discards pending rows; files keep harmless bytes past the committed rows.
+    /// Discards pending rows; files keep harmless bytes past the committed rows. Their names
+    /// stay recorded as unsynced: a later commit may give those files their first rows.
     fn rollback(&mut self) {
         for (key, p) in std::mem::take(&mut self.pending) {
             self.files.remove(&key);
@@ -1184,7 +1245,10 @@ impl WriterState {
                     p.dir.forget(&validity_file(c.id));
                 }
             }
+            // Dropping `p` deleted a directory new in the discarded transaction (obsolete,
+            // held by nothing else): it needs no fsync; the table directory stays recorded.
         }
+        self.unsynced_dirs.retain(|dir| dir.is_dir());
         for d in self.symbols.values_mut() {
             d.rollback();
         }
@@ -1206,6 +1270,10 @@ impl WriterState {
                 let (meta, dir) = if p.o3.is_some() {
                     let dir = self.new_partition_dir(*key)?;
                     let meta = self.rewrite(p, &dir, sync)?;
+                    if p.is_new {
+                        // Replaced by `dir` before any transaction named it; deleted after.
+                        self.unsynced_dirs.remove(&p.dir.path);
+                    }
                     (meta, dir)
                 } else {
                     if sync {
@@ -1216,9 +1284,6 @@ impl WriterState {
                             .flat_map(|m| m.values_mut())
                         {
                             f.sync()?;
-                        }
-                        if p.is_new {
-                            sync_dir(&p.dir.path)?;
                         }
                     }
                     let mut meta = p.base.clone();
@@ -1241,7 +1306,7 @@ impl WriterState {
                 adopted.push((*key, dir));
             }
             for (id, dict) in &mut self.symbols {
-                dict.write_pending(sync)?;
+                dict.write_pending(sync, &mut self.unsynced_dirs)?;
                 match next.symbol_counts.iter_mut().find(|(i, _)| i == id) {
                     Some(entry) => entry.1 = dict.len(),
                     None => next.symbol_counts.push((*id, dict.len())),
@@ -1277,6 +1342,9 @@ impl WriterState {
                 .collect();
             invariants::debug_check_publishable(&self.table_dir.path, &next, &bytes, &written);
         }
+        self.sync_dirs()?;
+        // Overwritten in place (both slots exist from CREATE TABLE): no directory entry changes.
+        debug_assert!(slot.is_file(), "transaction slot {} exists", slot.display());
         // Directories created by this commit stay marked obsolete (removed when dropped)
         // until the transaction naming them is written.
         write_file(&slot, &bytes, sync)?;
@@ -1324,9 +1392,28 @@ impl WriterState {
         Ok(self.snapshot())
     }
 
-    /// Merges a partition's existing rows with its out-of-order rows into `dir`.
-    fn rewrite(&self, p: &Pending, dir: &Arc<PartitionDir>, sync: bool) -> Result<PartitionMeta> {
-        let meta = &self.committed.meta;
+    /// With durability `sync`, fsyncs every directory whose entries this writer changed since
+    /// the last commit (see `dir_sync.rs`); called right before a transaction slot is written,
+    /// after every file the slot commits was fsynced. In other modes only forgets them.
+    fn sync_dirs(&mut self) -> Result<()> {
+        if self.options.durability != Durability::Sync {
+            self.unsynced_dirs.clear();
+            return Ok(());
+        }
+        self.unsynced_dirs.sync_all()?;
+        debug_assert!(self.unsynced_dirs.is_empty(), "every directory fsynced");
+        Ok(())
+    }
+
+    /// Merges a partition's existing rows with its out-of-order rows into `dir` (new: recorded
+    /// unsynced with the table directory when it was created).
+    fn rewrite(
+        &mut self,
+        p: &Pending,
+        dir: &Arc<PartitionDir>,
+        sync: bool,
+    ) -> Result<PartitionMeta> {
+        let meta = self.committed.meta.clone();
         let ts_index = meta.timestamp_index.ok_or_else(|| {
             StorageError::Internal("out-of-order rows without a timestamp".into())
         })?;
@@ -1355,14 +1442,12 @@ impl WriterState {
             let mut all = p.dir.read_raw(c, top, existing_rows)?;
             all.extend_from(extra, 0..extra.rows);
             let merged = all.gather(&order);
-            let mut files = ColumnFiles::open(dir.cache(), &dir.path, c, 0)?;
-            files.append(&merged, 0..merged.rows)?;
+            let unsynced = &mut self.unsynced_dirs;
+            let mut files = ColumnFiles::open(dir.cache(), &dir.path, c, 0, unsynced)?;
+            files.append(&merged, 0..merged.rows, unsynced)?;
             if sync {
                 files.sync()?;
             }
-        }
-        if sync {
-            sync_dir(&dir.path)?;
         }
         let first = existing_ts
             .first()

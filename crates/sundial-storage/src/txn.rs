@@ -23,6 +23,8 @@ const FORMAT_VERSION: u16 = 2;
 /// Column flag: a SYMBOL column with a symbol index.
 const COLUMN_INDEXED: u8 = 1;
 const HEADER_BYTES: usize = 4 + 2 + 2 + 8 + 4;
+/// Offset of `seq` in a slot.
+const SEQ_AT: usize = 4 + 2 + 2;
 
 /// One column of a table.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -179,6 +181,17 @@ impl TxnState {
     }
 
     /// Decodes and validates one slot; `path` is only used in error messages.
+    /// Whether `bytes`, which are not a valid slot, may be what a crash left of a slot with
+    /// seq 0 (CREATE TABLE's) being written: a prefix of it in which blocks the disk never got
+    /// read as zeros. So every byte of the magic present is the magic's or 0, and every byte of
+    /// `seq` present is 0. Later bytes depend on the schema and are not checked; a slot of
+    /// any later commit that kept a byte of its `seq` fails.
+    pub fn may_be_torn_first_slot(bytes: &[u8]) -> bool {
+        let magic = bytes.iter().zip(MAGIC).all(|(b, m)| b == m || *b == 0);
+        let seq = bytes.get(SEQ_AT..bytes.len().min(SEQ_AT + 8));
+        magic && seq.unwrap_or_default().iter().all(|b| *b == 0)
+    }
+
     pub fn decode(bytes: &[u8], path: &Path) -> Result<TxnState> {
         let bad = |m: &str| StorageError::corrupt(path, m.to_string());
         if bytes.len() < HEADER_BYTES + 4 || &bytes[0..4] != MAGIC {
@@ -422,6 +435,29 @@ mod tests {
         meta.columns[1].indexed = false;
         t.meta = Arc::new(meta);
         assert_eq!(TxnState::decode(&bytes, Path::new("x")).unwrap(), t);
+    }
+
+    #[test]
+    fn only_prefixes_of_a_first_slot_may_be_torn_first_slots() {
+        let mut first = sample();
+        first.seq = 0;
+        let bytes = first.encode();
+        for len in 0..bytes.len() {
+            assert!(TxnState::may_be_torn_first_slot(&bytes[..len]), "{len}");
+            // Blocks never written back read as zeros, from any offset on.
+            let mut zeroed = bytes.clone();
+            zeroed[len..].fill(0);
+            assert!(
+                TxnState::may_be_torn_first_slot(&zeroed),
+                "zeros from {len}"
+            );
+        }
+        let later = sample().encode();
+        assert!(TxnState::may_be_torn_first_slot(&later[..SEQ_AT]));
+        for len in SEQ_AT + 1..=later.len() {
+            assert!(!TxnState::may_be_torn_first_slot(&later[..len]), "{len}");
+        }
+        assert!(!TxnState::may_be_torn_first_slot(b"garbage"));
     }
 
     #[test]

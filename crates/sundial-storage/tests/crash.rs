@@ -437,3 +437,130 @@ fn symbols_an_os_crash_lost_reopen_at_the_previous_commit() {
     let snapshot = db.table("crash").unwrap().snapshot();
     assert_rows(&read_all(&snapshot), &expected(&first), "the first commit");
 }
+
+// ---- A torn transaction slot after an OS crash ------------------------------------------------
+
+/// Opening `dir` in `none` mode: the error, if it fails.
+fn open_error(dir: &std::path::Path) -> Option<sundial_storage::StorageError> {
+    let options = StorageOptions {
+        durability: Durability::None,
+        ..StorageOptions::default()
+    };
+    Database::open(dir, options).err()
+}
+
+/// The slots of the only table in `dir`, overwritten with `first` and `second` (`None`: the
+/// slot file absent).
+fn tear_slots(dir: &std::path::Path, first: &[u8], second: Option<&[u8]>) {
+    let table = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.is_dir())
+        .unwrap();
+    std::fs::write(table.join("_txn.0"), first).unwrap();
+    match second {
+        Some(bytes) => std::fs::write(table.join("_txn.1"), bytes).unwrap(),
+        None => std::fs::remove_file(table.join("_txn.1")).unwrap(),
+    }
+}
+
+/// Without `sync`, the rename that publishes a new table's directory may reach the disk
+/// before the bytes of its first slot. Every torn form of that slot (a prefix, blocks read as
+/// zeros), with `_txn.1` empty or absent, opens as a CREATE that never completed: no table,
+/// no directory, and its name free again.
+#[test]
+fn a_create_whose_first_slot_is_torn_opens_without_the_table() {
+    let created = tempfile::tempdir().unwrap();
+    let first_slot = {
+        let db = open(created.path(), false);
+        let table = db.create_table(def(), false).unwrap();
+        std::fs::read(table.path().join("_txn.0")).unwrap()
+    };
+    let len = first_slot.len();
+    let mut zeros_from_20 = first_slot.clone();
+    zeros_from_20[20..].fill(0);
+    let torn: Vec<(&str, Vec<u8>)> = vec![
+        ("one byte", first_slot[..1].to_vec()),
+        ("magic and format", first_slot[..8].to_vec()),
+        ("header", first_slot[..20].to_vec()),
+        ("all but the CRC", first_slot[..len - 4].to_vec()),
+        ("zeros", vec![0; len]),
+        ("zeros after the header", zeros_from_20),
+    ];
+    for (what, bytes) in torn {
+        for second in [Some(&[][..]), None] {
+            let dir = tempfile::tempdir().unwrap();
+            let table = dir.path().join("crash~1");
+            std::fs::create_dir(&table).unwrap();
+            std::fs::write(table.join("_txn.1"), b"").unwrap();
+            tear_slots(dir.path(), &bytes, second);
+            let db = open(dir.path(), false);
+            let case = format!("{what}, _txn.1 {second:?}");
+            assert!(db.table_names().is_empty(), "{case}");
+            assert!(!table.exists(), "{case}: the directory is removed");
+            let t = db.create_table(def(), false).unwrap();
+            assert!(t.path().ends_with("crash~2"), "{case}: {:?}", t.path());
+        }
+    }
+}
+
+/// A torn slot of a table that committed after its CREATE is still reported as corrupt, when
+/// any of the three signs shows it: a partition directory, a seq that is not 0, bytes in
+/// `_txn.1`.
+#[test]
+fn a_torn_slot_of_a_table_that_committed_is_reported_corrupt() {
+    let row = |ts: i64| Row {
+        ts,
+        sym: None,
+        v: Some(1),
+        s: None,
+        b: None,
+        d: 0.0,
+    };
+    let is_corrupt = |e: Option<sundial_storage::StorageError>| {
+        matches!(e, Some(sundial_storage::StorageError::Corrupt { .. }))
+    };
+    // Rows in commits 1 and 2; commit 2's slot `_txn.0` torn, commit 1's lost.
+    for keep in [4, 30] {
+        let dir = tempfile::tempdir().unwrap();
+        let slot = {
+            let db = open(dir.path(), false);
+            let table = db.create_table(def(), false).unwrap();
+            let mut w = table.writer().unwrap();
+            for ts in [1_451_606_400_000_000_000, 1_451_606_400_000_000_001] {
+                w.append(&batch(&[row(ts)])).unwrap();
+                w.commit().unwrap();
+            }
+            std::fs::read(table.path().join("_txn.0")).unwrap()
+        };
+        tear_slots(dir.path(), &slot[..keep], Some(b""));
+        let error = open_error(dir.path());
+        assert!(is_corrupt(error), "rows, {keep} bytes kept");
+    }
+    // Only schema changes, so no directory: a seq of 2 in the torn slot.
+    let dir = tempfile::tempdir().unwrap();
+    let slot = {
+        let db = open(dir.path(), false);
+        let table = db.create_table(def(), false).unwrap();
+        let mut w = table.writer().unwrap();
+        w.add_column("x", sundial_storage::ColumnType::Long)
+            .unwrap();
+        w.rename_column("x", "y").unwrap();
+        std::fs::read(table.path().join("_txn.0")).unwrap()
+    };
+    tear_slots(dir.path(), &slot[..20], None);
+    assert!(is_corrupt(open_error(dir.path())), "seq 2");
+    // CREATE's slot torn, the next commit's slot too.
+    let dir = tempfile::tempdir().unwrap();
+    let (first, second) = {
+        let db = open(dir.path(), false);
+        let table = db.create_table(def(), false).unwrap();
+        let first = std::fs::read(table.path().join("_txn.0")).unwrap();
+        let mut w = table.writer().unwrap();
+        w.add_column("x", sundial_storage::ColumnType::Long)
+            .unwrap();
+        (first, std::fs::read(table.path().join("_txn.1")).unwrap())
+    };
+    tear_slots(dir.path(), &first[..10], Some(&second[..10]));
+    assert!(is_corrupt(open_error(dir.path())), "_txn.1 torn");
+}
