@@ -3,10 +3,8 @@
 use std::sync::{Arc, Mutex, RwLock};
 
 use datafusion::arrow::array::{
-    ArrayRef, BooleanArray, Int64Array, RecordBatch, StringArray, TimestampNanosecondArray,
-    UInt64Array,
+    BooleanArray, Int64Array, RecordBatch, StringArray, TimestampNanosecondArray, UInt64Array,
 };
-use datafusion::arrow::compute::cast;
 use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef, TimeUnit};
 use datafusion::common::TableReference;
 use datafusion::execution::SendableRecordBatchStream;
@@ -581,6 +579,11 @@ impl Engine {
             return current.task.clone();
         }
         current.bounded_task(self.query_memory_bytes_max)
+    }
+
+    /// Where this engine's writes go: the tables' sinks, shared with the ILP receivers.
+    pub fn inserts(&self) -> &InsertPath {
+        &self.inserts
     }
 
     pub fn db(&self) -> &Arc<Database> {
@@ -1319,43 +1322,9 @@ fn single_count(batches: &[RecordBatch]) -> u64 {
         .sum()
 }
 
-/// Casts a batch's columns to the types the table stores where the writer would not accept them.
+/// `batch` cast to `meta`'s column types (see `sundial_storage::conform`).
 pub fn conform(batch: &RecordBatch, meta: &TableMeta) -> Result<RecordBatch> {
-    let mut fields = Vec::with_capacity(batch.num_columns());
-    let mut columns: Vec<ArrayRef> = Vec::with_capacity(batch.num_columns());
-    for (field, column) in batch.schema().fields().iter().zip(batch.columns()) {
-        let target = meta
-            .column_index(field.name())
-            .map(|i| meta.columns[i].column_type);
-        let keep = match target {
-            None => true,
-            Some(t) => {
-                let source = field.data_type();
-                source == &t.arrow_type()
-                    || matches!(source, DataType::Timestamp(_, _)) && t == ColumnType::Timestamp
-                    || matches!(
-                        source,
-                        DataType::Utf8
-                            | DataType::LargeUtf8
-                            | DataType::Utf8View
-                            | DataType::Dictionary(_, _)
-                    ) && matches!(
-                        t,
-                        ColumnType::Symbol | ColumnType::Varchar | ColumnType::Uuid
-                    )
-            }
-        };
-        let column = match (keep, target) {
-            (false, Some(t)) => cast(column, &t.arrow_type())?,
-            _ => column.clone(),
-        };
-        fields.push(Field::new(field.name(), column.data_type().clone(), true));
-        columns.push(column);
-    }
-    Ok(RecordBatch::try_new(
-        Arc::new(Schema::new(fields)),
-        columns,
-    )?)
+    Ok(sundial_storage::conform(batch, meta)?)
 }
 
 fn show_tables(db: &Database) -> RecordBatch {

@@ -319,6 +319,26 @@ pub(crate) fn from_arrow(
     Ok(buf)
 }
 
+/// Whether [`from_arrow`] takes an array of `data_type` for a column of `column_type` as it
+/// is (every arm of its match, and nothing else).
+pub(crate) fn accepts(column_type: ColumnType, data_type: &DataType) -> bool {
+    use ColumnType as C;
+    use DataType as D;
+    match (column_type, data_type) {
+        (_, D::Null) => true,
+        (C::Uuid | C::Symbol | C::Varchar | C::Binary, d) if is_string(d) => true,
+        (C::Binary, D::Binary | D::LargeBinary | D::BinaryView) => true,
+        (C::Uuid, D::FixedSizeBinary(16)) => true,
+        (C::Timestamp, D::Timestamp(_, _)) => true,
+        (C::Date, D::Date32 | D::Date64) => true,
+        (C::Short, D::UInt8) | (C::Int, D::UInt16) | (C::Long, D::UInt32 | D::UInt64) => true,
+        (C::Boolean | C::Byte | C::Short | C::Int | C::Long | C::Float | C::Double, d) => {
+            *d == column_type.arrow_type()
+        }
+        _ => false,
+    }
+}
+
 fn is_string(data_type: &DataType) -> bool {
     match data_type {
         DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View => true,

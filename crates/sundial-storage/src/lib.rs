@@ -31,6 +31,7 @@
 mod bits;
 mod cache;
 mod column;
+mod conform;
 mod db;
 mod dir_sync;
 mod error;
@@ -46,6 +47,7 @@ mod types;
 
 pub use cache::raise_open_files_limit;
 pub use column::parse_uuid;
+pub use conform::{conform, conform_column};
 pub use db::{Database, TableDef};
 pub use error::{Result, StorageError};
 pub use partition::PartitionBy;
