@@ -6,13 +6,16 @@
 //!  multipart/form-data:  [schema: [{"name":"ts","type":"TIMESTAMP","pattern":"yyyy-MM-dd HH:mm"}]]
 //!                         data: the CSV file (its file name is the default table name)
 //!
-//!  data part ─chunks─▶ bounded channel ─▶ blocking task: CsvReader ─▶ load ─▶ commit ─▶ answer
+//!  data part ─chunks─▶ bounded channel ─▶ blocking task: CsvReader ─▶ load: a commit through
+//!                                          the table's sink per chunk of rows ─▶ answer
 //! ```
 //!
-//! The file is streamed: only a few chunks and one batch of rows are in memory at a time. The
-//! `schema` part, if any, must come before `data`. `atomicity`: `skipCol` (QuestDB's default: a
-//! bad value becomes NULL), `skipRow` (the row is dropped) or `abort` (nothing is imported;
-//! the answer is 400 naming the line). Without `forceHeader=true` the first line is taken as a
+//! The file is streamed: only a few chunks of the upload and one chunk of rows (half the
+//! storage's `uncommitted_bytes_max`, see `load`) are in memory at a time; ILP senders and
+//! INSERTs to the table commit between the chunks. The `schema` part, if any, must come before
+//! `data`. `atomicity`: `skipCol` (QuestDB's default: a bad value becomes NULL), `skipRow` (the
+//! row is dropped) or `abort` (the answer is 400 naming the line; nothing is imported when the
+//! file fits in one chunk of rows, else the chunks before the bad line's stay). Without `forceHeader=true` the first line is taken as a
 //! header when it does not look like data (see `CsvOptions::detect_header`); without
 //! `delimiter` it is guessed from the first lines. The answer is QuestDB's text table, or with
 //! `fmt=json` `{"status":"OK","location":..,"rowsRejected":..,"rowsImported":..,"header":..,
@@ -365,7 +368,7 @@ async fn import_data(
             .iter()
             .map(|c| (c.name.clone(), c.column_type))
             .collect(),
-        commit_bytes: db.options().uncommitted_bytes_max / 2,
+        chunk_bytes: db.options().uncommitted_bytes_max / 2,
     };
     let csv = CsvOptions {
         delimiter,
@@ -388,6 +391,7 @@ async fn import_data(
     let csv = csv_options(&db, &load_options, csv);
 
     let (tx, rx) = mpsc::channel(CHANNEL_CHUNKS);
+    let inserts = http.engine.inserts().clone();
     let loader = tokio::task::spawn_blocking(move || {
         let input = ChannelReader {
             rx,
@@ -395,7 +399,7 @@ async fn import_data(
             ended: false,
         };
         let mut reader = CsvReader::new(input, csv)?;
-        load(&db, &mut reader, &load_options, |_, _| {})
+        load(&inserts, &mut reader, &load_options, |_, _| {})
     });
     // Feed the loader; it may stop early (a bad file), which closes the channel.
     let mut failure = None;

@@ -4,10 +4,16 @@
 //!  csv_options() ── an existing table's column types decide how its columns are parsed
 //!        │
 //!  CsvReader (sundial-csv, streaming) ──▶ load(): table_for() creates / replaces the table
-//!        └── batches ─▶ conform (casts to the table's types) ─▶ TableWriter::append
-//!                          commit at the end (earlier only when out-of-order rows held in
-//!                          memory pass `commit_bytes`); any error rolls back what is uncommitted
+//!        └── batches ─▶ conform (casts to the table's types) ─▶ BulkLoad (sundial-ingest)
+//!                          one commit through the table's sink per `chunk_bytes` of rows,
+//!                          the rest at the end; an error discards the uncommitted chunk
 //! ```
+//!
+//! Invariants: at most `chunk_bytes` of rows (plus one batch) are held in memory; the table's
+//! writer is only held by the sink during each chunk's commit, so ILP senders and INSERTs to
+//! the same table commit between the chunks of a long load. A file whose rows fit in one chunk
+//! loads atomically (all or nothing); a larger one is committed chunk by chunk, and a failure
+//! keeps the chunks committed before it.
 //!
 //! It lives here rather than in sundial-csv because it needs storage and the query layer's
 //! `conform`, which sundial-csv deliberately does not depend on.
@@ -16,8 +22,9 @@ use std::io::Read;
 use std::sync::Arc;
 
 use sundial_csv::{ColumnKind, CsvOptions, CsvReader};
-use sundial_query::conform;
-use sundial_storage::{ColumnType, Database, PartitionBy, Table, TableDef};
+use sundial_ingest::IngestError;
+use sundial_query::{InsertPath, conform};
+use sundial_storage::{ColumnType, Database, PartitionBy, Table, TableDef, TableMeta};
 
 use crate::error::Error;
 
@@ -37,8 +44,9 @@ pub struct LoadOptions {
     /// SQL types of columns of a table this load creates, by column name, where the file's
     /// detected type is not wanted (`INT`, `FLOAT`, `DATE`, ... of `/imp`'s `schema`).
     pub column_types: Vec<(String, ColumnType)>,
-    /// Commit early once the writer holds this many bytes of out-of-order rows in memory.
-    pub commit_bytes: usize,
+    /// Rows are committed once this many bytes of them (Arrow memory) are gathered: the
+    /// bound on what a load holds in memory, and on what a failure discards.
+    pub chunk_bytes: usize,
 }
 
 /// What a load did, per column too.
@@ -97,18 +105,34 @@ pub fn csv_options(db: &Database, load: &LoadOptions, mut csv: CsvOptions) -> Cs
     csv
 }
 
-/// Streams every row of `reader` into the table; `progress` is told after each batch (rows so
-/// far). Nothing is committed unless the whole input loads (except early commits forced by
-/// `commit_bytes`).
+/// Streams every row of `reader` into the table through its sink (`inserts`); `progress` is
+/// told after each batch (rows so far). Commits every `chunk_bytes` of rows and at the end; on
+/// error, what was committed before stays (nothing, when the file fits in one chunk).
 pub fn load<R: Read>(
-    db: &Arc<Database>,
+    inserts: &InsertPath,
     reader: &mut CsvReader<R>,
     options: &LoadOptions,
     mut progress: impl FnMut(&CsvReader<R>, u64),
 ) -> Result<LoadReport, Error> {
-    let table = table_for(db, reader, options)?;
-    let mut writer = table.writer()?;
-    let meta = writer.meta();
+    let table = table_for(inserts.sinks.db(), reader, options)?;
+    let meta = table.meta();
+    check_columns(reader, &meta)?;
+    let mut bulk = inserts
+        .sinks
+        .bulk(&table, options.chunk_bytes, inserts.pending_rows_max);
+    let mut rows = 0u64;
+    while let Some(batch) = reader.next_batch()? {
+        let batch = conform(&batch, &meta)?;
+        rows += batch.num_rows() as u64;
+        bulk.push(batch).map_err(ingest_error)?;
+        progress(reader, rows);
+    }
+    bulk.finish().map_err(ingest_error)?;
+    Ok(report(reader, &meta, rows))
+}
+
+/// Every column of the file must be one of the table's.
+fn check_columns<R: Read>(reader: &CsvReader<R>, meta: &TableMeta) -> Result<(), Error> {
     for field in reader.schema().fields() {
         if meta.column_index(field.name()).is_none() {
             return Err(Error::BadRequest(format!(
@@ -118,17 +142,14 @@ pub fn load<R: Read>(
             )));
         }
     }
-    let mut rows = 0u64;
-    while let Some(batch) = reader.next_batch()? {
-        let batch = conform(&batch, &meta)?;
-        writer.append(&batch)?;
-        rows += batch.num_rows() as u64;
-        if writer.pending_bytes() > options.commit_bytes {
-            writer.commit()?;
-        }
-        progress(reader, rows);
-    }
-    writer.commit()?;
+    Ok(())
+}
+
+fn ingest_error(e: IngestError) -> Error {
+    Error::from(e.into_storage())
+}
+
+fn report<R: Read>(reader: &CsvReader<R>, meta: &TableMeta, rows: u64) -> LoadReport {
     let stats = reader.stats();
     let columns = reader
         .schema()
@@ -143,7 +164,7 @@ pub fn load<R: Read>(
             errors: stats.column_errors.get(i).copied().unwrap_or(0),
         })
         .collect();
-    Ok(LoadReport {
+    LoadReport {
         table: meta.name.clone(),
         header: reader.has_header(),
         rows_imported: rows,
@@ -151,7 +172,7 @@ pub fn load<R: Read>(
         partition_by: meta.partition_by,
         timestamp: meta.timestamp_column().map(|c| c.name.clone()),
         columns,
-    })
+    }
 }
 
 /// The table to load into: the existing one, or a new one with the file's columns.
@@ -206,4 +227,93 @@ fn table_for<R: Read>(
         indexed: Vec::new(),
     };
     Ok(db.create_table(def, false)?)
+}
+
+#[cfg(test)]
+mod tests {
+    use sundial_csv::Atomicity;
+    use sundial_ingest::Sinks;
+    use sundial_storage::StorageOptions;
+
+    use super::*;
+
+    fn inserts() -> (tempfile::TempDir, InsertPath) {
+        let dir = tempfile::tempdir().unwrap();
+        let db = Database::open(dir.path(), StorageOptions::default()).unwrap();
+        let inserts = InsertPath {
+            sinks: Sinks::new(db),
+            pending_rows_max: 1000,
+        };
+        (dir, inserts)
+    }
+
+    /// `rows` lines `ts,v` (one second apart); line `bad` (1-based, 0: none) has a bad `v`.
+    fn csv(rows: usize, bad: usize) -> String {
+        let mut text = String::from("ts,v\n");
+        for i in 1..=rows {
+            let v = if i == bad {
+                "x".to_string()
+            } else {
+                i.to_string()
+            };
+            text.push_str(&format!("2024-01-01T00:00:{:02}Z,{v}\n", i % 60));
+        }
+        text
+    }
+
+    fn run(inserts: &InsertPath, text: &str, chunk_bytes: usize) -> Result<LoadReport, Error> {
+        let options = LoadOptions {
+            table: "t".into(),
+            timestamp: Some("ts".into()),
+            partition_by: PartitionBy::Day,
+            overwrite: false,
+            create: true,
+            column_types: Vec::new(),
+            chunk_bytes,
+        };
+        let csv = CsvOptions {
+            has_header: true,
+            batch_rows: 10,
+            timestamp_column: Some("ts".into()),
+            atomicity: Atomicity::Abort,
+            ..CsvOptions::default()
+        };
+        let csv = csv_options(inserts.sinks.db(), &options, csv);
+        let mut reader = CsvReader::new(text.as_bytes(), csv).map_err(Error::from)?;
+        load(inserts, &mut reader, &options, |_, _| {})
+    }
+
+    fn table_rows(inserts: &InsertPath) -> (u64, u64) {
+        let snapshot = inserts.sinks.db().table("t").unwrap().snapshot();
+        (snapshot.row_count(), snapshot.seq())
+    }
+
+    #[test]
+    fn a_file_within_one_chunk_is_one_commit_and_all_or_nothing() {
+        let (_dir, inserts) = inserts();
+        assert_eq!(
+            run(&inserts, &csv(50, 0), usize::MAX)
+                .unwrap()
+                .rows_imported,
+            50
+        );
+        let (rows, seq) = table_rows(&inserts);
+        assert_eq!(rows, 50);
+        assert!(run(&inserts, &csv(50, 45), usize::MAX).is_err());
+        assert_eq!(table_rows(&inserts), (rows, seq));
+    }
+
+    #[test]
+    fn a_larger_file_commits_chunk_by_chunk_and_keeps_them_on_error() {
+        let (_dir, inserts) = inserts();
+        // Every batch of 10 rows fills a chunk.
+        assert_eq!(run(&inserts, &csv(50, 0), 1).unwrap().rows_imported, 50);
+        let (rows, first_seq) = table_rows(&inserts);
+        assert_eq!(rows, 50);
+        // The bad value is in the fifth batch: the four before it stay.
+        assert!(run(&inserts, &csv(50, 45), 1).is_err());
+        let (rows, seq) = table_rows(&inserts);
+        assert_eq!(rows, 90);
+        assert_eq!(seq, first_seq + 4);
+    }
 }

@@ -14,3 +14,15 @@ pub enum IngestError {
     #[error(transparent)]
     Storage(#[from] StorageError),
 }
+
+impl IngestError {
+    /// The error in storage's terms, which the protocol layers map to their status codes: a
+    /// refused line or batch is invalid input.
+    pub fn into_storage(self) -> StorageError {
+        match self {
+            IngestError::Storage(e) => e,
+            IngestError::Rejected(message) => StorageError::InvalidInput(message),
+            IngestError::Syntax(e) => StorageError::InvalidInput(e.to_string()),
+        }
+    }
+}

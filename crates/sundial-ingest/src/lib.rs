@@ -17,13 +17,19 @@
 //!        │ hand off: at commit_rows / 8 rows, at flush, at flush_due once the oldest waited
 //!        ▼
 //!   TableSink (per table, shared through Sinks) ◀── Sinks::write (SQL INSERT, waits)
-//!        │ commit: at commit_rows pending, all but the newest quarter;
-//!        │         at flush, flush_due or for a waiting writer, everything
+//!        │ commit: at commit_rows pending,     ◀── BulkLoad (COPY, /imp, import: one
+//!        │   all but the newest quarter;           chunk of chunk_bytes per commit, waits)
+//!        │ at flush, flush_due or for a waiting writer, everything
 //!        ▼
 //!   sort by timestamp ─▶ TableWriter::append + commit (one commit per table at a time)
 //! ```
 //!
-//! Modules depend one way: `lib` (the [`Ingestor`]) ─▶ `batch` ─▶ `sink` ─▶ `types`, `error`.
+//! Every writer of a table's rows goes through its sink, so the table's writer is only held
+//! during a commit: a bulk load ([`Sinks::bulk`]) commits chunk by chunk, and ILP rows and
+//! INSERTs commit between (or with) its chunks instead of waiting for the load to end.
+//!
+//! Modules depend one way: `lib` (the [`Ingestor`]) ─▶ `batch` ─▶ `sink` ─▶ `types`, `error`,
+//! and `bulk` ─▶ `sink`.
 //!
 //! A line is all or nothing: it is checked completely (names, types, ranges) before any of its
 //! values is appended, so a rejected line leaves the buffers as they were. Timestamps, the
@@ -34,6 +40,7 @@
 //! halves a refused batch, so only the rows storage refuses are lost (see [`Sinks`]).
 
 mod batch;
+mod bulk;
 mod error;
 mod sink;
 mod types;
@@ -50,6 +57,7 @@ use sundial_storage::{
 };
 
 use crate::batch::{TableBatch, Texts, ValueRef};
+pub use crate::bulk::BulkLoad;
 pub use crate::error::IngestError;
 pub use crate::sink::Sinks;
 

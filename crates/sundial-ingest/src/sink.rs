@@ -13,13 +13,15 @@
 //! batch that arrives a little late still lands in order; a commit triggered by time, or
 //! requested by HTTP, takes everything.
 //!
-//! SQL INSERTs come through [`Sinks::write`]: the caller waits until its rows are committed
-//! (group commit). While one commit runs, the INSERTs that arrive queue up and the next commit
-//! takes them all, so concurrent INSERTs share commits and fsyncs. Should a shared commit fail,
-//! its batches are committed again one by one, so that a bad batch fails alone; a batch of ILP
-//! rows (which no writer waits for) that storage refuses as invalid is halved until the refused
-//! rows are found, so they alone are dropped. Rows whose designated timestamp is outside the
-//! range tables hold never reach storage.
+//! SQL INSERTs come through [`Sinks::write`], bulk loads through [`Sinks::bulk`] (each chunk
+//! one queued entry of several batches): the caller waits until its rows are committed, all in
+//! one commit (group commit). While one commit runs, the INSERTs that arrive queue up and the
+//! next commit takes them all, so concurrent INSERTs share commits and fsyncs, and ILP rows
+//! commit between a bulk load's chunks. Should a shared commit fail, its entries are committed
+//! again one by one, so that a bad one fails alone; a batch of ILP rows (which no writer waits
+//! for) that storage refuses as invalid is halved until the refused rows are found, so they
+//! alone are dropped. Rows whose designated timestamp is outside the range tables hold never
+//! reach storage.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
@@ -62,7 +64,7 @@ impl Sinks {
         pending_rows_max: usize,
     ) -> Result<u64, IngestError> {
         let batch = canonical_batch(table, batch)?;
-        self.sink(table).write(batch, pending_rows_max)
+        self.sink(table).write(vec![batch], pending_rows_max)
     }
 
     /// The sink of `table`, made on first use (and again if the table was dropped and created
@@ -103,7 +105,9 @@ struct Pending {
 }
 
 struct Queued {
-    batch: RecordBatch,
+    /// Committed together, in one transaction: one batch from a receiver, or a writer's whole
+    /// chunk.
+    batches: Vec<RecordBatch>,
     /// Where a waiting writer learns the outcome of the commit that takes this batch. While
     /// any pending batch has one, commits take every row (none is kept back).
     ticket: Option<Arc<Ticket>>,
@@ -112,9 +116,13 @@ struct Queued {
 impl Queued {
     fn untracked(batch: RecordBatch) -> Queued {
         Queued {
-            batch,
+            batches: vec![batch],
             ticket: None,
         }
+    }
+
+    fn rows(&self) -> usize {
+        self.batches.iter().map(RecordBatch::num_rows).sum()
     }
 }
 
@@ -153,6 +161,10 @@ impl TableSink {
         }
     }
 
+    pub(crate) fn table(&self) -> &Arc<Table> {
+        &self.table
+    }
+
     /// Adds a batch. Commits when `commit_rows` are pending (unless another receiver is already
     /// committing); waits while `4 x commit_rows` are pending, so a slow table slows its senders
     /// down instead of filling memory. Returns the rows this call committed.
@@ -176,12 +188,17 @@ impl TableSink {
         }
     }
 
-    /// Adds a batch and waits until a commit has taken it; that commit's outcome for the batch.
-    fn write(&self, batch: RecordBatch, pending_rows_max: usize) -> Result<u64, IngestError> {
+    /// Adds `batches` and waits until a commit has taken them (all in that one commit); that
+    /// commit's outcome for them.
+    pub(crate) fn write(
+        &self,
+        batches: Vec<RecordBatch>,
+        pending_rows_max: usize,
+    ) -> Result<u64, IngestError> {
         let ticket = Arc::new(Ticket::default());
         self.room(pending_rows_max).push(
             Queued {
-                batch,
+                batches,
                 ticket: Some(ticket.clone()),
             },
             Instant::now(),
@@ -257,16 +274,16 @@ impl TableSink {
     ) -> Result<u64, IngestError> {
         let tracked = queued.iter().any(|q| q.ticket.is_some());
         if !tracked {
-            let batches = queued.into_iter().map(|q| q.batch).collect();
+            let batches = queued.into_iter().flat_map(|q| q.batches).collect();
             return self.commit_untracked(batches, oldest, take);
         }
-        let batches: Vec<RecordBatch> = queued.iter().map(|q| q.batch.clone()).collect();
+        let batches: Vec<RecordBatch> = queued.iter().flat_map(|q| q.batches.clone()).collect();
         let shared = self.commit_batches(batches, oldest, Take::All);
         match shared {
             Ok(rows) => {
                 for q in &queued {
                     if let Some(ticket) = &q.ticket {
-                        ticket.set(Ok(q.batch.num_rows() as u64));
+                        ticket.set(Ok(q.rows() as u64));
                     }
                 }
                 Ok(rows)
@@ -288,13 +305,13 @@ impl TableSink {
         for q in queued {
             match q.ticket {
                 Some(ticket) => {
-                    let outcome = self.commit_batches(vec![q.batch], None, Take::All);
+                    let outcome = self.commit_batches(q.batches, None, Take::All);
                     if let Ok(n) = &outcome {
                         rows += n;
                     }
                     ticket.set(outcome);
                 }
-                None => match self.commit_untracked(vec![q.batch], None, Take::All) {
+                None => match self.commit_untracked(q.batches, None, Take::All) {
                     Ok(n) => rows += n,
                     Err(e) => {
                         first_error.get_or_insert(e);
@@ -478,7 +495,7 @@ struct Salvage {
 
 impl Pending {
     fn push(&mut self, queued: Queued, arrived: Instant) {
-        self.rows += queued.batch.num_rows();
+        self.rows += queued.rows();
         self.batches.push(queued);
         self.oldest = Some(self.oldest.map_or(arrived, |o| o.min(arrived)));
     }
@@ -487,7 +504,10 @@ impl Pending {
 /// `batch` with the column types the ILP builders make (so that batches from any source can be
 /// merged), checked for what a merge relies on: known columns and a non-NULL designated
 /// timestamp.
-fn canonical_batch(table: &Table, batch: RecordBatch) -> Result<RecordBatch, IngestError> {
+pub(crate) fn canonical_batch(
+    table: &Table,
+    batch: RecordBatch,
+) -> Result<RecordBatch, IngestError> {
     let meta = table.meta();
     let mut fields = Vec::with_capacity(batch.num_columns());
     let mut columns = Vec::with_capacity(batch.num_columns());

@@ -1,4 +1,4 @@
-//! COPY FROM STDIN: the client's rows, through the CSV reader, into one atomic commit.
+//! COPY FROM STDIN: the client's rows, through the CSV reader, into the table's sink.
 //!
 //! ```text
 //!  session (I/O runtime)                     loader (blocking thread)
@@ -8,13 +8,19 @@
 //!                                           CsvReader (types forced to the columns', Abort)
 //!                                                 │ batches
 //!                                                 ▼
-//!                                  fit ─▶ conform ─▶ TableWriter::append ─▶ commit at the end
+//!                     fit ─▶ conform ─▶ BulkLoad (sundial-ingest): one commit through the
+//!                                       table's sink per `chunk_bytes` of rows, the rest at
+//!                                       CopyDone
 //! ```
 //!
 //! Invariants: at most [`CHANNEL_CHUNKS`] chunks wait between the session and the loader, and
-//! the reader holds one batch, so a COPY of any size streams in bounded memory (out-of-order
-//! rows wait in the writer, which bounds them itself). Nothing is committed unless the input
-//! ended with CopyDone and every row was good: any error drops the writer, which rolls back.
+//! the loader holds at most one chunk of rows (half the storage's `uncommitted_bytes_max`) plus
+//! one batch, so a COPY of any size streams in bounded memory. The table's writer is held only
+//! by the sink during a commit, so ILP senders and INSERTs to the table commit between the
+//! chunks of a long COPY. A COPY whose rows fit in one chunk is atomic: nothing is committed
+//! unless the input ended with CopyDone and every row was good. A larger one is committed chunk
+//! by chunk; an error (a bad row, CopyFail, a cancel) discards the uncommitted chunk and keeps
+//! the chunks committed before it.
 
 use std::io::{self, Read};
 use std::sync::Arc;
@@ -24,9 +30,10 @@ use arrow::array::{Array, ArrayRef, AsArray, LargeBinaryBuilder, RecordBatch};
 use arrow::compute::{CastOptions, cast_with_options};
 use arrow::datatypes::{DataType, Field, Schema, TimeUnit, TimestampNanosecondType};
 use sundial_csv::{Atomicity, ColumnKind, CsvError, CsvOptions, CsvReader};
-use sundial_query::QueryError;
+use sundial_ingest::IngestError;
 use sundial_query::copy::{CopyFormat, CopyOptions};
 use sundial_query::text::{Fraction, push_timestamp};
+use sundial_query::{InsertPath, QueryError};
 use sundial_storage::{ColumnType, Database, Table, timestamp_in_range};
 use tokio::sync::mpsc;
 
@@ -305,16 +312,21 @@ impl CopyPlan {
     }
 }
 
-/// Runs on a blocking thread: reads the whole input and commits it, or nothing. Returns the
-/// number of rows copied.
+/// Runs on a blocking thread: reads the whole input and commits it through the table's sink
+/// (`inserts`) chunk by chunk, all of it in one commit when it fits in one. Returns the number
+/// of rows copied.
 pub fn load(
     plan: &CopyPlan,
+    inserts: &InsertPath,
     chunks: mpsc::Receiver<Chunk>,
     field_bytes_max: usize,
     canceled: &AtomicBool,
 ) -> Result<u64, PgError> {
-    let mut writer = plan.table.writer().map_err(QueryError::from)?;
-    let meta = writer.meta();
+    let meta = plan.table.meta();
+    let chunk_bytes = inserts.sinks.db().options().uncommitted_bytes_max / 2;
+    let mut bulk = inserts
+        .sinks
+        .bulk(&plan.table, chunk_bytes, inserts.pending_rows_max);
     let decoder = plan.decoder(field_bytes_max);
     let header_lines = decoder.header_lines();
     let mut input = CopyInput {
@@ -338,11 +350,15 @@ pub fn load(
             return Err(PgError::Canceled);
         }
         let batch = sundial_query::conform(&plan.fit(&batch, header_lines + rows + 1)?, &meta)?;
-        writer.append(&batch).map_err(QueryError::from)?;
         rows += batch.num_rows() as u64;
+        bulk.push(batch).map_err(ingest_error)?;
     }
-    writer.commit().map_err(QueryError::from)?;
+    bulk.finish().map_err(ingest_error)?;
     Ok(rows)
+}
+
+fn ingest_error(e: IngestError) -> PgError {
+    PgError::from(QueryError::from(e.into_storage()))
 }
 
 /// The loader's view of the input: chunks from the session, decoded to canonical CSV.
@@ -494,7 +510,12 @@ mod tests {
     }
 
     /// Sends `chunks` (then CopyDone when `done`) and runs the loader.
-    fn run(plan: &CopyPlan, chunks: &[&str], done: bool) -> Result<u64, PgError> {
+    fn run(
+        db: &Arc<Database>,
+        plan: &CopyPlan,
+        chunks: &[&str],
+        done: bool,
+    ) -> Result<u64, PgError> {
         let (tx, rx) = mpsc::channel(chunks.len() + 1);
         for c in chunks {
             tx.try_send(Chunk::Data(c.as_bytes().to_vec())).unwrap();
@@ -503,7 +524,11 @@ mod tests {
             tx.try_send(Chunk::Done).unwrap();
         }
         drop(tx);
-        load(plan, rx, 1 << 20, &AtomicBool::new(false))
+        let inserts = InsertPath {
+            sinks: sundial_ingest::Sinks::new(db.clone()),
+            pending_rows_max: 1000,
+        };
+        load(plan, &inserts, rx, 1 << 20, &AtomicBool::new(false))
     }
 
     fn rows(db: &Database) -> u64 {
@@ -515,6 +540,7 @@ mod tests {
         let (_dir, db) = db();
         let plan = CopyPlan::resolve(&db, "T", &[], options(CopyFormat::Text)).unwrap();
         let n = run(
+            &db,
             &plan,
             &[
                 "2024-01-01 00:00:00\tA\t1\tt\t\\\\x00",
@@ -537,16 +563,16 @@ mod tests {
             options(CopyFormat::Csv),
         )
         .unwrap();
-        let e = run(&plan, &["2024-01-01,1\n2024-01-01,x\n"], true).unwrap_err();
+        let e = run(&db, &plan, &["2024-01-01,1\n2024-01-01,x\n"], true).unwrap_err();
         assert_eq!(e.sqlstate(), "22P02");
         assert_eq!(e.context(), Some("COPY t, line 2, column n: \"x\""));
-        let e = run(&plan, &["2024-01-01,1\n2024-01-01,1,2\n"], true).unwrap_err();
+        let e = run(&db, &plan, &["2024-01-01,1\n2024-01-01,1,2\n"], true).unwrap_err();
         assert_eq!(e.sqlstate(), "22P04");
-        let e = run(&plan, &["2024-01-01,70000\n"], true).unwrap_err();
+        let e = run(&db, &plan, &["2024-01-01,70000\n"], true).unwrap_err();
         assert_eq!(e.sqlstate(), "22003");
-        assert!(run(&plan, &["2024-01-01,1\n"], false).is_err());
+        assert!(run(&db, &plan, &["2024-01-01,1\n"], false).is_err());
         assert_eq!(rows(&db), 0);
-        assert_eq!(run(&plan, &[], true).unwrap(), 0);
+        assert_eq!(run(&db, &plan, &[], true).unwrap(), 0);
     }
 
     #[test]

@@ -1,6 +1,8 @@
-//! `sundial import`: stream a CSV file into a table with one commit (more only when
-//! out-of-order rows outgrow the writer's memory bound), with a progress bar on a terminal.
-//! The CSV-to-table work is `sundial_http::load`, shared with HTTP `/imp`.
+//! `sundial import`: stream a CSV file into a table, with a progress bar on a terminal.
+//! The CSV-to-table work is `sundial_http::load`, shared with HTTP `/imp`: rows are committed
+//! through the table's sink (the command's own [`Sinks`], no server runs) in chunks of half the
+//! storage's `uncommitted_bytes_max`. A file that fits in one chunk is imported whole or not at
+//! all; a larger one is committed chunk by chunk, and a failure keeps the chunks before it.
 
 use std::fs::File;
 use std::io::{BufReader, IsTerminal};
@@ -11,6 +13,8 @@ use std::time::Instant;
 use indicatif::{ProgressBar, ProgressStyle};
 use sundial_csv::{CsvOptions, CsvReader};
 use sundial_http::load::{LoadOptions, csv_options, load};
+use sundial_ingest::Sinks;
+use sundial_query::{INSERT_PENDING_ROWS_MAX, InsertPath};
 use sundial_storage::{Database, PartitionBy};
 
 pub struct ImportOptions {
@@ -44,7 +48,7 @@ pub async fn run(db: &Arc<Database>, o: ImportOptions) -> Result<(), String> {
         overwrite: false,
         create: true,
         column_types: Vec::new(),
-        commit_bytes: db.options().uncommitted_bytes_max / 2,
+        chunk_bytes: db.options().uncommitted_bytes_max / 2,
     };
     let options = csv_options(
         db,
@@ -59,7 +63,11 @@ pub async fn run(db: &Arc<Database>, o: ImportOptions) -> Result<(), String> {
     let mut reader =
         CsvReader::new(input, options).map_err(|e| format!("{}: {e}", o.file.display()))?;
     let bar = progress_bar(file_bytes);
-    let report = load(db, &mut reader, &load_options, |reader, rows| {
+    let inserts = InsertPath {
+        sinks: Sinks::new(db.clone()),
+        pending_rows_max: INSERT_PENDING_ROWS_MAX,
+    };
+    let report = load(&inserts, &mut reader, &load_options, |reader, rows| {
         if let Some(bar) = &bar {
             bar.set_position(reader.bytes_read());
             let rate = rows as f64 / started.elapsed().as_secs_f64().max(1e-9);

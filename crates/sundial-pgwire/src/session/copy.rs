@@ -4,8 +4,9 @@
 //!  COPY t FROM STDIN ─▶ resolve table/columns (42P01/42703 before anything is sent)
 //!                    ─▶ loader on a blocking thread ─▶ CopyInResponse, copy-in mode
 //!  copy-in mode:  CopyData ─▶ chunk channel (waits when the loader is behind)
-//!                 CopyDone ─▶ Done; loader commits ─▶ CommandComplete "COPY n"
-//!                 CopyFail ─▶ channel dropped; loader rolls back ─▶ ErrorResponse
+//!                 CopyDone ─▶ Done; loader commits the rest ─▶ CommandComplete "COPY n"
+//!                 CopyFail ─▶ channel dropped; loader drops its uncommitted chunk
+//!                             ─▶ ErrorResponse
 //!                 Flush/Sync: ignored (Flush flushes); anything else: protocol violation
 //!  COPY ... TO STDOUT ─▶ statement stream ─▶ CopyOutResponse, one CopyData per row, CopyDone
 //! ```
@@ -98,8 +99,10 @@ impl Session {
         let flag = canceled.clone();
         let field_bytes_max = self.shared.options.message_bytes_max;
         let count = plan.columns.len();
-        let loader =
-            tokio::task::spawn_blocking(move || copy_in::load(&plan, rx, field_bytes_max, &flag));
+        let inserts = self.shared.engine.inserts().clone();
+        let loader = tokio::task::spawn_blocking(move || {
+            copy_in::load(&plan, &inserts, rx, field_bytes_max, &flag)
+        });
         self.copy_response(b'G', options, count);
         self.copy_in = Some(CopyIn {
             chunks: tx,
