@@ -22,7 +22,6 @@ use sundial_storage::{ColumnType, StorageError, Table, TableMeta};
 
 use crate::error::IngestError;
 use crate::sink::TableSink;
-use crate::types::batch_type;
 
 /// Reusable list of strings: `clear` keeps every string's capacity.
 #[derive(Default)]
@@ -406,7 +405,7 @@ impl TableBatch {
             .meta
             .columns
             .iter()
-            .map(|c| Field::new(&c.name, batch_type(c.column_type), true))
+            .map(|c| Field::new(&c.name, c.column_type.write_type(), true))
             .collect();
         let columns: Vec<ArrayRef> = self
             .builders

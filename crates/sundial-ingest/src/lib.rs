@@ -28,8 +28,9 @@
 //! during a commit: a bulk load ([`Sinks::bulk`]) commits chunk by chunk, and ILP rows and
 //! INSERTs commit between (or with) its chunks instead of waiting for the load to end.
 //!
-//! Modules depend one way: `lib` (the [`Ingestor`]) ─▶ `batch` ─▶ `sink` ─▶ `types`, `error`,
-//! and `bulk` ─▶ `sink`.
+//! Modules depend one way: `lib` (the [`Ingestor`]) ─▶ `batch` ─▶ `sink` ─▶ `error`, and
+//! `bulk` ─▶ `sink`. The Arrow type each column travels as is storage's
+//! `ColumnType::write_type`, and storage's `to_write_type` casts to it.
 //!
 //! A line is all or nothing: it is checked completely (names, types, ranges) before any of its
 //! values is appended, so a rejected line leaves the buffers as they were. Timestamps, the
@@ -43,7 +44,6 @@ mod batch;
 mod bulk;
 mod error;
 mod sink;
-mod types;
 
 use std::collections::HashMap;
 use std::sync::Arc;

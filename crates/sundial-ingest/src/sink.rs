@@ -31,10 +31,11 @@ use arrow_array::{
     Array, ArrayRef, BooleanArray, RecordBatch, TimestampNanosecondArray, new_null_array,
 };
 use arrow_schema::{Field, Schema};
-use sundial_storage::{Database, StorageError, TIMESTAMP_RANGE_TEXT, Table, timestamp_in_range};
+use sundial_storage::{
+    Database, StorageError, TIMESTAMP_RANGE_TEXT, Table, timestamp_in_range, to_write_type,
+};
 
 use crate::error::IngestError;
-use crate::types::batch_type;
 
 /// The table sinks of one database, shared by all its receivers.
 pub struct Sinks {
@@ -501,8 +502,8 @@ impl Pending {
     }
 }
 
-/// `batch` with the column types the ILP builders make (so that batches from any source can be
-/// merged), checked for what a merge relies on: known columns and a non-NULL designated
+/// `batch` with every column as its write type (`ColumnType::write_type`, what the ILP builders
+/// make, so that batches from any source can be merged), checked for what a merge relies on: known columns and a non-NULL designated
 /// timestamp.
 pub(crate) fn canonical_batch(
     table: &Table,
@@ -519,13 +520,9 @@ pub(crate) fn canonical_batch(
                 meta.name
             ))
         })?;
-        let target = batch_type(meta.columns[index].column_type);
-        let column = if column.data_type() == &target {
-            column.clone()
-        } else {
-            arrow_cast::cast(column, &target)
-                .map_err(|e| IngestError::Rejected(format!("column '{}': {e}", field.name())))?
-        };
+        let target = &meta.columns[index];
+        let column = to_write_type(column, target.column_type, &target.name)
+            .map_err(|e| IngestError::Rejected(e.to_string()))?;
         if Some(index) == meta.timestamp_index {
             if column.null_count() > 0 {
                 return Err(IngestError::Rejected(format!(
@@ -546,7 +543,7 @@ pub(crate) fn canonical_batch(
                 )));
             }
         }
-        fields.push(Field::new(&meta.columns[index].name, target, true));
+        fields.push(Field::new(&target.name, column.data_type().clone(), true));
         columns.push(column);
     }
     if let Some(ts) = meta.timestamp_column()

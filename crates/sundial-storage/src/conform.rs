@@ -32,6 +32,14 @@ pub fn conform_column(array: &ArrayRef, column_type: ColumnType, name: &str) -> 
     if accepts(column_type, array.data_type()) {
         return Ok(array.clone());
     }
+    to_write_type(array, column_type, name)
+}
+
+/// `array` as exactly [`ColumnType::write_type`] (what batches of any source are merged as).
+pub fn to_write_type(array: &ArrayRef, column_type: ColumnType, name: &str) -> Result<ArrayRef> {
+    if array.data_type() == &column_type.write_type() {
+        return Ok(array.clone());
+    }
     let options = arrow_cast::CastOptions {
         safe: false,
         ..Default::default()

@@ -47,7 +47,7 @@ mod types;
 
 pub use cache::raise_open_files_limit;
 pub use column::parse_uuid;
-pub use conform::{conform, conform_column};
+pub use conform::{conform, conform_column, to_write_type};
 pub use db::{Database, TableDef};
 pub use error::{Result, StorageError};
 pub use partition::PartitionBy;
