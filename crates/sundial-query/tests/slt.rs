@@ -100,7 +100,11 @@ impl AsyncDB for SundialDb {
 }
 
 fn slt_files() -> Vec<PathBuf> {
-    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/slt");
+    // Cargo sets the variable when it runs the test too: the crate as it is now, wherever the
+    // binary was built from.
+    let crate_dir = std::env::var_os("CARGO_MANIFEST_DIR")
+        .map_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")), PathBuf::from);
+    let dir = crate_dir.join("tests/slt");
     let mut files: Vec<_> = std::fs::read_dir(&dir)
         .expect("tests/slt")
         .map(|e| e.expect("entry").path())
