@@ -2,7 +2,6 @@
 //! and reopening.
 
 use std::sync::Arc;
-use std::time::Instant;
 
 use arrow_array::{Array, RecordBatch, StringArray, TimestampNanosecondArray};
 use arrow_schema::{DataType, Field, Schema, TimeUnit};
@@ -156,52 +155,4 @@ fn codes_survive_reopening_and_agree_with_a_scan() {
     for (i, name) in names.iter().enumerate() {
         assert_eq!(snapshot.symbol_code(SYM, name), Some(i as i32));
     }
-}
-
-/// Timing, not a check: 1M lookups in a 100k-symbol dictionary, by index and (scaled from fewer
-/// lookups) by scan. `cargo test -p sundial-storage --test symbol_lookup -- --ignored --nocapture`
-#[test]
-#[ignore]
-fn time_lookups_by_index_and_by_scan() {
-    const SYMBOLS: usize = 100_000;
-    const LOOKUPS: usize = 1_000_000;
-    const SCANS: usize = 200;
-    let dir = tempfile::tempdir().unwrap();
-    let db = Database::open(dir.path(), options()).unwrap();
-    let table = create(&db);
-    let names: Vec<String> = (0..SYMBOLS).map(|i| format!("host_{i}")).collect();
-    let symbols: Vec<Option<&str>> = names.iter().map(|s| Some(s.as_str())).collect();
-    commit(&table, &symbols);
-    let snapshot = table.snapshot();
-    let started = Instant::now();
-    assert_eq!(snapshot.symbol_code(SYM, "host_0"), Some(0));
-    let build = started.elapsed();
-    let started = Instant::now();
-    let mut found = 0usize;
-    for i in 0..LOOKUPS {
-        // Every other lookup misses.
-        let name = &names[(i / 2 * 7919) % SYMBOLS];
-        let value = if i % 2 == 0 { name.as_str() } else { "absent" };
-        found += usize::from(snapshot.symbol_code(SYM, value).is_some());
-    }
-    let indexed = started.elapsed();
-    assert_eq!(found, LOOKUPS / 2);
-    let started = Instant::now();
-    for i in 0..SCANS {
-        let name = &names[(i / 2 * 7919) % SYMBOLS];
-        let value = if i % 2 == 0 { name.as_str() } else { "absent" };
-        std::hint::black_box(scanned_code(&snapshot, value));
-    }
-    let scanned = started.elapsed();
-    // The next version starts from this one's index.
-    commit(&table, &[Some("one more")]);
-    let next = table.snapshot();
-    let started = Instant::now();
-    assert_eq!(next.symbol_code(SYM, "one more"), Some(SYMBOLS as i32));
-    let extended = started.elapsed();
-    println!(
-        "{SYMBOLS} symbols: index built in {build:?}, extended by one symbol in {extended:?}; \
-         {LOOKUPS} lookups by index {indexed:?}; by scan {:?} ({SCANS} scans took {scanned:?})",
-        scanned * (LOOKUPS / SCANS) as u32
-    );
 }
