@@ -458,6 +458,7 @@ impl Engine {
                 .with_config(config)
                 .with_default_features()
                 .with_analyzer_rule(Arc::new(crate::latest::LatestRule))
+                .with_physical_optimizer_rule(Arc::new(crate::exec::scan_agg::FuseScanAggregates))
                 .with_physical_optimizer_rule(Arc::new(
                     crate::exec::bucket_agg::FuseBucketAggregates,
                 ))
@@ -1075,6 +1076,7 @@ impl Engine {
                         .into(),
                 )
             })?;
+        let plan = crate::result_names::questdb_names(plan)?;
         crate::permissions::check(plan, self.sql_file_dir.as_deref(), self.settings)
     }
 
@@ -1606,7 +1608,8 @@ mod tests {
             datafusion::arrow::util::pretty::pretty_format_batches(std::slice::from_ref(batch))
                 .expect("format")
                 .to_string();
-        assert!(text.contains("| 99952    | 48 "), "{text}");
+        assert!(text.contains("| count | min(v) |"), "{text}");
+        assert!(text.contains("| 99952 | 48     |"), "{text}");
         let seq = db.table("o'dd T").expect("table").snapshot().seq();
         assert!(seq > 3, "the result was committed by transaction {seq}");
     }

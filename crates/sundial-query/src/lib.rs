@@ -71,6 +71,7 @@ mod marker;
 mod permissions;
 mod plans;
 mod provider;
+mod result_names;
 mod snapshot;
 pub mod text;
 

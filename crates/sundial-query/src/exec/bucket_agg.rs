@@ -53,6 +53,8 @@ use datafusion::physical_plan::{
 };
 use futures::StreamExt;
 
+use super::partial_agg::{final_over, partial_of, states_at};
+
 /// Replaces partial aggregates over time buckets with [`BucketAggregateExec`] (and single-stage
 /// ones with a final aggregate over it).
 #[derive(Debug)]
@@ -115,14 +117,7 @@ fn fuse(aggregate: &AggregateExec) -> DfResult<Option<Arc<dyn ExecutionPlan>>> {
             Ok(BucketAggregateExec::try_fuse(aggregate)?.map(|e| Arc::new(e) as _))
         }
         AggregateMode::Single | AggregateMode::SinglePartitioned => {
-            let partial = AggregateExec::try_new(
-                AggregateMode::Partial,
-                aggregate.group_expr().clone(),
-                aggregate.aggr_expr().to_vec(),
-                aggregate.filter_expr().to_vec(),
-                aggregate.input().clone(),
-                aggregate.input_schema(),
-            )?;
+            let partial = partial_of(aggregate)?;
             let Some(fused) = BucketAggregateExec::try_fuse(&partial)? else {
                 return Ok(None);
             };
@@ -130,15 +125,7 @@ fn fuse(aggregate: &AggregateExec) -> DfResult<Option<Arc<dyn ExecutionPlan>>> {
                 return Ok(fused.into_single(aggregate).map(|e| Arc::new(e) as _));
             }
             // Buckets may close out of order: a final aggregate merges the partial states.
-            let merged = AggregateExec::try_new(
-                AggregateMode::Final,
-                partial.group_expr().as_final(),
-                partial.aggr_expr().to_vec(),
-                aggregate.filter_expr().to_vec(),
-                Arc::new(fused),
-                aggregate.input_schema(),
-            )?;
-            Ok(Some(Arc::new(merged)))
+            Ok(Some(final_over(&partial, aggregate, Arc::new(fused))?))
         }
         _ => Ok(None),
     }
@@ -250,16 +237,10 @@ impl BucketAggregateExec {
             let Some(aggregate) = aggregate_of(expr.fun().name(), arg, &arg_type) else {
                 return Ok(None);
             };
-            let states = aggregate.state_types(&arg_type);
-            let written: Vec<&DataType> = schema.fields()[state_at..]
-                .iter()
-                .take(states.len())
-                .map(|f| f.data_type())
-                .collect();
-            if written.len() != states.len() || written.iter().zip(&states).any(|(a, b)| *a != b) {
+            let Some(next) = states_at(&schema, state_at, &aggregate.state_types(&arg_type)) else {
                 return Ok(None);
-            }
-            state_at += states.len();
+            };
+            state_at = next;
             aggregates.push(aggregate);
         }
         if state_at != schema.fields().len() {

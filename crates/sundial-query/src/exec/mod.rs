@@ -6,7 +6,9 @@
 //!  scan ─┬─ frame      SundialScanExec: frames of partitions on all cores, ts pruning, order
 //!        └─ index_scan rows picked through symbol indexes
 //!  latest              LatestExec: newest row per key, reading partitions backwards
-//!  bucket_agg          BucketAggregateExec: time-bucket aggregates in scan order, no hash
+//!  bucket_agg ┐        BucketAggregateExec: time-bucket aggregates in scan order, no hash
+//!  scan_agg ──┴ partial_agg  ScanAggregateExec: aggregates folded over a scan's selected
+//!   └ kernel_filter    rows, grouped by SYMBOL codes; filters compiled into kernels
 //!  asof_join           AsofJoinExec: merge of two inputs in time order
 //!  cooperative         every operator yields; nested-loop probes in slices
 //! ```
@@ -27,8 +29,11 @@ pub(crate) mod bucket_agg;
 pub(crate) mod cooperative;
 mod frame;
 pub(crate) mod index_scan;
+mod kernel_filter;
 pub(crate) mod latest;
+mod partial_agg;
 pub mod scan;
+pub(crate) mod scan_agg;
 pub(crate) mod values;
 
 /// `ExecutionPlan::apply_expressions` over a node's own expressions.

@@ -41,10 +41,12 @@ use datafusion::physical_plan::{
     DisplayAs, DisplayFormatType, ExecutionPlan, Partitioning, PlanProperties,
     ReplaceChildrenOptions, SortOrderPushdownResult,
 };
+use sundial_kernels::{ColumnValues, Predicate, Selection};
 use sundial_storage::{Snapshot, Table, TableMeta};
 
 pub use super::frame::Frame;
 use super::index_scan::{pick_rows, symbol_filter, symbol_filters};
+use super::kernel_filter::{FilterColumns, compile};
 use crate::error::external;
 use crate::key_index::KeyIndexes;
 use crate::snapshot::newest_snapshot;
@@ -273,6 +275,9 @@ struct RowFilter {
     /// The table columns the predicate reads, ascending: its input batch's columns.
     columns: Vec<usize>,
     predicate: Arc<dyn PhysicalExpr>,
+    /// The predicate as a kernel, when it compiles into one: tested without building a
+    /// boolean array per comparison.
+    kernel: Option<Arc<Predicate>>,
 }
 
 impl RowFilter {
@@ -318,8 +323,26 @@ impl RowFilter {
             .map_err(external)
     }
 
+    /// The rows of `tested` that pass.
+    fn select(&self, tested: &RecordBatch) -> DfResult<Selection> {
+        if let Some(kernel) = &self.kernel {
+            let columns: Option<Vec<ColumnValues>> = tested
+                .columns()
+                .iter()
+                .map(|c| ColumnValues::of(c.as_ref()))
+                .collect();
+            if let Some(columns) = columns {
+                return Ok(kernel.select(&columns, tested.num_rows()));
+            }
+        }
+        Ok(Selection::from_bits(self.mask(tested)?.values()))
+    }
+
     /// True for the rows of `tested` that pass (NULL counts as not passing).
     fn mask(&self, tested: &RecordBatch) -> DfResult<BooleanArray> {
+        if self.kernel.is_some() {
+            return Ok(BooleanArray::new(self.select(tested)?.into_bits(), None));
+        }
         let result = self
             .predicate
             .evaluate(tested)?
@@ -402,14 +425,14 @@ impl ScanSource {
         let total: u64 = frames.iter().map(Frame::len).sum();
         let frame_rows = frame_rows(total, self.target_partitions, self.session_batch_rows);
         Ok(ScanData {
-            snapshot,
             frames: Arc::new(split_frames(frames, frame_rows)),
-            filter: self.row_filter(filters)?,
+            filter: self.row_filter(filters, &snapshot)?,
+            snapshot,
         })
     }
 
     /// The conjunction of the filters the frames leave, planned over the columns it reads.
-    fn row_filter(&self, filters: &[Expr]) -> DfResult<Option<RowFilter>> {
+    fn row_filter(&self, filters: &[Expr], snapshot: &Snapshot) -> DfResult<Option<RowFilter>> {
         let left = filters
             .iter()
             .filter(|f| !self.frames_apply(f) && is_row_filter(f))
@@ -431,7 +454,20 @@ impl ScanSource {
             &self.props,
             &PhysicalPlanningContext::default(),
         )?;
-        Ok(Some(RowFilter { columns, predicate }))
+        let kernel = compile(
+            &predicate,
+            &FilterColumns {
+                schema: input.as_arrow(),
+                table_columns: &columns,
+                snapshot,
+            },
+        )
+        .map(Arc::new);
+        Ok(Some(RowFilter {
+            columns,
+            predicate,
+            kernel,
+        }))
     }
 }
 
@@ -631,6 +667,9 @@ impl DisplayAs for SundialScanExec {
         }
         if let Some(filter) = self.data.as_ref().and_then(|d| d.filter.as_ref()) {
             write!(f, ", filter={}", filter.predicate)?;
+            if filter.kernel.is_some() {
+                write!(f, " (kernel)")?;
+            }
         }
         Ok(())
     }
@@ -751,13 +790,7 @@ impl ExecutionPlan for SundialScanExec {
         };
         let batch_rows = scan_batch_rows(context.session_config().batch_size());
         let reverse = self.reverse;
-        let mut mine: Vec<Frame> = data
-            .frames
-            .iter()
-            .enumerate()
-            .filter(|(i, _)| i % self.partitions == partition)
-            .map(|(_, f)| f.clone())
-            .collect();
+        let mut mine = self.frames_of(data, partition);
         if reverse {
             mine.reverse();
         }
@@ -845,6 +878,73 @@ impl Iterator for PieceReader {
             }
         }
         None
+    }
+}
+
+/// A piece of a scan for operators that fold rows where they lie (see `scan_agg`): the
+/// projected columns of the piece's rows, unfiltered, and which of them pass the scan's row
+/// filter (all when `None`).
+pub(crate) struct Chunk {
+    pub batch: RecordBatch,
+    pub selection: Option<Selection>,
+}
+
+impl SundialScanExec {
+    /// The frames output partition `partition` reads: every `partitions`-th, so that each
+    /// partition reads about as many rows.
+    fn frames_of(&self, data: &ScanData, partition: usize) -> Vec<Frame> {
+        data.frames
+            .iter()
+            .skip(partition)
+            .step_by(self.partitions.max(1))
+            .cloned()
+            .collect()
+    }
+
+    /// The snapshot this run reads (none in a plan kept unbound).
+    pub(crate) fn snapshot(&self) -> Option<&Arc<Snapshot>> {
+        self.data.as_ref().map(|d| &d.snapshot)
+    }
+
+    /// The table columns the scan returns, in its output order.
+    pub(crate) fn projection(&self) -> &[usize] {
+        &self.projection
+    }
+
+    /// Whether every row the frames hold is returned (unless the row filter fails it): no
+    /// limit cuts the scan short.
+    pub(crate) fn returns_every_row(&self) -> bool {
+        self.limit.is_none()
+    }
+
+    /// Output partition `partition`'s rows as chunks of at most `batch_rows` rows, in place of
+    /// its batches.
+    pub(crate) fn chunks(
+        &self,
+        partition: usize,
+        batch_rows: u64,
+    ) -> DfResult<impl Iterator<Item = DfResult<Chunk>> + Send + use<>> {
+        let Some(data) = self.data.clone() else {
+            return Err(DataFusionError::Internal(
+                "a scan kept for reuse ran without being bound".into(),
+            ));
+        };
+        let projection = self.projection.clone();
+        let frames = self.frames_of(&data, partition);
+        Ok(frames
+            .into_iter()
+            .flat_map(move |frame| pieces(frame, batch_rows, false))
+            .map(move |piece| {
+                let batch = read_rows(&data.snapshot, &piece, &projection)?;
+                let selection = match &data.filter {
+                    None => None,
+                    Some(filter) => {
+                        let tested = read_rows(&data.snapshot, &piece, &filter.columns)?;
+                        Some(filter.select(&tested)?)
+                    }
+                };
+                Ok(Chunk { batch, selection })
+            }))
     }
 }
 

@@ -1,0 +1,30 @@
+//! Sundial's scan kernels: filters evaluated into selection bitmaps, and aggregates folded
+//! over the selected rows, reading column values in place (slices over the mapped files).
+//!
+//! ```text
+//!  columns of a chunk ──▶ Predicate::select ──▶ Selection (1 bit per row, 64-row words)
+//!        │                 leaf tests: typed loops, 64 rows a step,        │
+//!        │                 conjuncts only over blocks still passing        │
+//!        └──── key codes ──▶ Grouper::assign ──▶ slot per row ─────────────┤
+//!                                                                          ▼
+//!                       Accumulator::update: count / sum / min / max per slot, no rows built
+//! ```
+//!
+//! The crate knows Arrow arrays and nothing of SQL: the query layer compiles its filters and
+//! aggregates into [`Predicate`]s and [`Accumulator`]s, and turns the states back into the
+//! arrays its plans expect. Floating-point values compare as SQL compares them (both zeros
+//! equal, NaN equal to itself and above every number) and their extremes are taken in IEEE
+//! 754's total order, as DataFusion's filters and aggregates do, so answers equal its general
+//! path.
+
+mod aggregate;
+mod filter;
+mod group;
+mod selection;
+mod values;
+
+pub use aggregate::{Accumulator, Fold, Slots};
+pub use filter::{CmpOp, Leaf, Predicate, Test};
+pub use group::{DENSE_SLOTS_MAX, Grouper};
+pub use selection::Selection;
+pub use values::{ColumnValues, Domain, Values, domain_of, from_total_key, sql_key, total_key};

@@ -1,0 +1,523 @@
+//! Aggregates folded into the scan: `count`, `sum`, `avg`, `min` and `max` over the rows
+//! a scan's filter selects, grouped by nothing or by SYMBOL columns, computed by the kernels
+//! of `sundial-kernels` where the rows lie: no batch of passing rows is built, no string is
+//! hashed.
+//!
+//! ```text
+//!  AggregateExec(Final)                        AggregateExec(Final)
+//!    AggregateExec(Partial)            ==>       ScanAggregateExec ── per chunk: selection
+//!      SundialScanExec(filter)                     SundialScanExec     (kernel or filter),
+//!   (rows filtered, keys hashed as strings)   (read as chunks)       slots from key codes,
+//!                                                                    folds into dense states
+//! ```
+//!
+//! Each output partition folds its frames' chunks into states indexed by group slot (the
+//! SYMBOL codes of the keys, see `Grouper`) and emits one batch of partial states, exactly as
+//! DataFusion's partial aggregate would; the final aggregate above merges the partitions and
+//! attaches nothing new: the key columns carry the snapshot's dictionaries. `count(DISTINCT
+//! sym)` and `SELECT DISTINCT sym` are such groupings with no aggregate (DataFusion plans them
+//! as a grouping below the count), so they read only the codes. Anything else (DISTINCT
+//! arguments, FILTER, ordered aggregates, other keys or arguments) keeps DataFusion's hash
+//! aggregate.
+
+use std::fmt;
+use std::sync::Arc;
+
+use datafusion::arrow::array::{
+    Array, ArrayRef, DictionaryArray, Float64Array, Int32Array, Int64Array, RecordBatch,
+    UInt64Array,
+};
+use datafusion::arrow::compute::cast;
+use datafusion::arrow::datatypes::{DataType, Int32Type, SchemaRef};
+use datafusion::common::tree_node::{Transformed, TreeNode, TreeNodeRecursion};
+use datafusion::config::ConfigOptions;
+use datafusion::error::{DataFusionError, Result as DfResult};
+use datafusion::execution::{SendableRecordBatchStream, TaskContext};
+use datafusion::physical_expr::{EquivalenceProperties, PhysicalExpr};
+use datafusion::physical_optimizer::PhysicalOptimizerRule;
+use datafusion::physical_plan::aggregates::{AggregateExec, AggregateMode};
+use datafusion::physical_plan::execution_plan::{
+    Boundedness, EmissionType, ReplaceChildrenOptions,
+};
+use datafusion::physical_plan::expressions::{CastExpr, Column, Literal};
+use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
+use datafusion::physical_plan::{
+    DisplayAs, DisplayFormatType, ExecutionPlan, ExecutionPlanProperties, PlanProperties,
+};
+use sundial_kernels::{Accumulator, ColumnValues, Fold, Grouper, Slots, domain_of};
+
+use super::partial_agg::{final_over, partial_of, states_at};
+use super::scan::{Chunk, SundialScanExec, scan_batch_rows};
+
+/// Replaces partial aggregates over a Sundial scan with [`ScanAggregateExec`] (and
+/// single-stage ones with a final aggregate over it).
+#[derive(Debug)]
+pub(crate) struct FuseScanAggregates;
+
+impl PhysicalOptimizerRule for FuseScanAggregates {
+    fn optimize(
+        &self,
+        plan: Arc<dyn ExecutionPlan>,
+        _: &ConfigOptions,
+    ) -> DfResult<Arc<dyn ExecutionPlan>> {
+        plan.transform_up(|node| {
+            let Some(aggregate) = node.downcast_ref::<AggregateExec>() else {
+                return Ok(Transformed::no(node));
+            };
+            Ok(match fuse(aggregate)? {
+                Some(fused) => Transformed::yes(fused),
+                None => Transformed::no(node),
+            })
+        })
+        .map(|t| t.data)
+    }
+
+    fn name(&self) -> &str {
+        "sundial_fuse_scan_aggregates"
+    }
+
+    fn schema_check(&self) -> bool {
+        true
+    }
+}
+
+fn fuse(aggregate: &AggregateExec) -> DfResult<Option<Arc<dyn ExecutionPlan>>> {
+    if aggregate.limit_options().is_some() {
+        return Ok(None);
+    }
+    match aggregate.mode() {
+        AggregateMode::Partial => {
+            Ok(ScanAggregateExec::try_fuse(aggregate)?.map(|e| Arc::new(e) as _))
+        }
+        AggregateMode::Single | AggregateMode::SinglePartitioned => {
+            let partial = partial_of(aggregate)?;
+            let Some(fused) = ScanAggregateExec::try_fuse(&partial)? else {
+                return Ok(None);
+            };
+            Ok(Some(final_over(&partial, aggregate, Arc::new(fused))?))
+        }
+        _ => Ok(None),
+    }
+}
+
+/// One aggregate the exec folds.
+#[derive(Debug, Clone)]
+struct ScanAggregate {
+    name: String,
+    fold: Fold,
+    /// The scan output column it reads; none for `count(*)`.
+    column: Option<usize>,
+    /// `avg`: its states are the count and the sum.
+    avg: bool,
+    /// The partial state's column types, as DataFusion's partial aggregate writes them.
+    states: Vec<DataType>,
+}
+
+/// The partial aggregate of [`FuseScanAggregates`], folded over its scan's chunks.
+#[derive(Debug)]
+pub(crate) struct ScanAggregateExec {
+    /// The scan read: a [`SundialScanExec`], a child so that kept plans bind it.
+    scan: Arc<dyn ExecutionPlan>,
+    /// The scan output columns grouped by (SYMBOL columns), in group order.
+    keys: Vec<usize>,
+    aggregates: Vec<ScanAggregate>,
+    /// Group columns, then each aggregate's state columns.
+    schema: SchemaRef,
+    properties: Arc<PlanProperties>,
+}
+
+impl ScanAggregateExec {
+    /// The fused form of `partial`, if it reads a whole scan, groups by SYMBOL columns only,
+    /// and computes only aggregates the kernels fold.
+    fn try_fuse(partial: &AggregateExec) -> DfResult<Option<Self>> {
+        let group_by = partial.group_expr();
+        if !group_by.is_single() || partial.filter_expr().iter().any(Option::is_some) {
+            return Ok(None);
+        }
+        let input = partial.input();
+        let Some(scan) = input.downcast_ref::<SundialScanExec>() else {
+            return Ok(None);
+        };
+        if !scan.returns_every_row() {
+            return Ok(None);
+        }
+        let input_schema = input.schema();
+        let mut keys = Vec::new();
+        for (expr, _) in group_by.expr() {
+            let Some(c) = expr.downcast_ref::<Column>() else {
+                return Ok(None);
+            };
+            if !matches!(input_schema.field(c.index()).data_type(),
+                DataType::Dictionary(k, v) if **k == DataType::Int32 && **v == DataType::Utf8)
+            {
+                return Ok(None);
+            }
+            keys.push(c.index());
+        }
+        if keys.len() > 3 {
+            return Ok(None);
+        }
+        let schema = partial.schema();
+        let mut state_at = keys.len();
+        let mut aggregates = Vec::new();
+        for expr in partial.aggr_expr() {
+            if expr.is_distinct() || !expr.order_bys().is_empty() {
+                return Ok(None);
+            }
+            let args = expr.expressions();
+            let [arg] = args.as_slice() else {
+                return Ok(None);
+            };
+            let Some(aggregate) = aggregate_of(expr.fun().name(), arg, &input_schema)? else {
+                return Ok(None);
+            };
+            let aggregate = ScanAggregate {
+                name: expr.name().to_string(),
+                ..aggregate
+            };
+            let Some(next) = states_at(&schema, state_at, &aggregate.states) else {
+                return Ok(None);
+            };
+            state_at = next;
+            aggregates.push(aggregate);
+        }
+        if state_at != schema.fields().len() {
+            return Ok(None);
+        }
+        let properties = Arc::new(PlanProperties::new(
+            EquivalenceProperties::new(schema.clone()),
+            input.output_partitioning().clone(),
+            EmissionType::Final,
+            Boundedness::Bounded,
+        ));
+        Ok(Some(ScanAggregateExec {
+            scan: input.clone(),
+            keys,
+            aggregates,
+            schema,
+            properties,
+        }))
+    }
+}
+
+/// The fold of aggregate `name` over `arg`, if the kernels compute it: the argument must be a
+/// column (or a widening cast of one) of a type they read; `count(*)` is `count` of a constant.
+fn aggregate_of(
+    name: &str,
+    arg: &Arc<dyn PhysicalExpr>,
+    input: &SchemaRef,
+) -> DfResult<Option<ScanAggregate>> {
+    let aggregate = |fold, column, avg, states| {
+        Some(ScanAggregate {
+            name: String::new(),
+            fold,
+            column,
+            avg,
+            states,
+        })
+    };
+    if name == "count"
+        && let Some(literal) = arg.downcast_ref::<Literal>()
+    {
+        if literal.value().is_null() {
+            return Ok(None);
+        }
+        return Ok(aggregate(Fold::Count, None, false, vec![DataType::Int64]));
+    }
+    let (column, arg_type) = if let Some(c) = arg.downcast_ref::<Column>() {
+        (c.index(), input.field(c.index()).data_type().clone())
+    } else if let Some(cast) = arg.downcast_ref::<CastExpr>() {
+        let Some(c) = cast.expr().downcast_ref::<Column>() else {
+            return Ok(None);
+        };
+        let from = input.field(c.index()).data_type();
+        let to = cast.cast_type();
+        let widening = match to {
+            DataType::Float64 => from.is_integer() || from.is_floating(),
+            DataType::Int64 => from.is_integer(),
+            _ => false,
+        };
+        if !widening || matches!(from, DataType::Dictionary(..)) {
+            return Ok(None);
+        }
+        (c.index(), to.clone())
+    } else {
+        return Ok(None);
+    };
+    let source = input.field(column).data_type();
+    if name == "count" {
+        // Counting reads only which rows are NULL: any type the kernels read.
+        let readable = domain_of(source).is_some() || source == &DataType::Boolean;
+        return Ok(readable
+            .then(|| aggregate(Fold::Count, Some(column), false, vec![DataType::Int64]))
+            .flatten());
+    }
+    let Some(domain) = domain_of(&arg_type) else {
+        return Ok(None);
+    };
+    if matches!(arg_type, DataType::Dictionary(..)) || domain_of(source).is_none() {
+        return Ok(None);
+    }
+    let float = domain == sundial_kernels::Domain::Float;
+    Ok(match (name, &arg_type) {
+        ("sum", DataType::Int64) => {
+            aggregate(Fold::SumInt, Some(column), false, vec![DataType::Int64])
+        }
+        ("sum", DataType::Float64) => {
+            aggregate(Fold::SumFloat, Some(column), false, vec![DataType::Float64])
+        }
+        ("avg", DataType::Float64) => aggregate(
+            Fold::SumFloat,
+            Some(column),
+            true,
+            vec![DataType::UInt64, DataType::Float64],
+        ),
+        ("min", _) => aggregate(
+            if float { Fold::MinFloat } else { Fold::MinInt },
+            Some(column),
+            false,
+            vec![arg_type.clone()],
+        ),
+        ("max", _) => aggregate(
+            if float { Fold::MaxFloat } else { Fold::MaxInt },
+            Some(column),
+            false,
+            vec![arg_type.clone()],
+        ),
+        _ => None,
+    })
+}
+
+impl DisplayAs for ScanAggregateExec {
+    fn fmt_as(&self, _: DisplayFormatType, f: &mut fmt::Formatter) -> fmt::Result {
+        let names: Vec<&str> = self.aggregates.iter().map(|a| a.name.as_str()).collect();
+        write!(
+            f,
+            "ScanAggregateExec: keys={:?}, aggr=[{}]",
+            self.keys,
+            names.join(", ")
+        )
+    }
+}
+
+impl ExecutionPlan for ScanAggregateExec {
+    fn name(&self) -> &'static str {
+        "ScanAggregateExec"
+    }
+
+    fn properties(&self) -> &Arc<PlanProperties> {
+        &self.properties
+    }
+
+    fn children(&self) -> Vec<&Arc<dyn ExecutionPlan>> {
+        vec![&self.scan]
+    }
+
+    fn apply_expressions(
+        &self,
+        _f: &mut dyn FnMut(&Arc<dyn PhysicalExpr>) -> DfResult<TreeNodeRecursion>,
+    ) -> DfResult<TreeNodeRecursion> {
+        Ok(TreeNodeRecursion::Continue)
+    }
+
+    fn replace_children(
+        self: Arc<Self>,
+        mut children: Vec<Arc<dyn ExecutionPlan>>,
+        _: ReplaceChildrenOptions,
+    ) -> DfResult<Arc<dyn ExecutionPlan>> {
+        let scan = children
+            .pop()
+            .ok_or_else(|| DataFusionError::Internal("ScanAggregateExec has a child".into()))?;
+        Ok(Arc::new(ScanAggregateExec {
+            scan,
+            keys: self.keys.clone(),
+            aggregates: self.aggregates.clone(),
+            schema: self.schema.clone(),
+            properties: self.properties.clone(),
+        }))
+    }
+
+    with_new_children_recomputing!();
+
+    fn execute(
+        &self,
+        partition: usize,
+        context: Arc<TaskContext>,
+    ) -> DfResult<SendableRecordBatchStream> {
+        let Some(scan) = self.scan.downcast_ref::<SundialScanExec>() else {
+            return Err(DataFusionError::Internal(
+                "ScanAggregateExec reads a Sundial scan".into(),
+            ));
+        };
+        let batch_rows = scan_batch_rows(context.session_config().batch_size());
+        let chunks = scan.chunks(partition, batch_rows)?;
+        let snapshot = scan.snapshot().cloned().ok_or_else(|| {
+            DataFusionError::Internal("a scan kept for reuse ran without being bound".into())
+        })?;
+        let dictionaries = self
+            .keys
+            .iter()
+            .map(|&k| {
+                let table_column = scan.projection()[k];
+                snapshot.symbols(table_column).cloned().ok_or_else(|| {
+                    DataFusionError::Internal(format!("no dictionary for column {table_column}"))
+                })
+            })
+            .collect::<DfResult<Vec<_>>>()?;
+        let sizes: Vec<u32> = dictionaries
+            .iter()
+            .map(|d| u32::try_from(d.len()).unwrap_or(u32::MAX))
+            .collect();
+        let mut folding = Folding {
+            grouper: (!self.keys.is_empty()).then(|| Grouper::new(&sizes)),
+            rows: Accumulator::new(Fold::Count),
+            accumulators: self
+                .aggregates
+                .iter()
+                .map(|a| Accumulator::new(a.fold))
+                .collect(),
+            keys: self.keys.clone(),
+            aggregates: self.aggregates.clone(),
+            dictionaries: dictionaries.into_iter().map(|d| d as ArrayRef).collect(),
+            schema: self.schema.clone(),
+        };
+        let stream = futures::stream::unfold(Some(Box::new(chunks)), move |open| {
+            let result = open.map(|mut chunks| match chunks.next() {
+                Some(Ok(chunk)) => match folding.consume(chunk) {
+                    Ok(()) => (None, Some(chunks)),
+                    Err(e) => (Some(Err(e)), None),
+                },
+                Some(Err(e)) => (Some(Err(e)), None),
+                None => (Some(folding.finish()), None),
+            });
+            async move {
+                let (item, rest) = result?;
+                // One chunk per poll, yielding between them, so a long scan can be cancelled.
+                if item.is_none() {
+                    tokio::task::yield_now().await;
+                }
+                Some((item, rest))
+            }
+        });
+        let stream = futures::StreamExt::filter_map(stream, |item| async move { item });
+        Ok(Box::pin(RecordBatchStreamAdapter::new(
+            self.schema.clone(),
+            stream,
+        )))
+    }
+}
+
+/// One output partition's fold: states per group slot.
+struct Folding {
+    grouper: Option<Grouper>,
+    /// Passing rows per slot: which slots hold a group.
+    rows: Accumulator,
+    accumulators: Vec<Accumulator>,
+    keys: Vec<usize>,
+    aggregates: Vec<ScanAggregate>,
+    dictionaries: Vec<ArrayRef>,
+    schema: SchemaRef,
+}
+
+impl Folding {
+    fn consume(&mut self, chunk: Chunk) -> DfResult<()> {
+        let len = chunk.batch.num_rows();
+        let selection = chunk.selection.as_ref();
+        if selection.is_some_and(|s| s.none_pass()) || len == 0 {
+            return Ok(());
+        }
+        let column = |i: usize| {
+            ColumnValues::of(chunk.batch.column(i).as_ref()).ok_or_else(|| {
+                DataFusionError::Internal(format!(
+                    "ScanAggregateExec cannot read a {} column",
+                    chunk.batch.column(i).data_type()
+                ))
+            })
+        };
+        let (slots, slot_count) = match &mut self.grouper {
+            None => (Slots::One, 1),
+            Some(grouper) => {
+                let keys = self
+                    .keys
+                    .iter()
+                    .map(|&k| column(k))
+                    .collect::<DfResult<Vec<_>>>()?;
+                grouper.assign(&keys, selection, len);
+                let count = grouper.slot_count();
+                (Slots::PerRow(grouper.slots()), count)
+            }
+        };
+        self.rows.ensure(slot_count);
+        self.rows.update(None, selection, slots, len);
+        for (aggregate, accumulator) in self.aggregates.iter().zip(&mut self.accumulators) {
+            accumulator.ensure(slot_count);
+            let values = aggregate.column.map(column).transpose()?;
+            accumulator.update(values.as_ref(), selection, slots, len);
+        }
+        Ok(())
+    }
+
+    /// The partial states of every group that holds a row (ungrouped: the one row).
+    fn finish(&mut self) -> DfResult<RecordBatch> {
+        let emitted: Vec<usize> = match &self.grouper {
+            None => vec![0],
+            Some(grouper) => (0..grouper.slot_count())
+                .filter(|&s| self.rows.count(s) > 0)
+                .collect(),
+        };
+        self.rows.ensure(1);
+        let mut columns: Vec<ArrayRef> = Vec::with_capacity(self.schema.fields().len());
+        if let Some(grouper) = &self.grouper {
+            let codes: Vec<Vec<Option<i32>>> = emitted.iter().map(|&s| grouper.codes(s)).collect();
+            for (k, dictionary) in self.dictionaries.iter().enumerate() {
+                let keys = Int32Array::from_iter(codes.iter().map(|c| c[k]));
+                let array = DictionaryArray::<Int32Type>::try_new(keys, dictionary.clone())?;
+                columns.push(Arc::new(array));
+            }
+        }
+        for (aggregate, accumulator) in self.aggregates.iter().zip(&mut self.accumulators) {
+            accumulator.ensure(1);
+            let valid = |s: usize| accumulator.count(s) > 0;
+            match aggregate.fold {
+                Fold::Count => columns.push(Arc::new(Int64Array::from_iter_values(
+                    emitted.iter().map(|&s| accumulator.count(s) as i64),
+                ))),
+                Fold::SumInt | Fold::MinInt | Fold::MaxInt => {
+                    let values = Int64Array::from_iter(
+                        emitted
+                            .iter()
+                            .map(|&s| valid(s).then(|| accumulator.int(s))),
+                    );
+                    columns.push(cast(&values, &aggregate.states[0])?);
+                }
+                Fold::SumFloat | Fold::MinFloat | Fold::MaxFloat => {
+                    if aggregate.avg {
+                        // A group without values has NULL states, as DataFusion's: a count of
+                        // 0 would mark it seen, and its average NaN.
+                        columns.push(Arc::new(UInt64Array::from_iter(
+                            emitted
+                                .iter()
+                                .map(|&s| valid(s).then(|| accumulator.count(s))),
+                        )));
+                    }
+                    let values = Float64Array::from_iter(
+                        emitted
+                            .iter()
+                            .map(|&s| valid(s).then(|| accumulator.float(s))),
+                    );
+                    let state = aggregate.states.last().expect("a state");
+                    columns.push(cast(&values, state)?);
+                }
+            }
+        }
+        let mut out = Vec::with_capacity(columns.len());
+        for (array, field) in columns.into_iter().zip(self.schema.fields()) {
+            out.push(if array.data_type() == field.data_type() {
+                array
+            } else {
+                cast(&array, field.data_type())?
+            });
+        }
+        Ok(RecordBatch::try_new(self.schema.clone(), out)?)
+    }
+}
