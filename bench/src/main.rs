@@ -9,6 +9,7 @@
 //!
 //! Figures are reported, never asserted: this machine is noisy, so compare runs side by side.
 
+mod analytics;
 mod load;
 mod query;
 mod tsbs;
@@ -66,6 +67,16 @@ enum Command {
     Query(query::QueryArgs),
     /// Run TSBS query files over HTTP or PostgreSQL: latency per query type.
     TsbsQueries(tsbs::TsbsQueryArgs),
+    /// Run the analytics battery over PostgreSQL: medians, GB/s, answers checked.
+    Analytics(analytics::AnalyticsArgs),
+    /// This machine's memory read rate, on one thread and on all.
+    Membw {
+        /// Bytes summed.
+        #[arg(long, default_value_t = 1 << 30)]
+        bytes: usize,
+        #[arg(long, default_value_t = 2)]
+        threads: usize,
+    },
 }
 
 const TAGS: [&str; 10] = [
@@ -281,6 +292,14 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             tokio::task::spawn_blocking(|| tsbs::run(args))
                 .await?
                 .map_err(|e| e.to_string())?;
+            Ok(())
+        }
+        Command::Analytics(args) => {
+            tokio::task::spawn_blocking(|| analytics::run(args)).await??;
+            Ok(())
+        }
+        Command::Membw { bytes, threads } => {
+            tokio::task::spawn_blocking(move || analytics::membw(bytes, threads)).await?;
             Ok(())
         }
     }

@@ -27,6 +27,7 @@ fn main() {
         Predicate::Leaf(Leaf {
             column,
             domain,
+            arith: None,
             test: Test::Compare { op, key },
             width: 8,
         })

@@ -44,6 +44,9 @@ pub struct Accumulator {
 /// Lanes of an ungrouped fold of a full block.
 const LANES: usize = 8;
 
+/// Passing rows from which a grouped fold takes a block's 64 rows without branching.
+const DENSE_BLOCK_ROWS_MIN: u32 = 40;
+
 impl Accumulator {
     pub fn new(fold: Fold) -> Accumulator {
         Accumulator {
@@ -78,6 +81,11 @@ impl Accumulator {
         self.counts.get(slot).copied().unwrap_or(0)
     }
 
+    /// Counts `n` more values in `slot` (ensured), found without folding them.
+    pub fn add_count(&mut self, slot: usize, n: u64) {
+        self.counts[slot] += n;
+    }
+
     /// An integer fold's value for `slot` (meaningful when [`Self::count`] is not zero).
     pub fn int(&self, slot: usize) -> i64 {
         self.ints[slot]
@@ -106,9 +114,19 @@ impl Accumulator {
                 Slots::One => {
                     counts[0] += selection.map_or(len, Selection::count) as u64;
                 }
-                Slots::PerRow(slots) => {
-                    for_each_row(len, selection, None, |row| counts[slots[row] as usize] += 1)
-                }
+                Slots::PerRow(slots) => for_each_block(len, selection, None, |base, bits| {
+                    if bits == u64::MAX {
+                        for &slot in &slots[base..base + 64] {
+                            counts[slot as usize] += 1;
+                        }
+                    } else {
+                        let mut bits = bits;
+                        while bits != 0 {
+                            counts[slots[base + bits.trailing_zeros() as usize] as usize] += 1;
+                            bits &= bits - 1;
+                        }
+                    }
+                }),
             }
             return;
         };
@@ -171,29 +189,72 @@ impl Accumulator {
         let len = values.len();
         let (counts, ints, floats) = (&mut self.counts, &mut self.ints, &mut self.floats);
         if let Slots::PerRow(slots) = slots {
+            // A block where most rows pass folds all 64 without branching, the others'
+            // values replaced by the fold's identity; sparse blocks visit their rows.
             macro_rules! grouped {
-                ($update:expr) => {
-                    for_each_row(len, selection, nulls, |row| {
-                        let slot = slots[row] as usize;
-                        counts[slot] += 1;
-                        $update(slot, values[row]);
+                ($update:expr, $identity:expr) => {
+                    for_each_block(len, selection, nulls, |base, bits| {
+                        if bits.count_ones() >= DENSE_BLOCK_ROWS_MIN && base + 64 <= len {
+                            let block: &[T; 64] = values[base..base + 64].try_into().expect("64");
+                            let block_slots: &[u32; 64] =
+                                slots[base..base + 64].try_into().expect("64");
+                            for j in 0..64 {
+                                let take = (bits >> j) & 1;
+                                let slot = block_slots[j] as usize;
+                                counts[slot] += take;
+                                $update(slot, block[j], take == 1, $identity);
+                            }
+                        } else {
+                            let mut bits = bits;
+                            while bits != 0 {
+                                let row = base + bits.trailing_zeros() as usize;
+                                bits &= bits - 1;
+                                let slot = slots[row] as usize;
+                                counts[slot] += 1;
+                                $update(slot, values[row], true, $identity);
+                            }
+                        }
                     })
                 };
             }
             match self.fold {
-                Fold::Count => grouped!(|_, _| {}),
-                Fold::SumInt => {
-                    grouped!(|s: usize, v: T| ints[s] = ints[s].wrapping_add(v.to_i64()))
-                }
-                Fold::SumFloat => grouped!(|s: usize, v: T| floats[s] += v.to_f64()),
-                Fold::MinInt => grouped!(|s: usize, v: T| ints[s] = ints[s].min(v.to_i64())),
-                Fold::MaxInt => grouped!(|s: usize, v: T| ints[s] = ints[s].max(v.to_i64())),
-                Fold::MinFloat => {
-                    grouped!(|s: usize, v: T| ints[s] = ints[s].min(total_key(v.to_f64())))
-                }
-                Fold::MaxFloat => {
-                    grouped!(|s: usize, v: T| ints[s] = ints[s].max(total_key(v.to_f64())))
-                }
+                Fold::Count => grouped!(|_, _, _, _: ()| {}, ()),
+                Fold::SumInt => grouped!(
+                    |s: usize, v: T, take: bool, zero: i64| {
+                        ints[s] = ints[s].wrapping_add(if take { v.to_i64() } else { zero })
+                    },
+                    0
+                ),
+                Fold::SumFloat => grouped!(
+                    |s: usize, v: T, take: bool, zero: f64| {
+                        floats[s] += if take { v.to_f64() } else { zero }
+                    },
+                    0.0
+                ),
+                Fold::MinInt => grouped!(
+                    |s: usize, v: T, take: bool, top: i64| {
+                        ints[s] = ints[s].min(if take { v.to_i64() } else { top })
+                    },
+                    i64::MAX
+                ),
+                Fold::MaxInt => grouped!(
+                    |s: usize, v: T, take: bool, bottom: i64| {
+                        ints[s] = ints[s].max(if take { v.to_i64() } else { bottom })
+                    },
+                    i64::MIN
+                ),
+                Fold::MinFloat => grouped!(
+                    |s: usize, v: T, take: bool, top: i64| {
+                        ints[s] = ints[s].min(if take { total_key(v.to_f64()) } else { top })
+                    },
+                    i64::MAX
+                ),
+                Fold::MaxFloat => grouped!(
+                    |s: usize, v: T, take: bool, bottom: i64| {
+                        ints[s] = ints[s].max(if take { total_key(v.to_f64()) } else { bottom })
+                    },
+                    i64::MIN
+                ),
             }
             return;
         }

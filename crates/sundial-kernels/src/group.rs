@@ -54,29 +54,28 @@ impl Grouper {
     pub fn assign(&mut self, keys: &[ColumnValues], selection: Option<&Selection>, len: usize) {
         debug_assert_eq!(keys.len(), self.cards.len());
         self.slots.clear();
-        self.slots.resize(len, 0);
         let mut stride = 1u64;
-        for (key, &card) in keys.iter().zip(&self.cards) {
+        for (i, (key, &card)) in keys.iter().zip(&self.cards).enumerate() {
             let Values::I32(codes) = key.values else {
                 unreachable!("group keys are SYMBOL codes");
             };
+            let codes = &codes[..len];
             let null = (card - 1) as u32;
-            let slots = &mut self.slots;
-            match key.nulls {
-                None => {
-                    for (slot, &code) in slots.iter_mut().zip(&codes[..len]) {
-                        *slot = slot.wrapping_add((code as u32).wrapping_mul(stride as u32));
-                    }
+            let code = |row: usize, c: i32| match key.nulls {
+                Some(nulls) if !nulls.is_valid(row) => null,
+                _ => c as u32,
+            };
+            if i == 0 {
+                match key.nulls {
+                    None => self.slots.extend(codes.iter().map(|&c| c as u32)),
+                    Some(_) => self
+                        .slots
+                        .extend(codes.iter().enumerate().map(|(row, &c)| code(row, c))),
                 }
-                Some(nulls) => {
-                    for (row, slot) in slots.iter_mut().enumerate() {
-                        let code = if nulls.is_valid(row) {
-                            codes[row] as u32
-                        } else {
-                            null
-                        };
-                        *slot = slot.wrapping_add(code.wrapping_mul(stride as u32));
-                    }
+            } else {
+                let stride = stride as u32;
+                for (row, (slot, &c)) in self.slots.iter_mut().zip(codes).enumerate() {
+                    *slot = slot.wrapping_add(code(row, c).wrapping_mul(stride));
                 }
             }
             stride = stride.saturating_mul(card);

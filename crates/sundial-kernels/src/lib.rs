@@ -12,8 +12,8 @@
 //!
 //! The crate knows Arrow arrays and nothing of SQL: the query layer compiles its filters and
 //! aggregates into [`Predicate`]s and [`Accumulator`]s, and turns the states back into the
-//! arrays its plans expect. Floating-point values compare as SQL compares them (both zeros
-//! equal, NaN equal to itself and above every number) and their extremes are taken in IEEE
+//! arrays its plans expect. Floating-point values compare as DataFusion compares them (both
+//! zeros equal, NaN equal to itself and above every number, a negative NaN below) and their extremes are taken in IEEE
 //! 754's total order, as DataFusion's filters and aggregates do, so answers equal its general
 //! path.
 
@@ -24,7 +24,7 @@ mod selection;
 mod values;
 
 pub use aggregate::{Accumulator, Fold, Slots};
-pub use filter::{CmpOp, Leaf, Predicate, Test};
+pub use filter::{Arith, ArithOp, CmpOp, Leaf, Predicate, Test};
 pub use group::{DENSE_SLOTS_MAX, Grouper};
 pub use selection::Selection;
 pub use values::{ColumnValues, Domain, Values, domain_of, from_total_key, sql_key, total_key};

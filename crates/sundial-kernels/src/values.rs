@@ -30,8 +30,8 @@ pub struct ColumnValues<'a> {
 }
 
 /// How a kernel compares a column's values: as integers, or as floating-point numbers the
-/// way SQL compares them (PostgreSQL and DataFusion): `-0.0` equals `0.0`, and NaN equals
-/// NaN and is above every other number (see [`sql_key`]).
+/// way DataFusion compares them: `-0.0` equals `0.0`, and NaN equals NaN and is above every
+/// other number (a negative NaN below, see [`sql_key`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Domain {
     Int,
@@ -135,12 +135,17 @@ pub fn total_key(x: f64) -> i64 {
     bits ^ ((((bits >> 63) as u64) >> 1) as i64)
 }
 
-/// `x`'s position in SQL's order of floating-point numbers as an integer: IEEE 754's total
-/// order with both zeros equal and every NaN the same, largest value.
+/// `x`'s position in the order DataFusion compares floating-point numbers in, as an integer:
+/// IEEE 754's total order with both zeros equal and NaNs told apart only by their sign (a NaN
+/// is above every number, a negative NaN, which x86 arithmetic makes of `inf * 0`, below).
 #[inline(always)]
 pub fn sql_key(x: f64) -> i64 {
     // Adding 0.0 turns -0.0 into 0.0 and leaves every other number as it is.
-    let x = if x.is_nan() { f64::NAN } else { x + 0.0 };
+    let x = if x.is_nan() {
+        f64::NAN.copysign(x)
+    } else {
+        x + 0.0
+    };
     total_key(x)
 }
 
@@ -174,8 +179,10 @@ mod tests {
     #[test]
     fn sql_keys_equate_zeros_and_nans() {
         assert_eq!(sql_key(-0.0), sql_key(0.0));
-        assert_eq!(sql_key(-f64::NAN), sql_key(f64::NAN));
+        let other_nan = f64::from_bits(f64::NAN.to_bits() | 1);
+        assert_eq!(sql_key(other_nan), sql_key(f64::NAN));
         assert!(sql_key(f64::NAN) > sql_key(f64::INFINITY));
+        assert!(sql_key(-f64::NAN) < sql_key(f64::NEG_INFINITY));
         assert!(sql_key(-1.0) < sql_key(-0.0));
         assert!(sql_key(f64::MIN_POSITIVE) > sql_key(-0.0));
     }

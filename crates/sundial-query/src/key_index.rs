@@ -91,13 +91,15 @@ impl KeyIndex {
     }
 
     /// The indexed rows in `within` holding `key`, ascending.
-    fn hits(&self, key: i64, within: Range<u64>) -> Vec<u32> {
+    /// The rows `within` holding `key`, ascending; past `hits_max` of them, some `hits_max + 1`
+    /// (the caller only learns that there are too many).
+    fn hits(&self, key: i64, within: Range<u64>, hits_max: usize) -> Vec<u32> {
         match &self.entries {
             Entries::Chains { heads, next } => {
                 let mut hits = Vec::new();
                 let mut row = heads.get(&key).copied().unwrap_or(NO_ROW);
                 // Chains run from the newest row to the oldest.
-                while row != NO_ROW && (row as u64) >= within.start {
+                while row != NO_ROW && (row as u64) >= within.start && hits.len() <= hits_max {
                     if (row as u64) < within.end {
                         hits.push(row);
                     }
@@ -142,8 +144,10 @@ impl KeyIndexes {
     }
 
     /// Rows `within` of `partition` (in table order) whose column `column` holds `key` (for a
-    /// SYMBOL column, its code). Indexing more than `index_rows_max` rows to answer is left to
-    /// the caller ([`IndexRows::Deferred`]).
+    /// SYMBOL column, its code), at most `hits_max + 1` of them (more means too many to
+    /// gather). Indexing more than `index_rows_max` rows to answer is left to the caller
+    /// ([`IndexRows::Deferred`]).
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn rows(
         &self,
         table: &Arc<Table>,
@@ -152,6 +156,7 @@ impl KeyIndexes {
         (partition, column): (usize, usize),
         key: i64,
         within: Range<u64>,
+        hits_max: usize,
     ) -> Result<IndexRows> {
         let part = &snapshot.partitions()[partition];
         let rows = part.row_count;
@@ -186,7 +191,7 @@ impl KeyIndexes {
             }
         }
         let within = within.start..within.end.min(rows);
-        Ok(IndexRows::Hits(index.hits(key, within)))
+        Ok(IndexRows::Hits(index.hits(key, within, hits_max)))
     }
 
     /// The shared index for `id` at `version`. An index of an older version is replaced; a

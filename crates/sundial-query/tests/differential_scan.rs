@@ -114,6 +114,18 @@ fn atom(rng: &mut StdRng) -> String {
             format!("{c} {not}IN ({})", list.join(", "))
         }
         4 if !symbol => format!("{c} BETWEEN {} AND {}", constant(rng, c), constant(rng, c)),
+        5 if !symbol && !matches!(c, "t2" | "dt") => {
+            // Arithmetic with a constant (compiled for DOUBLE columns, DataFusion's otherwise).
+            let op = ["+", "-", "*", "/"][rng.random_range(0..4)];
+            let k = ["2", "0.5", "-1.5", "0"][rng.random_range(0..4)];
+            let cmp = ["=", "<", ">=", "<>"][rng.random_range(0..4)];
+            let v = rng.random_range(-10..10);
+            if rng.random_bool(0.3) {
+                format!("{k} {op} {c} {cmp} {v}")
+            } else {
+                format!("{c} {op} {k} {cmp} {v}")
+            }
+        }
         _ => {
             let ops: &[&str] = if symbol {
                 &["=", "<>", "!="]

@@ -164,13 +164,17 @@ fn symbol_array(
             .map_err(|e| StorageError::corrupt(path, e.to_string()))?;
         return Ok(Arc::new(array));
     }
-    // Without NULLs every code must name a symbol: one min/max pass over the raw codes (a loop
-    // the compiler vectorizes) checks them all.
-    let (min, max) = codes
-        .values()
-        .iter()
-        .fold((0i32, -1i32), |(lo, hi), &c| (lo.min(c), hi.max(c)));
-    if min < 0 || usize::try_from(max).is_ok_and(|max| max >= values.len()) {
+    // Without NULLs every code must name a symbol: one pass of signed comparisons over the raw
+    // codes (a loop the compiler vectorizes with baseline SSE2) checks them all.
+    let symbols = i32::try_from(values.len()).unwrap_or(i32::MAX);
+    let outside = codes.values().iter().fold(0u32, |bad, &c| {
+        bad | u32::from(c < 0) | u32::from(c >= symbols)
+    });
+    if outside != 0 {
+        let (min, max) = codes
+            .values()
+            .iter()
+            .fold((0i32, -1i32), |(lo, hi), &c| (lo.min(c), hi.max(c)));
         return Err(StorageError::corrupt(
             path,
             format!(

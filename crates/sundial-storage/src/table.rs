@@ -88,6 +88,8 @@ pub struct Snapshot {
     dirs: Vec<Arc<PartitionDir>>,
     /// Per SYMBOL column id, the dictionary version this commit published.
     symbols: HashMap<u32, Arc<PublishedSymbols>>,
+    /// The table's columns as Arrow fields, built once per commit: reads project it.
+    schema: arrow_schema::SchemaRef,
 }
 
 impl std::fmt::Debug for Snapshot {
@@ -229,9 +231,9 @@ impl Snapshot {
         rows: usize,
         mut read: impl FnMut(usize) -> Result<ArrayRef>,
     ) -> Result<RecordBatch> {
-        let full = self.meta().arrow_schema();
         let schema = Arc::new(
-            full.project(projection)
+            self.schema
+                .project(projection)
                 .map_err(|e| StorageError::InvalidInput(e.to_string()))?,
         );
         let columns = projection
@@ -1021,6 +1023,7 @@ impl WriterState {
             .map(|(id, d)| (*id, d.published()))
             .collect();
         Snapshot {
+            schema: self.committed.meta.arrow_schema(),
             state: Arc::new(self.committed.clone()),
             dirs,
             symbols,

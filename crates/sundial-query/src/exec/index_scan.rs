@@ -212,6 +212,7 @@ fn filter_rows(
             (frame.partition, column),
             i64::from(code),
             frame.rows.clone(),
+            usize::MAX,
         )?;
         match found {
             IndexRows::Hits(hits) => rows.extend(hits),

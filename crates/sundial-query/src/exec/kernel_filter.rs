@@ -1,10 +1,12 @@
 //! A scan's row filter compiled into a kernel [`Predicate`] (see `sundial-kernels`): every
 //! conjunction and disjunction of comparisons of a column with a constant (`=`, `<>`, `<`,
 //! `<=`, `>`, `>=`, BETWEEN as DataFusion plans it, `IN`, `IS [NOT] NULL`) over fixed-width
-//! columns and SYMBOL codes. A filter with anything else is left to DataFusion's expression.
+//! columns and SYMBOL codes, and of a DOUBLE column with a constant added, subtracted,
+//! multiplied or divided. A filter with anything else is left to DataFusion's expression.
 //!
 //! Comparisons keep DataFusion's meaning exactly: a NULL operand fails; floating-point
-//! values compare as in SQL (`-0.0 = 0.0`; NaN equals NaN and is above every number); a cast of an integer column to DOUBLE compares
+//! values compare as DataFusion compares them (`-0.0 = 0.0`; NaN equals NaN and is above
+//! every number, a negative NaN below); a cast of an integer column to DOUBLE compares
 //! the converted value; a symbol the dictionary never held equals no row.
 
 use std::sync::Arc;
@@ -17,7 +19,7 @@ use datafusion::physical_expr::expressions::{
     BinaryExpr, CastExpr, Column, InListExpr, IsNotNullExpr, IsNullExpr, Literal, NotExpr,
     TryCastExpr,
 };
-use sundial_kernels::{CmpOp, Domain, Leaf, Predicate, Test, domain_of, sql_key};
+use sundial_kernels::{Arith, ArithOp, CmpOp, Domain, Leaf, Predicate, Test, domain_of, sql_key};
 use sundial_storage::Snapshot;
 
 /// What compiling needs to know of the columns the filter reads.
@@ -80,8 +82,20 @@ fn leaf(column: usize, domain: Domain, test: Test, width: usize) -> Predicate {
     Predicate::Leaf(Leaf {
         column,
         domain,
+        arith: None,
         test,
         width,
+    })
+}
+
+/// The leaf testing `operand` (its arithmetic included).
+fn operand_leaf(operand: &Operand, test: Test) -> Predicate {
+    Predicate::Leaf(Leaf {
+        column: operand.column,
+        domain: operand.domain,
+        arith: operand.arith,
+        test,
+        width: operand.width,
     })
 }
 
@@ -110,9 +124,56 @@ struct Operand {
     /// The type the constant must have (the column's, or its cast's).
     compared_as: DataType,
     width: usize,
+    /// Arithmetic with a constant applied to a DOUBLE column's values first.
+    arith: Option<Arith>,
+}
+
+/// A DOUBLE column with a constant added, subtracted, multiplied or divided (`velocity * 2`):
+/// compared after the same double arithmetic DataFusion does.
+fn arithmetic_operand(binary: &BinaryExpr, columns: &FilterColumns) -> Option<Operand> {
+    let op = match binary.op() {
+        Operator::Plus => ArithOp::Add,
+        Operator::Minus => ArithOp::Sub,
+        Operator::Multiply => ArithOp::Mul,
+        Operator::Divide => ArithOp::Div,
+        _ => return None,
+    };
+    let (column, literal, constant_first) = match (
+        binary.left().downcast_ref::<Column>(),
+        binary.right().downcast_ref::<Literal>(),
+        binary.left().downcast_ref::<Literal>(),
+        binary.right().downcast_ref::<Column>(),
+    ) {
+        (Some(c), Some(l), _, _) => (c, l, false),
+        (_, _, Some(l), Some(c)) => (c, l, true),
+        _ => return None,
+    };
+    let ScalarValue::Float64(Some(constant)) = literal.value() else {
+        return None;
+    };
+    // Dividing by zero is DataFusion's error to report, not a value to compare.
+    if op == ArithOp::Div && *constant == 0.0 {
+        return None;
+    }
+    let field = columns.schema.fields().get(column.index())?;
+    (field.data_type() == &DataType::Float64).then(|| Operand {
+        column: column.index(),
+        domain: Domain::Float,
+        symbol: false,
+        compared_as: DataType::Float64,
+        width: 8,
+        arith: Some(Arith {
+            op,
+            constant: *constant,
+            constant_first,
+        }),
+    })
 }
 
 fn operand(expr: &Arc<dyn PhysicalExpr>, columns: &FilterColumns) -> Option<Operand> {
+    if let Some(binary) = expr.downcast_ref::<BinaryExpr>() {
+        return arithmetic_operand(binary, columns);
+    }
     let (inner, cast_to) = if let Some(cast) = expr.downcast_ref::<CastExpr>() {
         (cast.expr(), Some(cast.cast_type().clone()))
     } else if let Some(cast) = expr.downcast_ref::<TryCastExpr>() {
@@ -135,6 +196,7 @@ fn operand(expr: &Arc<dyn PhysicalExpr>, columns: &FilterColumns) -> Option<Oper
                 symbol,
                 compared_as: DataType::Float64,
                 width,
+                arith: None,
             });
         }
         Some(DataType::Int64) if domain == Domain::Int && data_type.is_integer() => DataType::Int64,
@@ -146,6 +208,7 @@ fn operand(expr: &Arc<dyn PhysicalExpr>, columns: &FilterColumns) -> Option<Oper
         symbol,
         compared_as,
         width,
+        arith: None,
     })
 }
 
@@ -240,12 +303,7 @@ fn comparison(
     let Some(key) = constant_key(literal.value(), &operand, columns)? else {
         return Some(Predicate::Const(false));
     };
-    Some(leaf(
-        operand.column,
-        operand.domain,
-        Test::Compare { op, key },
-        operand.width,
-    ))
+    Some(operand_leaf(&operand, Test::Compare { op, key }))
 }
 
 fn in_list(list: &InListExpr, columns: &FilterColumns) -> Option<Predicate> {
@@ -265,13 +323,11 @@ fn in_list(list: &InListExpr, columns: &FilterColumns) -> Option<Predicate> {
     }
     keys.sort_unstable();
     keys.dedup();
-    Some(leaf(
-        operand.column,
-        operand.domain,
+    Some(operand_leaf(
+        &operand,
         Test::In {
             keys: keys.into(),
             negated: list.negated(),
         },
-        operand.width,
     ))
 }

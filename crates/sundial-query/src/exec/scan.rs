@@ -919,32 +919,67 @@ impl SundialScanExec {
 
     /// Output partition `partition`'s rows as chunks of at most `batch_rows` rows, in place of
     /// its batches.
-    pub(crate) fn chunks(
-        &self,
-        partition: usize,
-        batch_rows: u64,
-    ) -> DfResult<impl Iterator<Item = DfResult<Chunk>> + Send + use<>> {
+    pub(crate) fn chunks(&self, partition: usize, batch_rows: u64) -> DfResult<ChunkReader> {
         let Some(data) = self.data.clone() else {
             return Err(DataFusionError::Internal(
                 "a scan kept for reuse ran without being bound".into(),
             ));
         };
-        let projection = self.projection.clone();
-        let frames = self.frames_of(&data, partition);
-        Ok(frames
+        let pieces = self
+            .frames_of(&data, partition)
             .into_iter()
-            .flat_map(move |frame| pieces(frame, batch_rows, false))
-            .map(move |piece| {
-                let batch = read_rows(&data.snapshot, &piece, &projection)?;
-                let selection = match &data.filter {
-                    None => None,
-                    Some(filter) => {
-                        let tested = read_rows(&data.snapshot, &piece, &filter.columns)?;
-                        Some(filter.select(&tested)?)
-                    }
-                };
-                Ok(Chunk { batch, selection })
-            }))
+            .flat_map(|frame| pieces(frame, batch_rows, false))
+            .collect();
+        Ok(ChunkReader {
+            data,
+            projection: self.projection.clone(),
+            pieces,
+        })
+    }
+}
+
+/// One output partition's rows as [`Chunk`]s, read a piece at a time by the operator above.
+pub(crate) struct ChunkReader {
+    data: ScanData,
+    projection: Vec<usize>,
+    pieces: std::collections::VecDeque<Frame>,
+}
+
+impl ChunkReader {
+    /// Whether a row filter selects among the rows.
+    pub(crate) fn is_filtered(&self) -> bool {
+        self.data.filter.is_some()
+    }
+
+    /// The next piece to read, if any is left.
+    pub(crate) fn next_piece(&mut self) -> Option<Frame> {
+        self.pieces.pop_front()
+    }
+
+    /// The rows of `piece`: the projected columns and which rows pass the filter.
+    pub(crate) fn read(&self, piece: &Frame) -> DfResult<Chunk> {
+        let batch = read_rows(&self.data.snapshot, piece, &self.projection)?;
+        let selection = match &self.data.filter {
+            None => None,
+            Some(filter) => {
+                let tested = read_rows(&self.data.snapshot, piece, &filter.columns)?;
+                Some(filter.select(&tested)?)
+            }
+        };
+        Ok(Chunk { batch, selection })
+    }
+
+    /// How many of `piece`'s rows are NULL in output column `column`, from the validity bitmap
+    /// alone; `None` for rows an index picked (they would have to be read).
+    pub(crate) fn null_count(&self, piece: &Frame, column: usize) -> DfResult<Option<u64>> {
+        if piece.picks.is_some() {
+            return Ok(None);
+        }
+        self.data
+            .snapshot
+            .null_count(piece.partition, self.projection[column], piece.rows.clone())
+            .map(Some)
+            .map_err(external)
     }
 }
 

@@ -47,7 +47,7 @@ use datafusion::physical_plan::{
 use sundial_kernels::{Accumulator, ColumnValues, Fold, Grouper, Slots, domain_of};
 
 use super::partial_agg::{final_over, partial_of, states_at};
-use super::scan::{Chunk, SundialScanExec, scan_batch_rows};
+use super::scan::{Chunk, ChunkReader, SundialScanExec, scan_batch_rows};
 
 /// Replaces partial aggregates over a Sundial scan with [`ScanAggregateExec`] (and
 /// single-stage ones with a final aggregate over it).
@@ -350,7 +350,9 @@ impl ExecutionPlan for ScanAggregateExec {
             ));
         };
         let batch_rows = scan_batch_rows(context.session_config().batch_size());
-        let chunks = scan.chunks(partition, batch_rows)?;
+        // Chunks of several batches: per-chunk costs (reading the mapped columns, a
+        // selection) spread over more rows, while a chunk's selection stays in cache.
+        let chunks = scan.chunks(partition, batch_rows * 4)?;
         let snapshot = scan.snapshot().cloned().ok_or_else(|| {
             DataFusionError::Internal("a scan kept for reuse ran without being bound".into())
         })?;
@@ -380,15 +382,13 @@ impl ExecutionPlan for ScanAggregateExec {
             aggregates: self.aggregates.clone(),
             dictionaries: dictionaries.into_iter().map(|d| d as ArrayRef).collect(),
             schema: self.schema.clone(),
+            every_symbol_seen: false,
         };
-        let stream = futures::stream::unfold(Some(Box::new(chunks)), move |open| {
-            let result = open.map(|mut chunks| match chunks.next() {
-                Some(Ok(chunk)) => match folding.consume(chunk) {
-                    Ok(()) => (None, Some(chunks)),
-                    Err(e) => (Some(Err(e)), None),
-                },
-                Some(Err(e)) => (Some(Err(e)), None),
-                None => (Some(folding.finish()), None),
+        let stream = futures::stream::unfold(Some(chunks), move |open| {
+            let result = open.map(|mut chunks| match folding.step(&mut chunks) {
+                Ok(true) => (None, Some(chunks)),
+                Ok(false) => (Some(folding.finish()), None),
+                Err(e) => (Some(Err(e)), None),
             });
             async move {
                 let (item, rest) = result?;
@@ -417,9 +417,50 @@ struct Folding {
     aggregates: Vec<ScanAggregate>,
     dictionaries: Vec<ArrayRef>,
     schema: SchemaRef,
+    /// A grouping by one key without aggregates has met every symbol of the dictionary:
+    /// only NULL can still add a group.
+    every_symbol_seen: bool,
 }
 
+/// Symbols past which a grouping without aggregates does not check whether it has met them
+/// all (the check costs a pass over the groups per chunk).
+const SEEN_CHECK_SYMBOLS_MAX: usize = 1 << 16;
+
 impl Folding {
+    /// Folds the next chunk of `chunks`; `false` when there is nothing left to fold.
+    ///
+    /// `count(DISTINCT sym)` and `SELECT DISTINCT sym` (a grouping by one key with no
+    /// aggregate) stop reading once every symbol has a group: the rest of the rows can only
+    /// add NULL, which the validity bitmaps tell without reading the codes when no filter
+    /// applies.
+    fn step(&mut self, chunks: &mut ChunkReader) -> DfResult<bool> {
+        let Some(piece) = chunks.next_piece() else {
+            return Ok(false);
+        };
+        if self.every_symbol_seen {
+            let null_slot = self.dictionaries[0].len();
+            if self.rows.count(null_slot) > 0 {
+                return Ok(false);
+            }
+            if !chunks.is_filtered()
+                && let Some(nulls) = chunks.null_count(&piece, self.keys[0])?
+            {
+                self.rows.add_count(null_slot, nulls);
+                return Ok(true);
+            }
+        }
+        self.consume(chunks.read(&piece)?)?;
+        if self.aggregates.is_empty()
+            && self.keys.len() == 1
+            && !self.every_symbol_seen
+            && self.dictionaries[0].len() <= SEEN_CHECK_SYMBOLS_MAX
+        {
+            let symbols = self.dictionaries[0].len();
+            self.every_symbol_seen = (0..symbols).all(|code| self.rows.count(code) > 0);
+        }
+        Ok(true)
+    }
+
     fn consume(&mut self, chunk: Chunk) -> DfResult<()> {
         let len = chunk.batch.num_rows();
         let selection = chunk.selection.as_ref();

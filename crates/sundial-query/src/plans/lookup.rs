@@ -30,6 +30,7 @@ use datafusion::logical_expr::{
     BinaryExpr, Expr, FetchType, LogicalPlan, Operator, SkipType, TableScan,
 };
 use datafusion::scalar::ScalarValue;
+use sundial_kernels::{CmpOp, ColumnValues, Domain, Leaf, Predicate, Test};
 use sundial_storage::{ColumnType, Snapshot, Table};
 
 use crate::error::{QueryError, Result, internal};
@@ -424,6 +425,7 @@ fn indexed_rows(scope: &Scope<'_>, needles: &[Needle]) -> Result<Option<Vec<u32>
         (scope.partition, needles[first].column),
         key,
         0..u64::MAX,
+        GATHER_ROWS_MAX,
     )?;
     let mut rows = match found {
         IndexRows::Hits(rows) => rows,
@@ -485,6 +487,43 @@ fn scan_matches(
     rows: std::ops::Range<u64>,
     needles: &[Needle],
 ) -> Result<Option<BooleanArray>> {
+    // Integer-like keys and SYMBOL codes are compared by the scan kernels, all at once.
+    let keys: Option<Vec<i64>> = needles.iter().map(|n| n.index_key).collect();
+    if let Some(keys) = keys {
+        let columns = needles
+            .iter()
+            .map(|n| {
+                scope
+                    .snapshot
+                    .read_column(scope.partition, n.column, rows.clone())
+            })
+            .collect::<std::result::Result<Vec<_>, _>>()?;
+        let values: Option<Vec<ColumnValues>> = columns
+            .iter()
+            .map(|c| ColumnValues::of(c.as_ref()))
+            .collect();
+        if let Some(values) = values {
+            let leaves = keys
+                .iter()
+                .enumerate()
+                .map(|(column, &key)| {
+                    Predicate::Leaf(Leaf {
+                        column,
+                        domain: Domain::Int,
+                        arith: None,
+                        test: Test::Compare { op: CmpOp::Eq, key },
+                        width: 8,
+                    })
+                })
+                .collect();
+            let selection =
+                Predicate::and(leaves).select(&values, (rows.end - rows.start) as usize);
+            if selection.none_pass() {
+                return Ok(None);
+            }
+            return Ok(Some(BooleanArray::new(selection.into_bits(), None)));
+        }
+    }
     let mut mask: Option<BooleanArray> = None;
     for needle in needles {
         let values = scope
@@ -771,7 +810,15 @@ mod tests {
         let table = engine.db().table("t").expect("table");
         let snapshot = table.snapshot();
         let rows = indexes
-            .rows(&table, &snapshot, u64::MAX, (0, 2), 1, 0..u64::MAX)
+            .rows(
+                &table,
+                &snapshot,
+                u64::MAX,
+                (0, 2),
+                1,
+                0..u64::MAX,
+                usize::MAX,
+            )
             .expect("rows");
         assert!(matches!(rows, IndexRows::Unindexed));
     }
@@ -785,7 +832,17 @@ mod tests {
         trades(&engine).await;
         let table = engine.db().table("t").expect("table");
         let snapshot = table.snapshot();
-        let rows = |allowed| indexes.rows(&table, &snapshot, allowed, (0, 2), 1, 0..u64::MAX);
+        let rows = |allowed| {
+            indexes.rows(
+                &table,
+                &snapshot,
+                allowed,
+                (0, 2),
+                1,
+                0..u64::MAX,
+                usize::MAX,
+            )
+        };
         assert!(matches!(rows(1).expect("rows"), IndexRows::Deferred));
         assert!(matches!(rows(u64::MAX).expect("rows"), IndexRows::Hits(h) if h == [0]));
         assert!(matches!(rows(0).expect("rows"), IndexRows::Hits(h) if h == [0]));
@@ -801,7 +858,15 @@ mod tests {
         for hour in 0..5 {
             let snapshot = table.snapshot();
             let hits = indexes
-                .rows(&table, &snapshot, u64::MAX, (2, 2), 3, 0..u64::MAX)
+                .rows(
+                    &table,
+                    &snapshot,
+                    u64::MAX,
+                    (2, 2),
+                    3,
+                    0..u64::MAX,
+                    usize::MAX,
+                )
                 .expect("rows");
             assert!(
                 matches!(hits, IndexRows::Hits(h) if h.len() == 1 + hour),

@@ -1,0 +1,121 @@
+#!/usr/bin/env bash
+# The analytics battery (bench/analytics-queries.txt), Sundial and QuestDB side by side: TSBS's
+# devops (200 hosts x 2 days) and iot (500 trucks x 7 days) data, generated with
+# tsbs_generate_data and loaded with TSBS's own tsbs_load_questdb into one server at a time,
+# then every query of the battery over PostgreSQL's protocol: medians, the GB/s each full scan
+# reaches, and each answer checked against QuestDB's. Also this machine's memory read rate
+# (a sum over 1 GiB on one thread and on two), the ceiling of any scan.
+#
+#   bench/analytics.sh
+#   RUNS=25 SERVERS=sundial bench/analytics.sh
+#
+# Needs TSBS's commands (TSBS_BIN, default ../shared/tsbs/bin). Figures go to
+# bench/results/analytics-<time>.txt: one line per query with both medians and the ratio.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+TSBS_BIN=${TSBS_BIN:-../shared/tsbs/bin}
+DATA_DIR=${DATA_DIR:-/tmp/sundial-analytics-data}
+RUNS=${RUNS:-15}
+SERVERS=${SERVERS:-"questdb sundial"}
+WORK=${WORK:-$(mktemp -d /tmp/sundial-analytics-bench.XXXXXX)}
+mkdir -p bench/results "$DATA_DIR"
+OUT=bench/results/analytics-$(date +%Y%m%d-%H%M%S).txt
+
+generate() { # file flags...
+    local file=$DATA_DIR/$1
+    shift
+    [[ -s $file ]] || "$TSBS_BIN/tsbs_generate_data" "$@" --seed=123 --format=questdb \
+        --timestamp-start=2016-01-01T00:00:00Z >"$file"
+}
+generate cpu-s200-2d.ilp --use-case=cpu-only --scale=200 \
+    --timestamp-end=2016-01-03T00:00:00Z --log-interval=10s
+generate iot-s500-7d.ilp --use-case=iot --scale=500 \
+    --timestamp-end=2016-01-08T00:00:00Z --log-interval=60s
+CPU_ROWS=$(grep -c '^cpu,' "$DATA_DIR/cpu-s200-2d.ilp")
+READINGS_ROWS=$(grep -c '^readings,' "$DATA_DIR/iot-s500-7d.ilp")
+
+cargo build --release -p sundial-server -p sundial-bench
+bench/peers/questdb.sh install >/dev/null
+export QDB_HTTP_PORT=19000 QDB_ILP_PORT=19009 QDB_PG_PORT=18812
+
+count() { # http table
+    curl -sfG "http://$1/exec" --data-urlencode "query=SELECT count(*) FROM $2" |
+        sed -n 's/.*"dataset":\[\[\([0-9]*\)\]\].*/\1/p'
+}
+
+# TSBS's loader refuses to run while a table `cpu` exists: iot first.
+load() { # http ilp
+    for file in iot-s500-7d.ilp cpu-s200-2d.ilp; do
+        "$TSBS_BIN/tsbs_load_questdb" --file="$DATA_DIR/$file" --workers=2 \
+            --batch-size=10000 --url="http://$1/" --ilp-bind-to="$2" | tail -1
+    done
+    local waited=0
+    until [[ $(count "$1" cpu) == "$CPU_ROWS" && $(count "$1" readings) == "$READINGS_ROWS" ]]; do
+        (( waited++ < 600 )) || { echo "rows not queryable after 60 s" >&2; return 1; }
+        sleep 0.1
+    done
+}
+
+run_battery() { # label pg
+    local reference=()
+    [[ $1 == questdb || ! -d $WORK/answers/questdb ]] ||
+        reference=(--reference "$WORK/answers/questdb")
+    target/release/sundial-bench analytics --label "$1" --pg-addr "$2" \
+        --queries bench/analytics-queries.txt --runs "$RUNS" \
+        --answers "$WORK/answers/$1" "${reference[@]}"
+}
+
+run_sundial() {
+    bench/peers/sundial.sh start "$WORK/sundial"
+    load 127.0.0.1:29000 127.0.0.1:29009
+    run_battery sundial 127.0.0.1:28812
+    bench/peers/sundial.sh stop "$WORK/sundial"
+}
+
+run_questdb() {
+    local root=$WORK/questdb-root
+    rm -rf "$root"
+    bench/peers/questdb.sh start "$root" >/dev/null
+    load 127.0.0.1:$QDB_HTTP_PORT 127.0.0.1:$QDB_ILP_PORT
+    run_battery questdb 127.0.0.1:$QDB_PG_PORT
+    bench/peers/questdb.sh stop "$root"
+}
+
+# Joins the servers' `result:` lines: both medians, Sundial's time as a share of QuestDB's,
+# the GB/s Sundial's scan reached, and whether the answers agree.
+table() {
+    awk '
+        /^result: membw/ { for (i = 2; i <= NF; i++) print "# " $i; next }
+        /^result: / && / query=/ {
+            delete f
+            for (i = 2; i <= NF; i++) { split($i, kv, "="); f[kv[1]] = kv[2] }
+            q = f["query"]; median[f["label"], q] = f["median_ms"]
+            if (f["label"] == "sundial") { rate[q] = f["gb_per_s"]; answer[q] = f["answer"] }
+            if (/ failed: /) failed[f["label"], q] = 1
+            if (!(q in seen)) { seen[q] = 1; order[++n] = q }
+        }
+        END {
+            printf "%-26s %12s %12s %14s %10s %10s\n", "query", "sundial_ms", "questdb_ms", \
+                "sundial/questdb", "gb_per_s", "answer"
+            for (i = 1; i <= n; i++) {
+                q = order[i]; s = median["sundial", q]; d = median["questdb", q]
+                share = (s > 0 && d > 0) ? sprintf("%.2f", s / d) : "-"
+                if (failed["sundial", q]) s = "failed"
+                if (failed["questdb", q]) d = "failed"
+                printf "%-26s %12s %12s %14s %10s %10s\n", q, s, d, share, \
+                    rate[q] == "" ? "-" : rate[q], answer[q] == "" ? "-" : answer[q]
+            }
+        }'
+}
+
+{
+    echo "# bench/analytics.sh $(date -u +%FT%TZ): cpu $CPU_ROWS rows, readings $READINGS_ROWS rows, runs=$RUNS"
+    target/release/sundial-bench membw
+    for server in $SERVERS; do
+        "run_$server"
+    done
+} | tee "$OUT.raw"
+table <"$OUT.raw" | tee "$OUT"
+cat "$OUT.raw" >>"$OUT"
+rm "$OUT.raw"
+echo "results in $OUT"
