@@ -351,8 +351,16 @@ impl ExecutionPlan for ScanAggregateExec {
         };
         let batch_rows = scan_batch_rows(context.session_config().batch_size());
         // Chunks of several batches: per-chunk costs (reading the mapped columns, a
-        // selection) spread over more rows, while a chunk's selection stays in cache.
-        let chunks = scan.chunks(partition, batch_rows * 4)?;
+        // selection) spread over more rows, while a chunk's selection stays in cache. A
+        // grouping without aggregates (DISTINCT) reads one batch at a time: it may stop as
+        // soon as it has met every symbol.
+        let distinct_only = self.aggregates.is_empty() && self.keys.len() == 1;
+        let chunk_rows = if distinct_only {
+            batch_rows
+        } else {
+            batch_rows * 4
+        };
+        let chunks = scan.chunks(partition, chunk_rows)?;
         let snapshot = scan.snapshot().cloned().ok_or_else(|| {
             DataFusionError::Internal("a scan kept for reuse ran without being bound".into())
         })?;

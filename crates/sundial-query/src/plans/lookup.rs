@@ -243,10 +243,22 @@ impl PointLookup {
                 let Some(mask) = scan_matches(scope, rows.clone(), needles)? else {
                     return Ok(None);
                 };
-                let all = scope
-                    .snapshot
-                    .read_batch(scope.partition, &self.projection, rows)?;
-                filter_record_batch(&all, &mask)?.columns().to_vec()
+                // A few matches are gathered (reading, and for SYMBOL columns checking, only
+                // them); many are filtered out of the whole partition.
+                if mask.true_count() <= GATHER_ROWS_MAX && rows.end <= u64::from(u32::MAX) {
+                    let picks: Vec<u32> = mask.values().set_indices().map(|i| i as u32).collect();
+                    let picked = scope.snapshot.read_batch_picked(
+                        scope.partition,
+                        &self.projection,
+                        &picks,
+                    )?;
+                    picked.columns().to_vec()
+                } else {
+                    let all = scope
+                        .snapshot
+                        .read_batch(scope.partition, &self.projection, rows)?;
+                    filter_record_batch(&all, &mask)?.columns().to_vec()
+                }
             }
         };
         Ok(Some(RecordBatch::try_new(self.schema.clone(), columns)?))
