@@ -76,6 +76,11 @@ impl Accumulator {
         }
     }
 
+    /// Bytes the states hold.
+    pub fn bytes(&self) -> usize {
+        self.counts.capacity() * 8 + self.ints.capacity() * 8 + self.floats.capacity() * 8
+    }
+
     /// Valid values folded into `slot`.
     pub fn count(&self, slot: usize) -> u64 {
         self.counts.get(slot).copied().unwrap_or(0)

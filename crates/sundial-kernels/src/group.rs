@@ -10,7 +10,7 @@ use crate::selection::Selection;
 use crate::values::{ColumnValues, Values};
 
 /// Combined key indexes up to this many are slots themselves (dense arrays of states).
-pub const DENSE_SLOTS_MAX: u64 = 1 << 20;
+pub const DENSE_SLOTS_MAX: u64 = 1 << 16;
 
 /// Assigns the rows of chunks to group slots by their key codes.
 #[derive(Debug, Clone)]
@@ -105,6 +105,12 @@ impl Grouper {
                 });
             });
         }
+    }
+
+    /// Bytes the grouper holds: the last chunk's slots and the sparse slots' keys.
+    pub fn bytes(&self) -> usize {
+        let sparse = self.sparse.as_ref().map_or(0, |m| m.capacity() * 16);
+        self.slots.capacity() * 4 + self.sparse_keys.capacity() * 8 + sparse
     }
 
     /// The slot of each row of the chunk last assigned.

@@ -32,6 +32,7 @@ use datafusion::arrow::datatypes::{DataType, Int32Type, SchemaRef};
 use datafusion::common::tree_node::{Transformed, TreeNode, TreeNodeRecursion};
 use datafusion::config::ConfigOptions;
 use datafusion::error::{DataFusionError, Result as DfResult};
+use datafusion::execution::memory_pool::{MemoryConsumer, MemoryReservation};
 use datafusion::execution::{SendableRecordBatchStream, TaskContext};
 use datafusion::physical_expr::{EquivalenceProperties, PhysicalExpr};
 use datafusion::physical_optimizer::PhysicalOptimizerRule;
@@ -378,7 +379,10 @@ impl ExecutionPlan for ScanAggregateExec {
             .iter()
             .map(|d| u32::try_from(d.len()).unwrap_or(u32::MAX))
             .collect();
+        let reservation = MemoryConsumer::new(format!("ScanAggregateExec[{partition}]"))
+            .register(context.memory_pool());
         let mut folding = Folding {
+            reservation,
             grouper: (!self.keys.is_empty()).then(|| Grouper::new(&sizes)),
             rows: Accumulator::new(Fold::Count),
             accumulators: self
@@ -417,6 +421,8 @@ impl ExecutionPlan for ScanAggregateExec {
 
 /// One output partition's fold: states per group slot.
 struct Folding {
+    /// The states' memory, counted against the query's memory limit.
+    reservation: MemoryReservation,
     grouper: Option<Grouper>,
     /// Passing rows per slot: which slots hold a group.
     rows: Accumulator,
@@ -503,7 +509,14 @@ impl Folding {
             let values = aggregate.column.map(column).transpose()?;
             accumulator.update(values.as_ref(), selection, slots, len);
         }
-        Ok(())
+        let bytes = self.rows.bytes()
+            + self.grouper.as_ref().map_or(0, Grouper::bytes)
+            + self
+                .accumulators
+                .iter()
+                .map(Accumulator::bytes)
+                .sum::<usize>();
+        self.reservation.try_resize(bytes)
     }
 
     /// The partial states of every group that holds a row (ungrouped: the one row).
@@ -568,5 +581,33 @@ impl Folding {
             });
         }
         Ok(RecordBatch::try_new(self.schema.clone(), out)?)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::exec::scan::tests::{engine, plan_and_rows};
+
+    /// Groups past the query's memory limit end the query with a clear error, not the process:
+    /// every group's states are counted as the scan folds.
+    #[tokio::test]
+    async fn groups_beyond_the_memory_limit_fail_cleanly() {
+        let (mut engine, _dir) = engine();
+        for sql in [
+            "CREATE TABLE g (ts TIMESTAMP, a SYMBOL, b SYMBOL, c SYMBOL, v DOUBLE) TIMESTAMP(ts) \
+             PARTITION BY DAY",
+            "INSERT INTO g SELECT to_timestamp_seconds(1704067200 + value), 'a' || (value % 997), \
+             'b' || (value % 991), 'c' || (value % 983), value FROM generate_series(0, 199999)",
+        ] {
+            engine.run(sql).await.expect(sql);
+        }
+        let sql = "SELECT a, b, c, sum(v), max(v), count(*) FROM g GROUP BY a, b, c";
+        let (plan, _) = plan_and_rows(&engine, &format!("{sql} LIMIT 1")).await;
+        assert!(plan.contains("ScanAggregateExec"), "{plan}");
+        engine.set_query_memory_bytes_max(4 << 20);
+        let output = engine.run(sql).await.expect("planned");
+        let error = crate::collect(output).await.expect_err("over the limit");
+        assert!(error.to_string().contains("Resources exhausted"), "{error}");
+        assert!(error.to_string().contains("ScanAggregateExec"), "{error}");
     }
 }
