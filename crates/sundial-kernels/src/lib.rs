@@ -5,10 +5,13 @@
 //!  columns of a chunk ──▶ Predicate::select ──▶ Selection (1 bit per row, 64-row words)
 //!        │                 leaf tests: typed loops, 64 rows a step,        │
 //!        │                 conjuncts only over blocks still passing        │
-//!        └──── key codes ──▶ Grouper::assign ──▶ slot per row ─────────────┤
+//!        └── key codes/ints ─▶ Grouper::assign ──▶ slot per row ───────────┤
 //!                                                                          ▼
 //!                       Accumulator::update: count / sum / min / max per slot, no rows built
 //! ```
+//!
+//! Zone maps ([`Zone`]) summarise a run of a column's values; [`Predicate::may_pass`] tells
+//! from them whether any row of the run can pass, so scans skip runs that cannot.
 //!
 //! The crate knows Arrow arrays and nothing of SQL: the query layer compiles its filters and
 //! aggregates into [`Predicate`]s and [`Accumulator`]s, and turns the states back into the
@@ -22,9 +25,11 @@ mod filter;
 mod group;
 mod selection;
 mod values;
+mod zone;
 
 pub use aggregate::{Accumulator, Fold, Slots};
 pub use filter::{Arith, ArithOp, CmpOp, Leaf, Predicate, Test};
-pub use group::{DENSE_SLOTS_MAX, Grouper};
+pub use group::{DENSE_SLOTS_MAX, GROUP_KEYS_MAX, GroupKey, Grouper, KeyKind};
 pub use selection::Selection;
 pub use values::{ColumnValues, Domain, Values, domain_of, from_total_key, sql_key, total_key};
+pub use zone::Zone;

@@ -180,15 +180,19 @@ fn query(rng: &mut StdRng) -> String {
     } else {
         String::new()
     };
-    match rng.random_range(0..10) {
+    match rng.random_range(0..14) {
         0 => format!("SELECT count(DISTINCT s) FROM $t{where_}"),
         1 => format!("SELECT DISTINCT s2 FROM $t{where_} ORDER BY 1"),
         2 => format!("SELECT ts, s, l, d FROM $t{where_} ORDER BY ts, s, l, d"),
+        13 => format!("SELECT count(DISTINCT i) FROM $t{where_}"),
         n => {
             let keys = match n {
                 3 | 4 => vec!["s"],
                 5 => vec!["s", "s2"],
                 6 => vec!["s2", "s"],
+                10 => vec!["b"],
+                11 => vec!["i", "s"],
+                12 => vec!["s", "sh", "l"],
                 _ => vec![],
             };
             let aggs: Vec<String> = (0..rng.random_range(1..4))

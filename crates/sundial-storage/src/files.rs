@@ -8,13 +8,15 @@
 //! Descriptors and mappings come from the database's bounded [`FileCache`]: nothing here keeps
 //! a file open by itself.
 
+use std::collections::HashMap;
 use std::fs::File;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 
 use arrow_buffer::Buffer;
+use sundial_kernels::Zone;
 
 use crate::bits;
 use crate::cache::{FileCache, Mapped};
@@ -58,6 +60,9 @@ pub(crate) struct PartitionDir {
     id: u64,
     // Keeps the table directory alive while this partition is readable.
     table: Arc<TableDir>,
+    /// Zone entries read so far, per column id: only of zones complete under the snapshot
+    /// that read them, which never change (see `zone.rs`).
+    zones: Mutex<HashMap<u32, Arc<[Option<Zone>]>>>,
 }
 
 /// Source of `PartitionDir::id`.
@@ -136,6 +141,21 @@ impl PartitionDir {
             obsolete: AtomicBool::new(false),
             id: NEXT_PARTITION_DIR_ID.fetch_add(1, Ordering::Relaxed),
             table,
+            zones: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// The zone entries of column `id` read so far (see `zone.rs`).
+    pub fn cached_zones(&self, id: u32) -> Option<Arc<[Option<Zone>]>> {
+        self.zones.lock().ok()?.get(&id).cloned()
+    }
+
+    /// Keeps `zones` as column `id`'s entries, unless more are kept already.
+    pub fn keep_zones(&self, id: u32, zones: Arc<[Option<Zone>]>) {
+        if let Ok(mut kept) = self.zones.lock()
+            && kept.get(&id).is_none_or(|z| z.len() < zones.len())
+        {
+            kept.insert(id, zones);
         }
     }
 

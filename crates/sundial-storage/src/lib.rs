@@ -23,6 +23,9 @@
 //!   [`TIMESTAMP_MIN_NS`] to [`TIMESTAMP_END_NS`]; `append` rejects others before writing.
 //! * Schema changes are crash-safe: a durable marker (a transaction, or the rename of a dropped
 //!   table's directory to `.dropped-<id>`) precedes any deletion, and opening finishes it.
+//! * Numeric and timestamp columns keep a zone map per partition version (`<col>.z`: range of
+//!   values and NULL count per 65,536 rows), written with the commit that completes a zone and
+//!   read through [`Snapshot::zones`]; damaged or missing entries only mean "unknown".
 //! * Descriptors and mappings of column files come from bounded LRU caches
 //!   (`open_files_max`, `mapped_files_max`): no limit on tables or partitions follows from them.
 //!
@@ -44,6 +47,7 @@ mod symbols;
 mod table;
 mod txn;
 mod types;
+mod zone;
 
 pub use cache::raise_open_files_limit;
 pub use column::parse_uuid;
@@ -54,6 +58,7 @@ pub use partition::PartitionBy;
 pub use table::{Durability, Snapshot, StorageOptions, Table, TableWriter};
 pub use txn::{ColumnMeta, PartitionMeta, TableMeta};
 pub use types::{ColumnType, SUNDIAL_TYPE_KEY, SymbolValues, arrow_field};
+pub use zone::{ZONE_ROWS, Zone};
 
 /// Earliest timestamp a table holds: 1678-01-01T00:00:00Z, in nanoseconds since the Unix
 /// epoch. With [`TIMESTAMP_END_NS`] it keeps every partition of any [`PartitionBy`] (a year

@@ -33,6 +33,7 @@ use crate::symbols::{SYMBOL_DIR, SymbolDict};
 use crate::txn::{ColumnMeta, PartitionMeta, TableMeta, TxnState};
 use crate::types::{ColumnType, Layout, SymbolValues};
 use crate::validate_name;
+use crate::zone::{Zone, complete_zones, read_zones, write_zones};
 
 /// What a commit promises about surviving a crash of the operating system or a power loss.
 /// Every mode survives a crash of the Sundial process itself (`kill -9`): committed data is in
@@ -159,6 +160,22 @@ impl Snapshot {
             None => 0,
         };
         Ok(below_top + nulls)
+    }
+
+    /// The zones (runs of [`crate::ZONE_ROWS`] rows, see `docs/design.md`) of column `column` of
+    /// partition `partition` complete in this snapshot, in row order: `None` for a zone whose
+    /// entry is missing or damaged, and for every zone of a column type without zone maps.
+    pub fn zones(&self, partition: usize, column: usize) -> Result<Vec<Option<Zone>>> {
+        let part = self.partition(partition)?;
+        let col = self.column(column)?;
+        let n = complete_zones(part.row_count);
+        let dir = &self.dirs[partition];
+        if let Some(kept) = dir.cached_zones(col.id).filter(|z| z.len() as u64 >= n) {
+            return Ok(kept[..n as usize].to_vec());
+        }
+        let read = read_zones(dir, col, part.column_top(col.id), n)?;
+        dir.keep_zones(col.id, read.clone());
+        Ok(read.to_vec())
     }
 
     /// Rows `rows` of column `column` of partition `partition`, without copying fixed-width data.
@@ -1302,6 +1319,16 @@ impl WriterState {
                     }
                     (meta, p.dir.clone())
                 };
+                // An append completes zones after the committed ones; a new version has all.
+                let appended = !p.is_new && p.o3.is_none();
+                let first = if appended {
+                    complete_zones(p.base.row_count)
+                } else {
+                    0
+                };
+                let columns = &self.committed.meta.columns;
+                let zones = first..complete_zones(meta.row_count);
+                write_zones(&dir, columns, &meta, zones, sync, &mut self.unsynced_dirs)?;
                 match next.partitions.binary_search_by_key(key, |p| p.key) {
                     Ok(i) => next.partitions[i] = meta,
                     Err(i) => next.partitions.insert(i, meta),

@@ -35,6 +35,7 @@ mod partial_agg;
 pub mod scan;
 pub(crate) mod scan_agg;
 pub(crate) mod values;
+mod zone_skip;
 
 /// `ExecutionPlan::apply_expressions` over a node's own expressions.
 pub(crate) fn visit_each<'a>(

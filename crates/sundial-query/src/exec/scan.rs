@@ -32,7 +32,7 @@ use datafusion::logical_expr::utils::conjunction;
 use datafusion::logical_expr::{BinaryExpr, Expr, Operator};
 use datafusion::physical_expr::expressions::Column;
 use datafusion::physical_expr::{
-    EquivalenceProperties, PhysicalExpr, PhysicalSortExpr, create_physical_expr,
+    EquivalenceProperties, PhysicalExpr, PhysicalSortExpr, create_physical_expr, split_conjunction,
 };
 use datafusion::physical_plan::execution_plan::{Boundedness, EmissionType};
 use datafusion::physical_plan::statistics::StatisticsArgs;
@@ -47,6 +47,7 @@ use sundial_storage::{Snapshot, Table, TableMeta};
 pub use super::frame::Frame;
 use super::index_scan::{pick_rows, symbol_filter, symbol_filters};
 use super::kernel_filter::{FilterColumns, compile};
+use super::zone_skip::skip_zones;
 use crate::error::external;
 use crate::key_index::KeyIndexes;
 use crate::snapshot::newest_snapshot;
@@ -262,6 +263,8 @@ pub(crate) struct ScanData {
     frames: Arc<Vec<Frame>>,
     /// The filters that bounds and indexes leave, tested on each row the frames hold.
     filter: Option<RowFilter>,
+    /// Rows the zone maps cut from the frames (no row of them passes the filter).
+    zone_skipped_rows: u64,
 }
 
 /// A row filter passing at most one row in this many of a range gathers the passing rows
@@ -278,6 +281,9 @@ struct RowFilter {
     /// The predicate as a kernel, when it compiles into one: tested without building a
     /// boolean array per comparison.
     kernel: Option<Arc<Predicate>>,
+    /// What zone maps can test of the predicate: the kernel, or the conjunction of the
+    /// predicate's conjuncts that compile into kernels (implied by the predicate).
+    zone_test: Option<Arc<Predicate>>,
 }
 
 impl RowFilter {
@@ -422,12 +428,20 @@ impl ScanSource {
                 frames,
             )?;
         }
+        let filter = self.row_filter(filters, &snapshot)?;
+        let mut zone_skipped_rows = 0;
+        if let Some(f) = &filter
+            && let Some(test) = &f.zone_test
+        {
+            (frames, zone_skipped_rows) = skip_zones(frames, &snapshot, test, &f.columns)?;
+        }
         let total: u64 = frames.iter().map(Frame::len).sum();
         let frame_rows = frame_rows(total, self.target_partitions, self.session_batch_rows);
         Ok(ScanData {
             frames: Arc::new(split_frames(frames, frame_rows)),
-            filter: self.row_filter(filters, &snapshot)?,
+            filter,
             snapshot,
+            zone_skipped_rows,
         })
     }
 
@@ -454,19 +468,24 @@ impl ScanSource {
             &self.props,
             &PhysicalPlanningContext::default(),
         )?;
-        let kernel = compile(
-            &predicate,
-            &FilterColumns {
-                schema: input.as_arrow(),
-                table_columns: &columns,
-                snapshot,
-            },
-        )
-        .map(Arc::new);
+        let filter_columns = FilterColumns {
+            schema: input.as_arrow(),
+            table_columns: &columns,
+            snapshot,
+        };
+        let kernel = compile(&predicate, &filter_columns).map(Arc::new);
+        let zone_test = kernel.clone().or_else(|| {
+            let parts: Vec<Predicate> = split_conjunction(&predicate)
+                .into_iter()
+                .filter_map(|conjunct| compile(conjunct, &filter_columns))
+                .collect();
+            (!parts.is_empty()).then(|| Arc::new(Predicate::and(parts)))
+        });
         Ok(Some(RowFilter {
             columns,
             predicate,
             kernel,
+            zone_test,
         }))
     }
 }
@@ -651,11 +670,16 @@ impl DisplayAs for SundialScanExec {
         let rows: u64 = frames.iter().map(Frame::len).sum();
         write!(
             f,
-            "SundialScanExec: table={}, frames={}, rows={rows}, projection={:?}",
+            "SundialScanExec: table={}, frames={}, rows={rows}",
             self.source.planned.name,
             frames.len(),
-            self.projection
         )?;
+        if let Some(skipped) = self.data.as_ref().map(|d| d.zone_skipped_rows)
+            && skipped > 0
+        {
+            write!(f, ", zones_skipped_rows={skipped}")?;
+        }
+        write!(f, ", projection={:?}", self.projection)?;
         if let Some(limit) = self.limit {
             write!(f, ", limit={limit}")?;
         }
@@ -1077,6 +1101,30 @@ pub(crate) mod tests {
         (crate::Engine::new(db).expect("engine"), dir)
     }
 
+    /// An engine on a fresh database after running `statements`.
+    pub(crate) async fn engine_with(statements: &[&str]) -> (crate::Engine, tempfile::TempDir) {
+        let (engine, dir) = engine();
+        for sql in statements {
+            engine.run(sql).await.expect(sql);
+        }
+        (engine, dir)
+    }
+
+    /// Asserts that `query` (`$t` standing for `table`) answers as DataFusion's general
+    /// operators answer it over `(SELECT * FROM table LIMIT 1000000000)`, where no filter
+    /// reaches the scan; returns its plan.
+    pub(crate) async fn answer_as_general_path(
+        engine: &crate::Engine,
+        query: &str,
+        table: &str,
+    ) -> String {
+        let above = format!("(SELECT * FROM {table} LIMIT 1000000000) {table}");
+        let (plan, got) = plan_and_rows(engine, &query.replace("$t", table)).await;
+        let (_, expected) = plan_and_rows(engine, &query.replace("$t", &above)).await;
+        assert_eq!(got, expected, "{query}: {plan}");
+        plan
+    }
+
     /// The physical plan of `sql`, and its result as text.
     pub(crate) async fn plan_and_rows(engine: &crate::Engine, sql: &str) -> (String, String) {
         use datafusion::arrow::array::AsArray;
@@ -1193,6 +1241,37 @@ pub(crate) mod tests {
                 "{query}: {plan}"
             );
             assert!(reference_plan.contains("FilterExec"), "{reference_plan}");
+        }
+    }
+
+    /// Zones no row of which can pass are cut from the frames before reading: counts stay
+    /// those of DataFusion's general path, and the plan says how many rows were skipped.
+    #[tokio::test]
+    async fn zone_maps_skip_runs_no_row_of_which_passes() {
+        let (engine, _dir) = engine_with(&[
+            "CREATE TABLE z (ts TIMESTAMP, v LONG, i INT, s VARCHAR) TIMESTAMP(ts) \
+             PARTITION BY DAY",
+            "INSERT INTO z SELECT to_timestamp_nanos(1704067200000000000 + value * 1000), \
+             value, CAST(value % 7 AS INT), 'r' FROM generate_series(0, 199999)",
+        ])
+        .await;
+        // (filter, rows the zones skip): three complete zones and a partial fourth.
+        for (filter, skipped) in [
+            ("v > 199990", 3 * 65_536),
+            ("v BETWEEN 70000 AND 70010", 2 * 65_536),
+            ("v < 65536 OR v >= 131072", 65_536),
+            ("v = 3 AND s LIKE 'r%'", 2 * 65_536),
+            ("i = 3", 0),
+            ("CAST(v AS DOUBLE) > 140000.5", 2 * 65_536),
+        ] {
+            let query = format!("SELECT count(*), sum(i) FROM $t WHERE {filter}");
+            let plan = answer_as_general_path(&engine, &query, "z").await;
+            let said = format!("zones_skipped_rows={skipped},");
+            if skipped == 0 {
+                assert!(!plan.contains("zones_skipped_rows"), "{filter}: {plan}");
+            } else {
+                assert!(plan.contains(&said), "{filter}: wanted {said} in {plan}");
+            }
         }
     }
 

@@ -1,5 +1,6 @@
 //! Aggregates folded into the scan: `count`, `sum`, `avg`, `min` and `max` over the rows
-//! a scan's filter selects, grouped by nothing or by SYMBOL columns, computed by the kernels
+//! a scan's filter selects, grouped by nothing or by SYMBOL and integer columns, computed by
+//! the kernels
 //! of `sundial-kernels` where the rows lie: no batch of passing rows is built, no string is
 //! hashed.
 //!
@@ -12,9 +13,10 @@
 //! ```
 //!
 //! Each output partition folds its frames' chunks into states indexed by group slot (the
-//! SYMBOL codes of the keys, see `Grouper`) and emits one batch of partial states, exactly as
-//! DataFusion's partial aggregate would; the final aggregate above merges the partitions and
-//! attaches nothing new: the key columns carry the snapshot's dictionaries. `count(DISTINCT
+//! SYMBOL codes of the keys, or integer values numbered as they appear, see `Grouper`) and
+//! emits one batch of partial states, exactly as DataFusion's partial aggregate would; the
+//! final aggregate above merges the partitions: SYMBOL key columns carry the snapshot's
+//! dictionaries, so no string is built per group. `count(DISTINCT
 //! sym)` and `SELECT DISTINCT sym` are such groupings with no aggregate (DataFusion plans them
 //! as a grouping below the count), so they read only the codes. Anything else (DISTINCT
 //! arguments, FILTER, ordered aggregates, other keys or arguments) keeps DataFusion's hash
@@ -45,7 +47,9 @@ use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
 use datafusion::physical_plan::{
     DisplayAs, DisplayFormatType, ExecutionPlan, ExecutionPlanProperties, PlanProperties,
 };
-use sundial_kernels::{Accumulator, ColumnValues, Fold, Grouper, Slots, domain_of};
+use sundial_kernels::{
+    Accumulator, ColumnValues, Fold, GROUP_KEYS_MAX, GroupKey, Grouper, KeyKind, Slots, domain_of,
+};
 
 use super::partial_agg::{final_over, partial_of, states_at};
 use super::scan::{Chunk, ChunkReader, SundialScanExec, scan_batch_rows};
@@ -119,7 +123,7 @@ struct ScanAggregate {
 pub(crate) struct ScanAggregateExec {
     /// The scan read: a [`SundialScanExec`], a child so that kept plans bind it.
     scan: Arc<dyn ExecutionPlan>,
-    /// The scan output columns grouped by (SYMBOL columns), in group order.
+    /// The scan output columns grouped by (SYMBOL and integer columns), in group order.
     keys: Vec<usize>,
     aggregates: Vec<ScanAggregate>,
     /// Group columns, then each aggregate's state columns.
@@ -128,8 +132,8 @@ pub(crate) struct ScanAggregateExec {
 }
 
 impl ScanAggregateExec {
-    /// The fused form of `partial`, if it reads a whole scan, groups by SYMBOL columns only,
-    /// and computes only aggregates the kernels fold.
+    /// The fused form of `partial`, if it reads a whole scan, groups by SYMBOL and integer
+    /// columns only, and computes only aggregates the kernels fold.
     fn try_fuse(partial: &AggregateExec) -> DfResult<Option<Self>> {
         let group_by = partial.group_expr();
         if !group_by.is_single() || partial.filter_expr().iter().any(Option::is_some) {
@@ -148,14 +152,19 @@ impl ScanAggregateExec {
             let Some(c) = expr.downcast_ref::<Column>() else {
                 return Ok(None);
             };
-            if !matches!(input_schema.field(c.index()).data_type(),
-                DataType::Dictionary(k, v) if **k == DataType::Int32 && **v == DataType::Utf8)
-            {
+            let key_type = input_schema.field(c.index()).data_type();
+            let symbol = matches!(key_type,
+                DataType::Dictionary(k, v) if **k == DataType::Int32 && **v == DataType::Utf8);
+            let integer = matches!(
+                key_type,
+                DataType::Int8 | DataType::Int16 | DataType::Int32 | DataType::Int64
+            );
+            if !symbol && !integer {
                 return Ok(None);
             }
             keys.push(c.index());
         }
-        if keys.len() > 3 {
+        if keys.len() > GROUP_KEYS_MAX {
             return Ok(None);
         }
         let schema = partial.schema();
@@ -355,35 +364,53 @@ impl ExecutionPlan for ScanAggregateExec {
         // selection) spread over more rows, while a chunk's selection stays in cache. A
         // grouping without aggregates (DISTINCT) reads one batch at a time: it may stop as
         // soon as it has met every symbol.
-        let distinct_only = self.aggregates.is_empty() && self.keys.len() == 1;
+        let snapshot = scan.snapshot().cloned().ok_or_else(|| {
+            DataFusionError::Internal("a scan kept for reuse ran without being bound".into())
+        })?;
+        // The dictionary of each SYMBOL key (`None` for integer keys).
+        let dictionaries: Vec<Option<ArrayRef>> = self
+            .keys
+            .iter()
+            .map(|&k| {
+                let table_column = scan.projection()[k];
+                Ok(match scan.schema().field(k).data_type() {
+                    DataType::Dictionary(..) => Some(
+                        snapshot
+                            .symbols(table_column)
+                            .cloned()
+                            .map(|d| d as ArrayRef)
+                            .ok_or_else(|| {
+                                DataFusionError::Internal(format!(
+                                    "no dictionary for column {table_column}"
+                                ))
+                            })?,
+                    ),
+                    _ => None,
+                })
+            })
+            .collect::<DfResult<_>>()?;
+        let kinds: Vec<KeyKind> = dictionaries
+            .iter()
+            .map(|d| match d {
+                Some(d) => KeyKind::Symbol {
+                    symbols: u32::try_from(d.len()).unwrap_or(u32::MAX),
+                },
+                None => KeyKind::Int,
+            })
+            .collect();
+        let distinct_only =
+            self.aggregates.is_empty() && matches!(kinds.as_slice(), [KeyKind::Symbol { .. }]);
         let chunk_rows = if distinct_only {
             batch_rows
         } else {
             batch_rows * 4
         };
         let chunks = scan.chunks(partition, chunk_rows)?;
-        let snapshot = scan.snapshot().cloned().ok_or_else(|| {
-            DataFusionError::Internal("a scan kept for reuse ran without being bound".into())
-        })?;
-        let dictionaries = self
-            .keys
-            .iter()
-            .map(|&k| {
-                let table_column = scan.projection()[k];
-                snapshot.symbols(table_column).cloned().ok_or_else(|| {
-                    DataFusionError::Internal(format!("no dictionary for column {table_column}"))
-                })
-            })
-            .collect::<DfResult<Vec<_>>>()?;
-        let sizes: Vec<u32> = dictionaries
-            .iter()
-            .map(|d| u32::try_from(d.len()).unwrap_or(u32::MAX))
-            .collect();
         let reservation = MemoryConsumer::new(format!("ScanAggregateExec[{partition}]"))
             .register(context.memory_pool());
         let mut folding = Folding {
             reservation,
-            grouper: (!self.keys.is_empty()).then(|| Grouper::new(&sizes)),
+            grouper: (!self.keys.is_empty()).then(|| Grouper::new(&kinds)),
             rows: Accumulator::new(Fold::Count),
             accumulators: self
                 .aggregates
@@ -392,8 +419,9 @@ impl ExecutionPlan for ScanAggregateExec {
                 .collect(),
             keys: self.keys.clone(),
             aggregates: self.aggregates.clone(),
-            dictionaries: dictionaries.into_iter().map(|d| d as ArrayRef).collect(),
+            dictionaries,
             schema: self.schema.clone(),
+            distinct_only,
             every_symbol_seen: false,
         };
         let stream = futures::stream::unfold(Some(chunks), move |open| {
@@ -429,9 +457,12 @@ struct Folding {
     accumulators: Vec<Accumulator>,
     keys: Vec<usize>,
     aggregates: Vec<ScanAggregate>,
-    dictionaries: Vec<ArrayRef>,
+    /// The dictionary of each SYMBOL key, `None` for integer keys.
+    dictionaries: Vec<Option<ArrayRef>>,
     schema: SchemaRef,
-    /// A grouping by one key without aggregates has met every symbol of the dictionary:
+    /// A grouping by one SYMBOL key without aggregates (DISTINCT).
+    distinct_only: bool,
+    /// A grouping by one SYMBOL key without aggregates has met every symbol of the dictionary:
     /// only NULL can still add a group.
     every_symbol_seen: bool,
 }
@@ -451,8 +482,13 @@ impl Folding {
         let Some(piece) = chunks.next_piece() else {
             return Ok(false);
         };
+        let symbols = self
+            .dictionaries
+            .first()
+            .and_then(Option::as_ref)
+            .map_or(0, |d| d.len());
         if self.every_symbol_seen {
-            let null_slot = self.dictionaries[0].len();
+            let null_slot = symbols;
             if self.rows.count(null_slot) > 0 {
                 return Ok(false);
             }
@@ -464,12 +500,7 @@ impl Folding {
             }
         }
         self.consume(chunks.read(&piece)?)?;
-        if self.aggregates.is_empty()
-            && self.keys.len() == 1
-            && !self.every_symbol_seen
-            && self.dictionaries[0].len() <= SEEN_CHECK_SYMBOLS_MAX
-        {
-            let symbols = self.dictionaries[0].len();
+        if self.distinct_only && !self.every_symbol_seen && symbols <= SEEN_CHECK_SYMBOLS_MAX {
             self.every_symbol_seen = (0..symbols).all(|code| self.rows.count(code) > 0);
         }
         Ok(true)
@@ -530,11 +561,27 @@ impl Folding {
         self.rows.ensure(1);
         let mut columns: Vec<ArrayRef> = Vec::with_capacity(self.schema.fields().len());
         if let Some(grouper) = &self.grouper {
-            let codes: Vec<Vec<Option<i32>>> = emitted.iter().map(|&s| grouper.codes(s)).collect();
+            let keys: Vec<Vec<GroupKey>> = emitted.iter().map(|&s| grouper.keys(s)).collect();
             for (k, dictionary) in self.dictionaries.iter().enumerate() {
-                let keys = Int32Array::from_iter(codes.iter().map(|c| c[k]));
-                let array = DictionaryArray::<Int32Type>::try_new(keys, dictionary.clone())?;
-                columns.push(Arc::new(array));
+                let code = |key: &GroupKey| match key {
+                    GroupKey::Code(c) => *c,
+                    GroupKey::Int(_) => None,
+                };
+                let int = |key: &GroupKey| match key {
+                    GroupKey::Int(v) => *v,
+                    GroupKey::Code(_) => None,
+                };
+                columns.push(match dictionary {
+                    Some(dictionary) => {
+                        let codes = Int32Array::from_iter(keys.iter().map(|g| code(&g[k])));
+                        Arc::new(DictionaryArray::<Int32Type>::try_new(
+                            codes,
+                            dictionary.clone(),
+                        )?)
+                    }
+                    // Cast to the key's type below, as every column is.
+                    None => Arc::new(Int64Array::from_iter(keys.iter().map(|g| int(&g[k])))),
+                });
             }
         }
         for (aggregate, accumulator) in self.aggregates.iter().zip(&mut self.accumulators) {
@@ -586,7 +633,33 @@ impl Folding {
 
 #[cfg(test)]
 mod tests {
-    use crate::exec::scan::tests::{engine, plan_and_rows};
+    use crate::exec::scan::tests::{answer_as_general_path, engine, engine_with, plan_and_rows};
+
+    /// Integer keys (alone, beside SYMBOL keys, small, large, negative and NULL) fold in the
+    /// scan, with the answers of DataFusion's hash aggregate.
+    #[tokio::test]
+    async fn integer_keys_fold_in_the_scan() {
+        let (engine, _dir) = engine_with(&[
+            "CREATE TABLE g (ts TIMESTAMP, s SYMBOL, b BYTE, i INT, l LONG, v DOUBLE) \
+             TIMESTAMP(ts) PARTITION BY DAY",
+            "INSERT INTO g SELECT to_timestamp_seconds(1704067200 + value * 7), 's' || (value % 5), \
+             CAST(value % 200 - 100 AS TINYINT), CASE WHEN value % 11 = 0 THEN NULL \
+             ELSE CAST(value % 13 AS INT) END, (value % 17) * 1000000000000 - 7, value \
+             FROM generate_series(0, 49999)",
+        ])
+        .await;
+        for query in [
+            "SELECT i, count(*), sum(v), min(v) FROM $t GROUP BY i ORDER BY i",
+            "SELECT b, max(v) FROM $t WHERE v > 100 GROUP BY b ORDER BY b",
+            "SELECT l, s, avg(v) FROM $t GROUP BY l, s ORDER BY l, s",
+            "SELECT s, i, b, count(*) FROM $t WHERE i <> 3 GROUP BY s, i, b ORDER BY s, i, b",
+            "SELECT count(DISTINCT l) FROM $t",
+            "SELECT DISTINCT i FROM $t ORDER BY i",
+        ] {
+            let plan = answer_as_general_path(&engine, query, "g").await;
+            assert!(plan.contains("ScanAggregateExec"), "{query}: {plan}");
+        }
+    }
 
     /// Groups past the query's memory limit end the query with a clear error, not the process:
     /// every group's states are counted as the scan folds.
