@@ -74,6 +74,10 @@ pub struct IngestOptions {
     pub commit_rows: usize,
     /// ...or once the oldest has waited this long.
     pub commit_interval_ms: u64,
+    /// A receiver whose sender has sent nothing for this long commits what it buffered (TCP:
+    /// the connection; UDP: every sender), so rows are queryable soon after a sender pauses
+    /// or closes rather than at the next `commit_interval_ms` tick.
+    pub pause_commit_ms: u64,
 }
 
 impl Default for IngestOptions {
@@ -84,6 +88,7 @@ impl Default for IngestOptions {
             line_bytes_max: 1 << 20,
             commit_rows: 100_000,
             commit_interval_ms: 1_000,
+            pause_commit_ms: 50,
         }
     }
 }

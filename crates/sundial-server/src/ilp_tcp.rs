@@ -2,6 +2,7 @@
 //!
 //! ```text
 //!  listener ─accept─▶ task per connection: read ─▶ LineSplitter ─▶ Ingestor ─▶ table sinks
+//!                       pause (pause_commit_ms without a byte): commit what it sent
 //!                       tick (commit_interval_ms / 2): commit what is due, close when idle
 //! ```
 //!
@@ -151,9 +152,13 @@ async fn tcp_connection(
         peer,
         shared,
     };
+    let pause = Duration::from_millis(conn.shared.ingest.pause_commit_ms);
     let mut last_read = Instant::now();
+    // Rows were ingested since this connection last committed.
+    let mut uncommitted = false;
     let closed_by_peer = loop {
         let start = conn.reserve();
+        let paused = tokio::time::sleep_until((last_read + pause).into());
         tokio::select! {
             read = stream.read(&mut conn.buf[start..]) => match read {
                 Ok(0) => {
@@ -163,6 +168,7 @@ async fn tcp_connection(
                 Ok(n) => {
                     conn.received(start, n);
                     last_read = Instant::now();
+                    uncommitted = true;
                 }
                 Err(e) => {
                     conn.received(start, 0);
@@ -170,6 +176,11 @@ async fn tcp_connection(
                     break false;
                 }
             },
+            _ = paused, if uncommitted => {
+                conn.received(start, 0);
+                uncommitted = false;
+                commit(&conn.shared, Transport::Tcp, &mut conn.ingestor, Ingestor::flush);
+            }
             _ = tick.tick() => {
                 conn.received(start, 0);
                 if last_read.elapsed() > idle {

@@ -227,9 +227,15 @@ fn ingest(shared: Arc<Shared>, full: Receiver<Chunk>, empty: SyncSender<Chunk>) 
     let mut ingestor = Ingestor::with_sinks(shared.sinks.clone(), shared.ingest.clone());
     let mut splitter = LineSplitter::new(shared.ingest.line_bytes_max);
     let unknown = SocketAddr::V4(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 0));
+    let pause = Duration::from_millis(shared.ingest.pause_commit_ms);
+    let mut last_received = Instant::now();
+    // Rows were ingested since the last commit of everything.
+    let mut uncommitted = false;
     loop {
         match full.recv_timeout(Duration::from_millis(TICK_MS)) {
             Ok(mut chunk) => {
+                last_received = Instant::now();
+                uncommitted = true;
                 let before = ingestor.stats();
                 for (datagram, peer) in chunk.datagrams() {
                     feed_lines(
@@ -247,7 +253,14 @@ fn ingest(shared: Arc<Shared>, full: Receiver<Chunk>, empty: SyncSender<Chunk>) 
             Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {}
             Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => break,
         }
-        if let Err(e) = ingestor.flush_due(Instant::now()) {
+        // Every sender paused: commit everything; else what has waited long enough.
+        let committed = if uncommitted && last_received.elapsed() >= pause {
+            uncommitted = false;
+            ingestor.flush()
+        } else {
+            ingestor.flush_due(Instant::now())
+        };
+        if let Err(e) = committed {
             tracing::error!("ILP/UDP commit failed: {e}");
         }
         shared.count_tables(Transport::Udp, &mut ingestor);

@@ -17,7 +17,9 @@
 //!
 //! What a sender can rely on: HTTP answers 204 only once every good line is committed. TCP and
 //! UDP have no acknowledgement: a line is committed at the latest `commit_interval_ms` after it
-//! arrived while the server runs, and at graceful shutdown (Ctrl-C, SIGTERM), which first takes
+//! arrived while the server runs, `pause_commit_ms` after its sender last sent a byte (TCP: that
+//! connection; UDP: any sender), when its TCP sender closes, and at graceful shutdown (Ctrl-C,
+//! SIGTERM), which first takes
 //! every byte the kernel already received; lines still buffered when the process is killed are
 //! lost. Bad lines are logged and counted, never stop the others.
 //!
@@ -99,6 +101,10 @@ pub struct ServeArgs {
     /// ...or once the oldest has waited this long.
     #[arg(long, env = "SUNDIAL_ILP_COMMIT_INTERVAL_MS", default_value_t = 1_000)]
     pub ilp_commit_interval_ms: u64,
+    /// Commit a TCP connection's rows (UDP: every sender's) once it has sent nothing for
+    /// this long: rows are queryable this soon after a sender pauses or closes.
+    #[arg(long, env = "SUNDIAL_ILP_PAUSE_COMMIT_MS", default_value_t = 50)]
+    pub ilp_pause_commit_ms: u64,
     /// Close a TCP connection that sent nothing for this long.
     #[arg(long, env = "SUNDIAL_ILP_IDLE_TIMEOUT_MS", default_value_t = 300_000)]
     pub ilp_idle_timeout_ms: u64,
@@ -241,6 +247,7 @@ fn ingest_options(args: &ServeArgs) -> Result<IngestOptions, String> {
         line_bytes_max: args.ilp_line_bytes_max,
         commit_rows: args.ilp_commit_rows,
         commit_interval_ms: args.ilp_commit_interval_ms,
+        pause_commit_ms: args.ilp_pause_commit_ms,
     })
 }
 

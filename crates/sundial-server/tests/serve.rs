@@ -249,3 +249,86 @@ fn a_busy_port_is_a_clear_error() {
         assert!(!stderr.contains("panicked"), "{stderr}");
     }
 }
+
+/// Polls `SELECT count(*) FROM table` over /exec until it is `rows` (true) or 30 s pass.
+fn becomes_queryable(http_port: u16, table: &str, rows: usize) -> bool {
+    let query = format!(
+        "/exec?query={}",
+        encode(&format!("SELECT count(*) FROM {table}"))
+    );
+    let expected = format!(r#""dataset":[[{rows}]]"#);
+    let started = Instant::now();
+    while started.elapsed() < Duration::from_secs(30) {
+        let (status, body) = http(http_port, "GET", &query, &[], b"");
+        if status == 200 && body.contains(&expected) {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    false
+}
+
+/// Rows are committed once their sender pauses (`--ilp-pause-commit-ms`) or closes, not at the
+/// commit interval's tick: with that interval an hour, rows sent over TCP (the connection
+/// still open) and UDP become queryable after a pause, and with the pause an hour too, rows
+/// sent over TCP become queryable once the sender closes.
+#[test]
+fn rows_are_committed_when_their_sender_pauses_or_closes() {
+    let lines = |table: &str, n: usize| -> Vec<u8> {
+        (0..n)
+            .flat_map(|i| format!("{table},k=a v={i}i {}\n", 1_000 + i).into_bytes())
+            .collect()
+    };
+    for (pause_ms, closing) in [("50", false), ("3600000", true)] {
+        let dir = tempfile::tempdir().unwrap();
+        let ports = (free_port(), free_port(), free_port());
+        let (http_port, tcp, udp) = ports;
+        let server = start_with(
+            &dir.path().join("data"),
+            ports,
+            &[
+                "--http-addr",
+                &format!("127.0.0.1:{http_port}"),
+                "--ilp-tcp-addr",
+                &format!("127.0.0.1:{tcp}"),
+                "--ilp-udp-addr",
+                &format!("127.0.0.1:{udp}"),
+                "--ilp-commit-interval-ms",
+                "3600000",
+                "--ilp-pause-commit-ms",
+                pause_ms,
+            ],
+        );
+        let mut sender = TcpStream::connect(("127.0.0.1", tcp)).unwrap();
+        sender.write_all(&lines("tcp_rows", 2_000)).unwrap();
+        sender.flush().unwrap();
+        if closing {
+            drop(sender);
+            assert!(
+                becomes_queryable(http_port, "tcp_rows", 2_000),
+                "after close"
+            );
+        } else {
+            assert!(
+                becomes_queryable(http_port, "tcp_rows", 2_000),
+                "after a pause"
+            );
+            // Still connected: more rows, another pause.
+            sender.write_all(&lines("tcp_rows", 3)).unwrap();
+            assert!(
+                becomes_queryable(http_port, "tcp_rows", 2_003),
+                "second pause"
+            );
+            let udp_sender = UdpSocket::bind("127.0.0.1:0").unwrap();
+            udp_sender
+                .send_to(&lines("udp_rows", 50), ("127.0.0.1", udp))
+                .unwrap();
+            assert!(
+                becomes_queryable(http_port, "udp_rows", 50),
+                "UDP after a pause"
+            );
+            drop(sender);
+        }
+        stop(server);
+    }
+}
