@@ -234,11 +234,14 @@ pub(crate) struct TableBatch {
     /// The previous line's keys and their columns: senders repeat the same keys in the same
     /// order, so the n-th key is usually found by one comparison, without hashing.
     last_keys: Vec<(String, usize)>,
+    /// The receiver (`Ingestor`) whose rows these are, for the sink's watermarks.
+    receiver: u64,
 }
 
 impl TableBatch {
-    pub fn new(table: Arc<Table>, sink: Arc<TableSink>) -> TableBatch {
+    pub fn new(table: Arc<Table>, sink: Arc<TableSink>, receiver: u64) -> TableBatch {
         let mut batch = TableBatch {
+            receiver,
             meta: table.meta(),
             table,
             sink,
@@ -417,8 +420,13 @@ impl TableBatch {
         self.oldest = None;
         let batch = RecordBatch::try_new(Arc::new(Schema::new(fields)), columns)
             .map_err(|e| StorageError::Internal(e.to_string()))?;
-        self.sink.submit(batch, arrived, commit_rows)?;
+        self.sink
+            .submit(batch, arrived, commit_rows, self.receiver)?;
         Ok(rows as u64)
+    }
+
+    pub fn receiver(&self) -> u64 {
+        self.receiver
     }
 
     pub fn sink(&self) -> &Arc<TableSink> {

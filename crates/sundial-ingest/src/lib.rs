@@ -57,6 +57,9 @@ use sundial_storage::{
 };
 
 use crate::batch::{TableBatch, Texts, ValueRef};
+
+/// Source of `Ingestor::id`.
+static NEXT_RECEIVER: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
 pub use crate::bulk::BulkLoad;
 pub use crate::error::IngestError;
 pub use crate::sink::Sinks;
@@ -139,6 +142,8 @@ pub struct Ingestor {
     options: IngestOptions,
     parser: LineParser,
     tables: foldhash::HashMap<String, TableBatch>,
+    /// Names this receiver in the sinks' watermarks.
+    id: u64,
     stats: IngestStats,
     table_counts: HashMap<String, TableCounts>,
     // Per-line scratch space, reused so that steady-state ingestion does not allocate.
@@ -157,6 +162,7 @@ impl Ingestor {
     pub fn with_sinks(sinks: Arc<Sinks>, options: IngestOptions) -> Ingestor {
         let parser = LineParser::new(options.line_bytes_max);
         Ingestor {
+            id: NEXT_RECEIVER.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
             db: sinks.db().clone(),
             sinks,
             options,
@@ -335,8 +341,10 @@ impl Ingestor {
                 }
             };
             let sink = self.sinks.sink(&table);
-            self.tables
-                .insert(table_name.to_string(), TableBatch::new(table, sink));
+            self.tables.insert(
+                table_name.to_string(),
+                TableBatch::new(table, sink, self.id),
+            );
         }
         let hand_off_rows = self.hand_off_rows();
         let batch = self
@@ -361,6 +369,9 @@ impl Ingestor {
     /// same tables); returns the rows committed.
     pub fn flush(&mut self) -> Result<u64, IngestError> {
         self.hand_off_where(|_| true)?;
+        for batch in self.tables.values() {
+            batch.sink().leave(batch.receiver());
+        }
         self.commit_sinks(|sink| sink.commit_all())
     }
 

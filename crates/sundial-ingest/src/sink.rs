@@ -3,15 +3,20 @@
 //! ```text
 //!  Ingestor (TCP conn 1) ─batch─┐
 //!  Ingestor (TCP conn 2) ─batch─┼─▶ TableSink: pending batches ─▶ sort by timestamp ─▶ append + commit
-//!  Ingestor (UDP, HTTP)  ─batch─┘      (bounded: senders wait)      hold back the newest quarter
+//!  Ingestor (UDP, HTTP)  ─batch─┘      (bounded: senders wait)      hold back rows past the
+//!                                                                      receivers' low watermark
 //! ```
 //!
 //! Receivers that send the same table in parallel interleave in time: committed one by one,
 //! each batch would land out of order against the other receivers' commits and make the storage
 //! rewrite the partition. The sink gathers the batches, sorts them together and commits them in
-//! timestamp order. A commit triggered by volume keeps the newest quarter of the rows back, so a
-//! batch that arrives a little late still lands in order; a commit triggered by time, or
-//! requested by HTTP, takes everything.
+//! timestamp order. A commit triggered by volume takes only the rows up to the lowest
+//! *watermark* of the receivers sending the table (the newest timestamp each has handed over:
+//! a receiver's later rows are not older), so a receiver that is behind still lands in order;
+//! when that would hold back more than twice `commit_rows` rows, it keeps the newest quarter
+//! back instead.
+//! A commit triggered by time, by a receiver pausing or closing, or requested by HTTP, takes
+//! everything.
 //!
 //! SQL INSERTs come through [`Sinks::write`], bulk loads through [`Sinks::bulk`] (each chunk
 //! one queued entry of several batches): the caller waits until its rows are committed, all in
@@ -92,10 +97,20 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 /// How much of the pending rows a commit takes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Take {
-    /// All but the newest quarter (by timestamp).
-    Older,
+    /// The rows up to `up_to` (the receivers' low watermark), when that keeps at most
+    /// `keep_max` rows back; else all but the newest quarter (by timestamp).
+    Older {
+        up_to: Option<i64>,
+        keep_max: usize,
+    },
+    /// The rows up to this timestamp.
+    UpTo(i64),
     All,
 }
+
+/// A receiver's watermark older than this no longer holds rows back: the receiver stopped
+/// sending this table without committing (it commits when it pauses or closes).
+const WATERMARK_TTL: Duration = Duration::from_secs(2);
 
 #[derive(Default)]
 struct Pending {
@@ -103,21 +118,38 @@ struct Pending {
     rows: usize,
     /// When the oldest pending row arrived.
     oldest: Option<Instant>,
+    /// Per receiver sending rows (an `Ingestor`), the newest timestamp it has handed over and
+    /// when. A receiver sends its rows in time order, so none of its next rows is older than
+    /// its watermark: committing only rows up to the lowest watermark lands every later row
+    /// in order, where committing newer rows would make the storage merge the partition again.
+    watermarks: HashMap<u64, (i64, Instant)>,
+}
+
+impl Pending {
+    /// The lowest watermark of the receivers that sent within [`WATERMARK_TTL`] of `now`.
+    fn low_watermark(&mut self, now: Instant) -> Option<i64> {
+        self.watermarks
+            .retain(|_, (_, seen)| now.saturating_duration_since(*seen) < WATERMARK_TTL);
+        self.watermarks.values().map(|(ts, _)| *ts).min()
+    }
 }
 
 struct Queued {
     /// Committed together, in one transaction: one batch from a receiver, or a writer's whole
     /// chunk.
     batches: Vec<RecordBatch>,
+    /// When its oldest row arrived.
+    arrived: Instant,
     /// Where a waiting writer learns the outcome of the commit that takes this batch. While
     /// any pending batch has one, commits take every row (none is kept back).
     ticket: Option<Arc<Ticket>>,
 }
 
 impl Queued {
-    fn untracked(batch: RecordBatch) -> Queued {
+    fn untracked(batch: RecordBatch, arrived: Instant) -> Queued {
         Queued {
             batches: vec![batch],
+            arrived,
             ticket: None,
         }
     }
@@ -174,16 +206,35 @@ impl TableSink {
         batch: RecordBatch,
         arrived: Instant,
         commit_rows: usize,
+        receiver: u64,
     ) -> Result<u64, IngestError> {
-        {
+        let newest = match self.table.meta().timestamp_column() {
+            Some(ts) => timestamps_of(&batch, &ts.name)?.iter().max().copied(),
+            None => None,
+        };
+        let up_to = {
             let mut pending = self.room(commit_rows.saturating_mul(4));
-            pending.push(Queued::untracked(batch), arrived);
+            pending.push(Queued::untracked(batch, arrived));
+            let now = Instant::now();
+            if let Some(newest) = newest {
+                let mark = pending.watermarks.entry(receiver).or_insert((newest, now));
+                *mark = (mark.0.max(newest), now);
+            }
             if pending.rows < commit_rows {
                 return Ok(0);
             }
-        }
+            pending.low_watermark(now)
+        };
         match self.committing.try_lock() {
-            Ok(guard) => self.commit_locked(guard, Take::Older),
+            // Held rows stay within half the bound on pending rows (`room`), so senders only
+            // wait for a table that is truly behind.
+            Ok(guard) => self.commit_locked(
+                guard,
+                Take::Older {
+                    up_to,
+                    keep_max: commit_rows.saturating_mul(2),
+                },
+            ),
             // Another receiver is committing these rows' predecessors; it will be back.
             Err(_) => Ok(0),
         }
@@ -197,13 +248,11 @@ impl TableSink {
         pending_rows_max: usize,
     ) -> Result<u64, IngestError> {
         let ticket = Arc::new(Ticket::default());
-        self.room(pending_rows_max).push(
-            Queued {
-                batches,
-                ticket: Some(ticket.clone()),
-            },
-            Instant::now(),
-        );
+        self.room(pending_rows_max).push(Queued {
+            batches,
+            arrived: Instant::now(),
+            ticket: Some(ticket.clone()),
+        });
         loop {
             // Whoever holds `committing` now either takes the batch or leaves it for the next
             // holder: commits take every pending batch while one has a ticket.
@@ -239,47 +288,67 @@ impl TableSink {
         pending
     }
 
+    /// Forgets `receiver`'s watermark: it committed its rows (it paused or closed), and rows
+    /// it sends later start a new one.
+    pub(crate) fn leave(&self, receiver: u64) {
+        lock(&self.pending).watermarks.remove(&receiver);
+    }
+
     /// Commits every pending row.
     pub(crate) fn commit_all(&self) -> Result<u64, IngestError> {
         let guard = lock(&self.committing);
         self.commit_locked(guard, Take::All)
     }
 
-    /// Commits every pending row if the oldest has waited `interval`.
+    /// Commits once the oldest pending row has waited `interval`: the rows up to the
+    /// receivers' low watermark (the rows past it belong to receivers ahead of one still
+    /// sending older rows), and every row once the oldest has waited twice that.
     pub(crate) fn commit_due(&self, now: Instant, interval: Duration) -> Result<u64, IngestError> {
-        let due = lock(&self.pending)
-            .oldest
-            .is_some_and(|o| now.duration_since(o) >= interval);
-        if due { self.commit_all() } else { Ok(0) }
+        let take = {
+            let mut pending = lock(&self.pending);
+            let waited = pending.oldest.map(|o| now.saturating_duration_since(o));
+            match waited {
+                Some(w) if w >= interval * 2 => Take::All,
+                Some(w) if w >= interval => match pending.low_watermark(now) {
+                    Some(mark) => Take::UpTo(mark),
+                    None => Take::All,
+                },
+                _ => return Ok(0),
+            }
+        };
+        let guard = lock(&self.committing);
+        self.commit_locked(guard, take)
     }
 
     fn commit_locked(&self, _guard: MutexGuard<'_, ()>, take: Take) -> Result<u64, IngestError> {
-        let (queued, oldest) = {
+        let queued = {
             let mut pending = lock(&self.pending);
-            let oldest = pending.oldest.take();
+            pending.oldest = None;
             pending.rows = 0;
-            (std::mem::take(&mut pending.batches), oldest)
+            std::mem::take(&mut pending.batches)
         };
-        let result = self.commit_queued(queued, oldest, take);
+        let result = self.commit_queued(queued, take);
         self.committed.notify_all();
         result
     }
 
     /// Commits the drained batches and tells their waiting writers. When a shared commit fails
     /// and writers wait, each batch is committed alone, so only a bad one fails.
-    fn commit_queued(
-        &self,
-        queued: Vec<Queued>,
-        oldest: Option<Instant>,
-        take: Take,
-    ) -> Result<u64, IngestError> {
+    fn commit_queued(&self, queued: Vec<Queued>, take: Take) -> Result<u64, IngestError> {
         let tracked = queued.iter().any(|q| q.ticket.is_some());
+        let arrived = |q: &Queued| {
+            let at = q.arrived;
+            q.batches
+                .iter()
+                .map(move |b| (b.clone(), at))
+                .collect::<Vec<_>>()
+        };
         if !tracked {
-            let batches = queued.into_iter().flat_map(|q| q.batches).collect();
-            return self.commit_untracked(batches, oldest, take);
+            let batches = queued.iter().flat_map(arrived).collect();
+            return self.commit_untracked(batches, take);
         }
-        let batches: Vec<RecordBatch> = queued.iter().flat_map(|q| q.batches.clone()).collect();
-        let shared = self.commit_batches(batches, oldest, Take::All);
+        let batches = queued.iter().flat_map(arrived).collect();
+        let shared = self.commit_batches(batches, Take::All);
         match shared {
             Ok(rows) => {
                 for q in &queued {
@@ -304,15 +373,17 @@ impl TableSink {
         let mut rows = 0;
         let mut first_error = None;
         for q in queued {
+            let at = q.arrived;
+            let batches = q.batches.into_iter().map(|b| (b, at)).collect();
             match q.ticket {
                 Some(ticket) => {
-                    let outcome = self.commit_batches(q.batches, None, Take::All);
+                    let outcome = self.commit_batches(batches, Take::All);
                     if let Ok(n) = &outcome {
                         rows += n;
                     }
                     ticket.set(outcome);
                 }
-                None => match self.commit_untracked(q.batches, None, Take::All) {
+                None => match self.commit_untracked(batches, Take::All) {
                     Ok(n) => rows += n,
                     Err(e) => {
                         first_error.get_or_insert(e);
@@ -329,11 +400,10 @@ impl TableSink {
     /// are dropped. Returns the rows committed, or the first error once the rest is committed.
     fn commit_untracked(
         &self,
-        batches: Vec<RecordBatch>,
-        oldest: Option<Instant>,
+        batches: Vec<(RecordBatch, Instant)>,
         take: Take,
     ) -> Result<u64, IngestError> {
-        let Some(now) = self.split_for_commit(batches, oldest, take)? else {
+        let Some(now) = self.split_for_commit(batches, take)? else {
             return Ok(0);
         };
         match self.append_and_commit(&now) {
@@ -397,24 +467,23 @@ impl TableSink {
 
     fn commit_batches(
         &self,
-        batches: Vec<RecordBatch>,
-        oldest: Option<Instant>,
+        batches: Vec<(RecordBatch, Instant)>,
         take: Take,
     ) -> Result<u64, IngestError> {
-        match self.split_for_commit(batches, oldest, take)? {
+        match self.split_for_commit(batches, take)? {
             Some(now) => Ok(self.append_and_commit(&now)?),
             None => Ok(0),
         }
     }
 
-    /// Puts `batches` in timestamp order and returns the rows to commit now (`None` when
-    /// there are none); the newest rows that `take` keeps back go back to the pending rows.
-    /// Rows whose designated timestamp is outside the range tables hold are dropped (every
-    /// ingestion path refuses them before they get here; storage could not take them).
+    /// Puts `batches` (each with when it arrived) in timestamp order and returns the rows to
+    /// commit now (`None` when there are none); the newest rows that `take` keeps back go back
+    /// to the pending rows, as arrived when the oldest batch they come from arrived. Rows whose
+    /// designated timestamp is outside the range tables hold are dropped (every ingestion path
+    /// refuses them before they get here; storage could not take them).
     fn split_for_commit(
         &self,
-        batches: Vec<RecordBatch>,
-        oldest: Option<Instant>,
+        batches: Vec<(RecordBatch, Instant)>,
         take: Take,
     ) -> Result<Option<Vec<RecordBatch>>, IngestError> {
         if batches.is_empty() {
@@ -422,25 +491,52 @@ impl TableSink {
         }
         let meta = self.table.meta();
         let timestamp = meta.timestamp_column().map(|c| c.name.clone());
-        let (now, later) = match timestamp {
+        let (now, later, later_arrived) = match timestamp {
             Some(ts) => {
-                let batches = self.drop_out_of_range(batches, &ts)?;
-                sort_and_split(&batches, &ts, take)?
+                let (batches, arrived): (Vec<RecordBatch>, Vec<Instant>) =
+                    self.drop_out_of_range(batches, &ts)?.into_iter().unzip();
+                let (now, later) = sort_and_split(&batches, &ts, take)?;
+                // Kept-back rows are those after the last committed timestamp: they came
+                // from the batches reaching past it.
+                let cutoff = now
+                    .last()
+                    .and_then(|b| timestamps_of(b, &ts).ok()?.last().copied())
+                    .unwrap_or(i64::MIN);
+                let mut oldest: Option<Instant> = None;
+                if !later.is_empty() {
+                    for (batch, at) in batches.iter().zip(&arrived) {
+                        if timestamps_of(batch, &ts)?.iter().any(|t| *t > cutoff) {
+                            oldest = Some(oldest.map_or(*at, |o| o.min(*at)));
+                        }
+                    }
+                }
+                (now, later, oldest)
             }
             // Without a designated timestamp, rows keep their arrival order.
-            None => (batches, Vec::new()),
+            None => (
+                batches.into_iter().map(|(b, _)| b).collect(),
+                Vec::new(),
+                None,
+            ),
         };
+        tracing::debug!(
+            "'{}': commit {take:?}: {} rows now, {} kept back",
+            self.table.name(),
+            now.iter().map(RecordBatch::num_rows).sum::<usize>(),
+            later.iter().map(RecordBatch::num_rows).sum::<usize>()
+        );
         if !later.is_empty() {
+            let arrived = later_arrived.unwrap_or_else(Instant::now);
             let mut pending = lock(&self.pending);
             let rows: usize = later.iter().map(RecordBatch::num_rows).sum();
             pending.rows += rows;
-            let mut kept: Vec<Queued> = later.into_iter().map(Queued::untracked).collect();
+            let mut kept: Vec<Queued> = later
+                .into_iter()
+                .map(|b| Queued::untracked(b, arrived))
+                .collect();
             kept.append(&mut pending.batches);
             pending.batches = kept;
-            pending.oldest = match (pending.oldest, oldest) {
-                (Some(a), Some(b)) => Some(a.min(b)),
-                (a, b) => a.or(b),
-            };
+            pending.oldest = Some(pending.oldest.map_or(arrived, |o| o.min(arrived)));
         }
         let rows: usize = now.iter().map(RecordBatch::num_rows).sum();
         Ok((rows > 0).then_some(now))
@@ -450,14 +546,14 @@ impl TableSink {
     /// hold; a batch all in range is kept as it is.
     fn drop_out_of_range(
         &self,
-        batches: Vec<RecordBatch>,
+        batches: Vec<(RecordBatch, Instant)>,
         ts: &str,
-    ) -> Result<Vec<RecordBatch>, IngestError> {
+    ) -> Result<Vec<(RecordBatch, Instant)>, IngestError> {
         let mut kept = Vec::with_capacity(batches.len());
-        for batch in batches {
+        for (batch, arrived) in batches {
             let values = timestamps_of(&batch, ts)?;
             if values.iter().all(|t| timestamp_in_range(*t)) {
-                kept.push(batch);
+                kept.push((batch, arrived));
                 continue;
             }
             let in_range: BooleanArray = values
@@ -475,7 +571,7 @@ impl TableSink {
             let filtered = arrow_select::filter::filter_record_batch(&batch, &in_range)
                 .map_err(|e| internal(e.to_string()))?;
             if filtered.num_rows() > 0 {
-                kept.push(filtered);
+                kept.push((filtered, arrived));
             }
         }
         Ok(kept)
@@ -495,7 +591,8 @@ struct Salvage {
 }
 
 impl Pending {
-    fn push(&mut self, queued: Queued, arrived: Instant) {
+    fn push(&mut self, queued: Queued) {
+        let arrived = queued.arrived;
         self.rows += queued.rows();
         self.batches.push(queued);
         self.oldest = Some(self.oldest.map_or(arrived, |o| o.min(arrived)));
@@ -572,7 +669,15 @@ fn sort_and_split(
     let rows: usize = batches.iter().map(RecordBatch::num_rows).sum();
     let keep_back = match take {
         Take::All => 0,
-        Take::Older => rows / 4,
+        Take::Older { up_to: None, .. } => rows / 4,
+        Take::Older {
+            up_to: Some(limit),
+            keep_max,
+        } => {
+            let newer = rows_after(batches, timestamp, limit)?;
+            if newer <= keep_max { newer } else { rows / 4 }
+        }
+        Take::UpTo(limit) => rows_after(batches, timestamp, limit)?,
     };
     // Batches that are each in order and do not overlap (the usual case: receivers sending
     // consecutive stretches of time) only need putting in order, not copying.
@@ -601,6 +706,18 @@ fn sort_and_split(
         vec![gather(batches, &schema, later)?]
     };
     Ok((vec![now], later))
+}
+
+/// Rows of `batches` whose timestamp is after `limit`.
+fn rows_after(batches: &[RecordBatch], timestamp: &str, limit: i64) -> Result<usize, IngestError> {
+    let mut newer = 0;
+    for batch in batches {
+        newer += timestamps_of(batch, timestamp)?
+            .iter()
+            .filter(|t| **t > limit)
+            .count();
+    }
+    Ok(newer)
 }
 
 fn timestamps_of<'a>(batch: &'a RecordBatch, timestamp: &str) -> Result<&'a [i64], IngestError> {
@@ -739,13 +856,22 @@ mod tests {
         batches.iter().flat_map(timestamps).collect()
     }
 
+    /// `sort_and_split` without watermarks: all but the newest quarter.
+    fn quarter_split(batches: &[RecordBatch]) -> (Vec<RecordBatch>, Vec<RecordBatch>) {
+        let take = Take::Older {
+            up_to: None,
+            keep_max: 0,
+        };
+        sort_and_split(batches, "timestamp", take).unwrap()
+    }
+
     #[test]
     fn interleaved_batches_are_sorted_and_the_newest_quarter_waits() {
         let batches = [
             batch(&[1, 3, 5, 7], Some(&[10, 30, 50, 70])),
             batch(&[2, 4, 6, 8], None),
         ];
-        let (now, later) = sort_and_split(&batches, "timestamp", Take::Older).unwrap();
+        let (now, later) = quarter_split(&batches);
         assert_eq!(all_timestamps(&now), vec![1, 2, 3, 4, 5, 6]);
         assert_eq!(all_timestamps(&later), vec![7, 8]);
         let v = now[0]
@@ -770,7 +896,7 @@ mod tests {
             batch(&[5, 6, 7, 8], Some(&[50, 60, 70, 80])),
             batch(&[1, 2, 3, 4], None),
         ];
-        let (now, later) = sort_and_split(&batches, "timestamp", Take::Older).unwrap();
+        let (now, later) = quarter_split(&batches);
         assert_eq!(now.len(), 2);
         assert_eq!(now[1].num_columns(), 2);
         assert_eq!(all_timestamps(&now), vec![1, 2, 3, 4, 5, 6]);
@@ -791,6 +917,59 @@ mod tests {
         assert_eq!(v, vec![2, 3, 1]);
     }
 
+    /// A commit by volume takes the rows up to the lowest watermark of the receivers, so the
+    /// receiver that is behind still lands in order; one too far behind holds back no more
+    /// than twice `commit_rows` (then the newest quarter waits, as without watermarks).
+    #[test]
+    fn volume_commits_stop_at_the_receivers_low_watermark() {
+        let (_dir, _, table) = test_table(&[]);
+        let sink = TableSink::new(table.clone());
+        let now = Instant::now();
+        assert_eq!(
+            sink.submit(batch(&[1, 2, 3, 4, 5, 6], None), now, 8, 1)
+                .unwrap(),
+            0
+        );
+        // Receiver 2 is ahead: of 9 rows, those up to receiver 1's 6 are committed.
+        assert_eq!(
+            sink.submit(batch(&[10, 11, 12], None), now, 8, 2).unwrap(),
+            6
+        );
+        // Receiver 1 passes receiver 2: rows up to receiver 2's 12 go.
+        assert_eq!(
+            sink.submit(batch(&[7, 8, 9, 13, 14], None), now, 8, 1)
+                .unwrap(),
+            6
+        );
+        // Receiver 1 commits as it pauses: everything, and its watermark is gone.
+        sink.leave(1);
+        assert_eq!(sink.commit_all().unwrap(), 2);
+        let before = table.snapshot().partitions()[0].version;
+        // Receiver 2 alone, far ahead of a new receiver 3: the quarter rule.
+        assert_eq!(sink.submit(batch(&[20], None), now, 8, 3).unwrap(), 0);
+        let ts: Vec<i64> = (30..50).collect();
+        assert_eq!(sink.submit(batch(&ts, None), now, 8, 2).unwrap(), 16);
+        assert_eq!(table.snapshot().row_count(), 30);
+        // Every commit landed in order: the partition was never rewritten.
+        assert_eq!(table.snapshot().partitions()[0].version, before);
+    }
+
+    /// A commit by time takes the rows up to the receivers' low watermark; rows held past it
+    /// keep their arrival, and are committed once they have waited twice the interval.
+    #[test]
+    fn time_commits_keep_to_the_watermark_until_rows_waited_twice_the_interval() {
+        let (_dir, _, table) = test_table(&[]);
+        let sink = TableSink::new(table.clone());
+        let (t0, interval) = (Instant::now(), Duration::from_secs(1));
+        assert_eq!(sink.submit(batch(&[1, 2, 3], None), t0, 100, 1).unwrap(), 0);
+        assert_eq!(sink.submit(batch(&[5, 6], None), t0, 100, 2).unwrap(), 0);
+        assert_eq!(sink.commit_due(t0, interval).unwrap(), 0);
+        assert_eq!(sink.commit_due(t0 + interval, interval).unwrap(), 3);
+        assert_eq!(sink.commit_due(t0 + interval, interval).unwrap(), 0);
+        assert_eq!(sink.commit_due(t0 + interval * 2, interval).unwrap(), 2);
+        assert_eq!(table.snapshot().row_count(), 5);
+    }
+
     #[test]
     fn senders_wait_while_a_table_is_far_behind() {
         let (_dir, _, table) = test_table(&[]);
@@ -799,14 +978,17 @@ mod tests {
         let committing = lock(&sink.committing);
         for i in 0..4 {
             let ts: Vec<i64> = (i * 4..i * 4 + 4).collect();
-            assert_eq!(sink.submit(batch(&ts, None), Instant::now(), 4).unwrap(), 0);
+            assert_eq!(
+                sink.submit(batch(&ts, None), Instant::now(), 4, 0).unwrap(),
+                0
+            );
         }
         // ...then the next sender waits.
         let done = Arc::new(std::sync::atomic::AtomicBool::new(false));
         let sender = {
             let (sink, done) = (sink.clone(), done.clone());
             std::thread::spawn(move || {
-                let committed = sink.submit(batch(&[16, 17, 18, 19], None), Instant::now(), 4);
+                let committed = sink.submit(batch(&[16, 17, 18, 19], None), Instant::now(), 4, 0);
                 done.store(true, std::sync::atomic::Ordering::SeqCst);
                 committed.unwrap()
             })
@@ -814,11 +996,11 @@ mod tests {
         std::thread::sleep(Duration::from_millis(300));
         assert!(!done.load(std::sync::atomic::Ordering::SeqCst));
         drop(committing);
-        // Once the commit is over, the waiting sender commits all but the newest quarter.
-        assert_eq!(sender.join().unwrap(), 15);
-        assert_eq!(table.snapshot().row_count(), 15);
-        assert_eq!(sink.commit_all().unwrap(), 5);
+        // Once the commit is over, the waiting sender commits: the only receiver sends in
+        // order, so every row up to its watermark (all of them) goes.
+        assert_eq!(sender.join().unwrap(), 20);
         assert_eq!(table.snapshot().row_count(), 20);
+        assert_eq!(sink.commit_all().unwrap(), 0);
     }
 
     /// Table `t`: a designated `timestamp`, then `columns`.
@@ -965,7 +1147,7 @@ mod tests {
             uuid_rows(&[9, 10], &[good, good]),
         ];
         for b in &batches {
-            sink.submit(b.clone(), Instant::now(), 1000).unwrap();
+            sink.submit(b.clone(), Instant::now(), 1000, 0).unwrap();
         }
         let e = sink.commit_all().unwrap_err();
         assert!(e.to_string().contains("uuid"), "{e}");
@@ -978,7 +1160,7 @@ mod tests {
             .unwrap();
         assert_eq!(ts.values().to_vec(), vec![1, 2, 3, 4, 5, 7, 8, 9, 10]);
         // The table takes later rows as usual.
-        sink.submit(uuid_rows(&[11], &[good]), Instant::now(), 1000)
+        sink.submit(uuid_rows(&[11], &[good]), Instant::now(), 1000, 0)
             .unwrap();
         assert_eq!(sink.commit_all().unwrap(), 1);
         assert_eq!(table.snapshot().row_count(), 10);
@@ -999,7 +1181,7 @@ mod tests {
             TIMESTAMP_END_NS - 1,
             2,
         ];
-        sink.submit(uuid_rows(&ts, &[good; 7]), Instant::now(), 1000)
+        sink.submit(uuid_rows(&ts, &[good; 7]), Instant::now(), 1000, 0)
             .unwrap();
         assert_eq!(sink.commit_all().unwrap(), 4);
         let snapshot = table.snapshot();

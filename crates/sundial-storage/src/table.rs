@@ -1450,6 +1450,14 @@ impl WriterState {
         let o3 =
             p.o3.as_ref()
                 .ok_or_else(|| StorageError::Internal("no out-of-order rows".into()))?;
+        tracing::debug!(
+            "'{}': {} out-of-order rows (from {}) rewrite partition {} of {} rows",
+            meta.name,
+            p.o3_ts.len(),
+            p.o3_ts.iter().min().copied().unwrap_or_default(),
+            meta.partition_by.dir_name(p.base.key),
+            p.base.row_count + p.tail_rows
+        );
         let existing_rows = p.base.row_count + p.tail_rows;
         let total = existing_rows as usize + p.o3_ts.len();
         if total >= u32::MAX as usize {
