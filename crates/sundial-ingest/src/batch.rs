@@ -16,7 +16,8 @@ use arrow_array::builder::{
     ArrayBuilder, BooleanBuilder, Date64Builder, Float32Builder, Float64Builder, Int8Builder,
     Int16Builder, Int32Builder, Int64Builder, StringBuilder, TimestampNanosecondBuilder,
 };
-use arrow_array::{ArrayRef, RecordBatch};
+use arrow_array::cast::AsArray;
+use arrow_array::{Array, ArrayRef, RecordBatch};
 use arrow_schema::{Field, Schema};
 use sundial_storage::{ColumnType, StorageError, Table, TableMeta};
 
@@ -67,6 +68,13 @@ pub(crate) enum ValueRef {
     Time(i64),
 }
 
+/// Rows a new builder has room for, at least and at most (a batch larger than the previous
+/// one grows its builders as usual).
+const BUILDER_ROWS_MIN: usize = 1024;
+const BUILDER_ROWS_MAX: usize = 1 << 20;
+/// Text bytes a builder reserves at most.
+const BUILDER_TEXT_BYTES_MAX: usize = 64 << 20;
+
 enum Builder {
     Bool(BooleanBuilder),
     I8(Int8Builder),
@@ -85,21 +93,42 @@ enum Builder {
 
 impl Builder {
     fn new(column_type: ColumnType) -> Builder {
+        Builder::with_capacity(column_type, BUILDER_ROWS_MIN, 0)
+    }
+
+    /// A builder with room for `rows` values (and `text_bytes` bytes of text), so that a batch
+    /// like the previous one fills it without growing it.
+    fn with_capacity(column_type: ColumnType, rows: usize, text_bytes: usize) -> Builder {
         match column_type {
-            ColumnType::Boolean => Builder::Bool(BooleanBuilder::new()),
-            ColumnType::Byte => Builder::I8(Int8Builder::new()),
-            ColumnType::Short => Builder::I16(Int16Builder::new()),
-            ColumnType::Int => Builder::I32(Int32Builder::new()),
-            ColumnType::Long => Builder::I64(Int64Builder::new()),
-            ColumnType::Float => Builder::F32(Float32Builder::new()),
-            ColumnType::Double => Builder::F64(Float64Builder::new()),
-            ColumnType::Timestamp => Builder::Ts(TimestampNanosecondBuilder::new()),
-            ColumnType::Date => Builder::Date(Date64Builder::new()),
+            ColumnType::Boolean => Builder::Bool(BooleanBuilder::with_capacity(rows)),
+            ColumnType::Byte => Builder::I8(Int8Builder::with_capacity(rows)),
+            ColumnType::Short => Builder::I16(Int16Builder::with_capacity(rows)),
+            ColumnType::Int => Builder::I32(Int32Builder::with_capacity(rows)),
+            ColumnType::Long => Builder::I64(Int64Builder::with_capacity(rows)),
+            ColumnType::Float => Builder::F32(Float32Builder::with_capacity(rows)),
+            ColumnType::Double => Builder::F64(Float64Builder::with_capacity(rows)),
+            ColumnType::Timestamp => Builder::Ts(TimestampNanosecondBuilder::with_capacity(rows)),
+            ColumnType::Date => Builder::Date(Date64Builder::with_capacity(rows)),
             ColumnType::Symbol | ColumnType::Varchar | ColumnType::Uuid => {
-                Builder::Text(StringBuilder::new())
+                Builder::Text(StringBuilder::with_capacity(rows, text_bytes))
             }
             ColumnType::Binary => Builder::Nulls(0),
         }
+    }
+
+    /// The values so far as an array, leaving the builder empty with room for as many again.
+    fn take(&mut self, column_type: ColumnType) -> ArrayRef {
+        let array = self.finish(column_type);
+        let rows = array.len().clamp(BUILDER_ROWS_MIN, BUILDER_ROWS_MAX);
+        let text_bytes = match self {
+            Builder::Text(_) => array
+                .as_string_opt::<i32>()
+                .map_or(0, |a| a.value_data().len()),
+            _ => 0,
+        }
+        .min(BUILDER_TEXT_BYTES_MAX);
+        *self = Builder::with_capacity(column_type, rows, text_bytes);
+        array
     }
 
     fn append_null(&mut self) {
@@ -414,7 +443,7 @@ impl TableBatch {
             .builders
             .iter_mut()
             .zip(&self.meta.columns)
-            .map(|(b, c)| b.finish(c.column_type))
+            .map(|(b, c)| b.take(c.column_type))
             .collect();
         self.rows = 0;
         self.oldest = None;
