@@ -18,30 +18,15 @@ DATA_DIR=${DATA_DIR:-/tmp/sundial-analytics-data}
 RUNS=${RUNS:-15}
 SERVERS=${SERVERS:-"questdb sundial"}
 WORK=${WORK:-$(mktemp -d /tmp/sundial-analytics-bench.XXXXXX)}
-mkdir -p bench/results "$DATA_DIR"
+mkdir -p bench/results
 OUT=bench/results/analytics-$(date +%Y%m%d-%H%M%S).txt
-
-generate() { # file flags...
-    local file=$DATA_DIR/$1
-    shift
-    [[ -s $file ]] || "$TSBS_BIN/tsbs_generate_data" "$@" --seed=123 --format=questdb \
-        --timestamp-start=2016-01-01T00:00:00Z >"$file"
-}
-generate cpu-s200-2d.ilp --use-case=cpu-only --scale=200 \
-    --timestamp-end=2016-01-03T00:00:00Z --log-interval=10s
-generate iot-s500-7d.ilp --use-case=iot --scale=500 \
-    --timestamp-end=2016-01-08T00:00:00Z --log-interval=60s
+source bench/tsbs-data.sh
 CPU_ROWS=$(grep -c '^cpu,' "$DATA_DIR/cpu-s200-2d.ilp")
 READINGS_ROWS=$(grep -c '^readings,' "$DATA_DIR/iot-s500-7d.ilp")
 
 cargo build --release -p sundial-server -p sundial-bench
 bench/peers/questdb.sh install >/dev/null
 export QDB_HTTP_PORT=19000 QDB_ILP_PORT=19009 QDB_PG_PORT=18812
-
-count() { # http table
-    curl -sfG "http://$1/exec" --data-urlencode "query=SELECT count(*) FROM $2" |
-        sed -n 's/.*"dataset":\[\[\([0-9]*\)\]\].*/\1/p'
-}
 
 # TSBS's loader refuses to run while a table `cpu` exists: iot first.
 load() { # http ilp

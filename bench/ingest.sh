@@ -19,19 +19,9 @@ WORKERS=${WORKERS:-2}
 SETS=${SETS:-"cpu iot"}
 SERVERS=${SERVERS:-"sundial questdb"}
 WORK=${WORK:-$(mktemp -d /tmp/sundial-ingest-bench.XXXXXX)}
-mkdir -p bench/results "$DATA_DIR"
+mkdir -p bench/results
 OUT=bench/results/ingest-$(date +%Y%m%d-%H%M%S).txt
-
-generate() { # file flags...
-    local file=$DATA_DIR/$1
-    shift
-    [[ -s $file ]] || "$TSBS_BIN/tsbs_generate_data" "$@" --seed=123 --format=questdb \
-        --timestamp-start=2016-01-01T00:00:00Z >"$file"
-}
-generate cpu-s200-2d.ilp --use-case=cpu-only --scale=200 \
-    --timestamp-end=2016-01-03T00:00:00Z --log-interval=10s
-generate iot-s500-7d.ilp --use-case=iot --scale=500 \
-    --timestamp-end=2016-01-08T00:00:00Z --log-interval=60s
+source bench/tsbs-data.sh
 
 cargo build --release -p sundial-server -p sundial-bench
 bench/peers/questdb.sh install >/dev/null
@@ -39,11 +29,6 @@ export QDB_HTTP_PORT=19000 QDB_ILP_PORT=19009 QDB_PG_PORT=18812
 
 file_of() { case $1 in cpu) echo cpu-s200-2d.ilp ;; iot) echo iot-s500-7d.ilp ;; esac; }
 tables_of() { case $1 in cpu) echo cpu ;; iot) echo "readings diagnostics" ;; esac; }
-
-count() { # http table
-    curl -sfG "http://$1/exec" --data-urlencode "query=SELECT count(*) FROM $2" 2>/dev/null |
-        sed -n 's/.*"dataset":\[\[\([0-9]*\)\]\].*/\1/p'
-}
 
 now_ms() { date +%s%3N; }
 
@@ -70,7 +55,11 @@ load_once() { # server set workers http ilp pid
     sent=$(now_ms)
     while :; do
         local seen=0
-        for t in $(tables_of "$set"); do seen=$((seen + $(count "$http" "$t" || echo 0))); done
+        for t in $(tables_of "$set"); do
+            local n
+            n=$(count "$http" "$t")
+            seen=$((seen + ${n:-0}))
+        done
         [[ $seen -ge $rows ]] && break
         (( waited++ < 30000 )) || { echo "$server $set: $seen of $rows rows after 300 s" >&2; return 1; }
         sleep 0.01

@@ -17,9 +17,10 @@
 //!        │ hand off: at commit_rows / 8 rows, at flush, at flush_due once the oldest waited
 //!        ▼
 //!   TableSink (per table, shared through Sinks) ◀── Sinks::write (SQL INSERT, waits)
-//!        │ commit: at commit_rows pending,     ◀── BulkLoad (COPY, /imp, import: one
-//!        │   all but the newest quarter;           chunk of chunk_bytes per commit, waits)
-//!        │ at flush, flush_due or for a waiting writer, everything
+//!        │ commit: at commit_rows pending, the ◀── BulkLoad (COPY, /imp, import: one
+//!        │   rows up to the receivers' low         chunk of chunk_bytes per commit, waits)
+//!        │   watermark; at flush_due likewise (everything after 2 x the interval);
+//!        │   at flush (a receiver pauses or closes) or for a waiting writer, everything
 //!        ▼
 //!   sort by timestamp ─▶ TableWriter::append + commit (one commit per table at a time)
 //! ```

@@ -40,7 +40,7 @@ use datafusion::physical_expr::{
     EquivalenceProperties, PhysicalExpr, PhysicalSortExpr, ScalarFunctionExpr,
 };
 use datafusion::physical_optimizer::PhysicalOptimizerRule;
-use datafusion::physical_plan::aggregates::{AggregateExec, AggregateMode};
+use datafusion::physical_plan::aggregates::AggregateExec;
 use datafusion::physical_plan::execution_plan::{
     Boundedness, EmissionType, ReplaceChildrenOptions,
 };
@@ -53,7 +53,7 @@ use datafusion::physical_plan::{
 };
 use futures::StreamExt;
 
-use super::partial_agg::{final_over, partial_of, states_at};
+use super::partial_agg::{final_over, fuse_partial_stage, states_at};
 
 /// Replaces partial aggregates over time buckets with [`BucketAggregateExec`] (and single-stage
 /// ones with a final aggregate over it).
@@ -109,26 +109,17 @@ fn sorted_already(sort: &SortExec) -> DfResult<Option<Arc<dyn ExecutionPlan>>> {
 }
 
 fn fuse(aggregate: &AggregateExec) -> DfResult<Option<Arc<dyn ExecutionPlan>>> {
-    if aggregate.limit_options().is_some() {
-        return Ok(None);
-    }
-    match aggregate.mode() {
-        AggregateMode::Partial => {
-            Ok(BucketAggregateExec::try_fuse(aggregate)?.map(|e| Arc::new(e) as _))
-        }
-        AggregateMode::Single | AggregateMode::SinglePartitioned => {
-            let partial = partial_of(aggregate)?;
-            let Some(fused) = BucketAggregateExec::try_fuse(&partial)? else {
-                return Ok(None);
-            };
+    fuse_partial_stage(
+        aggregate,
+        BucketAggregateExec::try_fuse,
+        |fused, partial, single| {
             if fused.bucket_order().is_some() {
-                return Ok(fused.into_single(aggregate).map(|e| Arc::new(e) as _));
+                return Ok(fused.into_single(single).map(|e| Arc::new(e) as _));
             }
             // Buckets may close out of order: a final aggregate merges the partial states.
-            Ok(Some(final_over(&partial, aggregate, Arc::new(fused))?))
-        }
-        _ => Ok(None),
-    }
+            final_over(partial, single, Arc::new(fused)).map(Some)
+        },
+    )
 }
 
 /// An aggregate function the exec computes, and the kind of its argument.

@@ -9,8 +9,37 @@ use datafusion::error::Result as DfResult;
 use datafusion::physical_plan::ExecutionPlan;
 use datafusion::physical_plan::aggregates::{AggregateExec, AggregateMode};
 
+/// `aggregate` with its partial stage done by the operator `try_fuse` makes of it, if any: a
+/// partial aggregate is replaced; a single-stage one is split (see [`partial_of`]) and
+/// `finish_single` puts the fused partial stage under what completes the answer (usually
+/// [`final_over`]). Aggregates with a limit, and final ones, are left alone.
+pub(crate) fn fuse_partial_stage<E: ExecutionPlan + 'static>(
+    aggregate: &AggregateExec,
+    try_fuse: impl Fn(&AggregateExec) -> DfResult<Option<E>>,
+    finish_single: impl FnOnce(
+        E,
+        &AggregateExec,
+        &AggregateExec,
+    ) -> DfResult<Option<Arc<dyn ExecutionPlan>>>,
+) -> DfResult<Option<Arc<dyn ExecutionPlan>>> {
+    if aggregate.limit_options().is_some() {
+        return Ok(None);
+    }
+    match aggregate.mode() {
+        AggregateMode::Partial => Ok(try_fuse(aggregate)?.map(|e| Arc::new(e) as _)),
+        AggregateMode::Single | AggregateMode::SinglePartitioned => {
+            let partial = partial_of(aggregate)?;
+            match try_fuse(&partial)? {
+                Some(fused) => finish_single(fused, &partial, aggregate),
+                None => Ok(None),
+            }
+        }
+        _ => Ok(None),
+    }
+}
+
 /// The partial stage of single-stage `single`: the same groups, aggregates and input.
-pub(crate) fn partial_of(single: &AggregateExec) -> DfResult<AggregateExec> {
+fn partial_of(single: &AggregateExec) -> DfResult<AggregateExec> {
     AggregateExec::try_new(
         AggregateMode::Partial,
         single.group_expr().clone(),

@@ -38,7 +38,7 @@ use datafusion::execution::memory_pool::{MemoryConsumer, MemoryReservation};
 use datafusion::execution::{SendableRecordBatchStream, TaskContext};
 use datafusion::physical_expr::{EquivalenceProperties, PhysicalExpr};
 use datafusion::physical_optimizer::PhysicalOptimizerRule;
-use datafusion::physical_plan::aggregates::{AggregateExec, AggregateMode};
+use datafusion::physical_plan::aggregates::AggregateExec;
 use datafusion::physical_plan::execution_plan::{
     Boundedness, EmissionType, ReplaceChildrenOptions,
 };
@@ -51,7 +51,7 @@ use sundial_kernels::{
     Accumulator, ColumnValues, Fold, GROUP_KEYS_MAX, GroupKey, Grouper, KeyKind, Slots, domain_of,
 };
 
-use super::partial_agg::{final_over, partial_of, states_at};
+use super::partial_agg::{final_over, fuse_partial_stage, states_at};
 use super::scan::{Chunk, ChunkReader, SundialScanExec, scan_batch_rows};
 
 /// Replaces partial aggregates over a Sundial scan with [`ScanAggregateExec`] (and
@@ -87,22 +87,11 @@ impl PhysicalOptimizerRule for FuseScanAggregates {
 }
 
 fn fuse(aggregate: &AggregateExec) -> DfResult<Option<Arc<dyn ExecutionPlan>>> {
-    if aggregate.limit_options().is_some() {
-        return Ok(None);
-    }
-    match aggregate.mode() {
-        AggregateMode::Partial => {
-            Ok(ScanAggregateExec::try_fuse(aggregate)?.map(|e| Arc::new(e) as _))
-        }
-        AggregateMode::Single | AggregateMode::SinglePartitioned => {
-            let partial = partial_of(aggregate)?;
-            let Some(fused) = ScanAggregateExec::try_fuse(&partial)? else {
-                return Ok(None);
-            };
-            Ok(Some(final_over(&partial, aggregate, Arc::new(fused))?))
-        }
-        _ => Ok(None),
-    }
+    fuse_partial_stage(
+        aggregate,
+        ScanAggregateExec::try_fuse,
+        |fused, partial, single| final_over(partial, single, Arc::new(fused)).map(Some),
+    )
 }
 
 /// One aggregate the exec folds.
@@ -674,13 +663,30 @@ mod tests {
         ] {
             engine.run(sql).await.expect(sql);
         }
+        // Symbol keys, and an integer key whose values are all distinct (its value codes
+        // count too).
         let sql = "SELECT a, b, c, sum(v), max(v), count(*) FROM g GROUP BY a, b, c";
         let (plan, _) = plan_and_rows(&engine, &format!("{sql} LIMIT 1")).await;
         assert!(plan.contains("ScanAggregateExec"), "{plan}");
+        engine
+            .run("CREATE TABLE gi AS (SELECT ts, CAST(v AS BIGINT) AS k, v FROM g)")
+            .await
+            .expect("create gi");
+        let int_sql = "SELECT k, sum(v), max(v), count(*) FROM gi GROUP BY k";
+        let (plan, _) = plan_and_rows(&engine, &format!("{int_sql} LIMIT 1")).await;
+        assert!(plan.contains("ScanAggregateExec"), "{plan}");
         engine.set_query_memory_bytes_max(4 << 20);
-        let output = engine.run(sql).await.expect("planned");
-        let error = crate::collect(output).await.expect_err("over the limit");
-        assert!(error.to_string().contains("Resources exhausted"), "{error}");
-        assert!(error.to_string().contains("ScanAggregateExec"), "{error}");
+        for sql in [sql, int_sql] {
+            let output = engine.run(sql).await.expect("planned");
+            let error = crate::collect(output).await.expect_err("over the limit");
+            assert!(
+                error.to_string().contains("Resources exhausted"),
+                "{sql}: {error}"
+            );
+            assert!(
+                error.to_string().contains("ScanAggregateExec"),
+                "{sql}: {error}"
+            );
+        }
     }
 }

@@ -1,0 +1,21 @@
+# Sourced by bench/analytics.sh and bench/ingest.sh: TSBS's devops (200 hosts x 2 days) and iot
+# (500 trucks x 7 days) data, generated once with tsbs_generate_data into DATA_DIR, and the
+# helpers both scripts use. Needs TSBS_BIN and DATA_DIR.
+mkdir -p "$DATA_DIR"
+
+tsbs_generate() { # file flags...
+    local file=$DATA_DIR/$1
+    shift
+    [[ -s $file ]] || "$TSBS_BIN/tsbs_generate_data" "$@" --seed=123 --format=questdb \
+        --timestamp-start=2016-01-01T00:00:00Z >"$file"
+}
+tsbs_generate cpu-s200-2d.ilp --use-case=cpu-only --scale=200 \
+    --timestamp-end=2016-01-03T00:00:00Z --log-interval=10s
+tsbs_generate iot-s500-7d.ilp --use-case=iot --scale=500 \
+    --timestamp-end=2016-01-08T00:00:00Z --log-interval=60s
+
+# `SELECT count(*) FROM table` over a server's HTTP /exec; empty if it fails.
+count() { # http table
+    curl -sfG "http://$1/exec" --data-urlencode "query=SELECT count(*) FROM $2" 2>/dev/null |
+        sed -n 's/.*"dataset":\[\[\([0-9]*\)\]\].*/\1/p'
+}
