@@ -202,6 +202,7 @@ async fn storage(
             timestamp: Some("timestamp".into()),
             partition_by: PartitionBy::Day,
             indexed: Vec::new(),
+            dedup_keys: Vec::new(),
         },
         false,
     )?;

@@ -225,6 +225,7 @@ fn table_for<R: Read>(
         timestamp,
         partition_by: options.partition_by,
         indexed: Vec::new(),
+        dedup_keys: Vec::new(),
     };
     Ok(db.create_table(def, false)?)
 }

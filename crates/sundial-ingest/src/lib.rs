@@ -337,6 +337,7 @@ impl Ingestor {
                         timestamp: Some(self.options.timestamp_column.clone()),
                         partition_by: self.options.partition_by,
                         indexed: Vec::new(),
+                        dedup_keys: Vec::new(),
                     };
                     self.db.create_table(def, true)?
                 }

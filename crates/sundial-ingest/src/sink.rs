@@ -1022,6 +1022,7 @@ mod tests {
             timestamp: Some("timestamp".into()),
             partition_by: PartitionBy::Day,
             indexed: Vec::new(),
+            dedup_keys: Vec::new(),
         };
         let table = db.create_table(def, false).unwrap();
         (dir, Sinks::new(db), table)

@@ -103,6 +103,7 @@ fn bad_lines_are_rejected_whole_and_the_rest_go_in() {
             timestamp: Some("ts".into()),
             partition_by: PartitionBy::Hour,
             indexed: Vec::new(),
+            dedup_keys: Vec::new(),
         },
         false,
     )

@@ -500,6 +500,7 @@ mod tests {
             timestamp: Some("ts".into()),
             partition_by: sundial_storage::PartitionBy::Day,
             indexed: Vec::new(),
+            dedup_keys: Vec::new(),
         };
         db.create_table(def, false).unwrap();
         (dir, db)

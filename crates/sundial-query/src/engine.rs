@@ -20,7 +20,9 @@ use datafusion::scalar::ScalarValue;
 use datafusion::sql::parser::Statement as DFStatement;
 use futures::StreamExt;
 use sundial_ingest::Sinks;
-use sundial_storage::{ColumnType, Database, PartitionBy, Table, TableDef, TableMeta};
+use sundial_storage::{
+    ColumnType, Database, PartitionBy, PartitionMeta, Table, TableDef, TableMeta,
+};
 
 use sundial_sql::names::{CATALOG, SCHEMA, placeholder_index};
 use sundial_sql::statement::{self as ddl, Command, CreateTable, Statement};
@@ -646,6 +648,11 @@ impl Engine {
                 blocking(move || Ok(t.writer()?.set_column_indexed(&column, indexed)?)).await?;
                 done("ALTER TABLE")
             }
+            Command::SetDedup { table, keys } => {
+                let t = self.table(&table)?;
+                blocking(move || Ok(t.writer()?.set_dedup_keys(&keys)?)).await?;
+                done("ALTER TABLE")
+            }
             Command::DropColumns { table, columns } => {
                 let t = self.table(&table)?;
                 blocking(move || {
@@ -1118,6 +1125,7 @@ impl Engine {
                 timestamp: c.timestamp,
                 partition_by,
                 indexed: c.indexed,
+                dedup_keys: c.dedup_keys,
             };
             let (db, if_not_exists) = (self.db.clone(), c.if_not_exists);
             blocking(move || Ok(db.create_table(def, if_not_exists).map(drop)?)).await?;
@@ -1153,6 +1161,7 @@ impl Engine {
             timestamp: c.timestamp,
             partition_by,
             indexed: c.indexed,
+            dedup_keys: c.dedup_keys,
         };
         let db = self.db.clone();
         let table = blocking(move || Ok(db.create_table(def, false)?)).await?;
@@ -1201,17 +1210,19 @@ impl Engine {
                     meta.name
                 ))
             })?;
-            // A partition goes when every one of its rows satisfies the predicate.
+            // A partition goes when every one of its rows satisfies the predicate. Its parts
+            // (see sundial-storage's `merge.rs`) follow each other in time.
             let rows = self
                 .ctx
                 .table(TableReference::bare(meta.name.clone()))
                 .await?;
             let predicate = rows.parse_sql_expr(&predicate)?;
             let ts = ident(ts.name.clone());
-            for p in snapshot.partitions() {
+            for parts in snapshot.partitions().chunk_by(|a, b| a.key == b.key) {
+                let (first, last) = (&parts[0], &parts[parts.len() - 1]);
                 let in_partition = ts.clone().between(
-                    lit(ScalarValue::TimestampNanosecond(Some(p.min_ts), None)),
-                    lit(ScalarValue::TimestampNanosecond(Some(p.max_ts), None)),
+                    lit(ScalarValue::TimestampNanosecond(Some(first.min_ts), None)),
+                    lit(ScalarValue::TimestampNanosecond(Some(last.max_ts), None)),
                 );
                 let kept = rows
                     .clone()
@@ -1219,7 +1230,7 @@ impl Engine {
                     .count()
                     .await?;
                 if kept == 0 {
-                    keys.push(p.key);
+                    keys.push(first.key);
                 }
             }
         }
@@ -1346,6 +1357,7 @@ fn show_columns(meta: &TableMeta) -> RecordBatch {
         Field::new("type", DataType::Utf8, false),
         Field::new("indexed", DataType::Boolean, false),
         Field::new("designated", DataType::Boolean, false),
+        Field::new("upsertKey", DataType::Boolean, false),
     ]));
     let names: Vec<&str> = meta.columns.iter().map(|c| c.name.as_str()).collect();
     let types: Vec<&str> = meta.columns.iter().map(|c| c.column_type.name()).collect();
@@ -1353,6 +1365,7 @@ fn show_columns(meta: &TableMeta) -> RecordBatch {
     let designated: Vec<bool> = (0..names.len())
         .map(|i| meta.timestamp_index == Some(i))
         .collect();
+    let upsert_key: Vec<bool> = meta.columns.iter().map(|c| c.dedup_key).collect();
     RecordBatch::try_new(
         schema,
         vec![
@@ -1360,6 +1373,7 @@ fn show_columns(meta: &TableMeta) -> RecordBatch {
             Arc::new(StringArray::from(types)),
             Arc::new(BooleanArray::from(indexed)),
             Arc::new(BooleanArray::from(designated)),
+            Arc::new(BooleanArray::from(upsert_key)),
         ],
     )
     .unwrap_or_else(|_| RecordBatch::new_empty(Arc::new(Schema::empty())))
@@ -1376,7 +1390,16 @@ fn show_partitions(table: &Table) -> RecordBatch {
         Field::new("maxTimestamp", ts, true),
         Field::new("numRows", DataType::Int64, false),
     ]));
-    let parts = snapshot.partitions();
+    // One row per partition, whatever its parts (see sundial-storage's `merge.rs`).
+    let parts: Vec<PartitionMeta> = snapshot
+        .partitions()
+        .chunk_by(|a, b| a.key == b.key)
+        .map(|parts| PartitionMeta {
+            row_count: parts.iter().map(|p| p.row_count).sum(),
+            max_ts: parts[parts.len() - 1].max_ts,
+            ..parts[0].clone()
+        })
+        .collect();
     let has_ts = meta.timestamp_index.is_some();
     RecordBatch::try_new(
         schema,

@@ -2,17 +2,19 @@
 //! them for their key columns, and scans for filters on indexed SYMBOL columns.
 //!
 //! ```text
-//! (table, column, partition key) ──▶ KeyIndex of one partition version, `rows` rows indexed
+//! (table, column, partition key, first timestamp) ──▶ KeyIndex of one part's version
 //!   integer keys:  heads: key ──▶ newest row with it     next: row ──▶ previous row, same key
 //!   SYMBOL codes:  lists: code ──▶ its rows, ascending
 //! ```
 //!
-//! A partition only grows by appends until it is rewritten (an out-of-order commit, a
-//! compaction), and a rewrite gets a new version, so an index stays right for the rows it
-//! covers and extends itself when a newer snapshot has more. A lookup in a newer version
-//! replaces the index of the older one (a reader still on the older snapshot then builds its
-//! own, unshared, and drops it after use). Integer-like columns (integers, timestamps, dates)
-//! and SYMBOL codes are indexed; other types are scanned. The total size is bounded: past
+//! A partition is one or more parts (sundial-storage's `merge.rs`). A part only grows by
+//! appends until it is rewritten (an out-of-order commit, a compaction), which gets a new
+//! version, or cut short when a merge rewrites its end into a new part, which leaves its first
+//! rows as they were. So an index stays right for the rows it covers (it is never asked about
+//! rows past the part's count) and extends itself when a newer snapshot has more. A lookup
+//! in a newer version replaces the index of the older one (a reader still on the older
+//! snapshot then builds its own, unshared, and drops it after use). Integer-like columns
+//! (integers, timestamps, dates) and SYMBOL codes are indexed; other types are scanned. The total size is bounded: past
 //! `bytes_max` the least recently used indexes are dropped, and a partition too big for the
 //! budget is scanned instead.
 
@@ -38,7 +40,9 @@ const ROW_BYTES: usize = 4 + 24;
 struct IndexId {
     table: String,
     column_id: u32,
-    partition_key: i64,
+    /// The part's partition key and first timestamp: parts of one partition (see
+    /// sundial-storage's `merge.rs`) are indexed apart, successive versions of one together.
+    part: (i64, i64),
 }
 
 /// What an index answers for one key.
@@ -160,6 +164,8 @@ impl KeyIndexes {
     ) -> Result<IndexRows> {
         let part = &snapshot.partitions()[partition];
         let rows = part.row_count;
+        // A part cut short by a merge shares the index of its longer self.
+        let within = within.start..within.end.min(rows);
         if rows as usize > self.bytes_max / ROW_BYTES || rows >= NO_ROW as u64 {
             return Ok(IndexRows::Unindexed);
         }
@@ -167,7 +173,7 @@ impl KeyIndexes {
         let id = IndexId {
             table: snapshot.meta().name.clone(),
             column_id: column_meta.id,
-            partition_key: part.key,
+            part: (part.key, part.min_ts),
         };
         let symbols = column_meta.column_type == ColumnType::Symbol;
         let entry = self.entry(id, table, part.version, symbols);

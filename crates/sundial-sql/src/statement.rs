@@ -18,6 +18,11 @@ pub enum Command {
         indexed: Vec<String>,
         if_not_exists: bool,
     },
+    /// `ALTER TABLE t DEDUP ENABLE UPSERT KEYS(ts, k, ...)`, or `DEDUP DISABLE` (`keys` empty).
+    SetDedup {
+        table: String,
+        keys: Vec<String>,
+    },
     /// `ALTER TABLE t ALTER COLUMN c ADD INDEX` (or `DROP INDEX`: `indexed` false).
     SetIndexed {
         table: String,
@@ -72,6 +77,8 @@ pub struct CreateTable {
     pub as_query: Option<String>,
     pub timestamp: Option<String>,
     pub partition_by: Option<PartitionBy>,
+    /// `DEDUP UPSERT KEYS(ts, k, ...)`: the designated timestamp and key columns (empty: none).
+    pub dedup_keys: Vec<String>,
 }
 
 /// One statement of a script, with the line it starts on (1-based).
@@ -391,6 +398,7 @@ impl Parser<'_> {
             as_query: None,
             timestamp: None,
             partition_by: None,
+            dedup_keys: Vec::new(),
         };
         if self.eat_kw("AS") {
             create.as_query = Some(self.query_text()?);
@@ -439,7 +447,11 @@ impl Parser<'_> {
                 self.pos += 1;
             }
         }
-        while self.peek().is_some() && !self.peek_kw("TIMESTAMP") && !self.peek_kw("PARTITION") {
+        while self.peek().is_some()
+            && !self.peek_kw("TIMESTAMP")
+            && !self.peek_kw("PARTITION")
+            && !self.peek_kw("DEDUP")
+        {
             self.pos += 1;
         }
         let end = self
@@ -537,6 +549,8 @@ impl Parser<'_> {
                     line: loc.line,
                     column: loc.column,
                 })?);
+            } else if self.eat_kw("DEDUP") {
+                create.dedup_keys = self.upsert_keys()?;
             } else if self.eat_kw("WAL") || (self.eat_kw("BYPASS") && self.expect_kw("WAL").is_ok())
             {
                 // QuestDB's WAL choice has no meaning here: every commit is crash-safe.
@@ -555,8 +569,31 @@ impl Parser<'_> {
         }
     }
 
+    /// `UPSERT KEYS(a, b, ...)` after DEDUP [ENABLE].
+    fn upsert_keys(&mut self) -> Result<Vec<String>> {
+        self.expect_kw("UPSERT")?;
+        self.expect_kw("KEYS")?;
+        self.expect(&Token::LParen)?;
+        let keys = self.name_list("key column")?;
+        self.expect(&Token::RParen)?;
+        Ok(keys)
+    }
+
     fn alter_table(&mut self) -> Result<Command> {
         let table = self.name("table name")?;
+        if self.eat_kw("DEDUP") {
+            if self.eat_kw("DISABLE") {
+                return Ok(Command::SetDedup {
+                    table,
+                    keys: Vec::new(),
+                });
+            }
+            if !self.eat_kw("ENABLE") {
+                return self.error("expected ENABLE or DISABLE after DEDUP");
+            }
+            let keys = self.upsert_keys()?;
+            return Ok(Command::SetDedup { table, keys });
+        }
         if self.eat_kw("ADD") {
             self.eat_kw("COLUMN");
             let if_not_exists = self.if_not_exists()?;
@@ -651,7 +688,7 @@ impl Parser<'_> {
             });
         }
         self.error(
-            "expected ADD COLUMN, DROP COLUMN, DROP PARTITION, RENAME COLUMN, RENAME TO or ALTER COLUMN",
+            "expected ADD COLUMN, DROP COLUMN, DROP PARTITION, RENAME COLUMN, RENAME TO, ALTER COLUMN or DEDUP",
         )
     }
 }
@@ -698,6 +735,47 @@ mod tests {
         assert_eq!(c.columns[3].1, ColumnType::Varchar);
         assert_eq!(c.timestamp.as_deref(), Some("ts"));
         assert_eq!(c.partition_by, Some(PartitionBy::Day));
+    }
+
+    #[test]
+    fn parses_dedup_upsert_keys() {
+        let c = parse(
+            "CREATE TABLE t (ts TIMESTAMP, k SYMBOL, v DOUBLE) TIMESTAMP(ts) PARTITION BY DAY WAL \
+             DEDUP UPSERT KEYS(ts, K)",
+        )
+        .unwrap();
+        let Command::CreateTable(c) = c else { panic!() };
+        assert_eq!(c.dedup_keys, vec!["ts".to_string(), "k".to_string()]);
+        let Command::CreateTable(c) =
+            parse("CREATE TABLE t2 AS (SELECT * FROM t) TIMESTAMP(ts) DEDUP UPSERT KEYS(ts)")
+                .unwrap()
+        else {
+            panic!()
+        };
+        assert_eq!(c.as_query.as_deref(), Some("SELECT * FROM t"));
+        assert_eq!(c.dedup_keys, vec!["ts".to_string()]);
+        assert_eq!(
+            parse("alter table t dedup enable upsert keys(ts, k)").unwrap(),
+            Command::SetDedup {
+                table: "t".into(),
+                keys: vec!["ts".into(), "k".into()]
+            }
+        );
+        assert_eq!(
+            parse("ALTER TABLE t DEDUP DISABLE").unwrap(),
+            Command::SetDedup {
+                table: "t".into(),
+                keys: Vec::new()
+            }
+        );
+        for bad in [
+            "ALTER TABLE t DEDUP",
+            "ALTER TABLE t DEDUP ENABLE KEYS(ts)",
+            "ALTER TABLE t DEDUP ENABLE UPSERT KEYS()",
+            "CREATE TABLE t (ts TIMESTAMP) TIMESTAMP(ts) DEDUP UPSERT KEYS(ts",
+        ] {
+            assert!(parse(bad).is_err(), "{bad}");
+        }
     }
 
     #[test]

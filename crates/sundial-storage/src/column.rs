@@ -194,6 +194,51 @@ impl ColumnBuf {
             rows: indices.len(),
         }
     }
+
+    /// The bytes of row `row`'s value (its bit, for BOOLEAN), or `None` when it is NULL.
+    fn value_bytes(&self, row: usize) -> Option<ValueBytes<'_>> {
+        if !self.is_valid(row) {
+            return None;
+        }
+        Some(match &self.values {
+            Values::Fixed { width, bytes } => ValueBytes::Slice(&bytes[row * width..][..*width]),
+            Values::Bits(b) => ValueBytes::Bit(bits::get(b, row)),
+            Values::Var { offsets, data } => {
+                ValueBytes::Slice(&data[offsets[row] as usize..offsets[row + 1] as usize])
+            }
+        })
+    }
+
+    /// Whether rows `a` and `b` hold the same value (NULL equal to NULL).
+    pub fn rows_equal(&self, a: usize, b: usize) -> bool {
+        self.value_bytes(a) == self.value_bytes(b)
+    }
+
+    /// Mixes row `row`'s value into `hash`: rows equal by [`ColumnBuf::rows_equal`] mix alike.
+    pub fn hash_row(&self, row: usize, hash: u64) -> u64 {
+        let mix = |h: u64, v: u64| (h ^ v).wrapping_mul(0x9e37_79b9_7f4a_7c15).rotate_left(29);
+        match self.value_bytes(row) {
+            None => mix(hash, 0x05ee_d011),
+            Some(ValueBytes::Bit(b)) => mix(hash, u64::from(b) + 1),
+            Some(ValueBytes::Slice(bytes)) => {
+                let mut h = mix(hash, bytes.len() as u64);
+                let mut chunks = bytes.chunks_exact(8);
+                for c in &mut chunks {
+                    h = mix(h, u64::from_le_bytes(c.try_into().unwrap_or([0; 8])));
+                }
+                let mut last = [0u8; 8];
+                last[..chunks.remainder().len()].copy_from_slice(chunks.remainder());
+                mix(h, u64::from_le_bytes(last))
+            }
+        }
+    }
+}
+
+/// A non-NULL value as bytes.
+#[derive(PartialEq, Eq)]
+enum ValueBytes<'a> {
+    Slice(&'a [u8]),
+    Bit(bool),
 }
 
 /// Resolves SYMBOL strings to dictionary keys, adding new symbols as needed.

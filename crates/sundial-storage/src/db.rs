@@ -10,6 +10,7 @@ use std::sync::{Arc, Mutex, RwLock, Weak};
 use std::time::Duration;
 
 use crate::cache::FileCache;
+use crate::dedup::set_dedup_keys;
 use crate::error::{IoContext, Result, StorageError};
 use crate::files::{DROPPED_PREFIX, remove_trash, sync_dir};
 use crate::partition::PartitionBy;
@@ -31,6 +32,9 @@ pub struct TableDef {
     pub partition_by: PartitionBy,
     /// SYMBOL columns (of `columns`) that get a symbol index.
     pub indexed: Vec<String>,
+    /// `DEDUP UPSERT KEYS`: the designated timestamp and the columns that, with it, identify a
+    /// row (empty: no deduplication). See [`TableMeta::dedup_keys`].
+    pub dedup_keys: Vec<String>,
 }
 
 /// An open data directory. One process at a time may hold it.
@@ -294,6 +298,7 @@ fn validate_def(def: &TableDef) -> Result<TableMeta> {
             name: name.clone(),
             column_type: *column_type,
             indexed: false,
+            dedup_key: false,
         });
     }
     let timestamp_index = match &def.timestamp {
@@ -328,6 +333,7 @@ fn validate_def(def: &TableDef) -> Result<TableMeta> {
         check_indexable(column)?;
         column.indexed = true;
     }
+    set_dedup_keys(&mut columns, timestamp_index, &def.dedup_keys)?;
     if timestamp_index.is_none() && def.partition_by != PartitionBy::None {
         return Err(StorageError::InvalidInput(format!(
             "PARTITION BY {} needs a designated timestamp: add TIMESTAMP(column)",

@@ -132,6 +132,7 @@ mod tests {
             timestamp: Some("ts".into()),
             partition_by: PartitionBy::Day,
             indexed: Vec::new(),
+            dedup_keys: Vec::new(),
         };
         db.create_table(def, false).unwrap()
     }

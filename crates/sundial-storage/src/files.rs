@@ -10,6 +10,7 @@
 
 use std::collections::HashMap;
 use std::fs::File;
+use std::ops::Range;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -222,10 +223,15 @@ impl PartitionDir {
         self.table.cache.forget_mapping(self.id, name);
     }
 
-    /// Copies rows `[0, rows)` of a column (rows below `top` are NULL) into memory.
-    pub fn read_raw(&self, column: &ColumnMeta, top: u64, rows: u64) -> Result<ColumnBuf> {
-        let n = (rows.saturating_sub(top)) as usize;
-        let mut buf = ColumnBuf::nulls(column.column_type, top.min(rows) as usize);
+    /// Copies rows `rows` of a column (rows below `top` are NULL) into memory.
+    pub fn read_raw(&self, column: &ColumnMeta, top: u64, rows: Range<u64>) -> Result<ColumnBuf> {
+        let below_top = rows.end.min(top).saturating_sub(rows.start) as usize;
+        let (lo, hi) = (
+            rows.start.max(top) as usize - top as usize,
+            rows.end.max(top) as usize - top as usize,
+        );
+        let mut buf = ColumnBuf::nulls(column.column_type, below_top);
+        let n = hi.saturating_sub(lo);
         if n == 0 {
             return Ok(buf);
         }
@@ -236,44 +242,48 @@ impl PartitionDir {
             || StorageError::corrupt(self.path.join(data_file(id)), "missing column file");
         match column.column_type.layout() {
             Layout::Fixed { width } => {
-                let b = self.map(&data_file(id), n * width)?.ok_or_else(missing)?;
+                let b = self.map(&data_file(id), hi * width)?.ok_or_else(missing)?;
                 own.values = Values::Fixed {
                     width,
-                    bytes: b.as_slice().to_vec(),
+                    bytes: b.as_slice()[lo * width..].to_vec(),
                 };
             }
             Layout::Bits => {
                 let b = self
-                    .map(&data_file(id), bits::bytes_for(n))?
+                    .map(&data_file(id), bits::bytes_for(hi))?
                     .ok_or_else(missing)?;
-                let mut v = b.as_slice().to_vec();
-                bits::clear_tail(&mut v, n);
+                let mut v = Vec::new();
+                bits::append(&mut v, 0, b.as_slice(), lo, n);
                 own.values = Values::Bits(v);
             }
             Layout::Var => {
                 let o = self
-                    .map(&offsets_file(id), (n + 1) * 8)?
+                    .map(&offsets_file(id), (hi + 1) * 8)?
                     .ok_or_else(missing)?;
-                let offsets: Vec<u64> = o
-                    .as_slice()
+                let offsets: Vec<u64> = o.as_slice()[lo * 8..]
                     .chunks_exact(8)
                     .map(|c| u64::from_le_bytes(c.try_into().unwrap_or([0; 8])))
                     .collect();
+                let first = offsets[0];
+                let offsets: Vec<u64> = offsets.iter().map(|o| o.wrapping_sub(first)).collect();
                 validate_offsets(&offsets, &self.path.join(offsets_file(id)))?;
-                let len = offsets[n] as usize;
-                let d = self.map(&data_file(id), len)?.ok_or_else(missing)?;
+                let to = first.checked_add(offsets[n]).ok_or_else(|| {
+                    StorageError::corrupt(self.path.join(offsets_file(id)), "offsets overflow")
+                })?;
+                let (from, to) = (first as usize, to as usize);
+                let d = self.map(&data_file(id), to)?.ok_or_else(missing)?;
                 own.values = Values::Var {
                     offsets,
-                    data: d.as_slice().to_vec(),
+                    data: d.as_slice()[from..to].to_vec(),
                 };
             }
         }
         // Uncommitted rows may have created the bitmap since it was last looked for.
         self.forget(&validity_file(id));
-        if let Some(v) = self.map_validity(id, n)? {
-            let mut v = v.as_slice().to_vec();
-            bits::clear_tail(&mut v, n);
-            own.validity = Some(v);
+        if let Some(v) = self.map_validity(id, hi)? {
+            let mut bits_of_rows = Vec::new();
+            bits::append(&mut bits_of_rows, 0, v.as_slice(), lo, n);
+            own.validity = Some(bits_of_rows);
         }
         if buf.rows == 0 {
             return Ok(own);

@@ -24,6 +24,7 @@
 use std::path::{Path, PathBuf};
 
 use crate::files::{data_file, offsets_file, partition_dir_name, read_offset, validity_file};
+use crate::merge::PARTS_PER_PARTITION_MAX;
 use crate::partition::PartitionBy;
 use crate::symbols::SYMBOL_DIR;
 use crate::txn::{ColumnMeta, PartitionMeta, TableMeta, TxnState};
@@ -32,6 +33,7 @@ use crate::types::{ColumnType, Layout};
 /// A partition the transaction being published wrote, and whether its directory is new.
 pub(crate) struct Written {
     pub key: i64,
+    pub version: u64,
     pub fresh: bool,
 }
 
@@ -61,15 +63,26 @@ pub(crate) fn debug_check_publishable(
 /// The invariants of the transaction itself: partitions, tops, symbol counts.
 pub(crate) fn check_state(state: &TxnState) -> Result<(), String> {
     let meta = &state.meta;
-    let mut previous: Option<i64> = None;
+    let mut previous: Option<&PartitionMeta> = None;
+    let mut parts_of_key = 0;
     for part in &state.partitions {
-        if previous.is_some_and(|p| p >= part.key) {
+        parts_of_key = match previous {
+            Some(p) if p.key == part.key => parts_of_key + 1,
+            _ => 1,
+        };
+        // Parts of one partition (see `merge.rs`) follow each other in time.
+        let in_order = previous
+            .is_none_or(|p| p.key < part.key || (p.key == part.key && p.max_ts <= part.min_ts));
+        if !in_order || previous.is_some_and(|p| p.version == part.version && p.key == part.key) {
             return Err(format!(
-                "partitions do not ascend by key: {} after {previous:?}",
-                part.key
+                "partitions do not ascend: {} (version {}) after {previous:?}",
+                part.key, part.version
             ));
         }
-        previous = Some(part.key);
+        if parts_of_key > PARTS_PER_PARTITION_MAX {
+            return Err(format!("partition {} has too many parts", part.key));
+        }
+        previous = Some(part);
         check_partition(meta, part).map_err(|why| format!("partition {}: {why}", part.key))?;
     }
     check_symbol_counts(meta, &state.symbol_counts)
@@ -153,7 +166,7 @@ pub(crate) fn check_files(dir: &Path, state: &TxnState, written: &[Written]) -> 
         let part = state
             .partitions
             .iter()
-            .find(|p| p.key == w.key)
+            .find(|p| p.key == w.key && p.version == w.version)
             .ok_or_else(|| format!("written partition {} is not in the transaction", w.key))?;
         let by = state.meta.partition_by;
         let pdir = dir.join(partition_dir_name(&by.dir_name(part.key), part.version));
@@ -233,6 +246,7 @@ mod tests {
             name: name.into(),
             column_type,
             indexed: false,
+            dedup_key: false,
         }
     }
 
@@ -295,6 +309,35 @@ mod tests {
     }
 
     #[test]
+    fn parts_of_a_partition_follow_each_other_in_time() {
+        let mut parts = state();
+        parts.partitions = vec![partition(0, 2, 5, 9), partition(0, 3, 9, 20)];
+        parts.partitions[1].version = 2;
+        assert_eq!(check_state(&parts), Ok(()));
+        assert_eq!(check_round_trip(&parts, &parts.encode()), Ok(()));
+        let mut overlapping = parts.clone();
+        overlapping.partitions[1].min_ts = 8;
+        assert!(
+            check_state(&overlapping)
+                .unwrap_err()
+                .contains("do not ascend")
+        );
+        assert!(TxnState::decode(&overlapping.encode(), Path::new("t")).is_err());
+        let mut same_version = parts.clone();
+        same_version.partitions[1].version = 1;
+        assert!(check_state(&same_version).is_err());
+        let mut many = parts.clone();
+        many.partitions = (0..=PARTS_PER_PARTITION_MAX as u64)
+            .map(|i| {
+                let mut p = partition(0, 1, i as i64, i as i64);
+                p.version = i + 1;
+                p
+            })
+            .collect();
+        assert!(check_state(&many).unwrap_err().contains("too many parts"));
+    }
+
+    #[test]
     fn bad_tops_rows_and_symbol_counts_are_caught() {
         let mut top = state();
         top.partitions[0].tops.push((1, 3));
@@ -348,6 +391,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let written = [Written {
             key: 0,
+            version: 1,
             fresh: true,
         }];
         write_partition(dir.path(), 0);
@@ -369,11 +413,13 @@ mod tests {
         write_partition(dir.path(), 3);
         let appended = [Written {
             key: 0,
+            version: 1,
             fresh: false,
         }];
         assert_eq!(check_files(dir.path(), &state(), &appended), Ok(()));
         let fresh = [Written {
             key: 0,
+            version: 1,
             fresh: true,
         }];
         let e = check_files(dir.path(), &state(), &fresh).unwrap_err();

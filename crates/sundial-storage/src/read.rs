@@ -287,6 +287,7 @@ mod tests {
             name: "s".into(),
             column_type: ColumnType::Symbol,
             indexed: false,
+            dedup_key: false,
         };
         let symbols: SymbolValues = Arc::new(arrow_array::StringArray::from(vec!["a", "b"]));
         let path = std::path::Path::new("s.d");

@@ -19,6 +19,7 @@ use arrow_buffer::BooleanBuffer;
 
 use crate::cache::FileCache;
 use crate::column::{ColumnBuf, SymbolResolver, Values, from_arrow};
+use crate::dedup;
 use crate::dir_sync::UnsyncedDirs;
 use crate::error::{IoContext, Result, StorageError, ensure_invariant};
 use crate::files::{
@@ -26,6 +27,7 @@ use crate::files::{
     remove_table_dir, sync_dir, validity_file, write_file,
 };
 use crate::invariants::{self, Written};
+use crate::merge;
 use crate::partition::PartitionBy;
 use crate::read::{read_array, read_picked};
 use crate::symbol_index::PublishedSymbols;
@@ -397,7 +399,7 @@ impl Table {
                 dir.clone(),
                 dir.path.join(partition_dir_name(&stem, part.version)),
             ));
-            dirs.insert(part.key, pdir);
+            dirs.insert((part.key, part.version), pdir);
         }
         let mut symbols = HashMap::new();
         for c in &state.meta.columns {
@@ -695,7 +697,18 @@ fn remove_dropped_column_files(dir: &Path, state: &TxnState) -> Result<()> {
     Ok(())
 }
 
-/// Rows of one partition added by the pending transaction.
+/// A part of a partition (see `merge.rs`): its key and version.
+type PartKey = (i64, u64);
+
+/// A part of a partition as a commit leaves it.
+struct WrittenPart {
+    meta: PartitionMeta,
+    dir: Arc<PartitionDir>,
+    /// The first zone to write, if the commit gave the part rows.
+    zones_from: Option<u64>,
+}
+
+/// Rows of one partition added by the pending transaction (to its last part, or merged).
 struct Pending {
     dir: Arc<PartitionDir>,
     is_new: bool,
@@ -712,7 +725,8 @@ struct Pending {
 struct WriterState {
     table_dir: Arc<TableDir>,
     committed: TxnState,
-    dirs: BTreeMap<i64, Arc<PartitionDir>>,
+    /// Each committed part's directory (see `merge.rs`), by partition key and version.
+    dirs: BTreeMap<PartKey, Arc<PartitionDir>>,
     symbols: HashMap<u32, SymbolDict>,
     pending: BTreeMap<i64, Pending>,
     pending_bytes: usize,
@@ -827,6 +841,7 @@ impl TableWriter {
                 name: name.to_string(),
                 column_type,
                 indexed: false,
+                dedup_key: false,
             });
             meta.next_column_id += 1;
             state.meta = Arc::new(meta);
@@ -850,6 +865,12 @@ impl TableWriter {
             if state.meta.timestamp_index == Some(index) {
                 return Err(StorageError::InvalidInput(format!(
                     "cannot drop the designated timestamp column '{name}'"
+                )));
+            }
+            if state.meta.columns[index].dedup_key {
+                return Err(StorageError::InvalidInput(format!(
+                    "cannot drop column '{name}': it is a DEDUP UPSERT KEY; change the keys \
+                     first (ALTER TABLE ... DEDUP ENABLE UPSERT KEYS(...) or DEDUP DISABLE)"
                 )));
             }
             let mut meta = (*state.meta).clone();
@@ -902,6 +923,18 @@ impl TableWriter {
             }
             let mut meta = (*state.meta).clone();
             meta.columns[index].indexed = indexed;
+            state.meta = Arc::new(meta);
+            Ok(())
+        })
+    }
+
+    /// Sets the table's `DEDUP UPSERT KEYS` (column names, the designated timestamp among
+    /// them), or turns deduplication off when `keys` is empty. Rows already stored are not
+    /// deduplicated; rows written from the next commit on are.
+    pub fn set_dedup_keys(&mut self, keys: &[String]) -> Result<()> {
+        self.change_schema(|state| {
+            let mut meta = (*state.meta).clone();
+            dedup::set_dedup_keys(&mut meta.columns, meta.timestamp_index, keys)?;
             state.meta = Arc::new(meta);
             Ok(())
         })
@@ -1032,7 +1065,7 @@ impl WriterState {
             .committed
             .partitions
             .iter()
-            .filter_map(|p| self.dirs.get(&p.key).cloned())
+            .filter_map(|p| self.dirs.get(&(p.key, p.version)).cloned())
             .collect();
         let symbols = self
             .symbols
@@ -1098,12 +1131,22 @@ impl WriterState {
             )));
         }
         let mut ts = timestamps(&columns[ts_index]);
-        if !ts.windows(2).all(|w| w[0] <= w[1]) {
-            let mut order: Vec<u32> = (0..rows as u32).collect();
+        let mut order: Vec<u32> = (0..rows as u32).collect();
+        let sorted = ts.windows(2).all(|w| w[0] <= w[1]);
+        if !sorted {
             order.sort_by_key(|i| ts[*i as usize]);
+        }
+        let keys = meta.dedup_keys();
+        if !keys.is_empty() {
+            let key_columns: Vec<&ColumnBuf> = keys[1..].iter().map(|k| &columns[*k]).collect();
+            let keys = dedup::Keys { keys: &key_columns };
+            order = dedup::keep_last(&order, |i| ts[i as usize], &keys);
+        }
+        if !sorted || order.len() < rows {
             columns = columns.iter().map(|c| c.gather(&order)).collect();
             ts = timestamps(&columns[ts_index]);
         }
+        let rows = order.len();
         let partition_by = meta.partition_by;
         let mut start = 0;
         while start < rows {
@@ -1131,11 +1174,16 @@ impl WriterState {
 
     fn pending_partition(&mut self, key: i64) -> Result<&mut Pending> {
         if !self.pending.contains_key(&key) {
-            let pending = match self.committed.partitions.iter().find(|p| p.key == key) {
+            // Appends go to the partition's last part.
+            let pending = match self.committed.partitions.iter().rfind(|p| p.key == key) {
                 Some(base) => Pending {
-                    dir: self.dirs.get(&key).cloned().ok_or_else(|| {
-                        StorageError::Internal("partition without directory".into())
-                    })?,
+                    dir: self
+                        .dirs
+                        .get(&(key, base.version))
+                        .cloned()
+                        .ok_or_else(|| {
+                            StorageError::Internal("partition without directory".into())
+                        })?,
                     is_new: false,
                     base: base.clone(),
                     tail_rows: 0,
@@ -1207,8 +1255,9 @@ impl WriterState {
         let pending_bytes = self.pending_bytes;
         let pending = self.pending_partition(key)?;
         let rows_so_far = pending.base.row_count + pending.tail_rows;
-        let out_of_order =
-            pending.o3.is_some() || (!ts.is_empty() && rows_so_far > 0 && run_min < pending.max_ts);
+        // In a deduplicating table a row at the newest timestamp may replace one stored: merged.
+        let behind = run_min < pending.max_ts || (meta.deduplicates() && run_min == pending.max_ts);
+        let out_of_order = pending.o3.is_some() || (!ts.is_empty() && rows_so_far > 0 && behind);
         if !ts.is_empty() {
             pending.min_ts = pending.min_ts.min(run_min);
             pending.max_ts = pending.max_ts.max(run_max);
@@ -1287,53 +1336,28 @@ impl WriterState {
         let pending = std::mem::take(&mut self.pending);
         let result = (|| -> Result<()> {
             for (key, p) in &pending {
-                let (meta, dir) = if p.o3.is_some() {
-                    let dir = self.new_partition_dir(*key)?;
-                    let meta = self.rewrite(p, &dir, sync)?;
-                    if p.is_new {
-                        // Replaced by `dir` before any transaction named it; deleted after.
-                        self.unsynced_dirs.remove(&p.dir.path);
-                    }
-                    (meta, dir)
+                let parts = if p.o3.is_some() {
+                    self.merge_tail(p, sync)?
                 } else {
-                    if sync {
-                        for f in self
-                            .files
-                            .get_mut(key)
-                            .into_iter()
-                            .flat_map(|m| m.values_mut())
-                        {
-                            f.sync()?;
-                        }
-                    }
-                    let mut meta = p.base.clone();
-                    meta.row_count += p.tail_rows;
-                    meta.min_ts = p.min_ts;
-                    meta.max_ts = p.max_ts;
-                    if p.is_new {
-                        meta.version = version_of(&p.dir.path)?;
-                    }
-                    if self.committed.meta.timestamp_index.is_none() {
-                        meta.min_ts = 0;
-                        meta.max_ts = 0;
-                    }
-                    (meta, p.dir.clone())
-                };
-                // An append completes zones after the committed ones; a new version has all.
-                let appended = !p.is_new && p.o3.is_none();
-                let first = if appended {
-                    complete_zones(p.base.row_count)
-                } else {
-                    0
+                    self.appended_parts(p, sync)?
                 };
                 let columns = &self.committed.meta.columns;
-                let zones = first..complete_zones(meta.row_count);
-                write_zones(&dir, columns, &meta, zones, sync, &mut self.unsynced_dirs)?;
-                match next.partitions.binary_search_by_key(key, |p| p.key) {
-                    Ok(i) => next.partitions[i] = meta,
-                    Err(i) => next.partitions.insert(i, meta),
+                for part in &parts {
+                    if let Some(first) = part.zones_from {
+                        let zones = first..complete_zones(part.meta.row_count);
+                        let unsynced = &mut self.unsynced_dirs;
+                        write_zones(&part.dir, columns, &part.meta, zones, sync, unsynced)?;
+                    }
                 }
-                adopted.push((*key, dir));
+                let from = next.partitions.partition_point(|q| q.key < *key);
+                let to = next.partitions.partition_point(|q| q.key <= *key);
+                next.partitions
+                    .splice(from..to, parts.iter().map(|part| part.meta.clone()));
+                adopted.extend(
+                    parts
+                        .into_iter()
+                        .map(|part| ((part.meta.key, part.meta.version), part.dir)),
+                );
             }
             for (id, dict) in &mut self.symbols {
                 dict.write_pending(sync, &mut self.unsynced_dirs)?;
@@ -1350,12 +1374,85 @@ impl WriterState {
         Ok(Some(snapshot))
     }
 
+    /// The committed parts of partition `key`, oldest first.
+    fn committed_parts(&self, key: i64) -> &[PartitionMeta] {
+        let parts = &self.committed.partitions;
+        &parts[parts.partition_point(|q| q.key < key)..parts.partition_point(|q| q.key <= key)]
+    }
+
+    /// The parts of a partition whose pending rows were all appended in order: its last part
+    /// (or a new one) grows.
+    fn appended_parts(&mut self, p: &Pending, sync: bool) -> Result<Vec<WrittenPart>> {
+        let key = p.base.key;
+        if sync {
+            self.sync_appended(key)?;
+        }
+        let mut meta = p.base.clone();
+        meta.row_count += p.tail_rows;
+        meta.min_ts = p.min_ts;
+        meta.max_ts = p.max_ts;
+        if p.is_new {
+            meta.version = version_of(&p.dir.path)?;
+        }
+        if self.committed.meta.timestamp_index.is_none() {
+            meta.min_ts = 0;
+            meta.max_ts = 0;
+        }
+        let mut parts: Vec<WrittenPart> = self.kept_parts(key, usize::MAX)?;
+        if !p.is_new {
+            parts.pop();
+        }
+        // Zones complete after the committed ones; a new part has all.
+        let zones_from = if p.is_new {
+            0
+        } else {
+            complete_zones(p.base.row_count)
+        };
+        parts.push(WrittenPart {
+            meta,
+            dir: p.dir.clone(),
+            zones_from: Some(zones_from),
+        });
+        Ok(parts)
+    }
+
+    /// Fsyncs the files this transaction appended to in partition `key`'s last part.
+    fn sync_appended(&mut self, key: i64) -> Result<()> {
+        for f in self
+            .files
+            .get_mut(&key)
+            .into_iter()
+            .flat_map(|m| m.values_mut())
+        {
+            f.sync()?;
+        }
+        Ok(())
+    }
+
+    /// The first `n` committed parts of partition `key`, unchanged.
+    fn kept_parts(&self, key: i64, n: usize) -> Result<Vec<WrittenPart>> {
+        self.committed_parts(key)
+            .iter()
+            .take(n)
+            .map(|meta| {
+                let dir = self.dirs.get(&(key, meta.version)).cloned();
+                let dir = dir.ok_or_else(|| {
+                    StorageError::Internal("committed part without directory".into())
+                })?;
+                Ok(WrittenPart {
+                    meta: meta.clone(),
+                    dir,
+                    zones_from: None,
+                })
+            })
+            .collect()
+    }
     /// Writes `next` to the transaction file and makes it the committed state. With
     /// `durable`, the slot is fsynced whatever the durability mode.
     fn commit_state(
         &mut self,
         next: TxnState,
-        adopted: Vec<(i64, Arc<PartitionDir>)>,
+        adopted: Vec<(PartKey, Arc<PartitionDir>)>,
         durable: bool,
     ) -> Result<Snapshot> {
         let sync = durable || self.options.durability == Durability::Sync;
@@ -1366,7 +1463,8 @@ impl WriterState {
             let written: Vec<Written> = adopted
                 .iter()
                 .map(|(key, dir)| Written {
-                    key: *key,
+                    key: key.0,
+                    version: key.1,
                     fresh: !self.dirs.get(key).is_some_and(|d| Arc::ptr_eq(d, dir)),
                 })
                 .collect();
@@ -1381,18 +1479,17 @@ impl WriterState {
         // Committed: from here on nothing may fail.
         for (key, dir) in adopted {
             dir.obsolete.store(false, Ordering::Release);
+            // Versions are never reused: a directory already held is the one adopted.
             if let Some(old) = self.dirs.insert(key, dir)
                 && !Arc::ptr_eq(&old, &self.dirs[&key])
             {
                 old.obsolete.store(true, Ordering::Release);
             }
         }
-        // Partitions are sorted by key (the transaction's invariant): a binary search each.
-        debug_assert!(
-            next.partitions.is_sorted_by_key(|p| p.key),
-            "partitions out of order"
-        );
-        let live: Vec<i64> = next.partitions.iter().map(|p| p.key).collect();
+        // Parts are sorted by key and version-unique (the transaction's invariants): a binary
+        // search each.
+        let mut live: Vec<PartKey> = next.partitions.iter().map(|p| (p.key, p.version)).collect();
+        live.sort_unstable();
         self.dirs.retain(|key, dir| {
             let keep = live.binary_search(key).is_ok();
             if !keep {
@@ -1435,50 +1532,117 @@ impl WriterState {
         Ok(())
     }
 
-    /// Merges a partition's existing rows with its out-of-order rows into `dir` (new: recorded
-    /// unsynced with the table directory when it was created).
-    fn rewrite(
-        &mut self,
-        p: &Pending,
-        dir: &Arc<PartitionDir>,
-        sync: bool,
-    ) -> Result<PartitionMeta> {
+    /// Merges a partition's out-of-order rows with its existing rows from the first one after
+    /// them (see `merge.rs`) into a new last part; returns the partition's parts.
+    fn merge_tail(&mut self, p: &Pending, sync: bool) -> Result<Vec<WrittenPart>> {
         let meta = self.committed.meta.clone();
-        let ts_index = meta.timestamp_index.ok_or_else(|| {
+        let ts_col = meta.timestamp_column().ok_or_else(|| {
             StorageError::Internal("out-of-order rows without a timestamp".into())
         })?;
         let o3 =
             p.o3.as_ref()
                 .ok_or_else(|| StorageError::Internal("no out-of-order rows".into()))?;
-        tracing::debug!(
-            "'{}': {} out-of-order rows (from {}) rewrite partition {} of {} rows",
-            meta.name,
-            p.o3_ts.len(),
-            p.o3_ts.iter().min().copied().unwrap_or_default(),
-            meta.partition_by.dir_name(p.base.key),
-            p.base.row_count + p.tail_rows
-        );
-        let existing_rows = p.base.row_count + p.tail_rows;
-        let total = existing_rows as usize + p.o3_ts.len();
+        let key = p.base.key;
+        // The parts as they stand with this transaction's in-order rows: the last one (possibly
+        // new) has them.
+        let mut parts = if p.is_new {
+            Vec::new()
+        } else {
+            self.kept_parts(key, usize::MAX)?
+        };
+        if p.is_new {
+            parts.push(WrittenPart {
+                meta: p.base.clone(),
+                dir: p.dir.clone(),
+                zones_from: None,
+            });
+        }
+        let last = parts.len() - 1;
+        parts[last].meta.row_count += p.tail_rows;
+        let rows: Vec<u64> = parts.iter().map(|part| part.meta.row_count).collect();
+        let o3_min = p.o3_ts.iter().copied().min().unwrap_or(i64::MAX);
+        // Rows at `o3_min` are merged too when incoming rows may replace them.
+        let dedup = meta.dedup_keys();
+        let merged_from = |t: i64| t > o3_min || (!dedup.is_empty() && t == o3_min);
+        // The first part with a row to merge: its last timestamp is known unless it is the last
+        // part, which has one (the rows were out of order).
+        let first = parts[..last]
+            .iter()
+            .position(|part| merged_from(part.meta.max_ts))
+            .unwrap_or(last);
+        let ts_mapped = if rows[first] == 0 {
+            None
+        } else {
+            let path = || parts[first].dir.path.join(data_file(ts_col.id));
+            let mapped = parts[first]
+                .dir
+                .map(&data_file(ts_col.id), rows[first] as usize * 8)?
+                .ok_or_else(|| StorageError::corrupt(path(), "missing timestamp file"))?;
+            Some(mapped)
+        };
+        let ts_bytes: &[u8] = ts_mapped.as_ref().map_or(&[], |b| b.as_slice());
+        let ts_at = |row: u64| {
+            let i = row as usize * 8;
+            i64::from_le_bytes(ts_bytes[i..i + 8].try_into().unwrap_or([0; 8]))
+        };
+        let row = merge::first_row_from(ts_bytes, rows[first], o3_min, !dedup.is_empty());
+        let start = merge::plan(&rows, first, row, p.o3_ts.len() as u64);
+        // The start moves to an earlier part only from its first row.
+        ensure_invariant!(start.row == 0 || start.part == first, "merge start moved");
+        let total = start.rewritten as usize;
         if total >= u32::MAX as usize {
             return Err(StorageError::ResourceExhausted(format!(
-                "a partition may hold at most {} rows",
+                "an out-of-order merge may rewrite at most {} rows",
                 u32::MAX - 1
             )));
         }
-        let existing_ts = if existing_rows == 0 {
-            Vec::new()
-        } else {
-            timestamps(&p.dir.read_raw(&meta.columns[ts_index], 0, existing_rows)?)
+        let prefix_bounds = (start.row > 0).then(|| (ts_at(0), ts_at(start.row - 1)));
+        tracing::debug!(
+            "'{}': {} out-of-order rows (from {o3_min}) rewrite {} rows of partition {} \
+             (part {} of {}, from row {})",
+            meta.name,
+            p.o3_ts.len(),
+            start.rewritten - p.o3_ts.len() as u64,
+            meta.partition_by.dir_name(key),
+            start.part + 1,
+            parts.len(),
+            start.row
+        );
+        // A column's rows being merged: the existing ones, then the incoming ones.
+        let read = |c: &ColumnMeta, extra: &ColumnBuf| -> Result<ColumnBuf> {
+            let mut all = ColumnBuf::empty(c.column_type);
+            for (i, part) in parts.iter().enumerate().skip(start.part) {
+                let from = if i == start.part { start.row } else { 0 };
+                let top = part.meta.column_top(c.id);
+                let own = part.dir.read_raw(c, top, from..rows[i])?;
+                all.extend_from(&own, 0..own.rows);
+            }
+            all.extend_from(extra, 0..extra.rows);
+            Ok(all)
         };
+        let ts_index = meta.timestamp_index.unwrap_or_default();
+        let all_ts = timestamps(&read(ts_col, &o3[ts_index])?);
+        let existing = all_ts.len() - p.o3_ts.len();
+        let existing_ts = &all_ts[..existing];
         let mut o3_order: Vec<u32> = (0..p.o3_ts.len() as u32).collect();
         o3_order.sort_by_key(|i| p.o3_ts[*i as usize]);
-        let order = merge_order(&existing_ts, &p.o3_ts, &o3_order);
+        let mut order = merge::merge_order(existing_ts, &p.o3_ts, &o3_order);
         ensure_invariant!(order.len() == total, "merge lost rows");
-        for (c, extra) in meta.columns.iter().zip(o3) {
-            let top = if p.is_new { 0 } else { p.base.column_top(c.id) };
-            let mut all = p.dir.read_raw(c, top, existing_rows)?;
-            all.extend_from(extra, 0..extra.rows);
+        let mut key_columns: Vec<(usize, ColumnBuf)> = Vec::new();
+        if !dedup.is_empty() {
+            for &k in &dedup[1..] {
+                key_columns.push((k, read(&meta.columns[k], &o3[k])?));
+            }
+            let keys: Vec<&ColumnBuf> = key_columns.iter().map(|(_, c)| c).collect();
+            let keys = dedup::Keys { keys: &keys };
+            order = dedup::keep_last(&order, |i| all_ts[i as usize], &keys);
+        }
+        let dir = self.new_partition_dir(key)?;
+        for (i, (c, extra)) in meta.columns.iter().zip(o3).enumerate() {
+            let all = match key_columns.iter().position(|(k, _)| *k == i) {
+                Some(at) => key_columns.swap_remove(at).1,
+                None => read(c, extra)?,
+            };
             let merged = all.gather(&order);
             let unsynced = &mut self.unsynced_dirs;
             let mut files = ColumnFiles::open(dir.cache(), &dir.path, c, 0, unsynced)?;
@@ -1487,47 +1651,51 @@ impl WriterState {
                 files.sync()?;
             }
         }
-        let first = existing_ts
-            .first()
-            .copied()
-            .unwrap_or(i64::MAX)
-            .min(p.o3_ts.iter().copied().min().unwrap_or(i64::MAX));
-        let last = existing_ts
-            .last()
-            .copied()
-            .unwrap_or(i64::MIN)
-            .max(p.o3_ts.iter().copied().max().unwrap_or(i64::MIN));
-        Ok(PartitionMeta {
-            key: p.base.key,
+        let tail = PartitionMeta {
+            key,
             version: version_of(&dir.path)?,
-            row_count: total as u64,
-            min_ts: first,
-            max_ts: last,
+            row_count: order.len() as u64,
+            min_ts: existing_ts.first().copied().unwrap_or(i64::MAX).min(o3_min),
+            max_ts: existing_ts
+                .last()
+                .copied()
+                .unwrap_or(i64::MIN)
+                .max(p.o3_ts.iter().copied().max().unwrap_or(i64::MIN)),
             tops: Vec::new(),
-        })
-    }
-}
-
-/// Row order merging sorted `existing` timestamps with out-of-order rows (`extra`, visited in
-/// `extra_order`): indices into the concatenation `existing ++ extra`. Existing rows come first
-/// among equal timestamps.
-fn merge_order(existing: &[i64], extra: &[i64], extra_order: &[u32]) -> Vec<u32> {
-    let e = existing.len();
-    let mut out = Vec::with_capacity(e + extra.len());
-    let (mut i, mut j) = (0, 0);
-    while i < e && j < extra_order.len() {
-        let k = extra_order[j] as usize;
-        if existing[i] <= extra[k] {
-            out.push(i as u32);
-            i += 1;
-        } else {
-            out.push((e + k) as u32);
-            j += 1;
+        };
+        let appended_to_kept_prefix = start.part == last && start.row > 0 && p.tail_rows > 0;
+        if appended_to_kept_prefix && sync {
+            self.sync_appended(key)?;
         }
+        if p.is_new && !(start.part == last && start.row > 0) {
+            // Replaced before any transaction named it; deleted once dropped.
+            self.unsynced_dirs.remove(&p.dir.path);
+        }
+        let mut out: Vec<WrittenPart> = parts.drain(..start.part).collect();
+        if let Some((min_ts, max_ts)) = prefix_bounds {
+            let mut prefix = parts.swap_remove(0);
+            prefix.meta.row_count = start.row;
+            prefix.meta.min_ts = min_ts;
+            prefix.meta.max_ts = max_ts;
+            if start.part == last {
+                // This transaction's appends may have completed zones of the kept rows.
+                prefix.zones_from = Some(complete_zones(p.base.row_count));
+                if p.is_new {
+                    prefix.meta.version = version_of(&p.dir.path)?;
+                }
+            }
+            for (_, top) in &mut prefix.meta.tops {
+                *top = (*top).min(start.row);
+            }
+            out.push(prefix);
+        }
+        out.push(WrittenPart {
+            meta: tail,
+            dir,
+            zones_from: Some(0),
+        });
+        Ok(out)
     }
-    out.extend((i..e).map(|i| i as u32));
-    out.extend(extra_order[j..].iter().map(|k| (e + *k as usize) as u32));
-    out
 }
 
 fn version_of(path: &Path) -> Result<u64> {
@@ -1548,27 +1716,4 @@ fn check_rows(part: &PartitionMeta, rows: &Range<u64>) -> Result<()> {
         )));
     }
     Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::merge_order;
-
-    #[test]
-    fn merge_is_stable_and_complete() {
-        let existing = [1, 3, 3, 7];
-        let extra = [3, 0, 9, 3];
-        let mut order: Vec<u32> = (0..4).collect();
-        order.sort_by_key(|i| extra[*i as usize]);
-        let merged = merge_order(&existing, &extra, &order);
-        let ts: Vec<i64> = merged
-            .iter()
-            .map(|i| {
-                let i = *i as usize;
-                if i < 4 { existing[i] } else { extra[i - 4] }
-            })
-            .collect();
-        assert_eq!(ts, vec![0, 1, 3, 3, 3, 3, 7, 9]);
-        assert_eq!(&merged[2..6], &[1, 2, 4, 7]);
-    }
 }

@@ -22,6 +22,8 @@ const MAGIC: &[u8; 4] = b"SDTX";
 const FORMAT_VERSION: u16 = 2;
 /// Column flag: a SYMBOL column with a symbol index.
 const COLUMN_INDEXED: u8 = 1;
+/// Column flag: one of the table's `DEDUP UPSERT KEYS`.
+const COLUMN_DEDUP_KEY: u8 = 2;
 const HEADER_BYTES: usize = 4 + 2 + 2 + 8 + 4;
 /// Offset of `seq` in a slot.
 const SEQ_AT: usize = 4 + 2 + 2;
@@ -35,6 +37,8 @@ pub struct ColumnMeta {
     pub column_type: ColumnType,
     /// A SYMBOL column whose filters are answered through a symbol index (`INDEX`).
     pub indexed: bool,
+    /// One of the table's `DEDUP UPSERT KEYS` (see [`TableMeta::dedup_keys`]).
+    pub dedup_key: bool,
 }
 
 /// A table's schema and settings.
@@ -59,6 +63,24 @@ impl TableMeta {
                     .iter()
                     .position(|c| c.name.eq_ignore_ascii_case(name))
             })
+    }
+
+    /// With `DEDUP UPSERT KEYS`, the columns (designated timestamp first) whose values identify
+    /// a row: of rows equal in all of them (NULL equal to NULL), the last to arrive replaces
+    /// the others. Empty when the table does not deduplicate.
+    pub fn dedup_keys(&self) -> Vec<usize> {
+        let Some(ts) = self.timestamp_index.filter(|i| self.columns[*i].dedup_key) else {
+            return Vec::new();
+        };
+        std::iter::once(ts)
+            .chain((0..self.columns.len()).filter(|i| *i != ts && self.columns[*i].dedup_key))
+            .collect()
+    }
+
+    /// Whether the table has `DEDUP UPSERT KEYS`.
+    pub fn deduplicates(&self) -> bool {
+        self.timestamp_index
+            .is_some_and(|i| self.columns[i].dedup_key)
     }
 
     pub fn timestamp_column(&self) -> Option<&ColumnMeta> {
@@ -145,7 +167,9 @@ impl TxnState {
             p.u32(c.id);
             p.u8(c.column_type as u8);
             if format >= 2 {
-                p.u8(if c.indexed { COLUMN_INDEXED } else { 0 });
+                let indexed = if c.indexed { COLUMN_INDEXED } else { 0 };
+                let key = if c.dedup_key { COLUMN_DEDUP_KEY } else { 0 };
+                p.u8(indexed | key);
             }
             p.str(&c.name);
         }
@@ -229,10 +253,11 @@ impl TxnState {
             let column_type =
                 ColumnType::from_code(d.u8()?).ok_or_else(|| bad("unknown column type"))?;
             let flags = if format >= 2 { d.u8()? } else { 0 };
-            if flags & !COLUMN_INDEXED != 0 {
+            if flags & !(COLUMN_INDEXED | COLUMN_DEDUP_KEY) != 0 {
                 return Err(bad("unknown column flags"));
             }
             let indexed = flags & COLUMN_INDEXED != 0;
+            let dedup_key = flags & COLUMN_DEDUP_KEY != 0;
             if indexed && column_type != ColumnType::Symbol {
                 return Err(bad("index on a column that is not a SYMBOL"));
             }
@@ -245,6 +270,7 @@ impl TxnState {
                 name,
                 column_type,
                 indexed,
+                dedup_key,
             });
         }
         let timestamp_index = if timestamp_id == u32::MAX {
@@ -277,8 +303,9 @@ impl TxnState {
             for _ in 0..top_count {
                 tops.push((d.u32()?, d.u64()?));
             }
+            // Parts of one partition (see `merge.rs`) share its key and follow in time.
             if let Some(prev) = partitions.last()
-                && prev.key >= key
+                && (prev.key > key || (prev.key == key && prev.max_ts > min_ts))
             {
                 return Err(bad("partitions out of order"));
             }
@@ -395,12 +422,14 @@ mod tests {
                         name: "ts".into(),
                         column_type: ColumnType::Timestamp,
                         indexed: false,
+                        dedup_key: false,
                     },
                     ColumnMeta {
                         id: 2,
                         name: "host".into(),
                         column_type: ColumnType::Symbol,
                         indexed: true,
+                        dedup_key: false,
                     },
                 ],
                 timestamp_index: Some(0),

@@ -33,6 +33,7 @@ fn readers_see_whole_commits_while_a_writer_appends() {
                 timestamp: Some("ts".into()),
                 partition_by: PartitionBy::Hour,
                 indexed: Vec::new(),
+                dedup_keys: Vec::new(),
             },
             false,
         )

@@ -75,6 +75,7 @@ fn def() -> TableDef {
         timestamp: Some("ts".into()),
         partition_by: PartitionBy::Hour,
         indexed: Vec::new(),
+        dedup_keys: Vec::new(),
     }
 }
 

@@ -4,14 +4,7 @@
 mod common;
 
 use common::*;
-use sundial_storage::{ColumnType, Database, Durability, PartitionBy, StorageOptions, TableDef};
-
-fn options() -> StorageOptions {
-    StorageOptions {
-        durability: Durability::None,
-        ..StorageOptions::default()
-    }
-}
+use sundial_storage::{ColumnType, Database, PartitionBy, TableDef};
 
 fn def(name: &str, partition_by: PartitionBy) -> TableDef {
     TableDef {
@@ -20,6 +13,7 @@ fn def(name: &str, partition_by: PartitionBy) -> TableDef {
         timestamp: Some("ts".into()),
         partition_by,
         indexed: Vec::new(),
+        dedup_keys: Vec::new(),
     }
 }
 
@@ -78,6 +72,103 @@ fn random_appends_match_the_model_across_reopens() {
     }
 }
 
+/// Late rows near the end of a large partition rewrite only its tail: the partition becomes a
+/// few parts in time order, the oldest never rewritten, and every row reads back as the model
+/// says through column additions and reopening.
+#[test]
+fn late_rows_rewrite_only_the_tail_of_a_partition() {
+    const SECOND_NS: i64 = 1_000_000_000;
+    let dir = tempfile::tempdir().unwrap();
+    let mut rng = Rng(0x7a11);
+    let base = 1_451_606_400_000_000_000i64; // 2016-01-01
+    let mut model = Vec::new();
+    let mut serial = 0;
+    let mut row_at = |rng: &mut Rng, ts: i64| {
+        serial += 1;
+        let mut row = random_row(rng, 0, serial);
+        row.ts = ts;
+        row
+    };
+    let first: Vec<Row> = (0..20_000)
+        .map(|i| row_at(&mut rng, base + i * SECOND_NS))
+        .collect();
+    let mut newest = base + 19_999 * SECOND_NS;
+    let mut db = Database::open(dir.path(), options()).unwrap();
+    let mut table = db.create_table(def("t", PartitionBy::Day), false).unwrap();
+    let mut w = table.writer().unwrap();
+    w.append(&batch(&first)).unwrap();
+    w.commit().unwrap();
+    model.extend(first);
+    let oldest_version = table.snapshot().partitions()[0].version;
+    let mut most_parts = 1;
+    for round in 0..300 {
+        if round == 100 {
+            w.add_column("extra", ColumnType::Long).unwrap();
+        }
+        if round == 200 {
+            drop(w);
+            drop(table);
+            drop(db);
+            db = Database::open(dir.path(), options()).unwrap();
+            table = db.table("t").unwrap();
+            w = table.writer().unwrap();
+        }
+        // Up to 100 seconds late, and some rows ahead.
+        let rows: Vec<Row> = (0..50)
+            .map(|_| {
+                let ts = newest - rng.below(100) as i64 * SECOND_NS + SECOND_NS;
+                row_at(&mut rng, ts)
+            })
+            .collect();
+        newest = newest.max(rows.iter().map(|r| r.ts).max().unwrap());
+        w.append(&batch(&rows)).unwrap();
+        w.commit().unwrap();
+        model.extend(rows);
+        let snapshot = table.snapshot();
+        let parts = snapshot.partitions();
+        most_parts = most_parts.max(parts.len());
+        assert!(parts.len() <= 16, "round {round}: {} parts", parts.len());
+        assert!(parts.iter().all(|p| p.key == parts[0].key));
+        assert!(parts.windows(2).all(|p| p[0].max_ts <= p[1].min_ts));
+        assert_eq!(
+            parts[0].version, oldest_version,
+            "round {round}: oldest part rewritten"
+        );
+        assert!(
+            parts[0].row_count >= 19_000,
+            "round {round}: {:?}",
+            parts[0]
+        );
+    }
+    assert!(most_parts > 2, "the merges made {most_parts} parts");
+    let snapshot = table.snapshot();
+    assert_rows(&read_all(&snapshot), &expected(&model), "after the merges");
+    let extra = snapshot.meta().column_index("extra").unwrap();
+    for (p, part) in snapshot.partitions().iter().enumerate() {
+        let values = snapshot.read_column(p, extra, 0..part.row_count).unwrap();
+        assert_eq!(values.null_count(), part.row_count as usize);
+    }
+    drop(w);
+    drop(table);
+    drop(db);
+    let db = Database::open(dir.path(), options()).unwrap();
+    let table = db.table("t").unwrap();
+    assert_rows(&read_all(&table.snapshot()), &expected(&model), "reopened");
+    // Only the live parts' directories remain.
+    let dirs = std::fs::read_dir(table.path())
+        .unwrap()
+        .filter(|e| e.as_ref().unwrap().file_type().unwrap().is_dir())
+        .filter(|e| {
+            e.as_ref()
+                .unwrap()
+                .file_name()
+                .to_string_lossy()
+                .starts_with("2016")
+        })
+        .count();
+    assert_eq!(dirs, table.snapshot().partitions().len());
+}
+
 #[test]
 fn uncommitted_rows_are_invisible_and_rollback_forgets_symbols() {
     let dir = tempfile::tempdir().unwrap();
@@ -120,6 +211,7 @@ fn schema_changes_keep_rows_and_read_new_columns_as_null() {
                     timestamp: Some("ts".into()),
                     partition_by: PartitionBy::Hour,
                     indexed: Vec::new(),
+                    dedup_keys: Vec::new(),
                 },
                 false,
             )

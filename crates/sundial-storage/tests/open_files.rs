@@ -33,6 +33,7 @@ fn def(i: usize) -> TableDef {
         timestamp: Some("ts".into()),
         partition_by: PartitionBy::Hour,
         indexed: Vec::new(),
+        dedup_keys: Vec::new(),
     }
 }
 

@@ -28,6 +28,7 @@ fn create(db: &Database) -> Arc<Table> {
         timestamp: Some("ts".into()),
         partition_by: PartitionBy::Day,
         indexed: Vec::new(),
+        dedup_keys: Vec::new(),
     };
     db.create_table(def, false).unwrap()
 }

@@ -5,18 +5,10 @@ mod common;
 
 use common::*;
 use sundial_storage::{
-    Database, Durability, PartitionBy, StorageError, StorageOptions, TIMESTAMP_END_NS,
-    TIMESTAMP_MIN_NS, TableDef,
+    Database, PartitionBy, StorageError, TIMESTAMP_END_NS, TIMESTAMP_MIN_NS, TableDef,
 };
 
 const ALL: [PartitionBy; 6] = PartitionBy::ALL;
-
-fn options() -> StorageOptions {
-    StorageOptions {
-        durability: Durability::None,
-        ..StorageOptions::default()
-    }
-}
 
 fn def(partition_by: PartitionBy) -> TableDef {
     TableDef {
@@ -25,6 +17,7 @@ fn def(partition_by: PartitionBy) -> TableDef {
         timestamp: Some("ts".into()),
         partition_by,
         indexed: Vec::new(),
+        dedup_keys: Vec::new(),
     }
 }
 
@@ -60,11 +53,14 @@ fn check(table: &sundial_storage::Table, model: &[Row], context: &str) {
                 part.max_ts
             );
         }
+        // Parts of one partition share its key and follow each other in time.
         assert!(
-            previous < Some(part.key),
+            previous.is_none_or(
+                |(key, max_ts)| key < part.key || (key == part.key && max_ts <= part.min_ts)
+            ),
             "{context}: partitions out of order"
         );
-        previous = Some(part.key);
+        previous = Some((part.key, part.max_ts));
     }
     assert_rows(&read_all(&snapshot), &expected(model), context);
 }

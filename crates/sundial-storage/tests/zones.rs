@@ -5,17 +5,7 @@ mod common;
 
 use common::*;
 use sundial_kernels::{ColumnValues, Domain};
-use sundial_storage::{
-    ColumnType, Database, Durability, PartitionBy, Snapshot, StorageOptions, TableDef, ZONE_ROWS,
-    Zone,
-};
-
-fn options() -> StorageOptions {
-    StorageOptions {
-        durability: Durability::None,
-        ..StorageOptions::default()
-    }
-}
+use sundial_storage::{ColumnType, Database, PartitionBy, Snapshot, TableDef, ZONE_ROWS, Zone};
 
 fn def() -> TableDef {
     TableDef {
@@ -24,6 +14,7 @@ fn def() -> TableDef {
         timestamp: Some("ts".into()),
         partition_by: PartitionBy::None,
         indexed: Vec::new(),
+        dedup_keys: Vec::new(),
     }
 }
 

@@ -10,7 +10,15 @@ use arrow_array::{
     TimestampNanosecondArray,
 };
 use arrow_schema::{DataType, Field, Schema};
-use sundial_storage::{ColumnType, Snapshot};
+use sundial_storage::{ColumnType, Durability, Snapshot, StorageOptions};
+
+/// Storage options for tests that never need the disk to survive the OS: no fsync.
+pub fn options() -> StorageOptions {
+    StorageOptions {
+        durability: Durability::None,
+        ..StorageOptions::default()
+    }
+}
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct Row {
