@@ -82,6 +82,9 @@ pub struct IngestOptions {
     /// the connection; UDP: every sender), so rows are queryable soon after a sender pauses
     /// or closes rather than at the next `commit_interval_ms` tick.
     pub pause_commit_ms: u64,
+    /// Tables created by ILP get `DEDUP UPSERT KEYS` on the designated timestamp and the tags
+    /// of the line that creates them, so a sender that resends lines stores them once.
+    pub dedup_tags: bool,
 }
 
 impl Default for IngestOptions {
@@ -93,6 +96,7 @@ impl Default for IngestOptions {
             commit_rows: 100_000,
             commit_interval_ms: 1_000,
             pause_commit_ms: 50,
+            dedup_tags: false,
         }
     }
 }
@@ -331,13 +335,24 @@ impl Ingestor {
                             columns.push((name.to_string(), *column_type));
                         }
                     }
+                    // Tags are the line's SYMBOL values.
+                    let dedup_keys = if self.options.dedup_tags {
+                        columns
+                            .iter()
+                            .enumerate()
+                            .filter(|(i, (_, t))| *i == 0 || *t == ColumnType::Symbol)
+                            .map(|(_, (name, _))| name.clone())
+                            .collect()
+                    } else {
+                        Vec::new()
+                    };
                     let def = TableDef {
                         name: table_name.to_string(),
                         columns,
                         timestamp: Some(self.options.timestamp_column.clone()),
                         partition_by: self.options.partition_by,
                         indexed: Vec::new(),
-                        dedup_keys: Vec::new(),
+                        dedup_keys,
                     };
                     self.db.create_table(def, true)?
                 }

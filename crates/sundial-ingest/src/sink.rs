@@ -495,7 +495,7 @@ impl TableSink {
             Some(ts) => {
                 let (batches, arrived): (Vec<RecordBatch>, Vec<Instant>) =
                     self.drop_out_of_range(batches, &ts)?.into_iter().unzip();
-                let (now, later) = sort_and_split(&batches, &ts, take)?;
+                let (now, later) = sort_and_split(&batches, &ts, take, meta.deduplicates())?;
                 // Kept-back rows are those after the last committed timestamp: they came
                 // from the batches reaching past it.
                 let cutoff = now
@@ -656,12 +656,19 @@ pub(crate) fn canonical_batch(
 }
 
 /// Puts the rows of `batches` in timestamp order (stable: equal timestamps keep arrival order)
-/// and splits them into those to commit now and those to keep back.
+/// and splits them into those to commit now and those to keep back. With `dedup` (the table
+/// deduplicates), rows at a watermark are kept back too: a receiver's later rows may have its
+/// watermark's timestamp, and committing only older rows spares the table merges of rows at
+/// the newest timestamp it holds. For the same reason rows of one timestamp then go to the
+/// table in one batch: a batch starting at the previous one's last timestamp would be merged.
 fn sort_and_split(
     batches: &[RecordBatch],
     timestamp: &str,
     take: Take,
+    dedup: bool,
 ) -> Result<(Vec<RecordBatch>, Vec<RecordBatch>), IngestError> {
+    let limit_rows =
+        |limit: i64| rows_after(batches, timestamp, limit.saturating_sub(i64::from(dedup)));
     let mut spans = Vec::with_capacity(batches.len());
     for batch in batches {
         spans.push(TimeSpan::of(timestamps_of(batch, timestamp)?));
@@ -674,18 +681,20 @@ fn sort_and_split(
             up_to: Some(limit),
             keep_max,
         } => {
-            let newer = rows_after(batches, timestamp, limit)?;
+            let newer = limit_rows(limit)?;
             if newer <= keep_max { newer } else { rows / 4 }
         }
-        Take::UpTo(limit) => rows_after(batches, timestamp, limit)?,
+        Take::UpTo(limit) => limit_rows(limit)?,
     };
     // Batches that are each in order and do not overlap (the usual case: receivers sending
     // consecutive stretches of time) only need putting in order, not copying.
     let mut by_start: Vec<usize> = (0..batches.len()).collect();
     by_start.sort_by_key(|&i| (spans[i].min, i));
-    let disjoint = by_start
-        .windows(2)
-        .all(|w| spans[w[0]].max <= spans[w[1]].min);
+    // A deduplicating table needs rows of one timestamp in one batch (see `dedup` above).
+    let disjoint = by_start.windows(2).all(|w| {
+        let (end, start) = (spans[w[0]].max, spans[w[1]].min);
+        end < start || (end == start && !dedup)
+    });
     if disjoint && spans.iter().all(|s| s.sorted) {
         let ordered: Vec<RecordBatch> = by_start.iter().map(|&i| batches[i].clone()).collect();
         return Ok(split_sorted(&ordered, rows - keep_back));
@@ -862,7 +871,7 @@ mod tests {
             up_to: None,
             keep_max: 0,
         };
-        sort_and_split(batches, "timestamp", take).unwrap()
+        sort_and_split(batches, "timestamp", take, false).unwrap()
     }
 
     #[test]
@@ -885,7 +894,7 @@ mod tests {
             v.iter().collect::<Vec<_>>(),
             vec![Some(10), None, Some(30), None, Some(50), None]
         );
-        let (now, later) = sort_and_split(&batches, "timestamp", Take::All).unwrap();
+        let (now, later) = sort_and_split(&batches, "timestamp", Take::All, false).unwrap();
         assert_eq!(all_timestamps(&now), (1..=8).collect::<Vec<_>>());
         assert!(later.is_empty());
     }
@@ -906,7 +915,7 @@ mod tests {
     #[test]
     fn equal_timestamps_keep_arrival_order() {
         let batches = [batch(&[2, 1], Some(&[1, 2])), batch(&[1], Some(&[3]))];
-        let (now, _) = sort_and_split(&batches, "timestamp", Take::All).unwrap();
+        let (now, _) = sort_and_split(&batches, "timestamp", Take::All, false).unwrap();
         let v = now[0]
             .column(1)
             .as_any()
@@ -968,6 +977,30 @@ mod tests {
         assert_eq!(sink.commit_due(t0 + interval, interval).unwrap(), 0);
         assert_eq!(sink.commit_due(t0 + interval * 2, interval).unwrap(), 2);
         assert_eq!(table.snapshot().row_count(), 5);
+    }
+
+    /// In a deduplicating table a commit stops before the watermark's timestamp, so later rows
+    /// (which may have it) never merge with committed ones.
+    #[test]
+    fn dedup_tables_commit_only_rows_before_the_watermark() {
+        let (_dir, _, table) = test_table(&[]);
+        let keys = ["timestamp".to_string()];
+        table.writer().unwrap().set_dedup_keys(&keys).unwrap();
+        let sink = TableSink::new(table.clone());
+        let now = Instant::now();
+        assert_eq!(
+            sink.submit(batch(&[1, 2, 3, 3], None), now, 4, 1).unwrap(),
+            2
+        );
+        let version = table.snapshot().partitions()[0].version;
+        assert_eq!(sink.submit(batch(&[3, 4], None), now, 4, 1).unwrap(), 3);
+        sink.leave(1);
+        assert_eq!(sink.commit_all().unwrap(), 1);
+        let snapshot = table.snapshot();
+        assert_eq!(snapshot.partitions().len(), 1, "{:?}", snapshot.partitions());
+        assert_eq!(snapshot.partitions()[0].version, version, "no merge");
+        // Rows with equal timestamps (the only key) were deduplicated: 1, 2, 3, 4.
+        assert_eq!(snapshot.row_count(), 4);
     }
 
     #[test]

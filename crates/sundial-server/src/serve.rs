@@ -105,6 +105,10 @@ pub struct ServeArgs {
     /// this long: rows are queryable this soon after a sender pauses or closes.
     #[arg(long, env = "SUNDIAL_ILP_PAUSE_COMMIT_MS", default_value_t = 50)]
     pub ilp_pause_commit_ms: u64,
+    /// Give tables that ILP creates DEDUP UPSERT KEYS on the designated timestamp and the tags
+    /// of their first line: a line sent again replaces the stored row instead of adding one.
+    #[arg(long, env = "SUNDIAL_ILP_DEDUP_TAGS")]
+    pub ilp_dedup_tags: bool,
     /// Close a TCP connection that sent nothing for this long.
     #[arg(long, env = "SUNDIAL_ILP_IDLE_TIMEOUT_MS", default_value_t = 300_000)]
     pub ilp_idle_timeout_ms: u64,
@@ -248,6 +252,7 @@ fn ingest_options(args: &ServeArgs) -> Result<IngestOptions, String> {
         commit_rows: args.ilp_commit_rows,
         commit_interval_ms: args.ilp_commit_interval_ms,
         pause_commit_ms: args.ilp_pause_commit_ms,
+        dedup_tags: args.ilp_dedup_tags,
     })
 }
 
