@@ -8,7 +8,12 @@
 #
 #   bench/ingest.sh
 #   WORKERS="2 4 8" SETS=cpu SERVERS=sundial bench/ingest.sh
+#   DEDUP=1 SETS=cpu bench/ingest.sh     # into tables with DEDUP UPSERT KEYS(timestamp, hostname)
+#   SETS=cpu1000 bench/ingest.sh         # 1000 hosts x 3 days (IoTDB's published set)
 #
+# With DEDUP=1 each table gets its keys as soon as the loader has created it (the loader refuses
+# to start if its tables exist), so all but the first few thousand rows go through
+# deduplication; the set is reported as <set>-dedup.
 # Needs TSBS's commands (TSBS_BIN, default ../shared/tsbs/bin). Figures go to
 # bench/results/ingest-<time>.txt.
 set -euo pipefail
@@ -26,9 +31,36 @@ source bench/tsbs-data.sh
 cargo build --release -p sundial-server -p sundial-bench
 bench/peers/questdb.sh install >/dev/null
 export QDB_HTTP_PORT=19000 QDB_ILP_PORT=19009 QDB_PG_PORT=18812
+# A failed run leaves no server behind to block the next.
+trap 'bench/peers/sundial.sh stop "$WORK/sundial" >/dev/null 2>&1 || true
+      bench/peers/questdb.sh stop "$WORK/questdb-root" >/dev/null 2>&1 || true' EXIT
 
-file_of() { case $1 in cpu) echo cpu-s200-2d.ilp ;; iot) echo iot-s500-7d.ilp ;; esac; }
-tables_of() { case $1 in cpu) echo cpu ;; iot) echo "readings diagnostics" ;; esac; }
+file_of() {
+    case $1 in
+        cpu) echo cpu-s200-2d.ilp ;; cpu1000) echo cpu-s1000-3d.ilp ;; iot) echo iot-s500-7d.ilp ;;
+    esac
+}
+tables_of() { case $1 in cpu | cpu1000) echo cpu ;; iot) echo "readings diagnostics" ;; esac; }
+keys_of() {
+    case $1 in cpu | cpu1000) echo "timestamp, hostname" ;; iot) echo "timestamp, name" ;; esac
+}
+[[ " $SETS " == *" cpu1000 "* ]] && tsbs_large
+DEDUP=${DEDUP:-0}
+
+# With DEDUP=1: gives the set's tables their keys as soon as they exist.
+dedup_when_created() { # set http
+    local t tries
+    for t in $(tables_of "$1"); do
+        tries=0
+        until [[ $(count "$2" "$t") -ge 1 ]]; do
+            (( tries++ < 6000 )) || { echo "table $t never appeared" >&2; return 1; }
+            sleep 0.005
+        done
+        curl -sfG "http://$2/exec" \
+            --data-urlencode "query=ALTER TABLE $t DEDUP ENABLE UPSERT KEYS($(keys_of "$1"))" \
+            >/dev/null || echo "ALTER TABLE $t DEDUP failed" >&2
+    done
+}
 
 now_ms() { date +%s%3N; }
 
@@ -50,9 +82,15 @@ load_once() { # server set workers http ilp pid
     local cpu0 start sent done_ms waited=0
     cpu0=$(cpu_s "$pid")
     start=$(now_ms)
+    local dedup_pid=
+    if [[ $DEDUP == 1 ]]; then
+        dedup_when_created "$set" "$http" &
+        dedup_pid=$!
+    fi
     "$TSBS_BIN/tsbs_load_questdb" --file="$file" --workers="$workers" --batch-size=10000 \
         --url="http://$http/" --ilp-bind-to="$ilp" >"$WORK/loader.log"
     sent=$(now_ms)
+    [[ -z $dedup_pid ]] || wait "$dedup_pid"
     while :; do
         local seen=0
         for t in $(tables_of "$set"); do
@@ -68,6 +106,7 @@ load_once() { # server set workers http ilp pid
     local cpu1 peak
     cpu1=$(cpu_s "$pid")
     peak=$(peak_kib "$pid")
+    [[ $DEDUP == 1 ]] && set=$set-dedup
     awk -v s="$server" -v set="$set" -v w="$workers" -v r="$rows" -v t0="$start" -v ts="$sent" \
         -v td="$done_ms" -v c0="$cpu0" -v c1="$cpu1" -v p="$peak" 'BEGIN {
         printf "result: server=%s set=%s workers=%d rows=%d send_s=%.2f queryable_s=%.2f lag_ms=%d rows_per_s=%d cpu_us_per_row=%.2f peak_rss_mib=%d",
@@ -120,7 +159,7 @@ table() {
 }
 
 {
-    echo "# bench/ingest.sh $(date -u +%FT%TZ): tsbs_load_questdb --batch-size=10000, workers: $WORKERS"
+    echo "# bench/ingest.sh $(date -u +%FT%TZ): tsbs_load_questdb --batch-size=10000, workers: $WORKERS, dedup: $DEDUP"
     for set in $SETS; do
         for workers in $WORKERS; do
             for server in $SERVERS; do
