@@ -997,7 +997,12 @@ mod tests {
         sink.leave(1);
         assert_eq!(sink.commit_all().unwrap(), 1);
         let snapshot = table.snapshot();
-        assert_eq!(snapshot.partitions().len(), 1, "{:?}", snapshot.partitions());
+        assert_eq!(
+            snapshot.partitions().len(),
+            1,
+            "{:?}",
+            snapshot.partitions()
+        );
         assert_eq!(snapshot.partitions()[0].version, version, "no merge");
         // Rows with equal timestamps (the only key) were deduplicated: 1, 2, 3, 4.
         assert_eq!(snapshot.row_count(), 4);

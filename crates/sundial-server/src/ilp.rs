@@ -193,7 +193,7 @@ pub(crate) fn now_ns() -> i64 {
 
 /// Feeds every complete line of `buf` to the ingestor; returns the bytes consumed. With
 /// `last`, an unterminated last line counts as complete. Blocks (ingesting may commit): async
-/// callers hand it to the blocking pool.
+/// callers run it on a thread that may block (see `ilp_tcp::ingest_lines`).
 pub(crate) fn feed_lines(
     ingestor: &mut Ingestor,
     splitter: &mut LineSplitter,

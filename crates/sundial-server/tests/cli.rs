@@ -186,7 +186,7 @@ fn import_detects_types_and_streams_rows() {
         ],
     );
     let out = stdout(&o);
-    assert!(out.contains("ts,TIMESTAMP,false,true\nhost,SYMBOL,false,false\nusage,DOUBLE,false,false\nok,BOOLEAN,false,false\nnote,VARCHAR,false,false"), "{out}");
+    assert!(out.contains("ts,TIMESTAMP,false,true,false\nhost,SYMBOL,false,false,false\nusage,DOUBLE,false,false,false\nok,BOOLEAN,false,false,false\nnote,VARCHAR,false,false,false"), "{out}");
     assert!(out.contains("20000,7,1000000"), "{out}");
     assert!(out.contains("2016-01-03"), "{out}");
 }
