@@ -14,9 +14,11 @@ use std::time::Instant;
 
 use arrow_array::builder::{
     ArrayBuilder, BooleanBuilder, Date64Builder, Float32Builder, Float64Builder, Int8Builder,
-    Int16Builder, Int32Builder, Int64Builder, StringBuilder, TimestampNanosecondBuilder,
+    Int16Builder, Int32Builder, Int64Builder, StringBuilder, StringDictionaryBuilder,
+    TimestampNanosecondBuilder,
 };
 use arrow_array::cast::AsArray;
+use arrow_array::types::Int32Type;
 use arrow_array::{Array, ArrayRef, RecordBatch};
 use arrow_schema::{Field, Schema};
 use sundial_storage::{ColumnType, StorageError, Table, TableMeta};
@@ -72,6 +74,8 @@ pub(crate) enum ValueRef {
 /// one grows its builders as usual).
 const BUILDER_ROWS_MIN: usize = 1024;
 const BUILDER_ROWS_MAX: usize = 1 << 20;
+/// Distinct symbols a SYMBOL builder has room for at first.
+const SYMBOL_VALUES_MIN: usize = 256;
 /// Text bytes a builder reserves at most.
 const BUILDER_TEXT_BYTES_MAX: usize = 64 << 20;
 
@@ -85,8 +89,10 @@ enum Builder {
     F64(Float64Builder),
     Ts(TimestampNanosecondBuilder),
     Date(Date64Builder),
-    /// SYMBOL, VARCHAR and UUID columns take text.
+    /// VARCHAR and UUID columns take text.
     Text(StringBuilder),
+    /// SYMBOL columns take text keyed by the batch's own dictionary (`write_type`).
+    Symbol(StringDictionaryBuilder<Int32Type>),
     /// Columns ILP cannot write (BINARY): always NULL.
     Nulls(usize),
 }
@@ -109,7 +115,12 @@ impl Builder {
             ColumnType::Double => Builder::F64(Float64Builder::with_capacity(rows)),
             ColumnType::Timestamp => Builder::Ts(TimestampNanosecondBuilder::with_capacity(rows)),
             ColumnType::Date => Builder::Date(Date64Builder::with_capacity(rows)),
-            ColumnType::Symbol | ColumnType::Varchar | ColumnType::Uuid => {
+            ColumnType::Symbol => Builder::Symbol(StringDictionaryBuilder::with_capacity(
+                rows,
+                SYMBOL_VALUES_MIN,
+                text_bytes,
+            )),
+            ColumnType::Varchar | ColumnType::Uuid => {
                 Builder::Text(StringBuilder::with_capacity(rows, text_bytes))
             }
             ColumnType::Binary => Builder::Nulls(0),
@@ -124,6 +135,10 @@ impl Builder {
             Builder::Text(_) => array
                 .as_string_opt::<i32>()
                 .map_or(0, |a| a.value_data().len()),
+            Builder::Symbol(_) => array
+                .as_any_dictionary_opt()
+                .and_then(|d| d.values().as_string_opt::<i32>())
+                .map_or(0, |v| v.value_data().len()),
             _ => 0,
         }
         .min(BUILDER_TEXT_BYTES_MAX);
@@ -143,6 +158,7 @@ impl Builder {
             Builder::Ts(b) => b.append_null(),
             Builder::Date(b) => b.append_null(),
             Builder::Text(b) => b.append_null(),
+            Builder::Symbol(b) => b.append_null(),
             Builder::Nulls(n) => *n += 1,
         }
     }
@@ -160,6 +176,7 @@ impl Builder {
             (Builder::F64(b), ValueRef::Float(v)) => b.append_value(v),
             (Builder::F64(b), ValueRef::Int(v)) => b.append_value(v as f64),
             (Builder::Text(b), ValueRef::Text(i)) => b.append_value(texts.get(i)),
+            (Builder::Symbol(b), ValueRef::Text(i)) => b.append_value(texts.get(i)),
             (Builder::Ts(b), ValueRef::Time(v)) => b.append_value(v),
             (Builder::Date(b), ValueRef::Time(v)) => b.append_value(v.div_euclid(1_000_000)),
             (other, _) => other.append_null(),
@@ -178,6 +195,7 @@ impl Builder {
             Builder::Ts(b) => Arc::new(b.finish()),
             Builder::Date(b) => Arc::new(b.finish()),
             Builder::Text(b) => Arc::new(b.finish()),
+            Builder::Symbol(b) => Arc::new(b.finish()),
             Builder::Nulls(n) => {
                 let rows = std::mem::take(n);
                 arrow_array::new_null_array(&column_type.arrow_type(), rows)
@@ -197,6 +215,7 @@ impl Builder {
             Builder::Ts(b) => b.len(),
             Builder::Date(b) => b.len(),
             Builder::Text(b) => b.len(),
+            Builder::Symbol(b) => b.len(),
             Builder::Nulls(n) => *n,
         }
     }

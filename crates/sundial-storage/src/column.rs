@@ -504,7 +504,7 @@ fn for_each_str_dyn(
         DataType::Utf8View => array.as_string_view().iter().try_for_each(f),
         DataType::Dictionary(_, _) => {
             let dict = array.as_any_dictionary();
-            let keys = dict.normalized_keys();
+            let keys = dictionary_keys(dict);
             let values = dict.values();
             let mut strings: Vec<Option<String>> = Vec::with_capacity(values.len());
             for_each_str_dyn(values.as_ref(), &mut |s| {
@@ -524,6 +524,15 @@ fn for_each_str_dyn(
             "not a string array: {other}"
         ))),
     }
+}
+
+/// A dictionary array's keys as indices into its values. Arrow's `normalized_keys` panics on a
+/// dictionary without values, which an array of only NULLs may have: its keys are all 0 then.
+fn dictionary_keys(dict: &dyn arrow_array::AnyDictionaryArray) -> Vec<usize> {
+    if dict.values().is_empty() {
+        return vec![0; dict.keys().len()];
+    }
+    dict.normalized_keys()
 }
 
 fn for_each_bytes(array: &dyn Array, f: &mut dyn FnMut(Option<&[u8]>) -> Result<()>) -> Result<()> {
@@ -568,7 +577,7 @@ fn symbols_to_keys(
             resolved.push(s.map(|s| resolver.resolve(s)).transpose()?);
             Ok(())
         })?;
-        for (i, k) in dict.normalized_keys().iter().enumerate() {
+        for (i, k) in dictionary_keys(dict).iter().enumerate() {
             let key = if array.is_null(i) {
                 0
             } else {

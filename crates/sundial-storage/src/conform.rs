@@ -18,10 +18,14 @@ use crate::types::ColumnType;
 
 impl ColumnType {
     /// The Arrow type a writer builds for a column of this type: what `append` takes without
-    /// a cast (text for SYMBOL, VARCHAR and UUID).
+    /// a cast (text for VARCHAR and UUID; for SYMBOL, text keyed by a batch's own dictionary,
+    /// so that `append` looks up each distinct symbol once per batch, not once per row).
     pub fn write_type(self) -> DataType {
         match self {
-            ColumnType::Symbol | ColumnType::Varchar | ColumnType::Uuid => DataType::Utf8,
+            ColumnType::Symbol => {
+                DataType::Dictionary(Box::new(DataType::Int32), Box::new(DataType::Utf8))
+            }
+            ColumnType::Varchar | ColumnType::Uuid => DataType::Utf8,
             other => other.arrow_type(),
         }
     }

@@ -475,3 +475,51 @@ fn interrupted_create_and_drop_are_finished_at_open() {
         t.path()
     );
 }
+
+/// SYMBOLs arrive as dictionaries; one of only NULLs may have no values at all.
+#[test]
+fn symbols_as_dictionaries_including_all_null_ones() {
+    use std::sync::Arc;
+
+    use arrow_array::TimestampNanosecondArray;
+    use arrow_array::types::Int32Type;
+    use arrow_array::{ArrayRef, DictionaryArray, Int32Array, RecordBatch, StringArray};
+    use arrow_schema::{DataType, Field, Schema, TimeUnit};
+
+    let dir = tempfile::tempdir().unwrap();
+    let db = Database::open(dir.path(), options()).unwrap();
+    let table = db.create_table(def("t", PartitionBy::Day), false).unwrap();
+    let dict = |keys: Vec<Option<i32>>, values: Vec<&str>| -> ArrayRef {
+        Arc::new(
+            DictionaryArray::<Int32Type>::try_new(
+                Int32Array::from(keys),
+                Arc::new(StringArray::from(values)),
+            )
+            .unwrap(),
+        )
+    };
+    let schema = Arc::new(Schema::new(vec![
+        Field::new("ts", DataType::Timestamp(TimeUnit::Nanosecond, None), false),
+        Field::new(
+            "sym",
+            DataType::Dictionary(Box::new(DataType::Int32), Box::new(DataType::Utf8)),
+            true,
+        ),
+    ]));
+    let ts = || -> ArrayRef { Arc::new(TimestampNanosecondArray::from(vec![1, 2, 3])) };
+    let mut w = table.writer().unwrap();
+    for sym in [
+        dict(vec![None, None, None], vec![]),
+        dict(vec![Some(1), None, Some(0)], vec!["a", "b"]),
+    ] {
+        w.append(&RecordBatch::try_new(schema.clone(), vec![ts(), sym]).unwrap())
+            .unwrap();
+    }
+    w.commit().unwrap();
+    let syms: Vec<Option<String>> = read_all(&table.snapshot())
+        .into_iter()
+        .map(|r| r.sym)
+        .collect();
+    let (a, b) = (Some("a".to_string()), Some("b".to_string()));
+    assert_eq!(syms, vec![None, b, None, None, None, a]);
+}
