@@ -23,6 +23,7 @@ DATA_DIR=${DATA_DIR:-/tmp/sundial-analytics-data}
 WORKERS=${WORKERS:-2}
 SETS=${SETS:-"cpu iot"}
 SERVERS=${SERVERS:-"sundial questdb"}
+KEEP_WORK=${WORK:+1}
 WORK=${WORK:-$(mktemp -d /tmp/sundial-ingest-bench.XXXXXX)}
 mkdir -p bench/results
 OUT=bench/results/ingest-$(date +%Y%m%d-%H%M%S).txt
@@ -31,9 +32,11 @@ source bench/tsbs-data.sh
 cargo build --release -p sundial-server -p sundial-bench
 bench/peers/questdb.sh install >/dev/null
 export QDB_HTTP_PORT=19000 QDB_ILP_PORT=19009 QDB_PG_PORT=18812
-# A failed run leaves no server behind to block the next.
+# A failed run leaves no server behind to block the next, and no data directories (gigabytes
+# for the large set) unless WORK was given.
 trap 'bench/peers/sundial.sh stop "$WORK/sundial" >/dev/null 2>&1 || true
-      bench/peers/questdb.sh stop "$WORK/questdb-root" >/dev/null 2>&1 || true' EXIT
+      bench/peers/questdb.sh stop "$WORK/questdb-root" >/dev/null 2>&1 || true
+      [[ -n $KEEP_WORK ]] || rm -rf "$WORK"' EXIT
 
 file_of() {
     case $1 in
