@@ -89,6 +89,17 @@ def rss_kib(pid: int) -> dict[str, int]:
     return out
 
 
+def fd_targets(pid: int) -> list[str]:
+    """What each open descriptor of a process points at (sockets, files)."""
+    out = []
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        try:
+            out.append(os.readlink(f"/proc/{pid}/fd/{fd}"))
+        except OSError:
+            pass
+    return out
+
+
 @dataclass
 class Stats:
     ops: int = 0
@@ -375,7 +386,8 @@ def test_soak_200_connections(server):
             break
         time.sleep(0.2)
     assert fds <= baseline["fds"] + FD_SLACK, (
-        f"server still holds {fds} fds after all clients closed (baseline {baseline['fds']})"
+        f"server still holds {fds} fds after all clients closed (baseline {baseline['fds']}): "
+        + ", ".join(sorted(fd_targets(pid)))
     )
 
     async def fresh_connection():

@@ -1687,6 +1687,8 @@ impl WriterState {
             for (_, top) in &mut prefix.meta.tops {
                 *top = (*top).min(start.row);
             }
+            // Sealed: never written again, so its files need no open descriptors (readers map).
+            self.table_dir.cache.forget_files_under(&prefix.dir.path);
             out.push(prefix);
         }
         out.push(WrittenPart {
