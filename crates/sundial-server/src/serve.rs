@@ -107,7 +107,15 @@ pub struct ServeArgs {
     pub ilp_pause_commit_ms: u64,
     /// Give tables that ILP creates DEDUP UPSERT KEYS on the designated timestamp and the tags
     /// of their first line: a line sent again replaces the stored row instead of adding one.
-    #[arg(long, env = "SUNDIAL_ILP_DEDUP_TAGS")]
+    /// `--ilp-dedup-tags` alone means true; `=true|false` as the config file writes it.
+    #[arg(
+        long,
+        env = "SUNDIAL_ILP_DEDUP_TAGS",
+        default_value_t = false,
+        num_args = 0..=1,
+        default_missing_value = "true",
+        action = clap::ArgAction::Set
+    )]
     pub ilp_dedup_tags: bool,
     /// Close a TCP connection that sent nothing for this long.
     #[arg(long, env = "SUNDIAL_ILP_IDLE_TIMEOUT_MS", default_value_t = 300_000)]
