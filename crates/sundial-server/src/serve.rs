@@ -545,3 +545,31 @@ async fn shutdown_signal() {
     #[cfg(not(unix))]
     let _ = ctrl_c.await;
 }
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use super::ServeArgs;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        serve: ServeArgs,
+    }
+
+    /// The one boolean flag reads as a switch, and as `=true|false` (how the config file and
+    /// `SUNDIAL_ILP_DEDUP_TAGS` pass it).
+    #[test]
+    fn ilp_dedup_tags_is_a_switch_that_takes_a_value() {
+        let parse = |args: &[&str]| {
+            Cli::try_parse_from(std::iter::once("sundial").chain(args.iter().copied()))
+                .map(|c| c.serve.ilp_dedup_tags)
+        };
+        assert!(!parse(&[]).expect("no flag"));
+        assert!(parse(&["--ilp-dedup-tags"]).expect("switch"));
+        assert!(parse(&["--ilp-dedup-tags=true"]).expect("=true"));
+        assert!(!parse(&["--ilp-dedup-tags=false"]).expect("=false"));
+        assert!(parse(&["--ilp-dedup-tags=maybe"]).is_err());
+    }
+}
