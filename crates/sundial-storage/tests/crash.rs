@@ -90,17 +90,7 @@ fn crash_child() {
     let start = batches_for_rows(table.snapshot().row_count())
         .expect("row count matches no batch boundary");
     let mut w = table.writer().unwrap();
-    let mut out = std::io::stdout().lock();
-    for i in start.. {
-        let rows = batch_rows(i);
-        // Two appends per commit, so a kill can land between them.
-        let half = rows.len() / 2;
-        w.append(&batch(&rows[..half])).unwrap();
-        w.append(&batch(&rows[half..])).unwrap();
-        w.commit().unwrap();
-        writeln!(out, "{i}").unwrap();
-        out.flush().unwrap();
-    }
+    commit_batches_forever(&mut w, start, batch_rows);
 }
 
 /// The kill tests run one at a time: each times its kills, which a concurrent one would skew.
@@ -113,23 +103,14 @@ fn killed_writer_loses_nothing_committed_and_leaves_no_partial_commit() {
     let mut rng = Rng(0x5eed);
     let mut acknowledged: Option<u64> = None;
     for iteration in 0..24 {
-        let mut cmd = Command::new(std::env::current_exe().unwrap());
-        cmd.args(["--exact", "crash_child", "--nocapture", "--test-threads=1"])
-            .env(CHILD_ENV, dir.path())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null());
+        let sync = std::ffi::OsStr::new("1");
+        let mut env = vec![(CHILD_ENV, dir.path().as_os_str())];
         if iteration % 6 == 5 {
-            cmd.env(SYNC_ENV, "1");
+            env.push((SYNC_ENV, sync));
         }
-        let mut child = cmd.spawn().unwrap();
-        std::thread::sleep(Duration::from_millis(30 + rng.below(250)));
-        child.kill().unwrap();
-        child.wait().unwrap();
-        let stdout = BufReader::new(child.stdout.take().unwrap());
-        for line in stdout.lines() {
-            if let Ok(i) = line.unwrap().trim().parse::<u64>() {
-                acknowledged = Some(i);
-            }
+        let delay = Duration::from_millis(30 + rng.below(250));
+        if let Some(i) = run_and_kill("crash_child", &env, delay) {
+            acknowledged = Some(i);
         }
         let db = open(dir.path(), false);
         let table = db.create_table(def(), true).unwrap();

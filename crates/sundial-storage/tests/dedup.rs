@@ -7,8 +7,6 @@
 mod common;
 
 use std::collections::HashMap;
-use std::io::{BufRead, BufReader, Write};
-use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use common::*;
@@ -142,16 +140,7 @@ fn dedup_crash_child() {
         .max()
         .map_or(0, |v| v as u64 + 1);
     let mut w = table.writer().unwrap();
-    let mut out = std::io::stdout().lock();
-    for i in start.. {
-        let rows = batch_rows(i);
-        let half = rows.len() / 2;
-        w.append(&batch(&rows[..half])).unwrap();
-        w.append(&batch(&rows[half..])).unwrap();
-        w.commit().unwrap();
-        writeln!(out, "{i}").unwrap();
-        out.flush().unwrap();
-    }
+    commit_batches_forever(&mut w, start, batch_rows);
 }
 
 #[test]
@@ -160,25 +149,10 @@ fn killed_mid_merge_keeps_every_acknowledged_row_once() {
     let mut rng = Rng(0xdead);
     let mut acknowledged: Option<u64> = None;
     for iteration in 0..16 {
-        let mut child = Command::new(std::env::current_exe().unwrap())
-            .args([
-                "--exact",
-                "dedup_crash_child",
-                "--nocapture",
-                "--test-threads=1",
-            ])
-            .env(CHILD_ENV, dir.path())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        std::thread::sleep(Duration::from_millis(40 + rng.below(250)));
-        child.kill().unwrap();
-        child.wait().unwrap();
-        for line in BufReader::new(child.stdout.take().unwrap()).lines() {
-            if let Ok(i) = line.unwrap().trim().parse::<u64>() {
-                acknowledged = Some(i);
-            }
+        let env = [(CHILD_ENV, dir.path().as_os_str())];
+        let delay = Duration::from_millis(40 + rng.below(250));
+        if let Some(i) = run_and_kill("dedup_crash_child", &env, delay) {
+            acknowledged = Some(i);
         }
         let db = Database::open(dir.path(), options()).unwrap();
         let table = db.create_table(def(PartitionBy::Hour), true).unwrap();

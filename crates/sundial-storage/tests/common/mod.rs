@@ -10,7 +10,7 @@ use arrow_array::{
     TimestampNanosecondArray,
 };
 use arrow_schema::{DataType, Field, Schema};
-use sundial_storage::{ColumnType, Durability, Snapshot, StorageOptions};
+use sundial_storage::{ColumnType, Durability, Snapshot, StorageOptions, TableWriter};
 
 /// Storage options for tests that never need the disk to survive the OS: no fsync.
 pub fn options() -> StorageOptions {
@@ -177,4 +177,51 @@ pub fn assert_rows(actual: &[Row], expected: &[Row], context: &str) {
         actual.get(first),
         expected.get(first)
     );
+}
+
+/// The body of a writing child process: commits `batch_rows(i)` for `i` from `start` on,
+/// forever, each in two appends (so a kill can land between them), printing each committed
+/// index on its own line.
+pub fn commit_batches_forever(
+    w: &mut TableWriter,
+    start: u64,
+    batch_rows: impl Fn(u64) -> Vec<Row>,
+) {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    for i in start.. {
+        let rows = batch_rows(i);
+        let half = rows.len() / 2;
+        w.append(&batch(&rows[..half])).unwrap();
+        w.append(&batch(&rows[half..])).unwrap();
+        w.commit().unwrap();
+        writeln!(out, "{i}").unwrap();
+        out.flush().unwrap();
+    }
+}
+
+/// Runs this test binary's test `child` with `env` set, kills it (SIGKILL) after `delay`, and
+/// returns the last index it printed as committed, if any.
+pub fn run_and_kill(
+    child: &str,
+    env: &[(&str, &std::ffi::OsStr)],
+    delay: std::time::Duration,
+) -> Option<u64> {
+    use std::io::{BufRead, BufReader};
+    use std::process::{Command, Stdio};
+    let mut cmd = Command::new(std::env::current_exe().unwrap());
+    cmd.args(["--exact", child, "--nocapture", "--test-threads=1"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null());
+    for (key, value) in env {
+        cmd.env(key, value);
+    }
+    let mut process = cmd.spawn().unwrap();
+    std::thread::sleep(delay);
+    process.kill().unwrap();
+    process.wait().unwrap();
+    BufReader::new(process.stdout.take().unwrap())
+        .lines()
+        .filter_map(|line| line.ok()?.trim().parse::<u64>().ok())
+        .last()
 }
