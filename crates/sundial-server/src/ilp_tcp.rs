@@ -89,14 +89,20 @@ impl TcpConnection {
     /// At shutdown: ingests what the kernel already received, without waiting for more.
     /// Returns whether the sender had closed its side.
     fn drain_received(&mut self, stream: &TcpStream) -> bool {
+        use std::io::Read;
+        // Straight from the (non-blocking) socket: `try_read` trusts tokio's readiness, which
+        // may not have seen the last bytes yet while the runtime's threads are busy ingesting,
+        // and would leave them unread.
+        let socket = socket2::SockRef::from(stream);
         loop {
             let start = self.reserve();
-            match stream.try_read(&mut self.buf[start..]) {
+            match (&*socket).read(&mut self.buf[start..]) {
                 Ok(0) => {
                     self.received(start, 0);
                     return true;
                 }
                 Ok(n) => self.received(start, n),
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => self.received(start, 0),
                 Err(_) => {
                     self.received(start, 0);
                     return false;
