@@ -1131,22 +1131,25 @@ impl WriterState {
             )));
         }
         let mut ts = timestamps(&columns[ts_index]);
-        let mut order: Vec<u32> = (0..rows as u32).collect();
-        let sorted = ts.windows(2).all(|w| w[0] <= w[1]);
-        if !sorted {
-            order.sort_by_key(|i| ts[*i as usize]);
-        }
         let keys = meta.dedup_keys();
-        if !keys.is_empty() {
-            let key_columns: Vec<&ColumnBuf> = keys[1..].iter().map(|k| &columns[*k]).collect();
-            let keys = dedup::Keys { keys: &key_columns };
-            order = dedup::keep_last(&order, |i| ts[i as usize], &keys);
+        // A batch in order into a table without keys (the usual case) is taken as it is.
+        let sorted = ts.windows(2).all(|w| w[0] <= w[1]);
+        if !sorted || !keys.is_empty() {
+            let mut order: Vec<u32> = (0..rows as u32).collect();
+            if !sorted {
+                order.sort_by_key(|i| ts[*i as usize]);
+            }
+            if !keys.is_empty() {
+                let key_columns: Vec<&ColumnBuf> = keys[1..].iter().map(|k| &columns[*k]).collect();
+                let keys = dedup::Keys { keys: &key_columns };
+                order = dedup::keep_last(&order, |i| ts[i as usize], &keys);
+            }
+            if !sorted || order.len() < rows {
+                columns = columns.iter().map(|c| c.gather(&order)).collect();
+                ts = timestamps(&columns[ts_index]);
+            }
         }
-        if !sorted || order.len() < rows {
-            columns = columns.iter().map(|c| c.gather(&order)).collect();
-            ts = timestamps(&columns[ts_index]);
-        }
-        let rows = order.len();
+        let rows = ts.len();
         let partition_by = meta.partition_by;
         let mut start = 0;
         while start < rows {
