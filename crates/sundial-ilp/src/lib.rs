@@ -83,7 +83,7 @@ mod split;
 mod text;
 
 pub use error::{ErrorKind, ParseError};
-pub use parser::{FieldValue, Fields, Line, LineParser, Tags};
+pub use parser::{FieldValue, Fields, Line, LineParser, Tags, series_len};
 pub use precision::Precision;
 pub use split::{LineSpan, LineSplitter, is_blank_or_comment, split_complete, split_lines};
 pub use text::{Text, TextKind};

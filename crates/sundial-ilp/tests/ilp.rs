@@ -2,7 +2,7 @@
 
 use sundial_ilp::{
     ErrorKind, FieldValue, LineParser, LineSpan, LineSplitter, ParseError, Precision, TextKind,
-    is_blank_or_comment, split_complete, split_lines,
+    is_blank_or_comment, series_len, split_complete, split_lines,
 };
 
 const MAX: usize = 64 * 1024;
@@ -26,12 +26,35 @@ struct Parsed {
     timestamp: Option<i64>,
 }
 
-fn parse_bytes(line: &[u8]) -> Result<Parsed, ParseError> {
+/// Parses `bytes` whole, and (when [`series_len`] delimits its series) also with the series
+/// skipped, checking that both agree on the fields, the timestamp and any error past the series.
+fn parse_bytes(bytes: &[u8]) -> Result<Parsed, ParseError> {
     let mut parser = LineParser::new(MAX);
-    let line = parser.parse_line(line)?;
+    let whole = parser
+        .parse_line(bytes)
+        .map(|line| (line.series_len(), to_parsed(&line)));
+    if let Some(len) = series_len(bytes) {
+        let fields_only = parser.parse_fields(bytes, len).map(|line| to_parsed(&line));
+        match (&whole, fields_only) {
+            (Ok((series, parsed)), Ok(other)) => {
+                assert_eq!(*series, Some(len));
+                // Compared as text: NaN is not equal to itself.
+                let rest = |p: &Parsed| format!("{:?} {:?}", p.fields, p.timestamp);
+                assert_eq!(rest(parsed), rest(&other));
+                assert!(other.measurement.is_empty() && other.tags.is_empty());
+            }
+            (Ok(_), Err(e)) => panic!("parse_fields refused a valid line: {e}"),
+            (Err(e), Err(other)) if e.offset > len => assert_eq!(*e, other),
+            (Err(_), _) => {}
+        }
+    }
+    whole.map(|(_, parsed)| parsed)
+}
+
+fn to_parsed(line: &sundial_ilp::Line<'_>) -> Parsed {
     assert_eq!(line.tag_count(), line.tags().len());
     assert_eq!(line.field_count(), line.fields().len());
-    Ok(Parsed {
+    Parsed {
         measurement: line.measurement().to_string(),
         tags: line
             .tags()
@@ -53,7 +76,7 @@ fn parse_bytes(line: &[u8]) -> Result<Parsed, ParseError> {
             })
             .collect(),
         timestamp: line.timestamp(),
-    })
+    }
 }
 
 fn parse(line: &str) -> Parsed {
@@ -81,6 +104,39 @@ fn tags(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
         .iter()
         .map(|(k, v)| (k.to_string(), v.to_string()))
         .collect()
+}
+
+#[test]
+fn series_length_is_known_from_the_bytes_only_for_plain_lines() {
+    assert_eq!(series_len(b"cpu,host=a,region=b f=1 1"), Some(19));
+    assert_eq!(series_len(b"cpu f=1"), Some(3));
+    assert_eq!(series_len(b"m,t=a=b f=1"), Some(7));
+    // Whatever follows the first space is the parser's to judge.
+    assert_eq!(series_len(b"cpu ,=x"), Some(3));
+    assert_eq!(series_len(b"cpu,host=a\\ b f=1"), None);
+    assert_eq!(series_len(b"c\\,pu f=1"), None);
+    assert_eq!(series_len(b" cpu f=1"), None);
+    assert_eq!(series_len(b"\tcpu f=1"), None);
+    assert_eq!(series_len(b"#cpu f=1"), None);
+    assert_eq!(series_len(b"cpu"), None);
+    assert_eq!(series_len(b""), None);
+    // A backslash after the series does not matter.
+    assert_eq!(series_len(b"cpu s=\"a\\\"b\""), Some(3));
+
+    let mut parser = LineParser::new(MAX);
+    let line = parser.parse_line(b"  cpu,host=a f=1").unwrap();
+    assert_eq!(line.series_len(), None);
+    let line = parser.parse_line(b"cpu,h\\ ost=a f=1").unwrap();
+    assert_eq!(line.series_len(), Some(12));
+    // Errors from parse_fields count from the start of the line.
+    let e = parser.parse_fields(b"cpu,host=a f=x", 10).unwrap_err();
+    assert_eq!((e.kind, e.offset), (ErrorKind::InvalidFieldValue, 13));
+    let e = parser
+        .parse_fields(b"cpu,host=a f=\"\xff\"", 10)
+        .unwrap_err();
+    assert_eq!((e.kind, e.offset), (ErrorKind::InvalidUtf8, 14));
+    let e = parser.parse_fields(b"cpu,host=a ", 10).unwrap_err();
+    assert_eq!((e.kind, e.offset), (ErrorKind::MissingFields, 11));
 }
 
 #[test]

@@ -35,8 +35,36 @@ fn random_bytes(rng: &mut Rng, len: usize) -> Vec<u8> {
         .collect()
 }
 
+/// The fields and timestamp of a line as text (NaN compares equal to itself there).
+fn rest_of(line: &sundial_ilp::Line<'_>) -> String {
+    let fields: Vec<String> = line.fields().map(|(k, v)| format!("{k:?}={v:?}")).collect();
+    format!("{fields:?} {:?}", line.timestamp())
+}
+
+/// A line whose bytes delimit its series parses to the same fields and timestamp, and to the
+/// same error past the series, when the series is skipped ([`LineParser::parse_fields`]).
+fn check_series_skipping(parser: &mut LineParser, line: &[u8]) {
+    let Some(len) = sundial_ilp::series_len(line) else {
+        return;
+    };
+    let whole = parser
+        .parse_line(line)
+        .map(|l| (l.series_len(), rest_of(&l)));
+    let fields_only = parser.parse_fields(line, len).map(|l| rest_of(&l));
+    match (whole, fields_only) {
+        (Ok((series, rest)), Ok(other)) => {
+            assert_eq!(series, Some(len), "{line:?}");
+            assert_eq!(rest, other, "{line:?}");
+        }
+        (Ok(_), Err(e)) => panic!("{line:?}: parse_fields refused a valid line: {e}"),
+        (Err(e), Err(other)) if e.offset > len => assert_eq!(e, other, "{line:?}"),
+        (Err(_), _) => {}
+    }
+}
+
 /// Parses `line` and touches everything the result offers.
 fn exercise_line(parser: &mut LineParser, scratch: &mut String, line: &[u8]) {
+    check_series_skipping(parser, line);
     match parser.parse_line(line) {
         Ok(parsed) => {
             assert!(parsed.field_count() >= 1);

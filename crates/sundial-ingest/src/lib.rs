@@ -7,7 +7,10 @@
 //! them through the table's writer.
 //!
 //! ```text
-//!  bytes ─▶ sundial_ilp::LineSplitter ─▶ Ingestor::ingest_line ─▶ LineParser
+//!  bytes ─▶ sundial_ilp::LineSplitter ─▶ Ingestor::ingest_line
+//!                                          │ series remembered (SeriesCache)? parse only the
+//!                                          │   fields, reuse its table and symbol codes
+//!                                          │ otherwise LineParser: the whole line, then
 //!                                          │ table missing?  create (tags SYMBOL, fields
 //!                                          │                 LONG/DOUBLE/VARCHAR/BOOLEAN)
 //!                                          │ column missing? hand the rows so far to the
@@ -29,8 +32,8 @@
 //! during a commit: a bulk load ([`Sinks::bulk`]) commits chunk by chunk, and ILP rows and
 //! INSERTs commit between (or with) its chunks instead of waiting for the load to end.
 //!
-//! Modules depend one way: `lib` (the [`Ingestor`]) ─▶ `batch` ─▶ `sink` ─▶ `error`, and
-//! `bulk` ─▶ `sink`. The Arrow type each column travels as is storage's
+//! Modules depend one way: `lib` (the [`Ingestor`]) ─▶ `series` ─▶ `batch` ─▶ `sink` ─▶
+//! `error`, and `bulk` ─▶ `sink`. The Arrow type each column travels as is storage's
 //! `ColumnType::write_type`, and storage's `to_write_type` casts to it.
 //!
 //! A line is all or nothing: it is checked completely (names, types, ranges) before any of its
@@ -44,6 +47,7 @@
 mod batch;
 mod bulk;
 mod error;
+mod series;
 mod sink;
 
 use std::collections::HashMap;
@@ -57,7 +61,8 @@ use sundial_storage::{
     timestamp_in_range,
 };
 
-use crate::batch::{TableBatch, Texts, ValueRef};
+use crate::batch::{BATCH_TEXT_BYTES_MAX, TableBatch, TagCodes, Texts, ValueRef};
+use crate::series::SeriesCache;
 
 /// Source of `Ingestor::id`.
 static NEXT_RECEIVER: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
@@ -123,12 +128,25 @@ fn field_timestamp_out_of_range(field: &str, value: i64, suffix: char) -> Ingest
     ))
 }
 
+/// What the whole path learnt of a line besides its texts and values.
+struct ParsedLine {
+    /// The designated timestamp, in nanoseconds.
+    timestamp: i64,
+    /// How many of the values are tags (they come first).
+    tags: usize,
+    /// See `sundial_ilp::Line::series_len`.
+    series_len: Option<usize>,
+}
+
 /// Counters of one ingestor.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct IngestStats {
     pub lines_accepted: u64,
     pub lines_rejected: u64,
     pub rows_committed: u64,
+    /// Accepted lines of a series the receiver remembered, which skipped parsing and
+    /// resolving their measurement and tags.
+    pub lines_of_known_series: u64,
 }
 
 /// Lines accepted (handed to the table) and rejected for one table since the counts were last
@@ -146,7 +164,11 @@ pub struct Ingestor {
     sinks: Arc<Sinks>,
     options: IngestOptions,
     parser: LineParser,
-    tables: foldhash::HashMap<String, TableBatch>,
+    /// One batch per table this receiver has written to, found by name through `table_slots`
+    /// and by slot through `series`.
+    tables: Vec<TableBatch>,
+    table_slots: foldhash::HashMap<String, usize>,
+    series: SeriesCache,
     /// Names this receiver in the sinks' watermarks.
     id: u64,
     stats: IngestStats,
@@ -154,7 +176,60 @@ pub struct Ingestor {
     // Per-line scratch space, reused so that steady-state ingestion does not allocate.
     texts: Texts,
     values: Vec<(usize, ColumnType, ValueRef)>,
+    known_fields: Vec<(usize, ValueRef)>,
+    tag_codes: TagCodes,
     unescape_buf: String,
+}
+
+/// A field's value as a column type and value; strings are unescaped into `texts`.
+fn field_value(
+    value: FieldValue<'_>,
+    texts: &mut Texts,
+    unescape: &mut String,
+) -> Result<(ColumnType, ValueRef), FieldError> {
+    Ok(match value {
+        FieldValue::Float(f) => (ColumnType::Double, ValueRef::Float(f)),
+        FieldValue::Integer(i) => (ColumnType::Long, ValueRef::Int(i)),
+        FieldValue::UInteger(u) => match i64::try_from(u) {
+            Ok(i) => (ColumnType::Long, ValueRef::Int(i)),
+            Err(_) => return Err(FieldError::Unsigned(u)),
+        },
+        FieldValue::Str(s) => (
+            ColumnType::Varchar,
+            ValueRef::Text(texts.push(s.unescape(unescape))),
+        ),
+        FieldValue::Bool(b) => (ColumnType::Boolean, ValueRef::Bool(b)),
+        FieldValue::TimestampNanos(ns) => {
+            if !timestamp_in_range(ns) {
+                return Err(FieldError::Timestamp(ns, 'n'));
+            }
+            (ColumnType::Timestamp, ValueRef::Time(ns))
+        }
+        FieldValue::TimestampMicros(us) => match us.checked_mul(1_000) {
+            Some(ns) if timestamp_in_range(ns) => (ColumnType::Timestamp, ValueRef::Time(ns)),
+            _ => return Err(FieldError::Timestamp(us, 't')),
+        },
+    })
+}
+
+/// A field value no column can hold.
+enum FieldError {
+    Unsigned(u64),
+    /// The value and its suffix (`t`: microseconds, `n`: nanoseconds).
+    Timestamp(i64, char),
+}
+
+impl FieldError {
+    fn of_field(self, field: &str) -> IngestError {
+        match self {
+            FieldError::Unsigned(u) => IngestError::Rejected(format!(
+                "field '{field}': unsigned value {u} is out of range for LONG"
+            )),
+            FieldError::Timestamp(value, suffix) => {
+                field_timestamp_out_of_range(field, value, suffix)
+            }
+        }
+    }
 }
 
 impl Ingestor {
@@ -172,11 +247,15 @@ impl Ingestor {
             sinks,
             options,
             parser,
-            tables: foldhash::HashMap::default(),
+            tables: Vec::new(),
+            table_slots: foldhash::HashMap::default(),
+            series: SeriesCache::default(),
             stats: IngestStats::default(),
             table_counts: HashMap::new(),
             texts: Texts::default(),
             values: Vec::new(),
+            known_fields: Vec::new(),
+            tag_codes: TagCodes::new(),
             unescape_buf: String::new(),
         }
     }
@@ -194,25 +273,40 @@ impl Ingestor {
         std::mem::take(&mut self.table_counts)
     }
 
-    fn count_hand_off(&mut self, table: &str, rows: u64) {
-        if rows == 0 {
-            return;
-        }
-        match self.table_counts.get_mut(table) {
-            Some(c) => c.lines_accepted += rows,
+    /// Adds to `table`'s counts.
+    fn count(counts: &mut HashMap<String, TableCounts>, table: &str, add: TableCounts) {
+        match counts.get_mut(table) {
+            Some(c) => {
+                c.lines_accepted += add.lines_accepted;
+                c.lines_rejected += add.lines_rejected;
+            }
             None => {
-                let counts = TableCounts {
-                    lines_accepted: rows,
-                    lines_rejected: 0,
-                };
-                self.table_counts.insert(table.to_string(), counts);
+                counts.insert(table.to_string(), add);
             }
         }
     }
 
+    fn count_hand_off(&mut self, table: &str, rows: u64) {
+        if rows > 0 {
+            let add = TableCounts {
+                lines_accepted: rows,
+                lines_rejected: 0,
+            };
+            Self::count(&mut self.table_counts, table, add);
+        }
+    }
+
+    fn count_rejected(&mut self, table: &str) {
+        let add = TableCounts {
+            lines_accepted: 0,
+            lines_rejected: 1,
+        };
+        Self::count(&mut self.table_counts, table, add);
+    }
+
     /// Rows buffered and not yet committed.
     pub fn pending_rows(&self) -> usize {
-        self.tables.values().map(TableBatch::rows).sum()
+        self.tables.iter().map(TableBatch::rows).sum()
     }
 
     /// Parses one line (without its newline) and buffers its row. `now_ns` is used when the
@@ -237,27 +331,78 @@ impl Ingestor {
         precision: Precision,
         now_ns: i64,
     ) -> Result<(), IngestError> {
+        let series_len = sundial_ilp::series_len(line);
+        if let Some(len) = series_len
+            && let Some(result) = self.ingest_known(line, len, precision, now_ns)
+        {
+            return result;
+        }
         let mut texts = std::mem::take(&mut self.texts);
         let mut values = std::mem::take(&mut self.values);
-        let result = self.parse_into(line, precision, now_ns, &mut texts, &mut values);
-        let result = result.and_then(|timestamp| self.buffer_row(&texts, &values, timestamp));
+        let result = self
+            .parse_into(line, precision, now_ns, &mut texts, &mut values)
+            .and_then(|parsed| {
+                // A series is remembered by the bytes `series_len` delimits, and only when the
+                // parser agrees that they are the series.
+                let key_len = series_len.filter(|len| parsed.series_len == Some(*len));
+                let key = key_len.and_then(|len| line.get(..len));
+                self.buffer_row(&texts, &values, parsed.tags, parsed.timestamp, key)
+            });
         if result.is_err() && !texts.is_empty() {
-            let table = texts.get(0);
-            if !self.table_counts.contains_key(table) {
-                self.table_counts
-                    .insert(table.to_string(), TableCounts::default());
-            }
-            if let Some(c) = self.table_counts.get_mut(table) {
-                c.lines_rejected += 1;
-            }
+            self.count_rejected(texts.get(0));
         }
         self.texts = texts;
         self.values = values;
         result
     }
 
-    /// Parses a line into unescaped texts (measurement first) and typed values; returns the
-    /// row's timestamp in nanoseconds.
+    /// Buffers a line of a series this receiver remembers (`line[..series_len]`), parsing only
+    /// its fields. `None` when the line needs the whole path: the series is not remembered or
+    /// no longer valid, a field is new, escaped or does not fit its column, or the line is
+    /// malformed (the whole path then says what is wrong).
+    fn ingest_known(
+        &mut self,
+        line: &[u8],
+        series_len: usize,
+        precision: Precision,
+        now_ns: i64,
+    ) -> Option<Result<(), IngestError>> {
+        let series = self.series.get(line.get(..series_len)?)?;
+        let batch = self.tables.get_mut(series.table)?;
+        if batch.epoch() != series.epoch {
+            return None;
+        }
+        let parsed = self.parser.parse_fields(line, series_len).ok()?;
+        let timestamp = match parsed.timestamp() {
+            Some(t) => designated_timestamp(t, precision).ok()?,
+            None => now_ns,
+        };
+        self.texts.clear();
+        self.known_fields.clear();
+        for (position, (key, value)) in parsed.fields().enumerate() {
+            let column = batch.field_column(position, key.as_str()?)?;
+            let (_, value) = field_value(value, &mut self.texts, &mut self.unescape_buf).ok()?;
+            if !batch.field_fits(column, value, &self.texts) {
+                return None;
+            }
+            self.known_fields.push((column, value));
+        }
+        batch.add_known_row(&series.tags, &self.known_fields, &self.texts, timestamp);
+        let slot = series.table;
+        let result = self.hand_off_if_full(slot);
+        match (&result, self.tables.get(slot)) {
+            (Ok(()), _) => self.stats.lines_of_known_series += 1,
+            (Err(_), Some(batch)) => {
+                let table = batch.table_name().to_string();
+                self.count_rejected(&table);
+            }
+            (Err(_), None) => {}
+        }
+        Some(result)
+    }
+
+    /// Parses a line into unescaped texts (measurement first, then tag keys and values, then
+    /// field keys) and typed values (tags first).
     fn parse_into(
         &mut self,
         line: &[u8],
@@ -265,7 +410,7 @@ impl Ingestor {
         now_ns: i64,
         texts: &mut Texts,
         values: &mut Vec<(usize, ColumnType, ValueRef)>,
-    ) -> Result<i64, IngestError> {
+    ) -> Result<ParsedLine, IngestError> {
         texts.clear();
         values.clear();
         let unescape = &mut self.unescape_buf;
@@ -282,96 +427,102 @@ impl Ingestor {
         }
         for (k, v) in parsed.fields() {
             let key = texts.push(k.unescape(unescape));
-            let (column_type, value) = match v {
-                FieldValue::Float(f) => (ColumnType::Double, ValueRef::Float(f)),
-                FieldValue::Integer(i) => (ColumnType::Long, ValueRef::Int(i)),
-                FieldValue::UInteger(u) => match i64::try_from(u) {
-                    Ok(i) => (ColumnType::Long, ValueRef::Int(i)),
-                    Err(_) => {
-                        return Err(IngestError::Rejected(format!(
-                            "unsigned value {u} is out of range for LONG"
-                        )));
-                    }
-                },
-                FieldValue::Str(s) => (
-                    ColumnType::Varchar,
-                    ValueRef::Text(texts.push(s.unescape(unescape))),
-                ),
-                FieldValue::Bool(b) => (ColumnType::Boolean, ValueRef::Bool(b)),
-                FieldValue::TimestampNanos(ns) => {
-                    if !timestamp_in_range(ns) {
-                        return Err(field_timestamp_out_of_range(texts.get(key), ns, 'n'));
-                    }
-                    (ColumnType::Timestamp, ValueRef::Time(ns))
-                }
-                FieldValue::TimestampMicros(us) => match us.checked_mul(1_000) {
-                    Some(ns) if timestamp_in_range(ns) => {
-                        (ColumnType::Timestamp, ValueRef::Time(ns))
-                    }
-                    _ => return Err(field_timestamp_out_of_range(texts.get(key), us, 't')),
-                },
-            };
+            let (column_type, value) =
+                field_value(v, texts, unescape).map_err(|e| e.of_field(texts.get(key)))?;
             values.push((key, column_type, value));
         }
-        Ok(timestamp)
+        Ok(ParsedLine {
+            timestamp,
+            tags: parsed.tag_count(),
+            series_len: parsed.series_len(),
+        })
     }
 
+    /// Buffers a parsed line's row; when `series` is given (the bytes of its measurement and
+    /// tags), remembers the series so that its next lines take [`Ingestor::ingest_known`].
     fn buffer_row(
         &mut self,
         texts: &Texts,
         values: &[(usize, ColumnType, ValueRef)],
+        tags: usize,
         timestamp: i64,
+        series: Option<&[u8]>,
     ) -> Result<(), IngestError> {
         let table_name = texts.get(0);
-        if !self.tables.contains_key(table_name) {
-            let table = match self.db.table(table_name) {
-                Some(t) => t,
-                None => {
-                    let mut columns =
-                        vec![(self.options.timestamp_column.clone(), ColumnType::Timestamp)];
-                    for (key, column_type, _) in values {
-                        let name = texts.get(*key);
-                        if !columns.iter().any(|(c, _)| c.eq_ignore_ascii_case(name)) {
-                            columns.push((name.to_string(), *column_type));
-                        }
-                    }
-                    // Tags are the line's SYMBOL values.
-                    let dedup_keys = if self.options.dedup_tags {
-                        columns
-                            .iter()
-                            .enumerate()
-                            .filter(|(i, (_, t))| *i == 0 || *t == ColumnType::Symbol)
-                            .map(|(_, (name, _))| name.clone())
-                            .collect()
-                    } else {
-                        Vec::new()
-                    };
-                    let def = TableDef {
-                        name: table_name.to_string(),
-                        columns,
-                        timestamp: Some(self.options.timestamp_column.clone()),
-                        partition_by: self.options.partition_by,
-                        indexed: Vec::new(),
-                        dedup_keys,
-                    };
-                    self.db.create_table(def, true)?
-                }
-            };
-            let sink = self.sinks.sink(&table);
-            self.tables.insert(
-                table_name.to_string(),
-                TableBatch::new(table, sink, self.id),
-            );
-        }
-        let hand_off_rows = self.hand_off_rows();
+        let slot = match self.table_slots.get(table_name) {
+            Some(slot) => *slot,
+            None => self.open_table(table_name, texts, values)?,
+        };
         let batch = self
             .tables
-            .get_mut(table_name)
+            .get_mut(slot)
             .ok_or_else(|| StorageError::Internal("table batch vanished".into()))?;
-        batch.add_row(texts, values, timestamp)?;
-        if batch.rows() >= hand_off_rows {
+        let all_symbols = batch.add_row(texts, values, tags, timestamp, &mut self.tag_codes)?;
+        if all_symbols && let Some(key) = series {
+            self.series
+                .insert(key, slot, batch.epoch(), &self.tag_codes);
+        }
+        self.hand_off_if_full(slot)
+    }
+
+    /// A slot for the batch of table `table_name`, created (as the line in `texts` and `values`
+    /// describes it) if it does not exist.
+    fn open_table(
+        &mut self,
+        table_name: &str,
+        texts: &Texts,
+        values: &[(usize, ColumnType, ValueRef)],
+    ) -> Result<usize, IngestError> {
+        let table = match self.db.table(table_name) {
+            Some(t) => t,
+            None => {
+                let mut columns =
+                    vec![(self.options.timestamp_column.clone(), ColumnType::Timestamp)];
+                for (key, column_type, _) in values {
+                    let name = texts.get(*key);
+                    if !columns.iter().any(|(c, _)| c.eq_ignore_ascii_case(name)) {
+                        columns.push((name.to_string(), *column_type));
+                    }
+                }
+                // Tags are the line's SYMBOL values.
+                let dedup_keys = if self.options.dedup_tags {
+                    columns
+                        .iter()
+                        .enumerate()
+                        .filter(|(i, (_, t))| *i == 0 || *t == ColumnType::Symbol)
+                        .map(|(_, (name, _))| name.clone())
+                        .collect()
+                } else {
+                    Vec::new()
+                };
+                let def = TableDef {
+                    name: table_name.to_string(),
+                    columns,
+                    timestamp: Some(self.options.timestamp_column.clone()),
+                    partition_by: self.options.partition_by,
+                    indexed: Vec::new(),
+                    dedup_keys,
+                };
+                self.db.create_table(def, true)?
+            }
+        };
+        let sink = self.sinks.sink(&table);
+        let slot = self.tables.len();
+        self.tables.push(TableBatch::new(table, sink, self.id));
+        self.table_slots.insert(table_name.to_string(), slot);
+        Ok(slot)
+    }
+
+    /// Hands the batch in `slot` to its sink once it holds enough rows or text.
+    fn hand_off_if_full(&mut self, slot: usize) -> Result<(), IngestError> {
+        let hand_off_rows = self.hand_off_rows();
+        let Some(batch) = self.tables.get_mut(slot) else {
+            return Ok(());
+        };
+        if batch.rows() >= hand_off_rows || batch.text_bytes() >= BATCH_TEXT_BYTES_MAX {
             let rows = batch.hand_off(self.options.commit_rows)?;
-            self.count_hand_off(table_name, rows);
+            let table = batch.table_name().to_string();
+            self.count_hand_off(&table, rows);
         }
         Ok(())
     }
@@ -386,7 +537,7 @@ impl Ingestor {
     /// same tables); returns the rows committed.
     pub fn flush(&mut self) -> Result<u64, IngestError> {
         self.hand_off_where(|_| true)?;
-        for batch in self.tables.values() {
+        for batch in &self.tables {
             batch.sink().leave(batch.receiver());
         }
         self.commit_sinks(|sink| sink.commit_all())
@@ -408,7 +559,7 @@ impl Ingestor {
         let mut first_error = None;
         let commit_rows = self.options.commit_rows;
         let mut tables = std::mem::take(&mut self.tables);
-        for batch in tables.values_mut().filter(|b| due(b)) {
+        for batch in tables.iter_mut().filter(|b| due(b)) {
             match batch.hand_off(commit_rows) {
                 Ok(n) => self.count_hand_off(batch.table_name(), n),
                 Err(e) => {
@@ -427,7 +578,7 @@ impl Ingestor {
     ) -> Result<u64, IngestError> {
         let mut rows = 0;
         let mut first_error = None;
-        for batch in self.tables.values() {
+        for batch in &self.tables {
             match commit(batch.sink()) {
                 Ok(n) => rows += n,
                 Err(e) => {

@@ -563,6 +563,20 @@ fn var_values(
     Ok((offsets, data))
 }
 
+/// The string at `index` of a string array; `None` when it is NULL, out of bounds, or the
+/// array holds no strings.
+fn str_at(array: &dyn Array, index: usize) -> Option<&str> {
+    if index >= array.len() || array.is_null(index) {
+        return None;
+    }
+    match array.data_type() {
+        DataType::Utf8 => Some(array.as_string::<i32>().value(index)),
+        DataType::LargeUtf8 => Some(array.as_string::<i64>().value(index)),
+        DataType::Utf8View => Some(array.as_string_view().value(index)),
+        _ => None,
+    }
+}
+
 fn symbols_to_keys(
     array: &ArrayRef,
     resolver: &mut dyn SymbolResolver,
@@ -570,18 +584,35 @@ fn symbols_to_keys(
 ) -> Result<()> {
     let mut bytes = Vec::with_capacity(array.len() * 4);
     if let DataType::Dictionary(_, _) = array.data_type() {
-        // Resolve each distinct dictionary value once, then map the keys.
+        // Resolve each dictionary value a row uses, once. Values no row uses are never
+        // resolved, so they do not become symbols: an ILP receiver's dictionary outlives its
+        // batches and holds values of earlier ones.
         let dict = array.as_any_dictionary();
-        let mut resolved: Vec<Option<i32>> = Vec::with_capacity(dict.values().len());
-        for_each_str(dict.values().as_ref(), |s| {
-            resolved.push(s.map(|s| resolver.resolve(s)).transpose()?);
-            Ok(())
-        })?;
-        for (i, k) in dictionary_keys(dict).iter().enumerate() {
-            let key = if array.is_null(i) {
-                0
-            } else {
-                resolved.get(*k).copied().flatten().unwrap_or(0)
+        let values = dict.values();
+        if !matches!(
+            values.data_type(),
+            DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View
+        ) {
+            return Err(StorageError::Internal(format!(
+                "not a string array: {}",
+                array.data_type()
+            )));
+        }
+        let mut resolved: Vec<Option<i32>> = vec![None; values.len()];
+        for (i, &k) in dictionary_keys(dict).iter().enumerate() {
+            let key = match resolved.get(k).copied().flatten() {
+                _ if array.is_null(i) => 0,
+                Some(code) => code,
+                None => {
+                    let code = match str_at(values.as_ref(), k) {
+                        Some(s) => resolver.resolve(s)?,
+                        None => 0,
+                    };
+                    if let Some(slot) = resolved.get_mut(k) {
+                        *slot = Some(code);
+                    }
+                    code
+                }
             };
             bytes.extend_from_slice(&key.to_le_bytes());
         }
@@ -660,6 +691,29 @@ mod tests {
         let b = from_arrow(&l, ColumnType::Long, "l", None).unwrap();
         assert_eq!(b.fixed(0), &5i64.to_le_bytes());
         assert!(from_arrow(&l, ColumnType::Double, "l", None).is_err());
+    }
+
+    #[test]
+    fn dictionary_values_no_row_uses_do_not_become_symbols() {
+        let keys = arrow_array::Int32Array::from(vec![Some(2), None, Some(0), Some(2)]);
+        let values = StringArray::from(vec![Some("x"), Some("unused"), Some("y"), None]);
+        let a: ArrayRef =
+            Arc::new(arrow_array::DictionaryArray::try_new(keys, Arc::new(values)).unwrap());
+        let mut r = Seq(vec!["first".into()]);
+        let b = from_arrow(&a, ColumnType::Symbol, "s", Some(&mut r)).unwrap();
+        assert_eq!(r.0, vec!["first", "y", "x"]);
+        assert!(b.is_valid(0) && !b.is_valid(1) && b.is_valid(2));
+        assert_eq!(b.fixed(0), &1i32.to_le_bytes());
+        assert_eq!(b.fixed(2), &2i32.to_le_bytes());
+        assert_eq!(b.fixed(3), &1i32.to_le_bytes());
+        let ints: ArrayRef = Arc::new(
+            arrow_array::DictionaryArray::try_new(
+                arrow_array::Int32Array::from(vec![0]),
+                Arc::new(Int64Array::from(vec![1])),
+            )
+            .unwrap(),
+        );
+        assert!(from_arrow(&ints, ColumnType::Symbol, "s", Some(&mut r)).is_err());
     }
 
     #[test]
