@@ -214,21 +214,16 @@ impl ColumnBuf {
         self.value_bytes(a) == self.value_bytes(b)
     }
 
-    /// Mixes row `row`'s value into `hash`: rows equal by [`ColumnBuf::rows_equal`] mix alike.
-    pub fn hash_row(&self, row: usize, hash: u64) -> u64 {
-        let mix = |h: u64, v: u64| (h ^ v).wrapping_mul(0x9e37_79b9_7f4a_7c15).rotate_left(29);
+    /// Feeds row `row`'s value to `hasher`: rows equal by [`ColumnBuf::rows_equal`] feed the
+    /// same bytes.
+    pub fn hash_row(&self, row: usize, hasher: &mut impl std::hash::Hasher) {
         match self.value_bytes(row) {
-            None => mix(hash, 0x05ee_d011),
-            Some(ValueBytes::Bit(b)) => mix(hash, u64::from(b) + 1),
+            None => hasher.write_u8(0),
+            Some(ValueBytes::Bit(b)) => hasher.write_u8(1 + u8::from(b)),
             Some(ValueBytes::Slice(bytes)) => {
-                let mut h = mix(hash, bytes.len() as u64);
-                let mut chunks = bytes.chunks_exact(8);
-                for c in &mut chunks {
-                    h = mix(h, u64::from_le_bytes(c.try_into().unwrap_or([0; 8])));
-                }
-                let mut last = [0u8; 8];
-                last[..chunks.remainder().len()].copy_from_slice(chunks.remainder());
-                mix(h, u64::from_le_bytes(last))
+                hasher.write_u8(3);
+                hasher.write_usize(bytes.len());
+                hasher.write(bytes);
             }
         }
     }

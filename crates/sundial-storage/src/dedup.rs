@@ -15,8 +15,11 @@
 //! again unless a merge rewrites them.
 //!
 //! A run of a few rows compares them pairwise; a longer one (a timestamp shared by many series)
-//! sorts the rows by a hash of their keys and compares only rows of equal hash, so the cost is
-//! O(n log r) for runs of r rows, with no allocation per row.
+//! sorts the rows by a hash of their keys (seeded at random per call, so colliding keys cannot
+//! be chosen) and compares only rows of equal hash, so the cost is O(n log r) for runs of r
+//! rows, with no allocation per row.
+
+use std::hash::{BuildHasher, Hasher};
 
 use crate::column::ColumnBuf;
 use crate::error::{Result, StorageError};
@@ -38,8 +41,12 @@ impl Keys<'_> {
             .all(|k| k.rows_equal(a as usize, b as usize))
     }
 
-    fn hash(&self, row: u32) -> u64 {
-        self.keys.iter().fold(0, |h, k| k.hash_row(row as usize, h))
+    fn hash(&self, state: &impl BuildHasher, row: u32) -> u64 {
+        let mut hasher = state.build_hasher();
+        for key in self.keys {
+            key.hash_row(row as usize, &mut hasher);
+        }
+        hasher.finish()
     }
 }
 
@@ -47,6 +54,9 @@ impl Keys<'_> {
 /// that no later row of the same timestamp and keys replaces, in the same order.
 pub(crate) fn keep_last(order: &[u32], ts: impl Fn(u32) -> i64, keys: &Keys<'_>) -> Vec<u32> {
     let mut out = Vec::with_capacity(order.len());
+    // Keyed with a random seed, so that no input can be made to collide on purpose: rows of
+    // equal hash are compared with each other.
+    let state = foldhash::quality::RandomState::default();
     let mut hashed: Vec<(u64, u32)> = Vec::new();
     let mut replaced: Vec<bool> = Vec::new();
     let mut start = 0;
@@ -71,7 +81,7 @@ pub(crate) fn keep_last(order: &[u32], ts: impl Fn(u32) -> i64, keys: &Keys<'_>)
             hashed.extend(
                 run.iter()
                     .enumerate()
-                    .map(|(i, &row)| (keys.hash(row), i as u32)),
+                    .map(|(i, &row)| (keys.hash(&state, row), i as u32)),
             );
             hashed.sort_unstable();
             replaced.clear();
