@@ -1,5 +1,8 @@
 //! The ILP syntax, error reporting and line splitting, through the public API.
 
+mod common;
+
+use common::check_series_skipping;
 use sundial_ilp::{
     ErrorKind, FieldValue, LineParser, LineSpan, LineSplitter, ParseError, Precision, TextKind,
     is_blank_or_comment, series_len, split_complete, split_lines,
@@ -26,29 +29,12 @@ struct Parsed {
     timestamp: Option<i64>,
 }
 
-/// Parses `bytes` whole, and (when [`series_len`] delimits its series) also with the series
-/// skipped, checking that both agree on the fields, the timestamp and any error past the series.
+/// Parses `bytes` whole, after checking that skipping its series (when [`series_len`]
+/// delimits it) agrees on the fields, the timestamp and any error past the series.
 fn parse_bytes(bytes: &[u8]) -> Result<Parsed, ParseError> {
     let mut parser = LineParser::new(MAX);
-    let whole = parser
-        .parse_line(bytes)
-        .map(|line| (line.series_len(), to_parsed(&line)));
-    if let Some(len) = series_len(bytes) {
-        let fields_only = parser.parse_fields(bytes, len).map(|line| to_parsed(&line));
-        match (&whole, fields_only) {
-            (Ok((series, parsed)), Ok(other)) => {
-                assert_eq!(*series, Some(len));
-                // Compared as text: NaN is not equal to itself.
-                let rest = |p: &Parsed| format!("{:?} {:?}", p.fields, p.timestamp);
-                assert_eq!(rest(parsed), rest(&other));
-                assert!(other.measurement.is_empty() && other.tags.is_empty());
-            }
-            (Ok(_), Err(e)) => panic!("parse_fields refused a valid line: {e}"),
-            (Err(e), Err(other)) if e.offset > len => assert_eq!(*e, other),
-            (Err(_), _) => {}
-        }
-    }
-    whole.map(|(_, parsed)| parsed)
+    check_series_skipping(&mut parser, bytes);
+    parser.parse_line(bytes).map(|line| to_parsed(&line))
 }
 
 fn to_parsed(line: &sundial_ilp::Line<'_>) -> Parsed {

@@ -1,5 +1,8 @@
 //! Pseudo-random and mutated input: nothing panics, invariants hold, escaping round-trips.
 
+mod common;
+
+use common::check_series_skipping;
 use sundial_ilp::{FieldValue, LineParser, LineSpan, LineSplitter, split_complete, split_lines};
 
 /// xorshift64*: small, fast, deterministic.
@@ -33,33 +36,6 @@ fn random_bytes(rng: &mut Rng, len: usize) -> Vec<u8> {
             _ => rng.pick(INTERESTING),
         })
         .collect()
-}
-
-/// The fields and timestamp of a line as text (NaN compares equal to itself there).
-fn rest_of(line: &sundial_ilp::Line<'_>) -> String {
-    let fields: Vec<String> = line.fields().map(|(k, v)| format!("{k:?}={v:?}")).collect();
-    format!("{fields:?} {:?}", line.timestamp())
-}
-
-/// A line whose bytes delimit its series parses to the same fields and timestamp, and to the
-/// same error past the series, when the series is skipped ([`LineParser::parse_fields`]).
-fn check_series_skipping(parser: &mut LineParser, line: &[u8]) {
-    let Some(len) = sundial_ilp::series_len(line) else {
-        return;
-    };
-    let whole = parser
-        .parse_line(line)
-        .map(|l| (l.series_len(), rest_of(&l)));
-    let fields_only = parser.parse_fields(line, len).map(|l| rest_of(&l));
-    match (whole, fields_only) {
-        (Ok((series, rest)), Ok(other)) => {
-            assert_eq!(series, Some(len), "{line:?}");
-            assert_eq!(rest, other, "{line:?}");
-        }
-        (Ok(_), Err(e)) => panic!("{line:?}: parse_fields refused a valid line: {e}"),
-        (Err(e), Err(other)) if e.offset > len => assert_eq!(e, other, "{line:?}"),
-        (Err(_), _) => {}
-    }
 }
 
 /// Parses `line` and touches everything the result offers.

@@ -585,19 +585,16 @@ impl TableBatch {
         self.start_row(timestamp);
         series.clear();
         let mut all_symbols = true;
-        for (position, (i, (_, _, value))) in self.columns_of_line.iter().zip(values).enumerate() {
-            if self.touched[*i] {
+        for (position, (_, _, value)) in values.iter().enumerate() {
+            let i = self.columns_of_line[position];
+            if !self.touch(i, *value, texts) {
                 continue;
             }
-            self.touched[*i] = true;
-            if let ValueRef::Text(t) = value {
-                self.text_bytes += texts.get(*t).len();
-            }
-            match (&mut self.builders[*i], value) {
+            match (&mut self.builders[i], value) {
                 (Builder::Symbol(b), ValueRef::Text(t)) if position < tags => {
                     let code = b.code_of(texts.get(*t));
                     b.append_code(code);
-                    series.push((*i, code));
+                    series.push((i, code));
                 }
                 (builder, value) => {
                     all_symbols &= position >= tags;
@@ -627,16 +624,24 @@ impl TableBatch {
             }
         }
         for &(i, value) in fields {
-            if self.touched[i] {
-                continue;
+            if self.touch(i, value, texts) {
+                self.builders[i].append(value, texts);
             }
-            self.touched[i] = true;
-            if let ValueRef::Text(t) = value {
-                self.text_bytes += texts.get(t).len();
-            }
-            self.builders[i].append(value, texts);
         }
         self.end_row();
+    }
+
+    /// Marks column `i` as set by the row, counting `value`'s text; false when an earlier
+    /// value of the row set it (the first of repeated keys wins).
+    fn touch(&mut self, i: usize, value: ValueRef, texts: &Texts) -> bool {
+        if self.touched[i] {
+            return false;
+        }
+        self.touched[i] = true;
+        if let ValueRef::Text(t) = value {
+            self.text_bytes += texts.get(t).len();
+        }
+        true
     }
 
     /// Appends the designated timestamp of a new row; every column is untouched but that one.

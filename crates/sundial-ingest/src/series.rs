@@ -22,8 +22,15 @@ use crate::batch::TagCodes;
 
 /// Series a receiver remembers at most...
 const SERIES_MAX: usize = 100_000;
-/// ...and bytes of their keys at most; past either, it forgets them all and starts again.
-const SERIES_KEY_BYTES_MAX: usize = 16 << 20;
+/// ...and bytes of their keys and tag codes at most; past either, it forgets them all and
+/// starts again. Every receiver (each ILP connection) has its own cache, so this bounds what
+/// one connection can make the server hold: a few tens of thousands of typical series.
+const SERIES_BYTES_MAX: usize = 8 << 20;
+
+/// Bytes a series takes towards [`SERIES_BYTES_MAX`].
+fn series_bytes(key: &[u8], tags: &TagCodes) -> usize {
+    key.len() + std::mem::size_of_val(tags.as_slice())
+}
 
 /// A series as its first line resolved it.
 pub(crate) struct Series {
@@ -37,7 +44,8 @@ pub(crate) struct Series {
 #[derive(Default)]
 pub(crate) struct SeriesCache {
     map: HashMap<Box<[u8]>, Series>,
-    key_bytes: usize,
+    /// What the remembered series take, by [`series_bytes`].
+    bytes: usize,
 }
 
 impl SeriesCache {
@@ -48,16 +56,18 @@ impl SeriesCache {
     /// Remembers (or updates) the series with bytes `key`.
     pub fn insert(&mut self, key: &[u8], table: usize, epoch: u64, tags: &TagCodes) {
         if let Some(series) = self.map.get_mut(key) {
+            self.bytes = self.bytes - series_bytes(key, &series.tags) + series_bytes(key, tags);
             series.table = table;
             series.epoch = epoch;
             series.tags.clone_from(tags);
             return;
         }
-        if self.map.len() >= SERIES_MAX || self.key_bytes + key.len() > SERIES_KEY_BYTES_MAX {
+        let bytes = series_bytes(key, tags);
+        if self.map.len() >= SERIES_MAX || self.bytes + bytes > SERIES_BYTES_MAX {
             self.map.clear();
-            self.key_bytes = 0;
+            self.bytes = 0;
         }
-        self.key_bytes += key.len();
+        self.bytes += bytes;
         let tags = tags.clone();
         self.map.insert(key.into(), Series { table, epoch, tags });
     }
@@ -88,12 +98,12 @@ mod tests {
         }
         assert!(cache.len() <= SERIES_MAX);
         assert!(cache.get(b"cpu,host=a").is_none());
-        let long = vec![b'x'; SERIES_KEY_BYTES_MAX / 2 + 1];
+        let long = vec![b'x'; SERIES_BYTES_MAX / 2 + 1];
         cache.insert(&long, 0, 0, &Vec::new());
         let mut other = long.clone();
         other[0] = b'y';
         cache.insert(&other, 0, 0, &Vec::new());
         assert_eq!(cache.len(), 1);
-        assert!(cache.key_bytes <= SERIES_KEY_BYTES_MAX);
+        assert!(cache.bytes <= SERIES_BYTES_MAX);
     }
 }

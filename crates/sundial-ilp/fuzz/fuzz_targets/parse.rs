@@ -6,33 +6,13 @@
 use libfuzzer_sys::fuzz_target;
 use sundial_ilp::{FieldValue, LineParser, LineSpan, LineSplitter, split_complete};
 
-/// The fields and timestamp of a parsed line, for comparing the two ways of parsing it.
-type Rest = (Vec<(Vec<u8>, String)>, Option<i64>);
-
-fn rest_of(line: &sundial_ilp::Line<'_>) -> Rest {
-    let fields = line
-        .fields()
-        .map(|(k, v)| (k.raw().to_vec(), format!("{v:?}")))
-        .collect();
-    (fields, line.timestamp())
-}
+// The parser's own tests check the same invariant over their inputs.
+#[path = "../../tests/common/mod.rs"]
+mod common;
 
 fn touch(parser: &mut LineParser, scratch: &mut String, line: &[u8]) {
-    // A line whose series its bytes delimit parses the same with the series skipped; its
-    // errors past the series (which ends at the space before the fields) are the same.
-    let whole = parser.parse_line(line).map(|l| (l.series_len(), rest_of(&l)));
-    if let Some(len) = sundial_ilp::series_len(line) {
-        let fields_only = parser.parse_fields(line, len).map(|l| rest_of(&l));
-        match (&whole, fields_only) {
-            (Ok((series, rest)), Ok(other)) => {
-                assert_eq!(*series, Some(len));
-                assert_eq!(*rest, other);
-            }
-            (Ok(_), Err(e)) => panic!("parse_fields refused a valid line: {e}"),
-            (Err(e), Err(other)) if e.offset > len => assert_eq!(*e, other),
-            (Err(_), _) => {}
-        }
-    }
+    // A line whose series its bytes delimit parses the same with the series skipped.
+    common::check_series_skipping(parser, line);
     match parser.parse_line(line) {
         Ok(parsed) => {
             assert!(parsed.field_count() >= 1);
