@@ -22,10 +22,12 @@
 //!   TableSink (per table, shared through Sinks) ◀── Sinks::write (SQL INSERT, waits)
 //!        │ commit: at commit_rows pending, the ◀── BulkLoad (COPY, /imp, import: one
 //!        │   rows up to the receivers' low         chunk of chunk_bytes per commit, waits)
-//!        │   watermark; at flush_due likewise (everything after 2 x the interval);
-//!        │   at flush (a receiver pauses or closes) or for a waiting writer, everything
+//!        │   watermark (on a commit thread); as a receiver pauses (commit_paused), its
+//!        │   rows (likewise); at flush_due up to the low watermark (everything after
+//!        │   2 x the interval); at flush (a receiver closes) or for a waiting writer,
+//!        │   everything
 //!        ▼
-//!   sort by timestamp ─▶ TableWriter::append + commit (one commit per table at a time)
+//!   rows in time order ─▶ TableWriter::append_all + commit (one commit per table at a time)
 //! ```
 //!
 //! Every writer of a table's rows goes through its sink, so the table's writer is only held
@@ -541,6 +543,16 @@ impl Ingestor {
             batch.sink().leave(batch.receiver());
         }
         self.commit_sinks(|sink| sink.commit_all())
+    }
+
+    /// Hands every table's buffered rows to its sink and asks for them to be committed, without
+    /// waiting (on a commit thread): what a receiver does as its sender pauses. Only rows up to
+    /// this receiver's newest are committed: rows of other receivers after them wait for their
+    /// own receivers, which may still send older rows.
+    pub fn commit_paused(&mut self) -> Result<u64, IngestError> {
+        self.hand_off_where(|_| true)?;
+        let receiver = self.id;
+        self.commit_sinks(|sink| sink.commit_paused(receiver))
     }
 
     /// Commits the tables whose oldest buffered or pending row has waited `commit_interval_ms`.

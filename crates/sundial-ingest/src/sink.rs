@@ -2,21 +2,33 @@
 //!
 //! ```text
 //!  Ingestor (TCP conn 1) ─batch─┐
-//!  Ingestor (TCP conn 2) ─batch─┼─▶ TableSink: pending batches ─▶ sort by timestamp ─▶ append + commit
-//!  Ingestor (UDP, HTTP)  ─batch─┘      (bounded: senders wait)      hold back rows past the
-//!                                                                      receivers' low watermark
+//!  Ingestor (TCP conn 2) ─batch─┼─▶ TableSink: pending batches ─▶ split at a time: the rows to
+//!  Ingestor (UDP, HTTP)  ─batch─┘   (bounded: senders wait)       commit now as slices in time
+//!                                     │ volume / pause commits:    order, the newer ones back
+//!                                     └▶ a commit thread           ─▶ append_all + commit
 //! ```
 //!
 //! Receivers that send the same table in parallel interleave in time: committed one by one,
 //! each batch would land out of order against the other receivers' commits and make the storage
-//! rewrite the partition. The sink gathers the batches, sorts them together and commits them in
+//! merge it into the partition. The sink gathers the batches and commits them together in
 //! timestamp order. A commit triggered by volume takes only the rows up to the lowest
 //! *watermark* of the receivers sending the table (the newest timestamp each has handed over:
 //! a receiver's later rows are not older), so a receiver that is behind still lands in order;
 //! when that would hold back more than twice `commit_rows` rows, it keeps the newest quarter
-//! back instead.
-//! A commit triggered by time, by a receiver pausing or closing, or requested by HTTP, takes
+//! back instead. A receiver whose sender pauses asks for the rows up to its own watermark.
+//! A commit triggered by time (the rows up to the low watermark, and everything once the oldest
+//! row waited twice the interval), by a receiver closing, or requested by HTTP, takes
 //! everything.
+//!
+//! Nothing is copied on the way: the rows kept back are slices of the batches, and the rows
+//! committed go to storage as slices in time order where the senders' batches interleave in
+//! long stretches (the usual case), or as they are, for storage to sort together
+//! ([`TableWriter::append_all`](sundial_storage::TableWriter::append_all)).
+//!
+//! Volume and pause commits run on the sinks' commit threads, so a receiver goes on reading
+//! while its rows are committed: one that committed inline fell behind the others meanwhile,
+//! and its watermark held their rows back until the sink had to commit past it, so that its
+//! next rows were merged into the partition.
 //!
 //! SQL INSERTs come through [`Sinks::write`], bulk loads through [`Sinks::bulk`] (each chunk
 //! one queued entry of several batches): the caller waits until its rows are committed, all in
@@ -32,9 +44,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use arrow_array::{
-    Array, ArrayRef, BooleanArray, RecordBatch, TimestampNanosecondArray, new_null_array,
-};
+use arrow_array::{Array, BooleanArray, RecordBatch, TimestampNanosecondArray};
 use arrow_schema::{Field, Schema};
 use sundial_storage::{
     Database, StorageError, TIMESTAMP_RANGE_TEXT, Table, timestamp_in_range, to_write_type,
@@ -46,13 +56,31 @@ use crate::error::IngestError;
 pub struct Sinks {
     db: Arc<Database>,
     by_table: Mutex<HashMap<String, Arc<TableSink>>>,
+    committer: Arc<Committer>,
+    committer_threads: Vec<std::thread::JoinHandle<()>>,
 }
 
 impl Sinks {
     pub fn new(db: Arc<Database>) -> Arc<Sinks> {
+        let committer = Arc::new(Committer::default());
+        let threads = std::thread::available_parallelism()
+            .map_or(1, |n| n.get() / 2)
+            .clamp(1, COMMITTER_THREADS_MAX);
+        let committer_threads = (0..threads)
+            .filter_map(|i| {
+                let committer = committer.clone();
+                std::thread::Builder::new()
+                    .name(format!("sundial-commit-{i}"))
+                    .spawn(move || committer.run())
+                    .map_err(|e| tracing::error!("cannot start a commit thread: {e}"))
+                    .ok()
+            })
+            .collect::<Vec<_>>();
         Arc::new(Sinks {
             db,
             by_table: Mutex::new(HashMap::new()),
+            committer,
+            committer_threads,
         })
     }
 
@@ -81,12 +109,88 @@ impl Sinks {
         match sinks.get(&key) {
             Some(sink) if Arc::ptr_eq(&sink.table, table) => sink.clone(),
             _ => {
-                let sink = Arc::new(TableSink::new(table.clone()));
+                let sink = Arc::new_cyclic(|me| {
+                    let mut sink = TableSink::new(table.clone());
+                    // Without commit threads (none could start), receivers commit themselves.
+                    if !self.committer_threads.is_empty() {
+                        sink.background = Some(Background {
+                            committer: self.committer.clone(),
+                            me: me.clone(),
+                        });
+                    }
+                    sink
+                });
                 sinks.insert(key, sink.clone());
                 sink
             }
         }
     }
+}
+
+impl Drop for Sinks {
+    /// Runs the commits already asked for, then stops the commit threads.
+    fn drop(&mut self) {
+        lock(&self.committer.queue).stop = true;
+        self.committer.work.notify_all();
+        for thread in self.committer_threads.drain(..) {
+            let _ = thread.join();
+        }
+    }
+}
+
+/// Most threads that commit receivers' rows in the background.
+const COMMITTER_THREADS_MAX: usize = 4;
+
+/// The threads that run the commits receivers ask for (by volume, or as they pause), so that a
+/// receiver goes on reading while its rows are committed: a receiver that committed inline fell
+/// behind the others while it did, and held every other receiver's rows back (its watermark).
+#[derive(Default)]
+struct Committer {
+    queue: Mutex<CommitQueue>,
+    work: Condvar,
+}
+
+#[derive(Default)]
+struct CommitQueue {
+    /// Sinks with a commit asked for, each at most once (`Pending::scheduled`).
+    sinks: std::collections::VecDeque<Arc<TableSink>>,
+    stop: bool,
+}
+
+impl Committer {
+    fn schedule(&self, sink: Arc<TableSink>) {
+        lock(&self.queue).sinks.push_back(sink);
+        self.work.notify_one();
+    }
+
+    fn run(&self) {
+        loop {
+            let sink = {
+                let mut queue = lock(&self.queue);
+                loop {
+                    if let Some(sink) = queue.sinks.pop_front() {
+                        break sink;
+                    }
+                    if queue.stop {
+                        return;
+                    }
+                    queue = self
+                        .work
+                        .wait(queue)
+                        .unwrap_or_else(|poisoned| poisoned.into_inner());
+                }
+            };
+            if let Err(e) = sink.commit_requested() {
+                tracing::error!("commit to '{}' failed: {e}", sink.table.name());
+            }
+        }
+    }
+}
+
+/// How a sink reaches the commit threads.
+struct Background {
+    committer: Arc<Committer>,
+    me: std::sync::Weak<TableSink>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -123,6 +227,12 @@ struct Pending {
     /// its watermark: committing only rows up to the lowest watermark lands every later row
     /// in order, where committing newer rows would make the storage merge the partition again.
     watermarks: HashMap<u64, (i64, Instant)>,
+    /// The sink is queued for a commit thread.
+    scheduled: bool,
+    /// Receivers that paused asked for their rows up to this timestamp to be committed.
+    pause_up_to: Option<i64>,
+    /// The `commit_rows` of the receivers that submit rows (a volume commit is due at it).
+    commit_rows: usize,
 }
 
 impl Pending {
@@ -182,6 +292,8 @@ pub(crate) struct TableSink {
     committed: Condvar,
     /// Held while committing: one commit at a time, in order.
     committing: Mutex<()>,
+    /// Where volume and pause commits run; `None`: in the receiver that asks.
+    background: Option<Background>,
 }
 
 impl TableSink {
@@ -191,7 +303,72 @@ impl TableSink {
             pending: Mutex::new(Pending::default()),
             committed: Condvar::new(),
             committing: Mutex::new(()),
+            background: None,
         }
+    }
+
+    /// Queues this sink for a commit thread, unless it is queued already. Returns false when
+    /// there are no commit threads: the caller commits.
+    fn schedule(&self, pending: &mut Pending) -> bool {
+        let Some(background) = &self.background else {
+            return false;
+        };
+        if !pending.scheduled
+            && let Some(me) = background.me.upgrade()
+        {
+            pending.scheduled = true;
+            background.committer.schedule(me);
+        }
+        true
+    }
+
+    /// What a commit thread runs: a pause commit (the rows up to the paused receivers'
+    /// watermarks, or to the low watermark if that is later), else a volume commit once
+    /// `commit_rows` are pending (as [`TableSink::submit`] describes).
+    fn commit_requested(&self) -> Result<u64, IngestError> {
+        let guard = lock(&self.committing);
+        let take = {
+            let mut pending = lock(&self.pending);
+            pending.scheduled = false;
+            let low = pending.low_watermark(Instant::now());
+            let commit_rows = pending.commit_rows;
+            match pending.pause_up_to.take() {
+                Some(mark) => Take::UpTo(low.map_or(mark, |low| low.max(mark))),
+                None if commit_rows > 0 && pending.rows >= commit_rows => Take::Older {
+                    up_to: low,
+                    keep_max: commit_rows.saturating_mul(2),
+                },
+                None => return Ok(0),
+            }
+        };
+        self.commit_locked(guard, take)
+    }
+
+    /// Asks for `receiver`'s rows to be committed as it pauses: on a commit thread, or here
+    /// when there are none. The receiver's watermark is forgotten (as by [`TableSink::leave`]);
+    /// rows of other receivers after it stay pending.
+    pub(crate) fn commit_paused(&self, receiver: u64) -> Result<u64, IngestError> {
+        let mark = {
+            let mut pending = lock(&self.pending);
+            let mark = pending.watermarks.remove(&receiver).map(|(ts, _)| ts);
+            if pending.rows == 0 {
+                return Ok(0);
+            }
+            let Some(mark) = mark else {
+                // No watermark (a table without a designated timestamp, or one it lost by
+                // sending nothing for a while): everything.
+                drop(pending);
+                return self.commit_all();
+            };
+            pending.pause_up_to = Some(pending.pause_up_to.map_or(mark, |m| m.max(mark)));
+            if self.schedule(&mut pending) {
+                return Ok(0);
+            }
+            mark
+        };
+        let guard = lock(&self.committing);
+        lock(&self.pending).pause_up_to = None;
+        self.commit_locked(guard, Take::UpTo(mark))
     }
 
     pub(crate) fn table(&self) -> &Arc<Table> {
@@ -213,14 +390,15 @@ impl TableSink {
             None => None,
         };
         let up_to = {
-            let mut pending = self.room(commit_rows.saturating_mul(4));
+            let mut pending = self.room(commit_rows.saturating_mul(4), true);
             pending.push(Queued::untracked(batch, arrived));
+            pending.commit_rows = commit_rows;
             let now = Instant::now();
             if let Some(newest) = newest {
                 let mark = pending.watermarks.entry(receiver).or_insert((newest, now));
                 *mark = (mark.0.max(newest), now);
             }
-            if pending.rows < commit_rows {
+            if pending.rows < commit_rows || self.schedule(&mut pending) {
                 return Ok(0);
             }
             pending.low_watermark(now)
@@ -248,7 +426,7 @@ impl TableSink {
         pending_rows_max: usize,
     ) -> Result<u64, IngestError> {
         let ticket = Arc::new(Ticket::default());
-        self.room(pending_rows_max).push(Queued {
+        self.room(pending_rows_max, false).push(Queued {
             batches,
             arrived: Instant::now(),
             ticket: Some(ticket.clone()),
@@ -270,8 +448,10 @@ impl TableSink {
     }
 
     /// The pending rows once there are fewer than `rows_max` of them (waiting for commits, or
-    /// going ahead when nobody is committing).
-    fn room(&self, rows_max: usize) -> MutexGuard<'_, Pending> {
+    /// going ahead when nobody is committing). With `volume` (rows of a receiver, which ask
+    /// for volume commits) and commit threads, a sender that finds nobody committing asks a
+    /// commit thread and goes on waiting: a volume commit keeps back at most half the bound.
+    fn room(&self, rows_max: usize, volume: bool) -> MutexGuard<'_, Pending> {
         let rows_max = rows_max.max(1);
         let mut pending = lock(&self.pending);
         while pending.rows >= rows_max {
@@ -281,8 +461,10 @@ impl TableSink {
                 .unwrap_or_else(|poisoned| poisoned.into_inner());
             pending = guard;
             if pending.rows >= rows_max && self.committing.try_lock().is_ok() {
-                // Nobody is committing: the waiting sender must.
-                break;
+                // Nobody is committing: a commit thread must, or else the waiting sender.
+                if !(volume && pending.commit_rows > 0 && self.schedule(&mut pending)) {
+                    break;
+                }
             }
         }
         pending
@@ -457,10 +639,8 @@ impl TableSink {
             return Ok(0);
         }
         let mut writer = self.table.writer()?;
-        for batch in batches {
-            // A failed append or commit leaves nothing of this writer's rows behind.
-            writer.append(batch)?;
-        }
+        // A failed append or commit leaves nothing of this writer's rows behind.
+        writer.append_all(batches)?;
         writer.commit()?;
         Ok(rows as u64)
     }
@@ -476,9 +656,11 @@ impl TableSink {
         }
     }
 
-    /// Puts `batches` (each with when it arrived) in timestamp order and returns the rows to
-    /// commit now (`None` when there are none); the newest rows that `take` keeps back go back
-    /// to the pending rows, as arrived when the oldest batch they come from arrived. Rows whose
+    /// Splits `batches` (each with when it arrived) into the rows to commit now, in an order
+    /// that [`TableWriter::append_all`](sundial_storage::TableWriter::append_all) puts in
+    /// timestamp order (`None` when there are none), and the newest rows `take` keeps back,
+    /// which go back to the pending rows with their arrival. Neither is copied: they are slices
+    /// of the batches (or, for a batch not in time order, its rows filtered). Rows whose
     /// designated timestamp is outside the range tables hold are dropped (every ingestion path
     /// refuses them before they get here; storage could not take them).
     fn split_for_commit(
@@ -490,53 +672,30 @@ impl TableSink {
             return Ok(None);
         }
         let meta = self.table.meta();
-        let timestamp = meta.timestamp_column().map(|c| c.name.clone());
-        let (now, later, later_arrived) = match timestamp {
+        let (now, later) = match meta.timestamp_column().map(|c| c.name.clone()) {
             Some(ts) => {
-                let (batches, arrived): (Vec<RecordBatch>, Vec<Instant>) =
-                    self.drop_out_of_range(batches, &ts)?.into_iter().unzip();
-                let (now, later) = sort_and_split(&batches, &ts, take, meta.deduplicates())?;
-                // Kept-back rows are those after the last committed timestamp: they came
-                // from the batches reaching past it.
-                let cutoff = now
-                    .last()
-                    .and_then(|b| timestamps_of(b, &ts).ok()?.last().copied())
-                    .unwrap_or(i64::MIN);
-                let mut oldest: Option<Instant> = None;
-                if !later.is_empty() {
-                    for (batch, at) in batches.iter().zip(&arrived) {
-                        if timestamps_of(batch, &ts)?.iter().any(|t| *t > cutoff) {
-                            oldest = Some(oldest.map_or(*at, |o| o.min(*at)));
-                        }
-                    }
-                }
-                (now, later, oldest)
+                let batches = self.drop_out_of_range(batches, &ts)?;
+                split_by_time(batches, &ts, take, meta.deduplicates())?
             }
             // Without a designated timestamp, rows keep their arrival order.
-            None => (
-                batches.into_iter().map(|(b, _)| b).collect(),
-                Vec::new(),
-                None,
-            ),
+            None => (batches.into_iter().map(|(b, _)| b).collect(), Vec::new()),
         };
         tracing::debug!(
             "'{}': commit {take:?}: {} rows now, {} kept back",
             self.table.name(),
             now.iter().map(RecordBatch::num_rows).sum::<usize>(),
-            later.iter().map(RecordBatch::num_rows).sum::<usize>()
+            later.iter().map(|(b, _)| b.num_rows()).sum::<usize>()
         );
         if !later.is_empty() {
-            let arrived = later_arrived.unwrap_or_else(Instant::now);
             let mut pending = lock(&self.pending);
-            let rows: usize = later.iter().map(RecordBatch::num_rows).sum();
-            pending.rows += rows;
-            let mut kept: Vec<Queued> = later
-                .into_iter()
-                .map(|b| Queued::untracked(b, arrived))
-                .collect();
+            let mut kept = Vec::with_capacity(later.len() + pending.batches.len());
+            for (batch, arrived) in later {
+                pending.rows += batch.num_rows();
+                pending.oldest = Some(pending.oldest.map_or(arrived, |o| o.min(arrived)));
+                kept.push(Queued::untracked(batch, arrived));
+            }
             kept.append(&mut pending.batches);
             pending.batches = kept;
-            pending.oldest = Some(pending.oldest.map_or(arrived, |o| o.min(arrived)));
         }
         let rows: usize = now.iter().map(RecordBatch::num_rows).sum();
         Ok((rows > 0).then_some(now))
@@ -655,72 +814,166 @@ pub(crate) fn canonical_batch(
         .map_err(|e| internal(e.to_string()))
 }
 
-/// Puts the rows of `batches` in timestamp order (stable: equal timestamps keep arrival order)
-/// and splits them into those to commit now and those to keep back. With `dedup` (the table
-/// deduplicates), rows at a watermark are kept back too: a receiver's later rows may have its
-/// watermark's timestamp, and committing only older rows spares the table merges of rows at
-/// the newest timestamp it holds. For the same reason rows of one timestamp then go to the
-/// table in one batch: a batch starting at the previous one's last timestamp would be merged.
-fn sort_and_split(
-    batches: &[RecordBatch],
+/// A batch and when it arrived (its oldest row).
+type Arrived = (RecordBatch, Instant);
+
+/// Splits the rows of `batches` into those to commit now and those to keep back (with their
+/// batch's arrival), per `take`: the rows after a cutoff timestamp are kept back, so the rows
+/// of one timestamp stay together. With `dedup` (the table deduplicates), rows at a watermark
+/// are kept back too: a receiver's later rows may have its watermark's timestamp, and
+/// committing only older rows spares the table merges of rows at the newest timestamp it holds.
+///
+/// The rows to commit come in arrival order, or ordered by their first timestamp when they are
+/// then in time order without overlapping (the usual case: receivers sending consecutive
+/// stretches of time), so that storage appends them as they are; otherwise storage sorts them
+/// together, and equal timestamps keep arrival order.
+fn split_by_time(
+    batches: Vec<(RecordBatch, Instant)>,
     timestamp: &str,
     take: Take,
     dedup: bool,
-) -> Result<(Vec<RecordBatch>, Vec<RecordBatch>), IngestError> {
-    let limit_rows =
-        |limit: i64| rows_after(batches, timestamp, limit.saturating_sub(i64::from(dedup)));
-    let mut spans = Vec::with_capacity(batches.len());
-    for batch in batches {
-        spans.push(TimeSpan::of(timestamps_of(batch, timestamp)?));
-    }
-    let rows: usize = batches.iter().map(RecordBatch::num_rows).sum();
-    let keep_back = match take {
-        Take::All => 0,
-        Take::Older { up_to: None, .. } => rows / 4,
+) -> Result<(Vec<RecordBatch>, Vec<Arrived>), IngestError> {
+    let limit = |limit: i64| limit.saturating_sub(i64::from(dedup));
+    let cutoff = match take {
+        Take::All => None,
+        Take::UpTo(up_to) => Some(limit(up_to)),
         Take::Older {
-            up_to: Some(limit),
+            up_to: Some(up_to),
             keep_max,
-        } => {
-            let newer = limit_rows(limit)?;
-            if newer <= keep_max { newer } else { rows / 4 }
-        }
-        Take::UpTo(limit) => limit_rows(limit)?,
+        } if rows_after(&batches, timestamp, limit(up_to))? <= keep_max => Some(limit(up_to)),
+        Take::Older { .. } => newest_quarter_cutoff(&batches, timestamp)?,
     };
-    // Batches that are each in order and do not overlap (the usual case: receivers sending
-    // consecutive stretches of time) only need putting in order, not copying.
-    let mut by_start: Vec<usize> = (0..batches.len()).collect();
-    by_start.sort_by_key(|&i| (spans[i].min, i));
-    // A deduplicating table needs rows of one timestamp in one batch (see `dedup` above).
-    let disjoint = by_start.windows(2).all(|w| {
-        let (end, start) = (spans[w[0]].max, spans[w[1]].min);
-        end < start || (end == start && !dedup)
-    });
-    if disjoint && spans.iter().all(|s| s.sorted) {
-        let ordered: Vec<RecordBatch> = by_start.iter().map(|&i| batches[i].clone()).collect();
-        return Ok(split_sorted(&ordered, rows - keep_back));
-    }
-    let mut order: Vec<(i64, u32, u32)> = Vec::with_capacity(rows);
-    for (b, batch) in batches.iter().enumerate() {
-        for (r, t) in timestamps_of(batch, timestamp)?.iter().enumerate() {
-            order.push((*t, b as u32, r as u32));
+    let (mut now, mut later) = (Vec::with_capacity(batches.len()), Vec::new());
+    let mut spans = Vec::with_capacity(batches.len());
+    for (batch, arrived) in batches {
+        let ts = timestamps_of(&batch, timestamp)?;
+        let span = TimeSpan::of(ts);
+        let n = batch.num_rows();
+        match cutoff {
+            Some(c) if span.min > c => later.push((batch, arrived)),
+            Some(c) if span.max > c => {
+                let (head, tail) = if span.sorted {
+                    let k = ts.partition_point(|t| *t <= c);
+                    (batch.slice(0, k), batch.slice(k, n - k))
+                } else {
+                    let older: BooleanArray = ts.iter().map(|t| Some(*t <= c)).collect();
+                    let newer: BooleanArray = ts.iter().map(|t| Some(*t > c)).collect();
+                    let filter = |mask: &BooleanArray| {
+                        arrow_select::filter::filter_record_batch(&batch, mask)
+                            .map_err(|e| internal(e.to_string()))
+                    };
+                    (filter(&older)?, filter(&newer)?)
+                };
+                spans.push(TimeSpan::of(timestamps_of(&head, timestamp)?));
+                now.push(head);
+                later.push((tail, arrived));
+            }
+            _ => {
+                spans.push(span);
+                now.push(batch);
+            }
         }
     }
-    order.sort_by_key(|(t, b, r)| (*t, *b, *r));
-    let (now, later) = order.split_at(order.len() - keep_back);
-    let schema = union_schema(batches);
-    let now = gather(batches, &schema, now)?;
-    let later = if later.is_empty() {
-        Vec::new()
-    } else {
-        vec![gather(batches, &schema, later)?]
-    };
-    Ok((vec![now], later))
+    if spans.iter().all(|s| s.sorted)
+        && let Some(slices) = merge_slices(&now, timestamp, dedup)?
+    {
+        now = slices;
+    }
+    Ok((now, later))
+}
+
+/// Rows per slice below which [`merge_slices`] gives up: storage appends each slice on its
+/// own (a write per column), and sorts many small runs faster in one piece.
+const SLICE_ROWS_MIN: usize = 1024;
+
+/// The rows of `runs` (each in time order) as slices of them in time order, without copying:
+/// what a merge of the runs would give, equal timestamps in the order of `runs` (arrival
+/// order). Senders' batches usually interleave in long stretches of time, which makes few
+/// slices; `None` when the slices would be short (rows interleaved finely), and storage had
+/// better sort the runs together. With `dedup`, rows of one timestamp must be in one slice
+/// (storage deduplicates within a run), so runs sharing a timestamp give `None` too.
+fn merge_slices(
+    runs: &[RecordBatch],
+    timestamp: &str,
+    dedup: bool,
+) -> Result<Option<Vec<RecordBatch>>, IngestError> {
+    if runs.len() < 2 {
+        return Ok(None);
+    }
+    let ts: Vec<&[i64]> = runs
+        .iter()
+        .map(|b| timestamps_of(b, timestamp))
+        .collect::<Result<_, _>>()?;
+    let rows: usize = ts.iter().map(|t| t.len()).sum();
+    let slices_max = (rows / SLICE_ROWS_MIN).max(runs.len());
+    let mut at = vec![0usize; runs.len()];
+    let mut slices = Vec::with_capacity(runs.len());
+    loop {
+        // The run with the earliest next row (ties: the earlier run), and the next row of any
+        // other run, which bounds the slice.
+        let mut first: Option<(i64, usize)> = None;
+        let mut bound: Option<(i64, usize)> = None;
+        for (r, t) in ts.iter().enumerate() {
+            let Some(&head) = t.get(at[r]) else {
+                continue;
+            };
+            if first.is_none_or(|f| (head, r) < f) {
+                bound = first;
+                first = Some((head, r));
+            } else if bound.is_none_or(|b| (head, r) < b) {
+                bound = Some((head, r));
+            }
+        }
+        let Some((head, r)) = first else {
+            return Ok(Some(slices));
+        };
+        let rest = &ts[r][at[r]..];
+        // Never empty: the head is before the bound (or at it, from an earlier run).
+        let len = match bound {
+            None => rest.len(),
+            Some((b, _)) if dedup => {
+                if head == b {
+                    return Ok(None);
+                }
+                rest.partition_point(|t| *t < b)
+            }
+            // Rows before the bound's, and rows at its timestamp when this run comes first.
+            Some((b, other)) => rest.partition_point(|t| *t < b || (*t == b && r < other)),
+        };
+        slices.push(runs[r].slice(at[r], len));
+        at[r] += len;
+        if slices.len() > slices_max {
+            return Ok(None);
+        }
+    }
+}
+
+/// The timestamp that keeps about the newest quarter of the rows of `batches` after it (fewer
+/// when rows share it), or `None` when there are too few rows to keep any back.
+fn newest_quarter_cutoff(
+    batches: &[(RecordBatch, Instant)],
+    timestamp: &str,
+) -> Result<Option<i64>, IngestError> {
+    let mut all = Vec::new();
+    for (batch, _) in batches {
+        all.extend_from_slice(timestamps_of(batch, timestamp)?);
+    }
+    let keep = all.len() / 4;
+    if keep == 0 {
+        return Ok(None);
+    }
+    let at = all.len() - keep - 1;
+    Ok(Some(*all.select_nth_unstable(at).1))
 }
 
 /// Rows of `batches` whose timestamp is after `limit`.
-fn rows_after(batches: &[RecordBatch], timestamp: &str, limit: i64) -> Result<usize, IngestError> {
+fn rows_after(
+    batches: &[(RecordBatch, Instant)],
+    timestamp: &str,
+    limit: i64,
+) -> Result<usize, IngestError> {
     let mut newer = 0;
-    for batch in batches {
+    for (batch, _) in batches {
         newer += timestamps_of(batch, timestamp)?
             .iter()
             .filter(|t| **t > limit)
@@ -762,72 +1015,6 @@ impl TimeSpan {
     }
 }
 
-/// Already in order: the first `rows` rows, and the rest, without copying.
-fn split_sorted(batches: &[RecordBatch], rows: usize) -> (Vec<RecordBatch>, Vec<RecordBatch>) {
-    let (mut now, mut later) = (Vec::new(), Vec::new());
-    let mut left = rows;
-    for batch in batches {
-        let n = batch.num_rows();
-        if left >= n {
-            now.push(batch.clone());
-            left -= n;
-        } else if left == 0 {
-            later.push(batch.clone());
-        } else {
-            now.push(batch.slice(0, left));
-            later.push(batch.slice(left, n - left));
-            left = 0;
-        }
-    }
-    (now, later)
-}
-
-/// Every column of any batch, in the order of the batch with the most columns (the newest
-/// schema), then any others.
-fn union_schema(batches: &[RecordBatch]) -> Arc<Schema> {
-    let widest = batches
-        .iter()
-        .max_by_key(|b| b.num_columns())
-        .map(RecordBatch::schema)
-        .unwrap_or_else(|| Arc::new(Schema::empty()));
-    let mut fields: Vec<Arc<Field>> = widest.fields().iter().cloned().collect();
-    for batch in batches {
-        for field in batch.schema().fields() {
-            if !fields.iter().any(|f| f.name() == field.name()) {
-                fields.push(field.clone());
-            }
-        }
-    }
-    Arc::new(Schema::new(fields))
-}
-
-/// The rows `order` names, as one batch of `schema` (columns a batch lacks are NULL there).
-fn gather(
-    batches: &[RecordBatch],
-    schema: &Arc<Schema>,
-    order: &[(i64, u32, u32)],
-) -> Result<RecordBatch, IngestError> {
-    let indices: Vec<(usize, usize)> = order
-        .iter()
-        .map(|(_, b, r)| (*b as usize, *r as usize))
-        .collect();
-    let mut columns: Vec<ArrayRef> = Vec::with_capacity(schema.fields().len());
-    for field in schema.fields() {
-        let sources: Vec<ArrayRef> = batches
-            .iter()
-            .map(|b| match b.column_by_name(field.name()) {
-                Some(c) if c.data_type() == field.data_type() => c.clone(),
-                _ => new_null_array(field.data_type(), b.num_rows()),
-            })
-            .collect();
-        let refs: Vec<&dyn Array> = sources.iter().map(|a| a.as_ref()).collect();
-        let column = arrow_select::interleave::interleave(&refs, &indices)
-            .map_err(|e| internal(e.to_string()))?;
-        columns.push(column);
-    }
-    RecordBatch::try_new(schema.clone(), columns).map_err(|e| internal(e.to_string()))
-}
-
 fn internal(message: String) -> IngestError {
     IngestError::Storage(StorageError::Internal(message))
 }
@@ -835,7 +1022,7 @@ fn internal(message: String) -> IngestError {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use arrow_array::Int64Array;
+    use arrow_array::{ArrayRef, Int64Array};
 
     fn batch(ts: &[i64], v: Option<&[i64]>) -> RecordBatch {
         let mut fields = vec![Field::new(
@@ -865,13 +1052,45 @@ mod tests {
         batches.iter().flat_map(timestamps).collect()
     }
 
-    /// `sort_and_split` without watermarks: all but the newest quarter.
-    fn quarter_split(batches: &[RecordBatch]) -> (Vec<RecordBatch>, Vec<RecordBatch>) {
+    fn arrived(batches: &[RecordBatch]) -> Vec<(RecordBatch, Instant)> {
+        let now = Instant::now();
+        batches.iter().map(|b| (b.clone(), now)).collect()
+    }
+
+    fn later_timestamps(later: &[(RecordBatch, Instant)]) -> Vec<i64> {
+        later.iter().flat_map(|(b, _)| timestamps(b)).collect()
+    }
+
+    /// `split_by_time` without watermarks: all but the newest quarter.
+    fn quarter_split(batches: &[RecordBatch]) -> (Vec<RecordBatch>, Vec<(RecordBatch, Instant)>) {
         let take = Take::Older {
             up_to: None,
             keep_max: 0,
         };
-        sort_and_split(batches, "timestamp", take, false).unwrap()
+        split_by_time(arrived(batches), "timestamp", take, false).unwrap()
+    }
+
+    /// Commits `batches` into a fresh table with a LONG column `v`; its timestamps and `v`.
+    fn committed(batches: &[RecordBatch]) -> (Vec<i64>, Vec<Option<i64>>) {
+        let (_dir, _, table) = test_table(&[("v", sundial_storage::ColumnType::Long)]);
+        TableSink::new(table.clone())
+            .append_and_commit(batches)
+            .unwrap();
+        let snapshot = table.snapshot();
+        let (mut ts, mut v) = (Vec::new(), Vec::new());
+        for (p, partition) in snapshot.partitions().iter().enumerate() {
+            let rows = 0..partition.row_count;
+            ts.extend(timestamps(
+                &RecordBatch::try_from_iter([(
+                    "t",
+                    snapshot.read_column(p, 0, rows.clone()).unwrap(),
+                )])
+                .unwrap(),
+            ));
+            let column = snapshot.read_column(p, 1, rows).unwrap();
+            v.extend(column.as_any().downcast_ref::<Int64Array>().unwrap().iter());
+        }
+        (ts, v)
     }
 
     #[test]
@@ -881,21 +1100,18 @@ mod tests {
             batch(&[2, 4, 6, 8], None),
         ];
         let (now, later) = quarter_split(&batches);
-        assert_eq!(all_timestamps(&now), vec![1, 2, 3, 4, 5, 6]);
-        assert_eq!(all_timestamps(&later), vec![7, 8]);
-        let v = now[0]
-            .column_by_name("v")
-            .unwrap()
-            .as_any()
-            .downcast_ref::<Int64Array>()
-            .unwrap()
-            .clone();
+        // Slices of the batches, in arrival order: storage sorts them together.
+        assert_eq!(all_timestamps(&now), vec![1, 3, 5, 2, 4, 6]);
+        assert_eq!(later_timestamps(&later), vec![7, 8]);
         assert_eq!(
-            v.iter().collect::<Vec<_>>(),
-            vec![Some(10), None, Some(30), None, Some(50), None]
+            committed(&now),
+            (
+                vec![1, 2, 3, 4, 5, 6],
+                vec![Some(10), None, Some(30), None, Some(50), None]
+            )
         );
-        let (now, later) = sort_and_split(&batches, "timestamp", Take::All, false).unwrap();
-        assert_eq!(all_timestamps(&now), (1..=8).collect::<Vec<_>>());
+        let (now, later) = split_by_time(arrived(&batches), "timestamp", Take::All, false).unwrap();
+        assert_eq!(committed(&now).0, (1..=8).collect::<Vec<_>>());
         assert!(later.is_empty());
     }
 
@@ -909,21 +1125,73 @@ mod tests {
         assert_eq!(now.len(), 2);
         assert_eq!(now[1].num_columns(), 2);
         assert_eq!(all_timestamps(&now), vec![1, 2, 3, 4, 5, 6]);
-        assert_eq!(all_timestamps(&later), vec![7, 8]);
+        assert_eq!(later_timestamps(&later), vec![7, 8]);
+    }
+
+    /// A batch out of time order is split by filtering: each side keeps its rows' order.
+    #[test]
+    fn a_batch_out_of_order_is_split_by_its_timestamps() {
+        let batches = [batch(&[9, 1, 8, 2, 7, 3, 6, 4], None)];
+        let (now, later) = quarter_split(&batches);
+        assert_eq!(all_timestamps(&now), vec![1, 2, 7, 3, 6, 4]);
+        assert_eq!(later_timestamps(&later), vec![9, 8]);
+        let (now, later) =
+            split_by_time(arrived(&batches), "timestamp", Take::UpTo(5), false).unwrap();
+        assert_eq!(all_timestamps(&now), vec![1, 2, 3, 4]);
+        assert_eq!(later_timestamps(&later), vec![9, 8, 7, 6]);
+    }
+
+    /// Runs interleaving in long stretches become slices in time order; equal timestamps keep
+    /// the order of the runs; short slices or (deduplicating) shared timestamps give up.
+    #[test]
+    fn interleaved_runs_become_slices_in_time_order() {
+        let run = |from: i64, to: i64| batch(&(from..to).collect::<Vec<_>>(), None);
+        let blocks = |a: (i64, i64), b: (i64, i64)| {
+            batch(&(a.0..a.1).chain(b.0..b.1).collect::<Vec<_>>(), None)
+        };
+        // Two senders taking turns with stretches of 2000 timestamps: four slices.
+        let runs = [
+            blocks((0, 2000), (4000, 6000)),
+            blocks((2000, 4000), (6000, 8000)),
+        ];
+        let slices = merge_slices(&runs, "timestamp", false).unwrap().unwrap();
+        assert_eq!(all_timestamps(&slices), (0..8000).collect::<Vec<_>>());
+        assert_eq!(slices.len(), 4);
+        // Sharing every timestamp of a stretch, the runs alternate row by row there: too many
+        // slices, so storage sorts them.
+        let runs = [run(0, 2000), run(2000, 4000), run(1000, 3000)];
+        assert!(merge_slices(&runs, "timestamp", false).unwrap().is_none());
+        let runs = [run(0, 2000), run(4000, 6000), run(2000, 4000)];
+        let slices = merge_slices(&runs, "timestamp", false).unwrap().unwrap();
+        assert_eq!(all_timestamps(&slices), (0..6000).collect::<Vec<_>>());
+        assert_eq!(slices.len(), 3);
+        // Equal timestamps across runs: the earlier run's first.
+        let runs = [
+            batch(&[1, 2, 3, 3], Some(&[1, 2, 3, 4])),
+            batch(&[3, 3, 5], Some(&[5, 6, 7])),
+        ];
+        let slices = merge_slices(&runs, "timestamp", false).unwrap().unwrap();
+        assert_eq!(all_timestamps(&slices), vec![1, 2, 3, 3, 3, 3, 5]);
+        assert_eq!(
+            committed(&slices).1,
+            [1, 2, 3, 4, 5, 6, 7].map(Some).to_vec()
+        );
+        assert!(merge_slices(&runs, "timestamp", true).unwrap().is_none());
+        let runs = [batch(&[1, 2], None), batch(&[3, 4], None)];
+        assert_eq!(
+            merge_slices(&runs, "timestamp", true)
+                .unwrap()
+                .unwrap()
+                .len(),
+            2
+        );
     }
 
     #[test]
     fn equal_timestamps_keep_arrival_order() {
         let batches = [batch(&[2, 1], Some(&[1, 2])), batch(&[1], Some(&[3]))];
-        let (now, _) = sort_and_split(&batches, "timestamp", Take::All, false).unwrap();
-        let v = now[0]
-            .column(1)
-            .as_any()
-            .downcast_ref::<Int64Array>()
-            .unwrap()
-            .values()
-            .to_vec();
-        assert_eq!(v, vec![2, 3, 1]);
+        let (now, _) = split_by_time(arrived(&batches), "timestamp", Take::All, false).unwrap();
+        assert_eq!(committed(&now).1, vec![Some(2), Some(3), Some(1)]);
     }
 
     /// A commit by volume takes the rows up to the lowest watermark of the receivers, so the

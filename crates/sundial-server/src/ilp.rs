@@ -61,6 +61,8 @@ pub(crate) struct Shared {
     pub(crate) ingest: IngestOptions,
     /// A TCP connection that sent nothing for this long is closed.
     pub(crate) tcp_idle_timeout_ms: u64,
+    /// TCP connections served at once; more are closed as they are accepted.
+    pub(crate) tcp_connections_max: usize,
     /// Largest accepted HTTP `/write` body, after gzip decoding.
     pub(crate) http_body_bytes_max: usize,
     counters: Counters,
@@ -71,12 +73,14 @@ impl Shared {
         sinks: Arc<Sinks>,
         ingest: IngestOptions,
         tcp_idle_timeout_ms: u64,
+        tcp_connections_max: usize,
         http_body_bytes_max: usize,
     ) -> Shared {
         Shared {
             sinks,
             ingest,
             tcp_idle_timeout_ms,
+            tcp_connections_max,
             http_body_bytes_max,
             counters: Counters::default(),
         }

@@ -32,10 +32,25 @@ pub(crate) async fn accept_tcp(
 ) {
     let mut connections = JoinSet::new();
     let connection_stop = stop.clone();
+    let mut refused: u64 = 0;
     loop {
         tokio::select! {
             accepted = listener.accept() => match accepted {
                 Ok((stream, peer)) => {
+                    while connections.try_join_next().is_some() {}
+                    if connections.len() >= shared.tcp_connections_max {
+                        refused += 1;
+                        // One line per refusal would let a flood of connections flood the log.
+                        if refused.is_power_of_two() {
+                            tracing::warn!(
+                                "ILP/TCP {peer}: connection refused: {} connections are open \
+                                 (--ilp-tcp-connections-max); {refused} refused so far",
+                                connections.len()
+                            );
+                        }
+                        drop(stream);
+                        continue;
+                    }
                     connections.spawn(tcp_connection(stream, peer, shared.clone(), connection_stop.clone()));
                 }
                 Err(e) => tracing::warn!("ILP/TCP accept failed: {e}"),
@@ -167,7 +182,7 @@ async fn tcp_connection(
         let paused = tokio::time::sleep_until((last_read + pause).into());
         // In this order: a connection polled late (its thread was busy with others) finds its
         // pause timer expired though bytes wait to be read; they are read, not taken for a
-        // pause, which would commit every sender's pending rows out of turn.
+        // pause, which would commit its rows ahead of older rows other senders still send.
         tokio::select! {
             biased;
             _ = stop.wait_for(|s| *s) => {
@@ -193,7 +208,7 @@ async fn tcp_connection(
             _ = paused, if uncommitted => {
                 conn.received(start, 0);
                 uncommitted = false;
-                commit(&conn.shared, Transport::Tcp, &mut conn.ingestor, Ingestor::flush);
+                commit(&conn.shared, Transport::Tcp, &mut conn.ingestor, Ingestor::commit_paused);
             }
             _ = tick.tick() => {
                 conn.received(start, 0);

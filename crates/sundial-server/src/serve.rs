@@ -120,6 +120,10 @@ pub struct ServeArgs {
     /// Close a TCP connection that sent nothing for this long.
     #[arg(long, env = "SUNDIAL_ILP_IDLE_TIMEOUT_MS", default_value_t = 300_000)]
     pub ilp_idle_timeout_ms: u64,
+    /// ILP/TCP connections served at once: each holds buffers of its own (up to the text of
+    /// a batch per table and its remembered series), so more are closed as they are accepted.
+    #[arg(long, env = "SUNDIAL_ILP_TCP_CONNECTIONS_MAX", default_value_t = 256)]
+    pub ilp_tcp_connections_max: usize,
     /// Designated timestamp column of tables created by ILP.
     #[arg(
         long,
@@ -196,6 +200,7 @@ pub async fn run(db: Arc<Database>, args: ServeArgs) -> Result<(), String> {
         Sinks::new(db),
         ingest_options(&args)?,
         args.ilp_idle_timeout_ms,
+        args.ilp_tcp_connections_max,
         args.http_body_bytes_max,
     ));
     let (stop_tx, stop_rx) = watch::channel(false);

@@ -801,6 +801,19 @@ impl TableWriter {
         result
     }
 
+    /// Appends `batches` as one batch: rows of batches that overlap in time are put in
+    /// timestamp order together (rows with equal timestamps keep the order of `batches`), so
+    /// sorted runs from several senders land as in-order rows rather than as out-of-order rows
+    /// merged with the partition at commit. On error, every uncommitted row is discarded.
+    pub fn append_all(&mut self, batches: &[RecordBatch]) -> Result<()> {
+        let state = self.state()?;
+        let result = state.append_all(batches);
+        if result.is_err() {
+            state.rollback();
+        }
+        result
+    }
+
     /// Makes every appended row visible and durable (per the durability mode) atomically.
     pub fn commit(&mut self) -> Result<()> {
         let state = self.state()?;
@@ -1082,6 +1095,64 @@ impl WriterState {
 
     fn append(&mut self, batch: &RecordBatch) -> Result<()> {
         let meta = self.committed.meta.clone();
+        match self.columns_of(&meta, batch)? {
+            Some(columns) => self.append_columns(&meta, columns),
+            None => Ok(()),
+        }
+    }
+
+    /// Appends `batches` as one: when they overlap in time, their rows are put in timestamp
+    /// order together (equal timestamps keep the order of `batches`), so that rows of several
+    /// sorted runs land in order instead of being merged as out-of-order rows at commit.
+    fn append_all(&mut self, batches: &[RecordBatch]) -> Result<()> {
+        let meta = self.committed.meta.clone();
+        let mut runs = Vec::with_capacity(batches.len());
+        for batch in batches {
+            if let Some(columns) = self.columns_of(&meta, batch)? {
+                runs.push(columns);
+            }
+        }
+        let in_order = match meta.timestamp_index {
+            None => true,
+            Some(t) => {
+                let strict = meta.deduplicates();
+                let mut last = i64::MIN;
+                runs.iter().all(|run| {
+                    let ts = timestamps(&run[t]);
+                    let first = ts.first().copied().unwrap_or(i64::MAX);
+                    let ordered = (first > last || (first == last && !strict))
+                        && ts.windows(2).all(|w| w[0] <= w[1]);
+                    last = ts.last().copied().unwrap_or(last);
+                    ordered
+                })
+            }
+        };
+        if in_order || runs.len() == 1 {
+            for columns in runs {
+                self.append_columns(&meta, columns)?;
+            }
+            return Ok(());
+        }
+        let mut all: Vec<ColumnBuf> = meta
+            .columns
+            .iter()
+            .map(|c| ColumnBuf::empty(c.column_type))
+            .collect();
+        for run in &runs {
+            for (dst, src) in all.iter_mut().zip(run) {
+                dst.extend_from(src, 0..src.rows);
+            }
+        }
+        drop(runs);
+        self.append_columns(&meta, all)
+    }
+
+    /// `batch` as the table's columns (NULL where it has none), or `None` when it has no rows.
+    fn columns_of(
+        &mut self,
+        meta: &TableMeta,
+        batch: &RecordBatch,
+    ) -> Result<Option<Vec<ColumnBuf>>> {
         let rows = batch.num_rows();
         for field in batch.schema().fields() {
             if meta.column_index(field.name()).is_none() {
@@ -1093,7 +1164,7 @@ impl WriterState {
             }
         }
         if rows == 0 {
-            return Ok(());
+            return Ok(None);
         }
         let schema = batch.schema();
         let mut columns = Vec::with_capacity(meta.columns.len());
@@ -1120,7 +1191,14 @@ impl WriterState {
             };
             columns.push(buf);
         }
-        check_timestamps_in_range(&meta, &columns)?;
+        Ok(Some(columns))
+    }
+
+    /// Appends rows given as the table's columns, in timestamp order (sorted here if need be,
+    /// and deduplicated in a table with keys).
+    fn append_columns(&mut self, meta: &TableMeta, mut columns: Vec<ColumnBuf>) -> Result<()> {
+        let rows = columns.first().map_or(0, |c| c.rows);
+        check_timestamps_in_range(meta, &columns)?;
         let Some(ts_index) = meta.timestamp_index else {
             return self.append_run(0, &columns, &[], 0..rows);
         };

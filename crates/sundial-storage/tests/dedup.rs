@@ -98,9 +98,25 @@ fn the_last_row_of_each_key_stands_in_any_order() {
                     rows.swap(k, rng.below(k as u64 + 1) as usize);
                 }
                 let times = if rng.chance(20) { 2 } else { 1 };
-                for _ in 0..times {
-                    w.append(&batch(&rows)).unwrap();
-                    uncommitted.push(rows.clone());
+                if rng.chance(30) {
+                    // Appended together as sorted runs (as the ingestion sink hands over the
+                    // rows of several senders): the later run's rows arrived last.
+                    let mut runs = vec![rows.clone(); times];
+                    if times == 1 {
+                        let tail = runs[0].split_off(rows.len() / 2);
+                        runs.push(tail);
+                    }
+                    for run in &mut runs {
+                        run.sort_by_key(|r| r.ts);
+                    }
+                    let batches: Vec<_> = runs.iter().map(|r| batch(r)).collect();
+                    w.append_all(&batches).unwrap();
+                    uncommitted.extend(runs);
+                } else {
+                    for _ in 0..times {
+                        w.append(&batch(&rows)).unwrap();
+                        uncommitted.push(rows.clone());
+                    }
                 }
                 if rng.chance(10) {
                     w.rollback();

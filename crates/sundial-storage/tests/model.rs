@@ -72,6 +72,68 @@ fn random_appends_match_the_model_across_reopens() {
     }
 }
 
+/// Sorted runs that overlap in time, appended together (`append_all`, as the ingestion sink
+/// hands over several senders' rows), land in timestamp order after the rows committed before,
+/// equal timestamps in the order of the runs, and never rewrite a committed part.
+#[test]
+fn overlapping_runs_appended_together_land_in_order() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Database::open(dir.path(), options()).unwrap();
+    let table = db.create_table(def("t", PartitionBy::Day), false).unwrap();
+    let mut rng = Rng(4242);
+    let (mut model, mut serial) = (Vec::new(), 0);
+    let base = 1_451_606_400_000_000_000i64; // 2016-01-01
+    let mut w = table.writer().unwrap();
+    for round in 0..30 {
+        let start = base + round * HOUR_NS;
+        let runs: Vec<Vec<Row>> = (0..1 + rng.below(5))
+            .map(|_| {
+                let mut run: Vec<Row> = (0..rng.below(200))
+                    .map(|_| {
+                        serial += 1;
+                        let mut row = random_row(&mut rng, start, serial);
+                        // Few distinct times, so runs share timestamps.
+                        row.ts = start + rng.below(50) as i64 * (HOUR_NS / 50);
+                        row
+                    })
+                    .collect();
+                run.sort_by_key(|r| r.ts);
+                run
+            })
+            .collect();
+        let parts_before: Vec<(i64, u64)> = table
+            .snapshot()
+            .partitions()
+            .iter()
+            .map(|p| (p.key, p.version))
+            .collect();
+        let batches: Vec<_> = runs.iter().map(|r| batch(r)).collect();
+        w.append_all(&batches).unwrap();
+        w.commit().unwrap();
+        model.extend(runs.into_iter().flatten());
+        let parts_after: Vec<(i64, u64)> = table
+            .snapshot()
+            .partitions()
+            .iter()
+            .map(|p| (p.key, p.version))
+            .collect();
+        for part in &parts_before {
+            assert!(
+                parts_after.contains(part),
+                "round {round}: part {part:?} was rewritten: {parts_after:?}"
+            );
+        }
+        let mut keys: Vec<i64> = parts_after.iter().map(|(key, _)| *key).collect();
+        keys.dedup();
+        assert_eq!(
+            keys.len(),
+            parts_after.len(),
+            "a partition was split into parts"
+        );
+    }
+    assert_rows(&read_all(&table.snapshot()), &expected(&model), "runs");
+}
+
 /// Late rows near the end of a large partition rewrite only its tail: the partition becomes a
 /// few parts in time order, the oldest never rewritten, and every row reads back as the model
 /// says through column additions and reopening.
