@@ -203,6 +203,7 @@ async fn storage(
             partition_by: PartitionBy::Day,
             indexed: Vec::new(),
             dedup_keys: Vec::new(),
+            ttl: None,
         },
         false,
     )?;

@@ -226,6 +226,7 @@ fn table_for<R: Read>(
         partition_by: options.partition_by,
         indexed: Vec::new(),
         dedup_keys: Vec::new(),
+        ttl: None,
     };
     Ok(db.create_table(def, false)?)
 }

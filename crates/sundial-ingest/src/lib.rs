@@ -504,6 +504,7 @@ impl Ingestor {
                     partition_by: self.options.partition_by,
                     indexed: Vec::new(),
                     dedup_keys,
+                    ttl: None,
                 };
                 self.db.create_table(def, true)?
             }

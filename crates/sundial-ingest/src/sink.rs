@@ -1329,6 +1329,7 @@ mod tests {
             partition_by: PartitionBy::Day,
             indexed: Vec::new(),
             dedup_keys: Vec::new(),
+            ttl: None,
         };
         let table = db.create_table(def, false).unwrap();
         (dir, Sinks::new(db), table)

@@ -104,6 +104,7 @@ fn bad_lines_are_rejected_whole_and_the_rest_go_in() {
             partition_by: PartitionBy::Hour,
             indexed: Vec::new(),
             dedup_keys: Vec::new(),
+            ttl: None,
         },
         false,
     )

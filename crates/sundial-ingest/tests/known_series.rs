@@ -153,6 +153,7 @@ fn open_db(dir: &std::path::Path) -> Arc<Database> {
             partition_by: PartitionBy::Day,
             indexed: Vec::new(),
             dedup_keys: Vec::new(),
+            ttl: None,
         };
         db.create_table(def, false).unwrap();
     }

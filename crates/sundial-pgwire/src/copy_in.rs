@@ -501,6 +501,7 @@ mod tests {
             partition_by: sundial_storage::PartitionBy::Day,
             indexed: Vec::new(),
             dedup_keys: Vec::new(),
+            ttl: None,
         };
         db.create_table(def, false).unwrap();
         (dir, db)

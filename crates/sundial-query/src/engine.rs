@@ -648,6 +648,18 @@ impl Engine {
                 blocking(move || Ok(t.writer()?.set_column_indexed(&column, indexed)?)).await?;
                 done("ALTER TABLE")
             }
+            Command::SetTtl { table, ttl } => {
+                let t = self.table(&table)?;
+                // A TTL applies at once, not at the next background check.
+                blocking(move || {
+                    let mut w = t.writer()?;
+                    w.set_ttl(ttl)?;
+                    w.drop_expired()?;
+                    Ok(())
+                })
+                .await?;
+                done("ALTER TABLE")
+            }
             Command::SetDedup { table, keys } => {
                 let t = self.table(&table)?;
                 blocking(move || Ok(t.writer()?.set_dedup_keys(&keys)?)).await?;
@@ -1126,6 +1138,7 @@ impl Engine {
                 partition_by,
                 indexed: c.indexed,
                 dedup_keys: c.dedup_keys,
+                ttl: c.ttl,
             };
             let (db, if_not_exists) = (self.db.clone(), c.if_not_exists);
             blocking(move || Ok(db.create_table(def, if_not_exists).map(drop)?)).await?;
@@ -1162,6 +1175,7 @@ impl Engine {
             partition_by,
             indexed: c.indexed,
             dedup_keys: c.dedup_keys,
+            ttl: c.ttl,
         };
         let db = self.db.clone();
         let table = blocking(move || Ok(db.create_table(def, false)?)).await?;

@@ -3,7 +3,7 @@
 
 use sqlparser::dialect::GenericDialect;
 use sqlparser::tokenizer::{Location, Token, TokenWithSpan, Tokenizer};
-use sundial_storage::{ColumnType, PartitionBy};
+use sundial_storage::{ColumnType, PartitionBy, Ttl, TtlUnit};
 
 use crate::error::{Result, SqlError};
 
@@ -22,6 +22,11 @@ pub enum Command {
     SetDedup {
         table: String,
         keys: Vec<String>,
+    },
+    /// `ALTER TABLE t SET TTL n HOURS|DAYS|WEEKS|MONTHS|YEARS` (`None`: `TTL 0`, no TTL).
+    SetTtl {
+        table: String,
+        ttl: Option<Ttl>,
     },
     /// `ALTER TABLE t ALTER COLUMN c ADD INDEX` (or `DROP INDEX`: `indexed` false).
     SetIndexed {
@@ -79,6 +84,8 @@ pub struct CreateTable {
     pub partition_by: Option<PartitionBy>,
     /// `DEDUP UPSERT KEYS(ts, k, ...)`: the designated timestamp and key columns (empty: none).
     pub dedup_keys: Vec<String>,
+    /// `TTL n UNIT`: partitions older than this (from the newest row) are dropped.
+    pub ttl: Option<Ttl>,
 }
 
 /// One statement of a script, with the line it starts on (1-based).
@@ -399,6 +406,7 @@ impl Parser<'_> {
             timestamp: None,
             partition_by: None,
             dedup_keys: Vec::new(),
+            ttl: None,
         };
         if self.eat_kw("AS") {
             create.as_query = Some(self.query_text()?);
@@ -551,6 +559,8 @@ impl Parser<'_> {
                 })?);
             } else if self.eat_kw("DEDUP") {
                 create.dedup_keys = self.upsert_keys()?;
+            } else if self.eat_kw("TTL") {
+                create.ttl = self.ttl()?;
             } else if self.eat_kw("WAL") || (self.eat_kw("BYPASS") && self.expect_kw("WAL").is_ok())
             {
                 // QuestDB's WAL choice has no meaning here: every commit is crash-safe.
@@ -569,6 +579,34 @@ impl Parser<'_> {
         }
     }
 
+    /// `n UNIT` after TTL, QuestDB's way: `2 DAYS`, `1 WEEK`, `12H` (`H`, `D`, `W`, `M`, `Y`);
+    /// a count of 0 means no TTL.
+    fn ttl(&mut self) -> Result<Option<Ttl>> {
+        let count = match self.peek().map(|t| &t.token) {
+            Some(Token::Number(n, _)) => match n.parse::<u32>() {
+                Ok(count) => count,
+                Err(_) => {
+                    return self.error(format!(
+                        "TTL {n} is not a whole number of units from 0 to {}",
+                        u32::MAX
+                    ));
+                }
+            },
+            _ => return self.error("expected a number after TTL, as in TTL 30 DAYS"),
+        };
+        self.pos += 1;
+        let unit = match self.peek().map(|t| &t.token) {
+            Some(Token::Word(w)) => TtlUnit::parse(&w.value),
+            _ => None,
+        };
+        let Some(unit) = unit else {
+            return self
+                .error("expected HOURS, DAYS, WEEKS, MONTHS or YEARS after the TTL's number");
+        };
+        self.pos += 1;
+        Ok((count > 0).then_some(Ttl { count, unit }))
+    }
+
     /// `UPSERT KEYS(a, b, ...)` after DEDUP [ENABLE].
     fn upsert_keys(&mut self) -> Result<Vec<String>> {
         self.expect_kw("UPSERT")?;
@@ -581,6 +619,11 @@ impl Parser<'_> {
 
     fn alter_table(&mut self) -> Result<Command> {
         let table = self.name("table name")?;
+        if self.eat_kw("SET") {
+            self.expect_kw("TTL")?;
+            let ttl = self.ttl()?;
+            return Ok(Command::SetTtl { table, ttl });
+        }
         if self.eat_kw("DEDUP") {
             if self.eat_kw("DISABLE") {
                 return Ok(Command::SetDedup {
@@ -688,7 +731,7 @@ impl Parser<'_> {
             });
         }
         self.error(
-            "expected ADD COLUMN, DROP COLUMN, DROP PARTITION, RENAME COLUMN, RENAME TO, ALTER COLUMN or DEDUP",
+            "expected ADD COLUMN, DROP COLUMN, DROP PARTITION, RENAME COLUMN, RENAME TO, ALTER COLUMN, DEDUP or SET TTL",
         )
     }
 }
@@ -775,6 +818,59 @@ mod tests {
             "CREATE TABLE t (ts TIMESTAMP) TIMESTAMP(ts) DEDUP UPSERT KEYS(ts",
         ] {
             assert!(parse(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn parses_ttl_as_questdb_writes_it() {
+        let ttl = |count, unit| Some(Ttl { count, unit });
+        for (sql, expected) in [
+            ("TTL 30 DAYS", ttl(30, TtlUnit::Day)),
+            ("TTL 1 week", ttl(1, TtlUnit::Week)),
+            ("TTL 12H", ttl(12, TtlUnit::Hour)),
+            ("TTL 2 MONTHS", ttl(2, TtlUnit::Month)),
+            ("TTL 1 Y", ttl(1, TtlUnit::Year)),
+        ] {
+            let create = format!(
+                "CREATE TABLE t (ts TIMESTAMP, v DOUBLE) TIMESTAMP(ts) PARTITION BY DAY {sql} WAL"
+            );
+            let Command::CreateTable(c) = parse(&create).unwrap() else {
+                panic!()
+            };
+            assert_eq!(c.ttl, expected, "{sql}");
+            assert_eq!(c.partition_by, Some(PartitionBy::Day));
+            assert_eq!(
+                parse(&format!("ALTER TABLE t SET {sql}")).unwrap(),
+                Command::SetTtl {
+                    table: "t".into(),
+                    ttl: expected
+                }
+            );
+        }
+        assert_eq!(
+            parse("ALTER TABLE t SET TTL 0 HOURS").unwrap(),
+            Command::SetTtl {
+                table: "t".into(),
+                ttl: None
+            }
+        );
+        for (bad, message) in [
+            ("ALTER TABLE t SET TTL", "expected a number after TTL"),
+            ("ALTER TABLE t SET TTL 3", "expected HOURS, DAYS"),
+            ("ALTER TABLE t SET TTL 3 FORTNIGHTS", "expected HOURS, DAYS"),
+            (
+                "ALTER TABLE t SET TTL -3 DAYS",
+                "expected a number after TTL",
+            ),
+            ("ALTER TABLE t SET TTL 1.5 DAYS", "not a whole number"),
+            (
+                "ALTER TABLE t SET TTL 99999999999 DAYS",
+                "not a whole number",
+            ),
+            ("ALTER TABLE t SET PARAM x = 1", "expected TTL"),
+        ] {
+            let e = parse(bad).unwrap_err();
+            assert!(e.to_string().contains(message), "{bad}: {e}");
         }
     }
 

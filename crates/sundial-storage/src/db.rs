@@ -15,6 +15,7 @@ use crate::error::{IoContext, Result, StorageError};
 use crate::files::{DROPPED_PREFIX, remove_trash, sync_dir};
 use crate::partition::PartitionBy;
 use crate::table::{Durability, StorageOptions, Table, check_indexable};
+use crate::ttl::Ttl;
 use crate::txn::{ColumnMeta, TableMeta};
 use crate::types::ColumnType;
 use crate::validate_name;
@@ -35,6 +36,9 @@ pub struct TableDef {
     /// `DEDUP UPSERT KEYS`: the designated timestamp and the columns that, with it, identify a
     /// row (empty: no deduplication). See [`TableMeta::dedup_keys`].
     pub dedup_keys: Vec<String>,
+    /// Partitions older than this, counted back from the newest row, are dropped (see
+    /// [`Database::enforce_ttl`]).
+    pub ttl: Option<Ttl>,
 }
 
 /// An open data directory. One process at a time may hold it.
@@ -140,7 +144,29 @@ impl Database {
         if let Durability::Periodic { interval_ms } = db.options.durability {
             start_periodic_sync(Arc::downgrade(&db), interval_ms)?;
         }
+        // Every commit drops what its table's TTL expires; a crash may have come between.
+        db.enforce_ttl();
         Ok(db)
+    }
+
+    /// Drops the partitions every table's TTL has expired (each table in a commit of its own,
+    /// as `DROP PARTITION`); returns how many. A table that fails is logged and skipped. Commits
+    /// do this for their table (see [`TableWriter::commit`](crate::TableWriter::commit)).
+    pub fn enforce_ttl(&self) -> usize {
+        let mut dropped = 0;
+        for table in self.tables() {
+            if table.meta().ttl.is_none() {
+                continue;
+            }
+            match table.writer().and_then(|mut w| w.drop_expired()) {
+                Ok(n) => dropped += n,
+                Err(e) => tracing::error!(
+                    "'{}': dropping expired partitions failed: {e}",
+                    table.name()
+                ),
+            }
+        }
+        dropped
     }
 
     pub fn root(&self) -> &Path {
@@ -340,12 +366,14 @@ fn validate_def(def: &TableDef) -> Result<TableMeta> {
             def.partition_by.name()
         )));
     }
+    crate::ttl::check(def.ttl, timestamp_index.is_some(), def.partition_by)?;
     Ok(TableMeta {
         name: def.name.clone(),
         next_column_id: columns.len() as u32,
         columns,
         timestamp_index,
         partition_by: def.partition_by,
+        ttl: def.ttl,
     })
 }
 

@@ -133,6 +133,7 @@ mod tests {
             partition_by: PartitionBy::Day,
             indexed: Vec::new(),
             dedup_keys: Vec::new(),
+            ttl: None,
         };
         db.create_table(def, false).unwrap()
     }

@@ -276,6 +276,7 @@ mod tests {
                 timestamp_index: Some(0),
                 partition_by: PartitionBy::Day,
                 next_column_id: 4,
+                ttl: None,
             }),
             partitions: vec![
                 partition(0, 2, 5, DAY_NS - 1),

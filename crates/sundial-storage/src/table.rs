@@ -32,6 +32,7 @@ use crate::partition::PartitionBy;
 use crate::read::{read_array, read_picked};
 use crate::symbol_index::PublishedSymbols;
 use crate::symbols::{SYMBOL_DIR, SymbolDict};
+use crate::ttl::Ttl;
 use crate::txn::{ColumnMeta, PartitionMeta, TableMeta, TxnState};
 use crate::types::{ColumnType, Layout, SymbolValues};
 use crate::validate_name;
@@ -815,6 +816,8 @@ impl TableWriter {
     }
 
     /// Makes every appended row visible and durable (per the durability mode) atomically.
+    /// Then, in a table with a TTL, drops the partitions it expires (a commit of its own: a
+    /// failure there is logged, the rows stay committed).
     pub fn commit(&mut self) -> Result<()> {
         let state = self.state()?;
         let snapshot = match state.commit() {
@@ -825,7 +828,14 @@ impl TableWriter {
                 return Err(e);
             }
         };
+        let ttl = snapshot.meta().ttl.is_some();
         self.table.publish(snapshot);
+        if ttl && let Err(e) = self.drop_expired() {
+            tracing::error!(
+                "'{}': dropping expired partitions failed: {e}",
+                self.table.name()
+            );
+        }
         Ok(())
     }
 
@@ -951,6 +961,42 @@ impl TableWriter {
             state.meta = Arc::new(meta);
             Ok(())
         })
+    }
+
+    /// Sets (or with `None` removes) the table's TTL. Partitions it expires are dropped by the
+    /// next commit of rows, or [`TableWriter::drop_expired`], not here.
+    pub fn set_ttl(&mut self, ttl: Option<Ttl>) -> Result<()> {
+        self.change_schema(|state| {
+            let mut meta = (*state.meta).clone();
+            crate::ttl::check(ttl, meta.timestamp_index.is_some(), meta.partition_by)?;
+            meta.ttl = ttl;
+            state.meta = Arc::new(meta);
+            Ok(())
+        })
+    }
+
+    /// Drops the partitions the table's TTL has expired (see `ttl.rs`); returns how many.
+    pub fn drop_expired(&mut self) -> Result<usize> {
+        let state = self.state()?;
+        let meta = &state.committed.meta;
+        let Some(ttl) = meta.ttl else {
+            return Ok(0);
+        };
+        let expired = ttl.expired(meta.partition_by, &state.committed.partitions);
+        if expired.is_empty() {
+            return Ok(0);
+        }
+        let names: Vec<String> = expired
+            .iter()
+            .map(|k| meta.partition_by.dir_name(*k))
+            .collect();
+        let dropped = self.drop_partitions(&expired)?;
+        tracing::info!(
+            "'{}': TTL {ttl} dropped partition(s) {}",
+            self.table.name(),
+            names.join(", ")
+        );
+        Ok(dropped)
     }
 
     /// Removes every row, keeping the schema and symbol dictionaries.

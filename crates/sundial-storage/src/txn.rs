@@ -15,11 +15,12 @@ use std::sync::Arc;
 
 use crate::error::{Result, StorageError};
 use crate::partition::PartitionBy;
+use crate::ttl::{Ttl, TtlUnit};
 use crate::types::ColumnType;
 
 const MAGIC: &[u8; 4] = b"SDTX";
 /// Version 2 added a flags byte per column; version 1 slots are still read.
-const FORMAT_VERSION: u16 = 2;
+const FORMAT_VERSION: u16 = 3;
 /// Column flag: a SYMBOL column with a symbol index.
 const COLUMN_INDEXED: u8 = 1;
 /// Column flag: one of the table's `DEDUP UPSERT KEYS`.
@@ -50,6 +51,8 @@ pub struct TableMeta {
     pub timestamp_index: Option<usize>,
     pub partition_by: PartitionBy,
     pub next_column_id: u32,
+    /// Partitions older than this, counted back from the newest row, are dropped.
+    pub ttl: Option<Ttl>,
 }
 
 impl TableMeta {
@@ -191,6 +194,18 @@ impl TxnState {
                 p.u64(*top);
             }
         }
+        if format >= 3 {
+            match meta.ttl {
+                Some(ttl) => {
+                    p.u8(ttl.unit as u8);
+                    p.u32(ttl.count);
+                }
+                None => {
+                    p.u8(0);
+                    p.u32(0);
+                }
+            }
+        }
         let payload = p.0;
         let mut out = Vec::with_capacity(HEADER_BYTES + payload.len() + 4);
         out.extend_from_slice(MAGIC);
@@ -321,6 +336,16 @@ impl TxnState {
                 tops,
             });
         }
+        let ttl = if format >= 3 {
+            let (unit, count) = (d.u8()?, d.u32()?);
+            match (unit, TtlUnit::from_code(unit)) {
+                (0, _) => None,
+                (_, Some(unit)) if count > 0 => Some(Ttl { count, unit }),
+                _ => return Err(bad("unknown TTL unit")),
+            }
+        } else {
+            None
+        };
         if !d.bytes.is_empty() {
             return Err(bad("trailing bytes"));
         }
@@ -332,6 +357,7 @@ impl TxnState {
                 timestamp_index,
                 partition_by,
                 next_column_id,
+                ttl,
             }),
             partitions,
             symbol_counts,
@@ -435,6 +461,10 @@ mod tests {
                 timestamp_index: Some(0),
                 partition_by: PartitionBy::Day,
                 next_column_id: 3,
+                ttl: Some(Ttl {
+                    count: 3,
+                    unit: TtlUnit::Day,
+                }),
             }),
             partitions: vec![PartitionMeta {
                 key: 0,
@@ -462,6 +492,17 @@ mod tests {
         let bytes = t.encode_format(1);
         let mut meta = (*t.meta).clone();
         meta.columns[1].indexed = false;
+        meta.ttl = None;
+        t.meta = Arc::new(meta);
+        assert_eq!(TxnState::decode(&bytes, Path::new("x")).unwrap(), t);
+    }
+
+    #[test]
+    fn version_2_slots_read_without_a_ttl() {
+        let mut t = sample();
+        let bytes = t.encode_format(2);
+        let mut meta = (*t.meta).clone();
+        meta.ttl = None;
         t.meta = Arc::new(meta);
         assert_eq!(TxnState::decode(&bytes, Path::new("x")).unwrap(), t);
     }

@@ -86,6 +86,7 @@ fn table_in(dir: &std::path::Path) -> Arc<Table> {
             partition_by: PartitionBy::Hour,
             indexed: Vec::new(),
             dedup_keys: Vec::new(),
+            ttl: None,
         },
         false,
     )

@@ -76,6 +76,7 @@ fn def() -> TableDef {
         partition_by: PartitionBy::Hour,
         indexed: Vec::new(),
         dedup_keys: Vec::new(),
+        ttl: None,
     }
 }
 

@@ -24,6 +24,7 @@ fn def(partition_by: PartitionBy) -> TableDef {
         partition_by,
         indexed: Vec::new(),
         dedup_keys: vec!["ts".into(), "sym".into()],
+        ttl: None,
     }
 }
 

@@ -14,6 +14,7 @@ fn def(name: &str, partition_by: PartitionBy) -> TableDef {
         partition_by,
         indexed: Vec::new(),
         dedup_keys: Vec::new(),
+        ttl: None,
     }
 }
 
@@ -274,6 +275,7 @@ fn schema_changes_keep_rows_and_read_new_columns_as_null() {
                     partition_by: PartitionBy::Hour,
                     indexed: Vec::new(),
                     dedup_keys: Vec::new(),
+                    ttl: None,
                 },
                 false,
             )

@@ -34,6 +34,7 @@ fn def(i: usize) -> TableDef {
         partition_by: PartitionBy::Hour,
         indexed: Vec::new(),
         dedup_keys: Vec::new(),
+        ttl: None,
     }
 }
 

@@ -29,6 +29,7 @@ fn create(db: &Database) -> Arc<Table> {
         partition_by: PartitionBy::Day,
         indexed: Vec::new(),
         dedup_keys: Vec::new(),
+        ttl: None,
     };
     db.create_table(def, false).unwrap()
 }

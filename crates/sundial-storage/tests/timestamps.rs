@@ -18,6 +18,7 @@ fn def(partition_by: PartitionBy) -> TableDef {
         partition_by,
         indexed: Vec::new(),
         dedup_keys: Vec::new(),
+        ttl: None,
     }
 }
 

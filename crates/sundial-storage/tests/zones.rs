@@ -15,6 +15,7 @@ fn def() -> TableDef {
         partition_by: PartitionBy::None,
         indexed: Vec::new(),
         dedup_keys: Vec::new(),
+        ttl: None,
     }
 }
 
