@@ -10,6 +10,7 @@
 //! Figures are reported, never asserted: this machine is noisy, so compare runs side by side.
 
 mod analytics;
+mod cold;
 mod load;
 mod query;
 mod tsbs;
@@ -69,6 +70,8 @@ enum Command {
     TsbsQueries(tsbs::TsbsQueryArgs),
     /// Run the analytics battery over PostgreSQL: medians, GB/s, answers checked.
     Analytics(analytics::AnalyticsArgs),
+    /// Write a data directory's partitions as Parquet: bytes per point, conversion rate.
+    Cold(cold::ColdArgs),
     /// This machine's memory read rate, on one thread and on all.
     Membw {
         /// Bytes summed.
@@ -300,6 +303,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             tokio::task::spawn_blocking(|| analytics::run(args)).await??;
             Ok(())
         }
+        Command::Cold(args) => cold::run(args),
         Command::Membw { bytes, threads } => {
             tokio::task::spawn_blocking(move || analytics::membw(bytes, threads)).await?;
             Ok(())

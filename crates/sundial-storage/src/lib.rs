@@ -42,6 +42,7 @@ mod error;
 mod files;
 mod invariants;
 mod merge;
+mod parquet_file;
 mod partition;
 mod read;
 mod symbol_index;
@@ -57,6 +58,9 @@ pub use column::parse_uuid;
 pub use conform::{conform, conform_column, to_write_type};
 pub use db::{Database, TableDef};
 pub use error::{Result, StorageError};
+pub use parquet_file::{
+    Encodings, PageCompression, ParquetOptions, ParquetWritten, write_partition,
+};
 pub use partition::PartitionBy;
 pub use table::{Durability, Snapshot, StorageOptions, Table, TableWriter};
 pub use ttl::{Ttl, TtlUnit};
