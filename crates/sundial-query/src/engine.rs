@@ -616,6 +616,10 @@ impl Engine {
                 let t = self.table(&table)?;
                 rows(show_partitions(&t))
             }
+            Command::ShowCreateTable { table } => {
+                let t = self.table(&table)?;
+                rows(show_create_table(&t.meta()))
+            }
             Command::AddColumns {
                 table,
                 columns,
@@ -766,12 +770,13 @@ impl Engine {
             return self.prepare_sql(sql).await;
         }
         let schema = match command {
-            Command::ShowTables | Command::ShowColumns { .. } | Command::ShowPartitions { .. } => {
-                match self.run(sql).await? {
-                    Output::Rows(stream) => Some(stream.schema()),
-                    Output::Done { .. } => None,
-                }
-            }
+            Command::ShowTables
+            | Command::ShowColumns { .. }
+            | Command::ShowPartitions { .. }
+            | Command::ShowCreateTable { .. } => match self.run(sql).await? {
+                Output::Rows(stream) => Some(stream.schema()),
+                Output::Done { .. } => None,
+            },
             _ => None,
         };
         Ok(Prepared {
@@ -1362,6 +1367,13 @@ fn show_tables(db: &Database) -> RecordBatch {
         false,
     )]));
     RecordBatch::try_new(schema, vec![Arc::new(StringArray::from(names))])
+        .unwrap_or_else(|_| RecordBatch::new_empty(Arc::new(Schema::empty())))
+}
+
+fn show_create_table(meta: &TableMeta) -> RecordBatch {
+    let schema = Arc::new(Schema::new(vec![Field::new("ddl", DataType::Utf8, false)]));
+    let ddl = sundial_sql::create_table_sql(meta);
+    RecordBatch::try_new(schema, vec![Arc::new(StringArray::from(vec![ddl]))])
         .unwrap_or_else(|_| RecordBatch::new_empty(Arc::new(Schema::empty())))
 }
 

@@ -38,7 +38,7 @@ pub use compat::SystemCatalog;
 pub use error::{Result, SqlError};
 pub use questdb::{Catalog, Clauses};
 pub use sqlparser;
-pub use statement::{Command, CreateTable, Statement, parse, split_statements};
+pub use statement::{Command, CreateTable, Statement, create_table_sql, parse, split_statements};
 
 /// What [`rewrite`] learned of a statement before rewriting it.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

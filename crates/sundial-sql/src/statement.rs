@@ -67,6 +67,10 @@ pub enum Command {
     ShowPartitions {
         table: String,
     },
+    /// `SHOW CREATE TABLE t`: the statement that makes the table as it is.
+    ShowCreateTable {
+        table: String,
+    },
     /// Any other statement, for DataFusion.
     Sql,
 }
@@ -86,6 +90,39 @@ pub struct CreateTable {
     pub dedup_keys: Vec<String>,
     /// `TTL n UNIT`: partitions older than this (from the newest row) are dropped.
     pub ttl: Option<Ttl>,
+}
+
+/// The `CREATE TABLE` statement that makes a table like `meta` (columns, symbol indexes,
+/// designated timestamp, partitioning, TTL and deduplication keys), in the syntax [`parse`]
+/// takes: `SHOW CREATE TABLE`.
+pub fn create_table_sql(meta: &sundial_storage::TableMeta) -> String {
+    let quote = |name: &str| format!("\"{}\"", name.replace('"', "\"\""));
+    let columns: Vec<String> = meta
+        .columns
+        .iter()
+        .map(|c| {
+            let index = if c.indexed { " INDEX" } else { "" };
+            format!("    {} {}{index}", quote(&c.name), c.column_type.name())
+        })
+        .collect();
+    let mut sql = format!(
+        "CREATE TABLE {} (\n{}\n)",
+        quote(&meta.name),
+        columns.join(",\n")
+    );
+    if let Some(ts) = meta.timestamp_column() {
+        sql.push_str(&format!(" TIMESTAMP({})", quote(&ts.name)));
+    }
+    sql.push_str(&format!(" PARTITION BY {}", meta.partition_by.name()));
+    if let Some(ttl) = meta.ttl {
+        sql.push_str(&format!(" TTL {ttl}"));
+    }
+    let keys = meta.dedup_keys();
+    if !keys.is_empty() {
+        let keys: Vec<String> = keys.iter().map(|k| quote(&meta.columns[*k].name)).collect();
+        sql.push_str(&format!(" DEDUP UPSERT KEYS({})", keys.join(", ")));
+    }
+    sql
 }
 
 /// One statement of a script, with the line it starts on (1-based).
@@ -220,6 +257,11 @@ pub fn parse(sql: &str) -> Result<Command> {
     } else if p.reset() && p.eat_kw("SHOW") && p.eat_kw("COLUMNS") {
         p.expect_from()?;
         Command::ShowColumns {
+            table: p.name("table name")?,
+        }
+    } else if p.reset() && p.eat_kw("SHOW") && p.eat_kw("CREATE") {
+        p.expect_kw("TABLE")?;
+        Command::ShowCreateTable {
             table: p.name("table name")?,
         }
     } else if p.reset() && p.eat_kw("SHOW") && p.eat_kw("PARTITIONS") {
@@ -819,6 +861,66 @@ mod tests {
         ] {
             assert!(parse(bad).is_err(), "{bad}");
         }
+    }
+
+    /// `SHOW CREATE TABLE`'s statement parses back to the table it shows.
+    #[test]
+    fn create_table_sql_parses_back_to_the_table() {
+        use sundial_storage::{ColumnMeta, TableMeta};
+        let column = |id, name: &str, column_type, indexed, dedup_key| ColumnMeta {
+            id,
+            name: name.into(),
+            column_type,
+            indexed,
+            dedup_key,
+        };
+        let meta = TableMeta {
+            name: "odd \"T\"".into(),
+            columns: vec![
+                column(0, "ts", ColumnType::Timestamp, false, true),
+                column(1, "host name", ColumnType::Symbol, true, true),
+                column(2, "v", ColumnType::Double, false, false),
+                column(3, "select", ColumnType::Varchar, false, false),
+            ],
+            timestamp_index: Some(0),
+            partition_by: PartitionBy::Hour,
+            next_column_id: 4,
+            ttl: Some(Ttl {
+                count: 3,
+                unit: TtlUnit::Week,
+            }),
+        };
+        let sql = create_table_sql(&meta);
+        let Command::CreateTable(c) = parse(&sql).unwrap() else {
+            panic!("{sql}")
+        };
+        assert_eq!(c.name, meta.name);
+        let columns: Vec<(String, ColumnType)> = meta
+            .columns
+            .iter()
+            .map(|c| (c.name.clone(), c.column_type))
+            .collect();
+        assert_eq!(c.columns, columns);
+        assert_eq!(c.indexed, vec!["host name".to_string()]);
+        assert_eq!(c.timestamp.as_deref(), Some("ts"));
+        assert_eq!(c.partition_by, Some(PartitionBy::Hour));
+        assert_eq!(c.ttl, meta.ttl);
+        assert_eq!(
+            c.dedup_keys,
+            vec!["ts".to_string(), "host name".to_string()]
+        );
+        let plain = TableMeta {
+            name: "p".into(),
+            columns: vec![column(0, "a", ColumnType::Long, false, false)],
+            timestamp_index: None,
+            partition_by: PartitionBy::None,
+            next_column_id: 1,
+            ttl: None,
+        };
+        assert_eq!(
+            create_table_sql(&plain),
+            "CREATE TABLE \"p\" (\n    \"a\" LONG\n) PARTITION BY NONE"
+        );
     }
 
     #[test]
