@@ -207,8 +207,12 @@ pub(crate) enum Take {
         up_to: Option<i64>,
         keep_max: usize,
     },
-    /// The rows up to this timestamp.
+    /// The rows up to this timestamp (in a deduplicating table, before it: see
+    /// `split_by_time`).
     UpTo(i64),
+    /// The rows up to this timestamp, in every table: a pausing receiver's rows must all become
+    /// visible.
+    Through(i64),
     All,
 }
 
@@ -333,7 +337,12 @@ impl TableSink {
             let low = pending.low_watermark(Instant::now());
             let commit_rows = pending.commit_rows;
             match pending.pause_up_to.take() {
-                Some(mark) => Take::UpTo(low.map_or(mark, |low| low.max(mark))),
+                // Past the low watermark, rows at it wait as for any commit; the pausing
+                // receiver's rows all go.
+                Some(mark) => match low {
+                    Some(low) if low > mark => Take::UpTo(low),
+                    _ => Take::Through(mark),
+                },
                 None if commit_rows > 0 && pending.rows >= commit_rows => Take::Older {
                     up_to: low,
                     keep_max: commit_rows.saturating_mul(2),
@@ -368,7 +377,7 @@ impl TableSink {
         };
         let guard = lock(&self.committing);
         lock(&self.pending).pause_up_to = None;
-        self.commit_locked(guard, Take::UpTo(mark))
+        self.commit_locked(guard, Take::Through(mark))
     }
 
     pub(crate) fn table(&self) -> &Arc<Table> {
@@ -837,6 +846,7 @@ fn split_by_time(
     let cutoff = match take {
         Take::All => None,
         Take::UpTo(up_to) => Some(limit(up_to)),
+        Take::Through(up_to) => Some(up_to),
         Take::Older {
             up_to: Some(up_to),
             keep_max,
@@ -1274,6 +1284,28 @@ mod tests {
         assert_eq!(snapshot.partitions()[0].version, version, "no merge");
         // Rows with equal timestamps (the only key) were deduplicated: 1, 2, 3, 4.
         assert_eq!(snapshot.row_count(), 4);
+    }
+
+    /// A pausing receiver's rows all become visible, those at its newest timestamp too, in a
+    /// deduplicating table as in any other; other receivers' newer rows wait.
+    #[test]
+    fn a_pause_commits_every_row_of_the_pausing_receiver() {
+        let (_dir, _, table) = test_table(&[]);
+        let keys = ["timestamp".to_string()];
+        table.writer().unwrap().set_dedup_keys(&keys).unwrap();
+        let sink = TableSink::new(table.clone());
+        let now = Instant::now();
+        assert_eq!(
+            sink.submit(batch(&[1, 2, 3, 3], None), now, 100, 1)
+                .unwrap(),
+            0
+        );
+        assert_eq!(sink.submit(batch(&[2, 9], None), now, 100, 2).unwrap(), 0);
+        // Receiver 1's 1, 2, 3, 3 and receiver 2's 2: ts 1, 2, 3 once each (the only key).
+        assert_eq!(sink.commit_paused(1).unwrap(), 5);
+        assert_eq!(table.snapshot().row_count(), 3);
+        assert_eq!(sink.commit_paused(2).unwrap(), 1);
+        assert_eq!(table.snapshot().row_count(), 4);
     }
 
     #[test]
