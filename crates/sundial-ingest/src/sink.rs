@@ -359,16 +359,15 @@ impl TableSink {
     pub(crate) fn commit_paused(&self, receiver: u64) -> Result<u64, IngestError> {
         let mark = {
             let mut pending = lock(&self.pending);
-            let mark = pending.watermarks.remove(&receiver).map(|(ts, _)| ts);
+            // No watermark (a table without a designated timestamp, or one it lost by sending
+            // nothing for a while): everything.
+            let mark = pending
+                .watermarks
+                .remove(&receiver)
+                .map_or(i64::MAX, |(ts, _)| ts);
             if pending.rows == 0 {
                 return Ok(0);
             }
-            let Some(mark) = mark else {
-                // No watermark (a table without a designated timestamp, or one it lost by
-                // sending nothing for a while): everything.
-                drop(pending);
-                return self.commit_all();
-            };
             pending.pause_up_to = Some(pending.pause_up_to.map_or(mark, |m| m.max(mark)));
             if self.schedule(&mut pending) {
                 return Ok(0);
@@ -1261,10 +1260,7 @@ mod tests {
     /// (which may have it) never merge with committed ones.
     #[test]
     fn dedup_tables_commit_only_rows_before_the_watermark() {
-        let (_dir, _, table) = test_table(&[]);
-        let keys = ["timestamp".to_string()];
-        table.writer().unwrap().set_dedup_keys(&keys).unwrap();
-        let sink = TableSink::new(table.clone());
+        let (_dir, table, sink) = dedup_sink();
         let now = Instant::now();
         assert_eq!(
             sink.submit(batch(&[1, 2, 3, 3], None), now, 4, 1).unwrap(),
@@ -1290,10 +1286,7 @@ mod tests {
     /// deduplicating table as in any other; other receivers' newer rows wait.
     #[test]
     fn a_pause_commits_every_row_of_the_pausing_receiver() {
-        let (_dir, _, table) = test_table(&[]);
-        let keys = ["timestamp".to_string()];
-        table.writer().unwrap().set_dedup_keys(&keys).unwrap();
-        let sink = TableSink::new(table.clone());
+        let (_dir, table, sink) = dedup_sink();
         let now = Instant::now();
         assert_eq!(
             sink.submit(batch(&[1, 2, 3, 3], None), now, 100, 1)
@@ -1339,6 +1332,15 @@ mod tests {
         assert_eq!(sender.join().unwrap(), 20);
         assert_eq!(table.snapshot().row_count(), 20);
         assert_eq!(sink.commit_all().unwrap(), 0);
+    }
+
+    /// A sink (committing inline) of table `t`, deduplicated on its designated timestamp.
+    fn dedup_sink() -> (tempfile::TempDir, Arc<Table>, TableSink) {
+        let (dir, _, table) = test_table(&[]);
+        let keys = ["timestamp".to_string()];
+        table.writer().unwrap().set_dedup_keys(&keys).unwrap();
+        let sink = TableSink::new(table.clone());
+        (dir, table, sink)
     }
 
     /// Table `t`: a designated `timestamp`, then `columns`.
