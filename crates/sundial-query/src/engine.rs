@@ -2,10 +2,8 @@
 
 use std::sync::{Arc, Mutex, RwLock};
 
-use datafusion::arrow::array::{
-    BooleanArray, Int64Array, RecordBatch, StringArray, TimestampNanosecondArray, UInt64Array,
-};
-use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef, TimeUnit};
+use datafusion::arrow::array::{BooleanArray, Int64Array, RecordBatch, StringArray, UInt64Array};
+use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use datafusion::common::TableReference;
 use datafusion::execution::SendableRecordBatchStream;
 use datafusion::execution::TaskContext;
@@ -21,7 +19,7 @@ use datafusion::sql::parser::Statement as DFStatement;
 use futures::StreamExt;
 use sundial_ingest::Sinks;
 use sundial_storage::{
-    ColumnType, Database, PartitionBy, PartitionMeta, Table, TableDef, TableMeta,
+    ColumnType, ConvertTo, Database, ParquetOptions, PartitionBy, Table, TableDef, TableMeta,
 };
 
 use sundial_sql::names::{CATALOG, SCHEMA, placeholder_index};
@@ -483,6 +481,7 @@ impl Engine {
         )?;
         sundial_pgcatalog::register(&ctx, db.clone())?;
         crate::functions::register(&ctx);
+        crate::partitions::register(&ctx, db.clone());
         crate::bounded::install(&ctx, result_bound.clone());
         ctx.register_udf(crate::asof::marker_function());
         ctx.register_udf(crate::latest::marker_function());
@@ -614,7 +613,7 @@ impl Engine {
             }
             Command::ShowPartitions { table } => {
                 let t = self.table(&table)?;
-                rows(show_partitions(&t))
+                rows(crate::partitions::show_partitions(&t))
             }
             Command::ShowCreateTable { table } => {
                 let t = self.table(&table)?;
@@ -697,6 +696,12 @@ impl Engine {
                 names,
                 predicate,
             } => self.drop_partitions(&table, names, predicate).await,
+            Command::ConvertPartitions {
+                table,
+                to,
+                names,
+                predicate,
+            } => self.convert_partitions(&table, to, names, predicate).await,
             Command::DropTables { names, if_exists } => {
                 let db = self.db.clone();
                 let dropped = blocking(move || {
@@ -1209,10 +1214,58 @@ impl Engine {
         predicate: Option<String>,
     ) -> Result<Output> {
         let t = self.table(table)?;
+        let keys = self.partition_keys(&t, &names, predicate).await?;
+        let dropped = blocking(move || Ok(t.writer()?.drop_partitions(&keys)?)).await?;
+        Ok(Output::Done {
+            tag: "ALTER TABLE".into(),
+            rows: Some(dropped as u64),
+        })
+    }
+
+    /// `ALTER TABLE t CONVERT PARTITION TO ...`: converts each partition named, or each whose
+    /// rows all satisfy the predicate (but the newest, when converting to Parquet: it still
+    /// takes rows); the statement's row count is how many were converted.
+    async fn convert_partitions(
+        &self,
+        table: &str,
+        to: ConvertTo,
+        names: Vec<String>,
+        predicate: Option<String>,
+    ) -> Result<Output> {
+        let t = self.table(table)?;
+        let by_predicate = predicate.is_some();
+        let mut keys = self.partition_keys(&t, &names, predicate).await?;
+        if by_predicate && to == ConvertTo::Parquet {
+            let newest = t.snapshot().partitions().last().map(|p| p.key);
+            keys.retain(|k| Some(*k) != newest);
+        }
+        let converted = blocking(move || {
+            let options = ParquetOptions::default();
+            let mut converted = 0u64;
+            for key in keys {
+                converted += u64::from(t.convert_partition(key, to, &options)?);
+            }
+            Ok(converted)
+        })
+        .await?;
+        Ok(Output::Done {
+            tag: "ALTER TABLE".into(),
+            rows: Some(converted),
+        })
+    }
+
+    /// The keys of the partitions of `t` named (each must exist), or whose rows all satisfy
+    /// `predicate`.
+    async fn partition_keys(
+        &self,
+        t: &Arc<Table>,
+        names: &[String],
+        predicate: Option<String>,
+    ) -> Result<Vec<i64>> {
         let snapshot = t.snapshot();
         let meta = snapshot.meta().clone();
         let mut keys = Vec::new();
-        for name in &names {
+        for name in names {
             let key = meta
                 .partition_by
                 .parse_name(name)
@@ -1253,11 +1306,7 @@ impl Engine {
                 }
             }
         }
-        let dropped = blocking(move || Ok(t.writer()?.drop_partitions(&keys)?)).await?;
-        Ok(Output::Done {
-            tag: "ALTER TABLE".into(),
-            rows: Some(dropped as u64),
-        })
+        Ok(keys)
     }
 }
 
@@ -1400,49 +1449,6 @@ fn show_columns(meta: &TableMeta) -> RecordBatch {
             Arc::new(BooleanArray::from(indexed)),
             Arc::new(BooleanArray::from(designated)),
             Arc::new(BooleanArray::from(upsert_key)),
-        ],
-    )
-    .unwrap_or_else(|_| RecordBatch::new_empty(Arc::new(Schema::empty())))
-}
-
-fn show_partitions(table: &Table) -> RecordBatch {
-    let snapshot = table.snapshot();
-    let meta = snapshot.meta();
-    let ts = DataType::Timestamp(TimeUnit::Nanosecond, None);
-    let schema = Arc::new(Schema::new(vec![
-        Field::new("index", DataType::Int64, false),
-        Field::new("name", DataType::Utf8, false),
-        Field::new("minTimestamp", ts.clone(), true),
-        Field::new("maxTimestamp", ts, true),
-        Field::new("numRows", DataType::Int64, false),
-    ]));
-    // One row per partition, whatever its parts (see sundial-storage's `merge.rs`).
-    let parts: Vec<PartitionMeta> = snapshot
-        .partitions()
-        .chunk_by(|a, b| a.key == b.key)
-        .map(|parts| PartitionMeta {
-            row_count: parts.iter().map(|p| p.row_count).sum(),
-            max_ts: parts[parts.len() - 1].max_ts,
-            ..parts[0].clone()
-        })
-        .collect();
-    let has_ts = meta.timestamp_index.is_some();
-    RecordBatch::try_new(
-        schema,
-        vec![
-            Arc::new(Int64Array::from_iter_values(0..parts.len() as i64)),
-            Arc::new(StringArray::from_iter_values(
-                parts.iter().map(|p| meta.partition_by.dir_name(p.key)),
-            )),
-            Arc::new(TimestampNanosecondArray::from_iter(
-                parts.iter().map(|p| has_ts.then_some(p.min_ts)),
-            )),
-            Arc::new(TimestampNanosecondArray::from_iter(
-                parts.iter().map(|p| has_ts.then_some(p.max_ts)),
-            )),
-            Arc::new(Int64Array::from_iter_values(
-                parts.iter().map(|p| p.row_count as i64),
-            )),
         ],
     )
     .unwrap_or_else(|_| RecordBatch::new_empty(Arc::new(Schema::empty())))

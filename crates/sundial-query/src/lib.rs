@@ -68,6 +68,7 @@ mod functions;
 mod key_index;
 mod latest;
 mod marker;
+mod partitions;
 mod permissions;
 mod plans;
 mod provider;

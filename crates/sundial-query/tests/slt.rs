@@ -1,4 +1,6 @@
-//! Runs every `tests/slt/*.slt` sqllogictest file against a fresh database.
+//! Runs every `tests/slt/*.slt` sqllogictest file against a fresh database, then again with
+//! every other sealed partition of every table converted to Parquet before each query: every
+//! query must answer the same over a table whose partitions alternate native and Parquet.
 //! `SUNDIAL_SLT_COMPLETE=1 cargo test -p sundial-query --test slt` rewrites the expected results.
 
 use std::path::PathBuf;
@@ -8,10 +10,13 @@ use datafusion::arrow::datatypes::DataType;
 use datafusion::arrow::util::display::{ArrayFormatter, FormatOptions};
 use sqllogictest::{AsyncDB, DBOutput, DefaultColumnType, Runner};
 use sundial_query::{Engine, QueryError};
-use sundial_storage::{Database, Durability, StorageOptions};
+use sundial_storage::{ConvertTo, Database, Durability, ParquetOptions, StorageOptions};
 
 struct SundialDb {
     engine: Engine,
+    db: std::sync::Arc<Database>,
+    /// Convert every other sealed partition to Parquet before each query.
+    mixed: bool,
     _dir: tempfile::TempDir,
 }
 
@@ -27,7 +32,7 @@ impl std::fmt::Display for SltError {
 impl std::error::Error for SltError {}
 
 impl SundialDb {
-    fn new() -> SundialDb {
+    fn new(mixed: bool) -> SundialDb {
         let dir = tempfile::tempdir().expect("temp dir");
         let options = StorageOptions {
             durability: Durability::None,
@@ -35,10 +40,50 @@ impl SundialDb {
         };
         let db = Database::open(dir.path(), options).expect("open database");
         SundialDb {
-            engine: Engine::new(db).expect("engine"),
+            engine: Engine::new(db.clone()).expect("engine"),
+            db,
+            mixed,
             _dir: dir,
         }
     }
+
+    /// Converts the first, third, ... partition of every table partitioned by time to Parquet
+    /// (never the newest, which takes rows in order), in row groups of 100 rows so that reads
+    /// cross row groups.
+    fn alternate_formats(&self) {
+        let options = ParquetOptions {
+            row_group_rows: 100,
+            ..ParquetOptions::default()
+        };
+        for table in self.db.tables() {
+            let snapshot = table.snapshot();
+            if snapshot.meta().timestamp_index.is_none() {
+                continue;
+            }
+            let mut keys: Vec<i64> = snapshot.partitions().iter().map(|p| p.key).collect();
+            keys.dedup();
+            keys.pop();
+            for key in keys.into_iter().step_by(2) {
+                let converted = table
+                    .convert_partition(key, ConvertTo::Parquet, &options)
+                    .unwrap_or_else(|e| panic!("converting a partition of {}: {e}", table.name()));
+                if converted {
+                    CONVERTED.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                }
+            }
+        }
+    }
+}
+
+/// Partitions converted by `alternate_formats`, so the mixed run can tell that it tested.
+static CONVERTED: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+/// Whether a statement only reads (so that converting partitions before it changes no answer).
+fn is_query(sql: &str) -> bool {
+    let word = sql.split_whitespace().next().unwrap_or("");
+    ["SELECT", "WITH", "EXPLAIN", "DECLARE", "SHOW"]
+        .iter()
+        .any(|w| word.eq_ignore_ascii_case(w))
 }
 
 fn column_type(t: &DataType) -> DefaultColumnType {
@@ -55,6 +100,9 @@ impl AsyncDB for SundialDb {
     type ColumnType = DefaultColumnType;
 
     async fn run(&mut self, sql: &str) -> Result<DBOutput<DefaultColumnType>, SltError> {
+        if self.mixed && is_query(sql) {
+            self.alternate_formats();
+        }
         let mut results = self.engine.execute(sql).await.map_err(SltError)?;
         let Some(last) = results.pop() else {
             return Ok(DBOutput::StatementComplete(0));
@@ -116,12 +164,32 @@ fn slt_files() -> Vec<PathBuf> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sqllogictest_files() {
+    run_files(false).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sqllogictest_files_over_alternating_parquet_partitions() {
+    if std::env::var("SUNDIAL_SLT_COMPLETE").is_ok() {
+        return;
+    }
+    run_files(true).await;
+    let converted = CONVERTED.load(std::sync::atomic::Ordering::Relaxed);
+    eprintln!("{converted} partitions converted to Parquet");
+    assert!(converted >= 15, "only {converted} partitions were converted");
+}
+
+async fn run_files(mixed: bool) {
     let complete = std::env::var("SUNDIAL_SLT_COMPLETE").is_ok();
     let mut failures = Vec::new();
     let files = slt_files();
     assert!(!files.is_empty(), "no .slt files found");
     for file in files {
-        let mut runner = Runner::new(|| async { Ok::<_, SltError>(SundialDb::new()) });
+        // That file converts partitions itself, and shows their formats.
+        if mixed && file.ends_with("parquet.slt") {
+            continue;
+        }
+        let mut runner =
+            Runner::new(move || async move { Ok::<_, SltError>(SundialDb::new(mixed)) });
         if complete {
             runner
                 .update_test_file(
@@ -137,9 +205,14 @@ async fn sqllogictest_files() {
             failures.push(format!("{}: {e}", file.display()));
         }
     }
+    let mode = if mixed {
+        " over alternating Parquet partitions"
+    } else {
+        ""
+    };
     assert!(
         failures.is_empty(),
-        "{} file(s) failed:\n{}",
+        "{} file(s) failed{mode}:\n{}",
         failures.len(),
         failures.join("\n")
     );

@@ -3,7 +3,7 @@
 
 use sqlparser::dialect::GenericDialect;
 use sqlparser::tokenizer::{Location, Token, TokenWithSpan, Tokenizer};
-use sundial_storage::{ColumnType, PartitionBy, Ttl, TtlUnit};
+use sundial_storage::{ColumnType, ConvertTo, PartitionBy, Ttl, TtlUnit};
 
 use crate::error::{Result, SqlError};
 
@@ -50,6 +50,13 @@ pub enum Command {
     /// `DROP PARTITION LIST 'a', 'b'` (names) or `DROP PARTITION WHERE <predicate>`.
     DropPartitions {
         table: String,
+        names: Vec<String>,
+        predicate: Option<String>,
+    },
+    /// `CONVERT PARTITION TO PARQUET|NATIVE LIST 'a', 'b'` or `... WHERE <predicate>`.
+    ConvertPartitions {
+        table: String,
+        to: ConvertTo,
         names: Vec<String>,
         predicate: Option<String>,
     },
@@ -659,6 +666,26 @@ impl Parser<'_> {
         Ok(keys)
     }
 
+    /// The partitions of `DROP PARTITION` and `CONVERT PARTITION`: `LIST 'a', 'b'` (their
+    /// names) or `WHERE <predicate>` (its text).
+    fn partitions(&mut self) -> Result<(Vec<String>, Option<String>)> {
+        if self.eat_kw("LIST") {
+            let mut names = vec![self.string("partition name")?];
+            while self.eat(&Token::Comma) {
+                names.push(self.string("partition name")?);
+            }
+            return Ok((names, None));
+        }
+        if !self.eat_kw("WHERE") {
+            return self.error("expected LIST or WHERE");
+        }
+        let predicate = self.rest();
+        if predicate.is_empty() {
+            return self.error("expected a condition after WHERE");
+        }
+        Ok((Vec::new(), Some(predicate)))
+    }
+
     fn alter_table(&mut self) -> Result<Command> {
         let table = self.name("table name")?;
         if self.eat_kw("SET") {
@@ -703,28 +730,31 @@ impl Parser<'_> {
                 if_not_exists,
             });
         }
+        if self.eat_kw("CONVERT") {
+            self.expect_kw("PARTITION")?;
+            self.expect_kw("TO")?;
+            let to = if self.eat_kw("PARQUET") {
+                ConvertTo::Parquet
+            } else if self.eat_kw("NATIVE") {
+                ConvertTo::Native
+            } else {
+                return self.error("expected PARQUET or NATIVE after CONVERT PARTITION TO");
+            };
+            let (names, predicate) = self.partitions()?;
+            return Ok(Command::ConvertPartitions {
+                table,
+                to,
+                names,
+                predicate,
+            });
+        }
         if self.eat_kw("DROP") {
             if self.eat_kw("PARTITION") {
-                if self.eat_kw("LIST") {
-                    let mut names = vec![self.string("partition name")?];
-                    while self.eat(&Token::Comma) {
-                        names.push(self.string("partition name")?);
-                    }
-                    return Ok(Command::DropPartitions {
-                        table,
-                        names,
-                        predicate: None,
-                    });
-                }
-                self.expect_kw("WHERE")?;
-                let predicate = self.rest();
-                if predicate.is_empty() {
-                    return self.error("expected a condition after WHERE");
-                }
+                let (names, predicate) = self.partitions()?;
                 return Ok(Command::DropPartitions {
                     table,
-                    names: Vec::new(),
-                    predicate: Some(predicate),
+                    names,
+                    predicate,
                 });
             }
             self.eat_kw("COLUMN");
@@ -992,6 +1022,45 @@ mod tests {
                 predicate: None
             }
         );
+        assert_eq!(
+            parse("ALTER TABLE t CONVERT PARTITION TO PARQUET LIST '2016-01-01'").unwrap(),
+            Command::ConvertPartitions {
+                table: "t".into(),
+                to: ConvertTo::Parquet,
+                names: vec!["2016-01-01".into()],
+                predicate: None
+            }
+        );
+        assert_eq!(
+            parse("alter table t convert partition to native where ts < '2016-01-02'").unwrap(),
+            Command::ConvertPartitions {
+                table: "t".into(),
+                to: ConvertTo::Native,
+                names: Vec::new(),
+                predicate: Some("ts < '2016-01-02'".into())
+            }
+        );
+        for (bad, message) in [
+            (
+                "ALTER TABLE t CONVERT PARTITION TO CSV LIST 'x'",
+                "expected PARQUET or NATIVE",
+            ),
+            (
+                "ALTER TABLE t CONVERT PARTITION TO PARQUET",
+                "expected LIST or WHERE",
+            ),
+            (
+                "ALTER TABLE t CONVERT PARTITION TO PARQUET WHERE",
+                "expected a condition",
+            ),
+            (
+                "ALTER TABLE t DROP PARTITION ts > 0",
+                "expected LIST or WHERE",
+            ),
+        ] {
+            let e = parse(bad).unwrap_err();
+            assert!(e.to_string().contains(message), "{bad}: {e}");
+        }
         assert_eq!(
             parse("alter table t rename column a to \"B\"").unwrap(),
             Command::RenameColumn {

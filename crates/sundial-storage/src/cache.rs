@@ -2,7 +2,8 @@
 //! column files (descriptors, for writing) and memory mappings of column files (for reading).
 //!
 //! Invariants:
-//! * At most `open_files_max` descriptors are cached and at most `mapped_files_max` mappings;
+//! * At most `open_files_max` descriptors are cached, at most `mapped_files_max` mappings and
+//!   at most `decoded_cache_bytes` of decoded Parquet column chunks;
 //!   inserting past a bound evicts the least recently used entry. So the number of tables,
 //!   partitions and columns is not limited by `RLIMIT_NOFILE` or `vm.max_map_count`.
 //! * An evicted entry is only the cache's reference: a writer or a query still using the
@@ -20,18 +21,27 @@ use std::ops::Bound;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
 
+use arrow_array::{Array, ArrayRef};
 use arrow_buffer::Buffer;
 
 use crate::error::{IoContext, Result, StorageError};
 
-/// Least-recently-used map with a bound on its length. Ordered by key, so that the entries of
-/// one directory (a key range) are forgotten without visiting the others.
+/// Least-recently-used map with a bound on the total weight of its entries (their number,
+/// when each weighs 1). Ordered by key, so that the entries of one directory (a key range) are
+/// forgotten without visiting the others.
 struct Lru<K, V> {
     max: usize,
-    entries: BTreeMap<K, (V, u64)>,
+    entries: BTreeMap<K, Entry<V>>,
     /// Use tick to key; the first entry is the least recently used.
     order: BTreeMap<u64, K>,
     tick: u64,
+    weight: usize,
+}
+
+struct Entry<V> {
+    value: V,
+    used: u64,
+    weight: usize,
 }
 
 impl<K: Ord + Clone, V> Lru<K, V> {
@@ -41,6 +51,7 @@ impl<K: Ord + Clone, V> Lru<K, V> {
             entries: BTreeMap::new(),
             order: BTreeMap::new(),
             tick: 0,
+            weight: 0,
         }
     }
 
@@ -52,25 +63,41 @@ impl<K: Ord + Clone, V> Lru<K, V> {
     fn get(&mut self, key: &K) -> Option<&mut V> {
         self.tick += 1;
         let tick = self.tick;
-        let (value, used) = self.entries.get_mut(key)?;
-        self.order.remove(used);
-        *used = tick;
+        let entry = self.entries.get_mut(key)?;
+        self.order.remove(&entry.used);
+        entry.used = tick;
         self.order.insert(tick, key.clone());
-        Some(value)
+        Some(&mut entry.value)
     }
 
-    /// Inserts or replaces `key`, evicting the least recently used entries past the bound.
+    /// Inserts or replaces `key` (weight 1).
     fn insert(&mut self, key: K, value: V) {
+        self.insert_weighted(key, value, 1);
+    }
+
+    /// Inserts or replaces `key`, evicting the least recently used entries while the total
+    /// weight exceeds the bound (the entry just inserted last: one heavier than the bound is
+    /// not kept).
+    fn insert_weighted(&mut self, key: K, value: V, weight: usize) {
         self.tick += 1;
-        if let Some((_, used)) = self.entries.insert(key.clone(), (value, self.tick)) {
-            self.order.remove(&used);
+        let entry = Entry {
+            value,
+            used: self.tick,
+            weight,
+        };
+        if let Some(old) = self.entries.insert(key.clone(), entry) {
+            self.order.remove(&old.used);
+            self.weight -= old.weight;
         }
+        self.weight += weight;
         self.order.insert(self.tick, key);
-        while self.entries.len() > self.max {
+        while self.weight > self.max {
             let Some((_, oldest)) = self.order.pop_first() else {
                 break;
             };
-            self.entries.remove(&oldest);
+            if let Some(old) = self.entries.remove(&oldest) {
+                self.weight -= old.weight;
+            }
         }
         debug_assert_eq!(
             self.entries.len(),
@@ -80,8 +107,9 @@ impl<K: Ord + Clone, V> Lru<K, V> {
     }
 
     fn remove(&mut self, key: &K) {
-        if let Some((_, used)) = self.entries.remove(key) {
-            self.order.remove(&used);
+        if let Some(old) = self.entries.remove(key) {
+            self.order.remove(&old.used);
+            self.weight -= old.weight;
         }
     }
 
@@ -109,11 +137,17 @@ pub(crate) enum Mapped {
     Present(Buffer),
 }
 
-/// The database's caches of open files and mappings (see the module docs).
+/// A decoded column chunk of a Parquet part: partition directory id, column id, row group.
+pub(crate) type ChunkKey = (u64, u32, u32);
+
+/// The database's caches of open files, mappings and decoded Parquet column chunks (see the
+/// module docs).
 pub(crate) struct FileCache {
     files: Mutex<Lru<PathBuf, Arc<File>>>,
     /// Keyed by partition directory (its process-unique id) and file name.
     maps: Mutex<Lru<(u64, String), Mapped>>,
+    /// Weighed in bytes of the arrays (see `parquet_read.rs`).
+    chunks: Mutex<Lru<ChunkKey, ArrayRef>>,
 }
 
 impl std::fmt::Debug for FileCache {
@@ -128,10 +162,28 @@ fn lock<'a, T>(m: &'a Mutex<T>, what: &str) -> Result<MutexGuard<'a, T>> {
 }
 
 impl FileCache {
-    pub fn new(open_files_max: usize, mapped_files_max: usize) -> FileCache {
+    pub fn new(
+        open_files_max: usize,
+        mapped_files_max: usize,
+        chunk_bytes_max: usize,
+    ) -> FileCache {
         FileCache {
             files: Mutex::new(Lru::new(open_files_max)),
             maps: Mutex::new(Lru::new(mapped_files_max)),
+            chunks: Mutex::new(Lru::new(chunk_bytes_max)),
+        }
+    }
+
+    /// A decoded column chunk, if it is cached.
+    pub fn chunk(&self, key: ChunkKey) -> Option<ArrayRef> {
+        self.chunks.lock().ok()?.get(&key).cloned()
+    }
+
+    /// Keeps a decoded column chunk, weighed by the bytes its buffers hold.
+    pub fn keep_chunk(&self, key: ChunkKey, array: ArrayRef) {
+        let bytes = array.get_array_memory_size();
+        if let Ok(mut chunks) = self.chunks.lock() {
+            chunks.insert_weighted(key, array, bytes);
         }
     }
 
@@ -180,12 +232,15 @@ impl FileCache {
         }
     }
 
-    /// Forgets every mapping of a partition directory.
+    /// Forgets every mapping and decoded chunk of a partition directory.
     pub fn forget_mappings_of(&self, dir_id: u64) {
         if let Ok(mut maps) = self.maps.lock() {
             maps.remove_run(Bound::Included(&(dir_id, String::new())), |(id, _)| {
                 *id == dir_id
             });
+        }
+        if let Ok(mut chunks) = self.chunks.lock() {
+            chunks.remove_run(Bound::Included(&(dir_id, 0, 0)), |(id, _, _)| *id == dir_id);
         }
     }
 
@@ -290,7 +345,7 @@ mod tests {
     #[test]
     fn files_of_a_directory_are_forgotten_and_no_others() {
         let dir = tempfile::tempdir().unwrap();
-        let cache = FileCache::new(100, 100);
+        let cache = FileCache::new(100, 100, 1 << 20);
         for sub in ["a", "a.1", "ab", "a/x"] {
             std::fs::create_dir_all(dir.path().join(sub)).unwrap();
         }

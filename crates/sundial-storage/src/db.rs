@@ -75,6 +75,7 @@ impl Database {
         let cache = Arc::new(FileCache::new(
             options.open_files_max,
             options.mapped_files_max,
+            options.decoded_cache_bytes,
         ));
         let options = Arc::new(options);
         let committed_since_sync = Arc::new(AtomicBool::new(false));

@@ -5,6 +5,9 @@
 //! written). Files only grow while a partition version is live, and bytes of committed rows are
 //! never rewritten, so a reader can map them while the writer appends.
 //!
+//! A Parquet part's directory holds `data.parquet` (see `parquet_read.rs`) and the zone files
+//! of its columns instead.
+//!
 //! Descriptors and mappings come from the database's bounded [`FileCache`]: nothing here keeps
 //! a file open by itself.
 
@@ -24,7 +27,8 @@ use crate::cache::{FileCache, Mapped};
 use crate::column::{ColumnBuf, Values};
 use crate::dir_sync::UnsyncedDirs;
 use crate::error::{IoContext, Result, StorageError};
-use crate::txn::ColumnMeta;
+use crate::parquet_read::ParquetPart;
+use crate::txn::{ColumnMeta, PartFormat};
 use crate::types::Layout;
 
 /// A table's directory; deleted (through [`remove_table_dir`]) when the last reference goes
@@ -64,6 +68,8 @@ pub(crate) struct PartitionDir {
     /// Zone entries read so far, per column id: only of zones complete under the snapshot
     /// that read them, which never change (see `zone.rs`).
     zones: Mutex<HashMap<u32, Arc<[Option<Zone>]>>>,
+    /// For a Parquet part: the file's committed length, and the file once opened.
+    parquet: Option<(u64, Mutex<Option<Arc<ParquetPart>>>)>,
 }
 
 /// Source of `PartitionDir::id`.
@@ -131,19 +137,61 @@ pub(crate) fn validity_file(id: u32) -> String {
     format!("{id}.v")
 }
 
+/// The file of a Parquet part, in its version directory.
+pub(crate) const PARQUET_FILE: &str = "data.parquet";
+
 pub(crate) fn partition_dir_name(stem: &str, version: u64) -> String {
     format!("{stem}.{version}")
 }
 
 impl PartitionDir {
+    /// The directory of a native part.
     pub fn new(table: Arc<TableDir>, path: PathBuf) -> PartitionDir {
+        PartitionDir::with_format(table, path, PartFormat::Native)
+    }
+
+    pub fn with_format(table: Arc<TableDir>, path: PathBuf, format: PartFormat) -> PartitionDir {
+        let parquet = match format {
+            PartFormat::Native => None,
+            PartFormat::Parquet { file_bytes } => Some((file_bytes, Mutex::new(None))),
+        };
         PartitionDir {
             path,
             obsolete: AtomicBool::new(false),
             id: NEXT_PARTITION_DIR_ID.fetch_add(1, Ordering::Relaxed),
             table,
             zones: Mutex::new(HashMap::new()),
+            parquet,
         }
+    }
+
+    /// Unique in the process: names this directory's entries in the caches.
+    pub fn id(&self) -> u64 {
+        self.id
+    }
+
+    pub fn is_parquet(&self) -> bool {
+        self.parquet.is_some()
+    }
+
+    /// A Parquet part's file, opened (memory-mapped, its footer read) on first use; `None`
+    /// for a native part.
+    pub fn parquet(&self) -> Result<Option<Arc<ParquetPart>>> {
+        let Some((file_bytes, opened)) = &self.parquet else {
+            return Ok(None);
+        };
+        let mut opened = opened
+            .lock()
+            .map_err(|_| StorageError::Internal("Parquet file slot poisoned".into()))?;
+        if let Some(part) = opened.as_ref() {
+            return Ok(Some(part.clone()));
+        }
+        let part = Arc::new(ParquetPart::open(
+            &self.path.join(PARQUET_FILE),
+            *file_bytes,
+        )?);
+        *opened = Some(part.clone());
+        Ok(Some(part))
     }
 
     /// The zone entries of column `id` read so far (see `zone.rs`).

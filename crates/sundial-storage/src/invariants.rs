@@ -18,16 +18,19 @@
 //!   the committed rows) except in a partition directory this transaction created, where each
 //!   file is exactly that long. Each dictionary holds its committed symbols the same way
 //!   (`_sym/<col>.o` and `.d`, possibly longer).
+//!   A Parquet part's `data.parquet` holds exactly the bytes the transaction records.
 //! * **Symbol counts** name distinct SYMBOL columns of the table.
 //! * **The slot** decodes to the state it was encoded from.
 
 use std::path::{Path, PathBuf};
 
-use crate::files::{data_file, offsets_file, partition_dir_name, read_offset, validity_file};
+use crate::files::{
+    PARQUET_FILE, data_file, offsets_file, partition_dir_name, read_offset, validity_file,
+};
 use crate::merge::PARTS_PER_PARTITION_MAX;
 use crate::partition::PartitionBy;
 use crate::symbols::SYMBOL_DIR;
-use crate::txn::{ColumnMeta, PartitionMeta, TableMeta, TxnState};
+use crate::txn::{ColumnMeta, PartFormat, PartitionMeta, TableMeta, TxnState};
 use crate::types::{ColumnType, Layout};
 
 /// A partition the transaction being published wrote, and whether its directory is new.
@@ -170,6 +173,11 @@ pub(crate) fn check_files(dir: &Path, state: &TxnState, written: &[Written]) -> 
             .ok_or_else(|| format!("written partition {} is not in the transaction", w.key))?;
         let by = state.meta.partition_by;
         let pdir = dir.join(partition_dir_name(&by.dir_name(part.key), part.version));
+        if let PartFormat::Parquet { file_bytes } = part.format {
+            // Written whole, fsynced and never changed: exactly its committed length.
+            check_len(&pdir.join(PARQUET_FILE), file_bytes, true)?;
+            continue;
+        }
         for c in &state.meta.columns {
             let rows = part.row_count - part.column_top(c.id);
             for (path, need) in column_extents(&pdir, c, rows)? {
@@ -258,6 +266,7 @@ mod tests {
             min_ts,
             max_ts,
             tops: Vec::new(),
+            format: PartFormat::Native,
         }
     }
 

@@ -35,6 +35,7 @@ mod bits;
 mod cache;
 mod column;
 mod conform;
+mod convert;
 mod db;
 mod dedup;
 mod dir_sync;
@@ -43,6 +44,7 @@ mod files;
 mod invariants;
 mod merge;
 mod parquet_file;
+mod parquet_read;
 mod partition;
 mod read;
 mod symbol_index;
@@ -56,6 +58,7 @@ mod zone;
 pub use cache::raise_open_files_limit;
 pub use column::parse_uuid;
 pub use conform::{conform, conform_column, to_write_type};
+pub use convert::ConvertTo;
 pub use db::{Database, TableDef};
 pub use error::{Result, StorageError};
 pub use parquet_file::{
@@ -64,7 +67,7 @@ pub use parquet_file::{
 pub use partition::PartitionBy;
 pub use table::{Durability, Snapshot, StorageOptions, Table, TableWriter};
 pub use ttl::{Ttl, TtlUnit};
-pub use txn::{ColumnMeta, PartitionMeta, TableMeta};
+pub use txn::{ColumnMeta, PartFormat, PartitionMeta, TableMeta};
 pub use types::{ColumnType, SUNDIAL_TYPE_KEY, SymbolValues, arrow_field};
 pub use zone::{ZONE_ROWS, Zone};
 

@@ -11,7 +11,7 @@
 //!   every page compressed (ZSTD by default), statistics per page, the page index written
 //! ```
 //!
-//! Rows keep the partition's order (by designated timestamp), so row groups and pages cover
+//! Each field's Parquet field id is the table's column id. Rows keep the partition's order (by designated timestamp), so row groups and pages cover
 //! consecutive stretches of time and their statistics prune by time. The choices and the bytes
 //! per point they gave on TSBS data are in `docs/design.md` ("Cold partitions").
 
@@ -22,7 +22,7 @@ use arrow_array::cast::AsArray;
 use arrow_array::types::TimestampNanosecondType;
 use arrow_array::{ArrayRef, RecordBatch};
 use arrow_schema::{DataType, Field, Schema, TimeUnit};
-use parquet::arrow::ArrowWriter;
+use parquet::arrow::{ArrowWriter, PARQUET_FIELD_ID_META_KEY};
 use parquet::basic::{Compression, Encoding, ZstdLevel};
 use parquet::file::metadata::ParquetMetaData;
 use parquet::file::properties::{EnabledStatistics, WriterProperties};
@@ -150,10 +150,15 @@ pub fn write_partition<W: Write + Send>(
     options: &ParquetOptions,
 ) -> Result<ParquetWritten> {
     let meta = snapshot.meta();
+    // The field id is the column's id: reads find columns by it (see `parquet_read.rs`).
     let fields: Vec<Field> = meta
         .columns
         .iter()
-        .map(|c| Field::new(&c.name, file_type(c.column_type), true))
+        .map(|c| {
+            let id = [(PARQUET_FIELD_ID_META_KEY.to_string(), c.id.to_string())];
+            Field::new(&c.name, file_type(c.column_type), true)
+                .with_metadata(id.into_iter().collect())
+        })
         .collect();
     let schema = Arc::new(Schema::new(fields));
     let out = Counting {

@@ -13,8 +13,10 @@ use arrow_array::{
 };
 use arrow_buffer::{BooleanBuffer, Buffer, NullBuffer, OffsetBuffer, ScalarBuffer};
 
+use crate::error::ensure_invariant;
 use crate::error::{Result, StorageError};
-use crate::files::{PartitionDir, data_file, offsets_file, validate_offsets};
+use crate::files::{PARQUET_FILE, PartitionDir, data_file, offsets_file, validate_offsets};
+use crate::symbol_index::PublishedSymbols;
 use crate::txn::ColumnMeta;
 use crate::types::{ColumnType, Layout, SymbolValues};
 
@@ -25,7 +27,7 @@ pub(crate) fn read_array(
     top: u64,
     lo: u64,
     hi: u64,
-    symbols: Option<&SymbolValues>,
+    symbols: Option<&PublishedSymbols>,
 ) -> Result<ArrayRef> {
     let data_type = column.column_type.arrow_type();
     if hi <= top {
@@ -36,6 +38,26 @@ pub(crate) fn read_array(
         let rest = read_array(dir, column, top, top, hi, symbols)?;
         return arrow_select::concat::concat(&[nulls.as_ref(), rest.as_ref()])
             .map_err(|e| StorageError::Internal(e.to_string()));
+    }
+    if let Some(file) = dir.parquet()? {
+        // A Parquet file holds every row of each column it has (top 0); a column added since
+        // has its top at the part's end and is never read here.
+        ensure_invariant!(
+            top == 0,
+            "column {} of a Parquet part has top {top}",
+            column.id
+        );
+        let array = file.read(dir.cache(), dir.id(), column, lo..hi, symbols)?;
+        if column.column_type != ColumnType::Symbol {
+            return Ok(array);
+        }
+        let codes = array
+            .as_primitive_opt::<Int32Type>()
+            .cloned()
+            .ok_or_else(|| {
+                StorageError::Internal("SYMBOL codes of a Parquet part are not Int32".into())
+            })?;
+        return symbol_array(codes, column, symbols.map(|s| s.values()), &file_path(dir));
     }
     let start = (lo - top) as usize;
     let len = (hi - lo) as usize;
@@ -63,7 +85,7 @@ pub(crate) fn read_array(
                 ColumnType::Symbol => {
                     let keys =
                         PrimitiveArray::<Int32Type>::new(ScalarBuffer::new(buf, start, len), nulls);
-                    symbol_array(keys, column, symbols, &path())?
+                    symbol_array(keys, column, symbols.map(|s| s.values()), &path())?
                 }
                 ColumnType::Uuid => {
                     uuid_strings(&buf.as_slice()[start * 16..(start + len) * 16], nulls)
@@ -112,7 +134,7 @@ pub(crate) fn read_picked(
     column: &ColumnMeta,
     top: u64,
     picks: &[u32],
-    symbols: Option<&SymbolValues>,
+    symbols: Option<&PublishedSymbols>,
 ) -> Result<ArrayRef> {
     let (Some(&first), Some(&last)) = (picks.first(), picks.last()) else {
         return Ok(arrow_array::new_empty_array(
@@ -125,7 +147,7 @@ pub(crate) fn read_picked(
         arrow_select::take::take(array, &indices, None)
             .map_err(|e| StorageError::Internal(e.to_string()))
     };
-    if column.column_type != ColumnType::Symbol || lo < top {
+    if column.column_type != ColumnType::Symbol || lo < top || dir.is_parquet() {
         return take(read_array(dir, column, top, lo, hi, symbols)?.as_ref());
     }
     let (start, len) = ((lo - top) as usize, (hi - lo) as usize);
@@ -136,7 +158,12 @@ pub(crate) fn read_picked(
     let nulls = validity(dir, column.id, start, len)?;
     let codes = PrimitiveArray::<Int32Type>::new(ScalarBuffer::new(buf, start, len), nulls);
     let codes = take(&codes)?.as_primitive::<Int32Type>().clone();
-    symbol_array(codes, column, symbols, &path)
+    symbol_array(codes, column, symbols.map(|s| s.values()), &path)
+}
+
+/// A Parquet part's file, for messages.
+fn file_path(dir: &PartitionDir) -> std::path::PathBuf {
+    dir.path.join(PARQUET_FILE)
 }
 
 /// The validity of rows `[start, start + len)` of column `id`, if any is NULL.

@@ -25,7 +25,23 @@ use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 
 use arrow_array::{Array, StringArray};
 
+use crate::column::SymbolResolver;
+use crate::error::{Result, StorageError};
 use crate::types::SymbolValues;
+
+/// Resolves the symbols of committed rows (of a part being rewritten): every one is in the
+/// published dictionary, so a lookup that fails is an internal error.
+pub(crate) struct CommittedSymbols<'a>(pub &'a PublishedSymbols);
+
+impl SymbolResolver for CommittedSymbols<'_> {
+    fn resolve(&mut self, value: &str) -> Result<i32> {
+        self.0.code(value).ok_or_else(|| {
+            StorageError::Internal(format!(
+                "committed symbol '{value}' is not in the dictionary"
+            ))
+        })
+    }
+}
 
 /// One published version of a SYMBOL column's dictionary, with its lazily built index.
 pub(crate) struct PublishedSymbols {

@@ -15,7 +15,7 @@ use std::sync::{Arc, Condvar, Mutex, RwLock};
 use std::time::Duration;
 
 use arrow_array::{ArrayRef, RecordBatch, cast::AsArray, types::TimestampNanosecondType};
-use arrow_buffer::BooleanBuffer;
+use arrow_buffer::{BooleanBuffer, Buffer};
 
 use crate::cache::FileCache;
 use crate::column::{ColumnBuf, SymbolResolver, Values, from_arrow};
@@ -23,17 +23,17 @@ use crate::dedup;
 use crate::dir_sync::UnsyncedDirs;
 use crate::error::{IoContext, Result, StorageError, ensure_invariant};
 use crate::files::{
-    ColumnFiles, PartitionDir, TableDir, data_file, offsets_file, partition_dir_name, read_offset,
-    remove_table_dir, sync_dir, validity_file, write_file,
+    ColumnFiles, PARQUET_FILE, PartitionDir, TableDir, data_file, offsets_file, partition_dir_name,
+    read_offset, remove_table_dir, sync_dir, validity_file, write_file,
 };
 use crate::invariants::{self, Written};
 use crate::merge;
 use crate::partition::PartitionBy;
 use crate::read::{read_array, read_picked};
-use crate::symbol_index::PublishedSymbols;
+use crate::symbol_index::{CommittedSymbols, PublishedSymbols};
 use crate::symbols::{SYMBOL_DIR, SymbolDict};
 use crate::ttl::Ttl;
-use crate::txn::{ColumnMeta, PartitionMeta, TableMeta, TxnState};
+use crate::txn::{ColumnMeta, PartFormat, PartitionMeta, TableMeta, TxnState};
 use crate::types::{ColumnType, Layout, SymbolValues};
 use crate::validate_name;
 use crate::zone::{Zone, complete_zones, read_zones, write_zones};
@@ -69,6 +69,9 @@ pub struct StorageOptions {
     /// out (queries still reading an evicted mapping keep it until they finish). Default: a
     /// quarter of `vm.max_map_count`, at least 1024.
     pub mapped_files_max: usize,
+    /// Bytes of decoded Parquet column chunks kept for reads of cold partitions, least
+    /// recently used first out (see `parquet_read.rs`). Default 512 MiB.
+    pub decoded_cache_bytes: usize,
 }
 
 impl Default for StorageOptions {
@@ -81,6 +84,7 @@ impl Default for StorageOptions {
             writer_wait_ms: 30_000,
             open_files_max: usize::try_from(open_files.clamp(64, 1 << 20)).unwrap_or(64),
             mapped_files_max: usize::try_from(mappings.clamp(1024, 1 << 20)).unwrap_or(1024),
+            decoded_cache_bytes: 512 << 20,
         }
     }
 }
@@ -155,6 +159,11 @@ impl Snapshot {
         if lo >= hi {
             return Ok(below_top);
         }
+        if self.dirs[partition].is_parquet() {
+            // Decoded chunks are cached: the read that usually follows costs nothing more.
+            let array = self.read_column(partition, column, rows.start.max(top)..rows.end)?;
+            return Ok(below_top + array.null_count() as u64);
+        }
         let nulls = match self.dirs[partition].map_validity(col.id, hi as usize)? {
             Some(bits) => {
                 let valid = BooleanBuffer::new(bits, lo as usize, (hi - lo) as usize);
@@ -197,7 +206,7 @@ impl Snapshot {
             part.column_top(col.id),
             rows.start,
             rows.end,
-            self.symbols.get(&col.id).map(|s| s.values()),
+            self.symbols.get(&col.id).map(|s| s.as_ref()),
         )?;
         ensure_invariant!(
             array.len() as u64 == rows.end - rows.start,
@@ -238,7 +247,7 @@ impl Snapshot {
         self.batch(projection, rows.len(), |c| {
             let col = self.column(c)?;
             let top = part.column_top(col.id);
-            let symbols = self.symbols.get(&col.id).map(|s| s.values());
+            let symbols = self.symbols.get(&col.id).map(|s| s.as_ref());
             read_picked(&self.dirs[partition], col, top, rows, symbols)
         })
     }
@@ -295,6 +304,37 @@ impl Snapshot {
         let start = lo.map_or(0, |lo| ts.partition_point(|t| *t < lo));
         let end = hi.map_or(ts.len(), |hi| ts.partition_point(|t| *t < hi));
         Ok(start as u64..end.max(start) as u64)
+    }
+
+    /// Where part `partition` keeps its rows: its Parquet file, or its directory of column
+    /// files.
+    pub fn part_location(&self, partition: usize) -> Result<PathBuf> {
+        let dir = &self.dirs.get(partition).ok_or_else(|| {
+            StorageError::InvalidInput(format!("partition {partition} does not exist"))
+        })?;
+        Ok(if dir.is_parquet() {
+            dir.path.join(PARQUET_FILE)
+        } else {
+            dir.path.clone()
+        })
+    }
+
+    /// Bytes on disk of part `partition`'s files (those of rolled-back rows included).
+    pub fn part_disk_bytes(&self, partition: usize) -> Result<u64> {
+        let dir = &self.dirs.get(partition).ok_or_else(|| {
+            StorageError::InvalidInput(format!("partition {partition} does not exist"))
+        })?;
+        let mut bytes = 0;
+        for entry in std::fs::read_dir(&dir.path).at(&dir.path)? {
+            let entry = entry.at(&dir.path)?;
+            bytes += entry.metadata().at(&entry.path())?.len();
+        }
+        Ok(bytes)
+    }
+
+    /// The published dictionary of SYMBOL column id `column_id`.
+    pub(crate) fn published(&self, column_id: u32) -> Option<&PublishedSymbols> {
+        self.symbols.get(&column_id).map(Arc::as_ref)
     }
 
     fn partition(&self, partition: usize) -> Result<&PartitionMeta> {
@@ -396,9 +436,10 @@ impl Table {
         let mut dirs = BTreeMap::new();
         for part in &state.partitions {
             let stem = state.meta.partition_by.dir_name(part.key);
-            let pdir = Arc::new(PartitionDir::new(
+            let pdir = Arc::new(PartitionDir::with_format(
                 dir.clone(),
                 dir.path.join(partition_dir_name(&stem, part.version)),
+                part.format,
             ));
             dirs.insert((part.key, part.version), pdir);
         }
@@ -490,6 +531,10 @@ impl Table {
 
     pub(crate) fn mark_dropped(&self) {
         self.dir.dropped.store(true, Ordering::Release);
+    }
+
+    pub(crate) fn table_dir(&self) -> &Arc<TableDir> {
+        &self.dir
     }
 
     fn publish(&self, snapshot: Snapshot) {
@@ -614,6 +659,12 @@ fn verify_files(dir: &Path, state: &TxnState) -> Result<()> {
         }
     };
     for part in &state.partitions {
+        if part.format.is_parquet() {
+            // Written whole and fsynced before the commit that names it (in every durability
+            // mode), so never torn by a crash: a damaged file is reported by the reads of its
+            // partition, and the table's other partitions stay readable.
+            continue;
+        }
         let pdir = dir.join(partition_dir_name(
             &state.meta.partition_by.dir_name(part.key),
             part.version,
@@ -688,8 +739,9 @@ fn remove_dropped_column_files(dir: &Path, state: &TxnState) -> Result<()> {
         let entry = entry.at(dir)?;
         let name = entry.file_name().to_string_lossy().into_owned();
         let id = name.split('.').next().and_then(|id| id.parse::<u32>().ok());
-        let live = !name.ends_with(".tmp")
-            && id.is_some_and(|id| state.meta.columns.iter().any(|c| c.id == id));
+        let live = name == PARQUET_FILE
+            || !name.ends_with(".tmp")
+                && id.is_some_and(|id| state.meta.columns.iter().any(|c| c.id == id));
         if !live {
             let path = entry.path();
             std::fs::remove_file(&path).at(&path)?;
@@ -717,7 +769,11 @@ struct Pending {
     /// Rows appended to the files after `base.row_count`.
     tail_rows: u64,
     min_ts: i64,
+    /// The newest row of the partition with this transaction's rows (of a new part after a
+    /// Parquet part, that part's newest until rows arrive).
     max_ts: i64,
+    /// A new part after a committed Parquet part, which in-order rows start.
+    after_parquet: bool,
     /// Out-of-order rows, merged at commit into a new version of the partition.
     o3: Option<Vec<ColumnBuf>>,
     o3_ts: Vec<i64>,
@@ -1019,6 +1075,58 @@ impl TableWriter {
         Ok(dropped)
     }
 
+    /// A new, empty version directory for partition `key` (its version never used before),
+    /// for a part written without the writer (see `convert.rs`). It is the caller's to delete
+    /// unless [`TableWriter::replace_parts`] adopts it; opening the table deletes it after a
+    /// crash.
+    pub(crate) fn new_version_dir(&mut self, key: i64) -> Result<(u64, PathBuf)> {
+        let state = self.state()?;
+        let stem = state.committed.meta.partition_by.dir_name(key);
+        let version = state.next_version;
+        state.next_version += 1;
+        let path = state
+            .table_dir
+            .path
+            .join(partition_dir_name(&stem, version));
+        if path.exists() {
+            std::fs::remove_dir_all(&path).at(&path)?;
+        }
+        std::fs::create_dir(&path).at(&path)?;
+        Ok((version, path))
+    }
+
+    /// Commits `part` (whose files in `dir` were written and fsynced, and the directory entries
+    /// naming them too) in place of every part of its partition, durably in every mode, if the
+    /// table's schema is still `meta` and those parts still `expected`; `Ok(false)` otherwise.
+    /// Rows must not be pending.
+    pub(crate) fn replace_parts(
+        &mut self,
+        meta: &Arc<TableMeta>,
+        expected: &[PartitionMeta],
+        part: PartitionMeta,
+        dir: Arc<PartitionDir>,
+    ) -> Result<bool> {
+        let key = part.key;
+        let state = self.state()?;
+        if !state.pending.is_empty() {
+            return Err(StorageError::InvalidInput(
+                "commit or roll back pending rows before converting a partition".into(),
+            ));
+        }
+        if *state.committed.meta != **meta || state.committed_parts(key) != expected {
+            return Ok(false);
+        }
+        let mut next = state.committed.clone();
+        next.seq += 1;
+        let from = next.partitions.partition_point(|q| q.key < key);
+        let to = next.partitions.partition_point(|q| q.key <= key);
+        let version = part.version;
+        next.partitions.splice(from..to, [part]);
+        let snapshot = state.commit_state(next, vec![((key, version), dir)], true)?;
+        self.table.publish(snapshot);
+        Ok(true)
+    }
+
     pub(crate) fn rename_table(&mut self, to: &str) -> Result<()> {
         self.change_schema(|state| {
             let mut meta = (*state.meta).clone();
@@ -1137,6 +1245,14 @@ impl WriterState {
             dirs,
             symbols,
         }
+    }
+
+    /// The published dictionary of every SYMBOL column, by column id.
+    fn published_symbols(&self) -> HashMap<u32, Arc<PublishedSymbols>> {
+        self.symbols
+            .iter()
+            .map(|(id, d)| (*id, d.published()))
+            .collect()
     }
 
     fn append(&mut self, batch: &RecordBatch) -> Result<()> {
@@ -1301,8 +1417,32 @@ impl WriterState {
 
     fn pending_partition(&mut self, key: i64) -> Result<&mut Pending> {
         if !self.pending.contains_key(&key) {
-            // Appends go to the partition's last part.
-            let pending = match self.committed.partitions.iter().rfind(|p| p.key == key) {
+            // Appends go to the partition's last part, or to a new part after a Parquet one
+            // (whose file never changes): rows before its end are out of order.
+            let last = self.committed.partitions.iter().rfind(|p| p.key == key);
+            let pending = match last.cloned() {
+                Some(base) if base.format.is_parquet() => {
+                    let dir = self.new_partition_dir(key)?;
+                    Pending {
+                        dir,
+                        is_new: true,
+                        base: PartitionMeta {
+                            key,
+                            version: 0,
+                            row_count: 0,
+                            min_ts: i64::MAX,
+                            max_ts: i64::MIN,
+                            tops: Vec::new(),
+                            format: PartFormat::Native,
+                        },
+                        tail_rows: 0,
+                        min_ts: i64::MAX,
+                        max_ts: base.max_ts,
+                        after_parquet: true,
+                        o3: None,
+                        o3_ts: Vec::new(),
+                    }
+                }
                 Some(base) => Pending {
                     dir: self
                         .dirs
@@ -1316,6 +1456,7 @@ impl WriterState {
                     tail_rows: 0,
                     min_ts: base.min_ts,
                     max_ts: base.max_ts,
+                    after_parquet: false,
                     o3: None,
                     o3_ts: Vec::new(),
                 },
@@ -1331,10 +1472,12 @@ impl WriterState {
                             min_ts: i64::MAX,
                             max_ts: i64::MIN,
                             tops: Vec::new(),
+                            format: PartFormat::Native,
                         },
                         tail_rows: 0,
                         min_ts: i64::MAX,
                         max_ts: i64::MIN,
+                        after_parquet: false,
                         o3: None,
                         o3_ts: Vec::new(),
                     }
@@ -1384,7 +1527,8 @@ impl WriterState {
         let rows_so_far = pending.base.row_count + pending.tail_rows;
         // In a deduplicating table a row at the newest timestamp may replace one stored: merged.
         let behind = run_min < pending.max_ts || (meta.deduplicates() && run_min == pending.max_ts);
-        let out_of_order = pending.o3.is_some() || (!ts.is_empty() && rows_so_far > 0 && behind);
+        let rows_before = rows_so_far > 0 || pending.after_parquet;
+        let out_of_order = pending.o3.is_some() || (!ts.is_empty() && rows_before && behind);
         if !ts.is_empty() {
             pending.min_ts = pending.min_ts.min(run_min);
             pending.max_ts = pending.max_ts.max(run_max);
@@ -1672,11 +1816,12 @@ impl WriterState {
         let key = p.base.key;
         // The parts as they stand with this transaction's in-order rows: the last one (possibly
         // new) has them.
-        let mut parts = if p.is_new {
-            Vec::new()
-        } else {
-            self.kept_parts(key, usize::MAX)?
-        };
+        // Committed parts precede a new one only after a Parquet part.
+        let mut parts = self.kept_parts(key, usize::MAX)?;
+        ensure_invariant!(
+            !p.is_new || parts.is_empty() != p.after_parquet,
+            "a new part follows committed parts only after a Parquet part"
+        );
         if p.is_new {
             parts.push(WrittenPart {
                 meta: p.base.clone(),
@@ -1700,12 +1845,7 @@ impl WriterState {
         let ts_mapped = if rows[first] == 0 {
             None
         } else {
-            let path = || parts[first].dir.path.join(data_file(ts_col.id));
-            let mapped = parts[first]
-                .dir
-                .map(&data_file(ts_col.id), rows[first] as usize * 8)?
-                .ok_or_else(|| StorageError::corrupt(path(), "missing timestamp file"))?;
-            Some(mapped)
+            Some(part_timestamps(&parts[first].dir, ts_col, rows[first])?)
         };
         let ts_bytes: &[u8] = ts_mapped.as_ref().map_or(&[], |b| b.as_slice());
         let ts_at = |row: u64| {
@@ -1736,12 +1876,14 @@ impl WriterState {
             start.row
         );
         // A column's rows being merged: the existing ones, then the incoming ones.
+        let published = self.published_symbols();
         let read = |c: &ColumnMeta, extra: &ColumnBuf| -> Result<ColumnBuf> {
             let mut all = ColumnBuf::empty(c.column_type);
             for (i, part) in parts.iter().enumerate().skip(start.part) {
                 let from = if i == start.part { start.row } else { 0 };
                 let top = part.meta.column_top(c.id);
-                let own = part.dir.read_raw(c, top, from..rows[i])?;
+                let symbols = published.get(&c.id).map(Arc::as_ref);
+                let own = read_part(&part.dir, c, top, from..rows[i], symbols)?;
                 all.extend_from(&own, 0..own.rows);
             }
             all.extend_from(extra, 0..extra.rows);
@@ -1789,6 +1931,7 @@ impl WriterState {
                 .unwrap_or(i64::MIN)
                 .max(p.o3_ts.iter().copied().max().unwrap_or(i64::MIN)),
             tops: Vec::new(),
+            format: PartFormat::Native,
         };
         let appended_to_kept_prefix = start.part == last && start.row > 0 && p.tail_rows > 0;
         if appended_to_kept_prefix && sync {
@@ -1825,6 +1968,37 @@ impl WriterState {
         });
         Ok(out)
     }
+}
+
+/// Rows `rows` of column `c` (rows below `top` NULL) of a committed part, in memory.
+fn read_part(
+    dir: &PartitionDir,
+    c: &ColumnMeta,
+    top: u64,
+    rows: Range<u64>,
+    symbols: Option<&PublishedSymbols>,
+) -> Result<ColumnBuf> {
+    if !dir.is_parquet() {
+        return dir.read_raw(c, top, rows);
+    }
+    let array = read_array(dir, c, top, rows.start, rows.end, symbols)?;
+    let mut lookup = symbols.map(CommittedSymbols);
+    let resolver = lookup.as_mut().map(|l| l as &mut dyn SymbolResolver);
+    from_arrow(&array, c.column_type, &c.name, resolver)
+}
+
+/// The first `rows` designated timestamps of a committed part, as little-endian bytes.
+fn part_timestamps(dir: &PartitionDir, ts_col: &ColumnMeta, rows: u64) -> Result<Buffer> {
+    if dir.is_parquet() {
+        let array = read_array(dir, ts_col, 0, 0, rows, None)?;
+        let ts = array
+            .as_primitive_opt::<TimestampNanosecondType>()
+            .ok_or_else(|| StorageError::Internal("designated timestamp is not one".into()))?;
+        return Ok(ts.values().inner().clone());
+    }
+    let path = || dir.path.join(data_file(ts_col.id));
+    dir.map(&data_file(ts_col.id), rows as usize * 8)?
+        .ok_or_else(|| StorageError::corrupt(path(), "missing timestamp file"))
 }
 
 fn version_of(path: &Path) -> Result<u64> {

@@ -156,6 +156,7 @@ impl std::fmt::Display for Ttl {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::txn::PartFormat;
 
     const DAY_NS: i64 = 24 * HOUR_NS;
     const JAN_1_2016: i64 = 1_451_606_400_000_000_000;
@@ -168,6 +169,7 @@ mod tests {
             min_ts: key,
             max_ts,
             tops: Vec::new(),
+            format: PartFormat::Native,
         }
     }
 

@@ -19,8 +19,13 @@ use crate::ttl::{Ttl, TtlUnit};
 use crate::types::ColumnType;
 
 const MAGIC: &[u8; 4] = b"SDTX";
-/// Version 2 added a flags byte per column; version 1 slots are still read.
-const FORMAT_VERSION: u16 = 3;
+/// Version 2 added a flags byte per column, version 3 the TTL, version 4 each part's storage
+/// format; older slots are still read.
+const FORMAT_VERSION: u16 = 4;
+/// A part's format code: column files.
+const PART_NATIVE: u8 = 0;
+/// A part's format code: one Parquet file, followed by its length (`u64`).
+const PART_PARQUET: u8 = 1;
 /// Column flag: a SYMBOL column with a symbol index.
 const COLUMN_INDEXED: u8 = 1;
 /// Column flag: one of the table's `DEDUP UPSERT KEYS`.
@@ -113,6 +118,32 @@ pub struct PartitionMeta {
     pub max_ts: i64,
     /// Columns added after rows already existed: `(column id, rows before the column existed)`.
     pub tops: Vec<(u32, u64)>,
+    pub format: PartFormat,
+}
+
+/// How a part of a partition keeps its rows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum PartFormat {
+    /// One file per column (plus offsets, validity and zone files), appended to in place.
+    #[default]
+    Native,
+    /// One immutable Parquet file, `data.parquet`, of exactly `file_bytes` bytes, holding
+    /// every row of the part (and possibly more: a part kept as a prefix commits fewer).
+    Parquet { file_bytes: u64 },
+}
+
+impl PartFormat {
+    pub fn is_parquet(self) -> bool {
+        matches!(self, PartFormat::Parquet { .. })
+    }
+
+    /// The format's name, as `SHOW PARTITIONS` shows it.
+    pub fn name(self) -> &'static str {
+        match self {
+            PartFormat::Native => "native",
+            PartFormat::Parquet { .. } => "parquet",
+        }
+    }
 }
 
 impl PartitionMeta {
@@ -203,6 +234,17 @@ impl TxnState {
                 None => {
                     p.u8(0);
                     p.u32(0);
+                }
+            }
+        }
+        if format >= 4 {
+            for part in &self.partitions {
+                match part.format {
+                    PartFormat::Native => p.u8(PART_NATIVE),
+                    PartFormat::Parquet { file_bytes } => {
+                        p.u8(PART_PARQUET);
+                        p.u64(file_bytes);
+                    }
                 }
             }
         }
@@ -334,6 +376,7 @@ impl TxnState {
                 min_ts,
                 max_ts,
                 tops,
+                format: PartFormat::Native,
             });
         }
         let ttl = if format >= 3 {
@@ -346,6 +389,17 @@ impl TxnState {
         } else {
             None
         };
+        if format >= 4 {
+            for part in &mut partitions {
+                part.format = match d.u8()? {
+                    PART_NATIVE => PartFormat::Native,
+                    PART_PARQUET => PartFormat::Parquet {
+                        file_bytes: d.u64()?,
+                    },
+                    _ => return Err(bad("unknown part format")),
+                };
+            }
+        }
         if !d.bytes.is_empty() {
             return Err(bad("trailing bytes"));
         }
@@ -466,14 +520,26 @@ mod tests {
                     unit: TtlUnit::Day,
                 }),
             }),
-            partitions: vec![PartitionMeta {
-                key: 0,
-                version: 3,
-                row_count: 10,
-                min_ts: 1,
-                max_ts: 9,
-                tops: vec![(2, 4)],
-            }],
+            partitions: vec![
+                PartitionMeta {
+                    key: 0,
+                    version: 3,
+                    row_count: 10,
+                    min_ts: 1,
+                    max_ts: 9,
+                    tops: vec![],
+                    format: PartFormat::Parquet { file_bytes: 4321 },
+                },
+                PartitionMeta {
+                    key: 0,
+                    version: 5,
+                    row_count: 10,
+                    min_ts: 9,
+                    max_ts: 12,
+                    tops: vec![(2, 4)],
+                    format: PartFormat::Native,
+                },
+            ],
             symbol_counts: vec![(2, 5)],
             dropped: false,
         }
@@ -486,9 +552,28 @@ mod tests {
         assert_eq!(TxnState::decode(&bytes, Path::new("x")).unwrap(), t);
     }
 
+    /// `sample()` as a slot of a format before version 4 reads it: every part native.
+    fn sample_before_parquet() -> TxnState {
+        let mut t = sample();
+        for p in &mut t.partitions {
+            p.format = PartFormat::Native;
+        }
+        t
+    }
+
+    #[test]
+    fn version_3_slots_read_as_native_parts() {
+        let t = sample();
+        let bytes = t.encode_format(3);
+        assert_eq!(
+            TxnState::decode(&bytes, Path::new("x")).unwrap(),
+            sample_before_parquet()
+        );
+    }
+
     #[test]
     fn version_1_slots_read_as_unindexed() {
-        let mut t = sample();
+        let mut t = sample_before_parquet();
         let bytes = t.encode_format(1);
         let mut meta = (*t.meta).clone();
         meta.columns[1].indexed = false;
@@ -499,7 +584,7 @@ mod tests {
 
     #[test]
     fn version_2_slots_read_without_a_ttl() {
-        let mut t = sample();
+        let mut t = sample_before_parquet();
         let bytes = t.encode_format(2);
         let mut meta = (*t.meta).clone();
         meta.ttl = None;
