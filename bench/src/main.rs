@@ -207,6 +207,7 @@ async fn storage(
             indexed: Vec::new(),
             dedup_keys: Vec::new(),
             ttl: None,
+            cold_after: None,
         },
         false,
     )?;

@@ -227,6 +227,7 @@ fn table_for<R: Read>(
         indexed: Vec::new(),
         dedup_keys: Vec::new(),
         ttl: None,
+        cold_after: None,
     };
     Ok(db.create_table(def, false)?)
 }

@@ -155,6 +155,7 @@ mod tests {
             indexed: Vec::new(),
             dedup_keys: Vec::new(),
             ttl: None,
+            cold_after: None,
         };
         let table = db.create_table(def, false).unwrap();
         (dir, Sinks::new(db), table)

@@ -505,6 +505,7 @@ impl Ingestor {
                     indexed: Vec::new(),
                     dedup_keys,
                     ttl: None,
+                    cold_after: None,
                 };
                 self.db.create_table(def, true)?
             }

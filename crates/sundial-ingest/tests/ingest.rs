@@ -105,6 +105,7 @@ fn bad_lines_are_rejected_whole_and_the_rest_go_in() {
             indexed: Vec::new(),
             dedup_keys: Vec::new(),
             ttl: None,
+            cold_after: None,
         },
         false,
     )

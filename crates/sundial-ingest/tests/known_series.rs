@@ -154,6 +154,7 @@ fn open_db(dir: &std::path::Path) -> Arc<Database> {
             indexed: Vec::new(),
             dedup_keys: Vec::new(),
             ttl: None,
+            cold_after: None,
         };
         db.create_table(def, false).unwrap();
     }

@@ -502,6 +502,7 @@ mod tests {
             indexed: Vec::new(),
             dedup_keys: Vec::new(),
             ttl: None,
+            cold_after: None,
         };
         db.create_table(def, false).unwrap();
         (dir, db)

@@ -651,6 +651,11 @@ impl Engine {
                 blocking(move || Ok(t.writer()?.set_column_indexed(&column, indexed)?)).await?;
                 done("ALTER TABLE")
             }
+            Command::SetColdAfter { table, cold_after } => {
+                let t = self.table(&table)?;
+                blocking(move || Ok(t.writer()?.set_cold_after(cold_after)?)).await?;
+                done("ALTER TABLE")
+            }
             Command::SetTtl { table, ttl } => {
                 let t = self.table(&table)?;
                 // A TTL applies at once, not at the next background check.
@@ -1149,6 +1154,7 @@ impl Engine {
                 indexed: c.indexed,
                 dedup_keys: c.dedup_keys,
                 ttl: c.ttl,
+                cold_after: c.cold_after,
             };
             let (db, if_not_exists) = (self.db.clone(), c.if_not_exists);
             blocking(move || Ok(db.create_table(def, if_not_exists).map(drop)?)).await?;
@@ -1186,6 +1192,7 @@ impl Engine {
             indexed: c.indexed,
             dedup_keys: c.dedup_keys,
             ttl: c.ttl,
+            cold_after: c.cold_after,
         };
         let db = self.db.clone();
         let table = blocking(move || Ok(db.create_table(def, false)?)).await?;

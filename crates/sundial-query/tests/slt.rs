@@ -175,7 +175,10 @@ async fn sqllogictest_files_over_alternating_parquet_partitions() {
     run_files(true).await;
     let converted = CONVERTED.load(std::sync::atomic::Ordering::Relaxed);
     eprintln!("{converted} partitions converted to Parquet");
-    assert!(converted >= 15, "only {converted} partitions were converted");
+    assert!(
+        converted >= 15,
+        "only {converted} partitions were converted"
+    );
 }
 
 async fn run_files(mixed: bool) {

@@ -64,6 +64,14 @@ struct DataOptions {
     /// open-files limit, which Sundial raises to its hard limit at start).
     #[arg(long, env = "SUNDIAL_OPEN_FILES_MAX", value_parser = clap::value_parser!(u64).range(1..))]
     open_files_max: Option<u64>,
+    /// How often partitions that a table's `COLD AFTER` has made cold are looked for and
+    /// converted to Parquet, in the background (0: never).
+    #[arg(long, env = "SUNDIAL_COLD_CHECK_INTERVAL_MS", default_value_t = 60_000)]
+    cold_check_interval_ms: u64,
+    /// Memory for decoded column chunks of Parquet partitions, shared by all queries (least
+    /// recently used dropped first).
+    #[arg(long, env = "SUNDIAL_DECODED_CACHE_MB", default_value_t = 512)]
+    decoded_cache_mb: u64,
 }
 
 #[derive(ValueEnum, Clone, Copy, Debug)]
@@ -130,6 +138,9 @@ fn open(data: &DataOptions) -> Result<(Arc<Database>, Engine), String> {
         open_files_max: data.open_files_max.map_or(defaults.open_files_max, |n| {
             usize::try_from(n).unwrap_or(usize::MAX)
         }),
+        cold_check_interval_ms: data.cold_check_interval_ms,
+        decoded_cache_bytes: usize::try_from(data.decoded_cache_mb.saturating_mul(1 << 20))
+            .unwrap_or(usize::MAX),
         ..defaults
     };
     let db = Database::open(&data.data_dir, options).map_err(|e| e.to_string())?;

@@ -28,6 +28,11 @@ pub enum Command {
         table: String,
         ttl: Option<Ttl>,
     },
+    /// `ALTER TABLE t SET COLD AFTER n HOURS|DAYS|...` (`None`: `COLD AFTER 0 ...`, never).
+    SetColdAfter {
+        table: String,
+        cold_after: Option<Ttl>,
+    },
     /// `ALTER TABLE t ALTER COLUMN c ADD INDEX` (or `DROP INDEX`: `indexed` false).
     SetIndexed {
         table: String,
@@ -97,10 +102,13 @@ pub struct CreateTable {
     pub dedup_keys: Vec<String>,
     /// `TTL n UNIT`: partitions older than this (from the newest row) are dropped.
     pub ttl: Option<Ttl>,
+    /// `COLD AFTER n UNIT`: partitions older than this (from the newest row) become Parquet.
+    pub cold_after: Option<Ttl>,
 }
 
 /// The `CREATE TABLE` statement that makes a table like `meta` (columns, symbol indexes,
-/// designated timestamp, partitioning, TTL and deduplication keys), in the syntax [`parse`]
+/// designated timestamp, partitioning, TTL, COLD AFTER and deduplication keys), in the syntax
+/// [`parse`]
 /// takes: `SHOW CREATE TABLE`.
 pub fn create_table_sql(meta: &sundial_storage::TableMeta) -> String {
     let quote = |name: &str| format!("\"{}\"", name.replace('"', "\"\""));
@@ -123,6 +131,9 @@ pub fn create_table_sql(meta: &sundial_storage::TableMeta) -> String {
     sql.push_str(&format!(" PARTITION BY {}", meta.partition_by.name()));
     if let Some(ttl) = meta.ttl {
         sql.push_str(&format!(" TTL {ttl}"));
+    }
+    if let Some(cold_after) = meta.cold_after {
+        sql.push_str(&format!(" COLD AFTER {cold_after}"));
     }
     let keys = meta.dedup_keys();
     if !keys.is_empty() {
@@ -456,6 +467,7 @@ impl Parser<'_> {
             partition_by: None,
             dedup_keys: Vec::new(),
             ttl: None,
+            cold_after: None,
         };
         if self.eat_kw("AS") {
             create.as_query = Some(self.query_text()?);
@@ -610,6 +622,8 @@ impl Parser<'_> {
                 create.dedup_keys = self.upsert_keys()?;
             } else if self.eat_kw("TTL") {
                 create.ttl = self.ttl()?;
+            } else if self.eat_kw("COLD") {
+                create.cold_after = self.cold_after()?;
             } else if self.eat_kw("WAL") || (self.eat_kw("BYPASS") && self.expect_kw("WAL").is_ok())
             {
                 // QuestDB's WAL choice has no meaning here: every commit is crash-safe.
@@ -631,17 +645,22 @@ impl Parser<'_> {
     /// `n UNIT` after TTL, QuestDB's way: `2 DAYS`, `1 WEEK`, `12H` (`H`, `D`, `W`, `M`, `Y`);
     /// a count of 0 means no TTL.
     fn ttl(&mut self) -> Result<Option<Ttl>> {
+        self.duration("TTL", "TTL 30 DAYS")
+    }
+
+    /// A TTL-like duration after `what` (`example` shows one in an error): `n UNIT`, 0 for none.
+    fn duration(&mut self, what: &str, example: &str) -> Result<Option<Ttl>> {
         let count = match self.peek().map(|t| &t.token) {
             Some(Token::Number(n, _)) => match n.parse::<u32>() {
                 Ok(count) => count,
                 Err(_) => {
                     return self.error(format!(
-                        "TTL {n} is not a whole number of units from 0 to {}",
+                        "{what} {n} is not a whole number of units from 0 to {}",
                         u32::MAX
                     ));
                 }
             },
-            _ => return self.error("expected a number after TTL, as in TTL 30 DAYS"),
+            _ => return self.error(format!("expected a number after {what}, as in {example}")),
         };
         self.pos += 1;
         let unit = match self.peek().map(|t| &t.token) {
@@ -649,11 +668,18 @@ impl Parser<'_> {
             _ => None,
         };
         let Some(unit) = unit else {
-            return self
-                .error("expected HOURS, DAYS, WEEKS, MONTHS or YEARS after the TTL's number");
+            return self.error(format!(
+                "expected HOURS, DAYS, WEEKS, MONTHS or YEARS after the {what}'s number"
+            ));
         };
         self.pos += 1;
         Ok((count > 0).then_some(Ttl { count, unit }))
+    }
+
+    /// `COLD AFTER n UNIT`, past `COLD`.
+    fn cold_after(&mut self) -> Result<Option<Ttl>> {
+        self.expect_kw("AFTER")?;
+        self.duration("COLD AFTER", "COLD AFTER 7 DAYS")
     }
 
     /// `UPSERT KEYS(a, b, ...)` after DEDUP [ENABLE].
@@ -689,7 +715,13 @@ impl Parser<'_> {
     fn alter_table(&mut self) -> Result<Command> {
         let table = self.name("table name")?;
         if self.eat_kw("SET") {
-            self.expect_kw("TTL")?;
+            if self.eat_kw("COLD") {
+                let cold_after = self.cold_after()?;
+                return Ok(Command::SetColdAfter { table, cold_after });
+            }
+            if !self.eat_kw("TTL") {
+                return self.error("expected TTL or COLD AFTER after SET");
+            }
             let ttl = self.ttl()?;
             return Ok(Command::SetTtl { table, ttl });
         }
@@ -803,7 +835,7 @@ impl Parser<'_> {
             });
         }
         self.error(
-            "expected ADD COLUMN, DROP COLUMN, DROP PARTITION, RENAME COLUMN, RENAME TO, ALTER COLUMN, DEDUP or SET TTL",
+            "expected ADD COLUMN, DROP COLUMN, DROP PARTITION, CONVERT PARTITION, RENAME COLUMN, RENAME TO, ALTER COLUMN, DEDUP, SET TTL or SET COLD AFTER",
         )
     }
 }
@@ -919,6 +951,10 @@ mod tests {
                 count: 3,
                 unit: TtlUnit::Week,
             }),
+            cold_after: Some(Ttl {
+                count: 2,
+                unit: TtlUnit::Day,
+            }),
         };
         let sql = create_table_sql(&meta);
         let Command::CreateTable(c) = parse(&sql).unwrap() else {
@@ -935,6 +971,7 @@ mod tests {
         assert_eq!(c.timestamp.as_deref(), Some("ts"));
         assert_eq!(c.partition_by, Some(PartitionBy::Hour));
         assert_eq!(c.ttl, meta.ttl);
+        assert_eq!(c.cold_after, meta.cold_after);
         assert_eq!(
             c.dedup_keys,
             vec!["ts".to_string(), "host name".to_string()]
@@ -946,6 +983,7 @@ mod tests {
             partition_by: PartitionBy::None,
             next_column_id: 1,
             ttl: None,
+            cold_after: None,
         };
         assert_eq!(
             create_table_sql(&plain),
@@ -999,7 +1037,15 @@ mod tests {
                 "ALTER TABLE t SET TTL 99999999999 DAYS",
                 "not a whole number",
             ),
-            ("ALTER TABLE t SET PARAM x = 1", "expected TTL"),
+            (
+                "ALTER TABLE t SET PARAM x = 1",
+                "expected TTL or COLD AFTER",
+            ),
+            ("ALTER TABLE t SET COLD 2 DAYS", "expected AFTER"),
+            (
+                "ALTER TABLE t SET COLD AFTER 2",
+                "after the COLD AFTER's number",
+            ),
         ] {
             let e = parse(bad).unwrap_err();
             assert!(e.to_string().contains(message), "{bad}: {e}");

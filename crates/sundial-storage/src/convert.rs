@@ -120,6 +120,39 @@ impl Table {
     }
 }
 
+impl Table {
+    /// Converts to Parquet every partition that `COLD AFTER` has made cold: whose whole time
+    /// range is that much older than the newest row (as a TTL counts), but the newest partition,
+    /// unless it is one Parquet part already (late rows beside a Parquet part are merged into
+    /// it this way). Returns how many were converted.
+    pub fn convert_cold(self: &Arc<Self>, options: &ParquetOptions) -> Result<usize> {
+        let snapshot = self.snapshot();
+        let meta = snapshot.meta();
+        let Some(cold_after) = meta.cold_after else {
+            return Ok(0);
+        };
+        let parts = snapshot.partitions();
+        let newest = parts.last().map(|p| p.key);
+        let mut converted = 0;
+        for key in cold_after.expired(meta.partition_by, parts) {
+            let of_key: Vec<&PartitionMeta> = parts.iter().filter(|p| p.key == key).collect();
+            let parquet = of_key.len() == 1 && of_key[0].format.is_parquet();
+            if parquet || Some(key) == newest {
+                continue;
+            }
+            if self.convert_partition(key, ConvertTo::Parquet, options)? {
+                converted += 1;
+                tracing::info!(
+                    "'{}': partition {} is cold (COLD AFTER {cold_after}): converted to Parquet",
+                    meta.name,
+                    meta.partition_by.dir_name(key)
+                );
+            }
+        }
+        Ok(converted)
+    }
+}
+
 /// A version directory being written: deleted on drop until a part owns it.
 struct NewVersion(Option<PathBuf>);
 

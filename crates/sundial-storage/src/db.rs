@@ -39,6 +39,9 @@ pub struct TableDef {
     /// Partitions older than this, counted back from the newest row, are dropped (see
     /// [`Database::enforce_ttl`]).
     pub ttl: Option<Ttl>,
+    /// Partitions older than this, counted back from the newest row, are converted to Parquet
+    /// (see [`Database::convert_cold`]).
+    pub cold_after: Option<Ttl>,
 }
 
 /// An open data directory. One process at a time may hold it.
@@ -145,6 +148,9 @@ impl Database {
         if let Durability::Periodic { interval_ms } = db.options.durability {
             start_periodic_sync(Arc::downgrade(&db), interval_ms)?;
         }
+        if db.options.cold_check_interval_ms > 0 {
+            start_cold_conversion(Arc::downgrade(&db), db.options.cold_check_interval_ms)?;
+        }
         // Every commit drops what its table's TTL expires; a crash may have come between.
         db.enforce_ttl();
         Ok(db)
@@ -168,6 +174,24 @@ impl Database {
             }
         }
         dropped
+    }
+
+    /// Converts the cold partitions of every table with `COLD AFTER` to Parquet (see
+    /// [`Table::convert_cold`]); returns how many. A table that fails is logged and skipped.
+    /// The database does this every `cold_check_interval_ms`.
+    pub fn convert_cold(&self) -> usize {
+        let options = crate::ParquetOptions::default();
+        let mut converted = 0;
+        for table in self.tables() {
+            match table.convert_cold(&options) {
+                Ok(n) => converted += n,
+                Err(e) => tracing::error!(
+                    "'{}': converting cold partitions to Parquet failed: {e}",
+                    table.name()
+                ),
+            }
+        }
+        converted
     }
 
     pub fn root(&self) -> &Path {
@@ -368,6 +392,7 @@ fn validate_def(def: &TableDef) -> Result<TableMeta> {
         )));
     }
     crate::ttl::check(def.ttl, timestamp_index.is_some(), def.partition_by)?;
+    crate::ttl::check_cold_after(def.cold_after, timestamp_index.is_some(), def.partition_by)?;
     Ok(TableMeta {
         name: def.name.clone(),
         next_column_id: columns.len() as u32,
@@ -375,6 +400,7 @@ fn validate_def(def: &TableDef) -> Result<TableMeta> {
         timestamp_index,
         partition_by: def.partition_by,
         ttl: def.ttl,
+        cold_after: def.cold_after,
     })
 }
 
@@ -423,4 +449,20 @@ fn start_periodic_sync(db: Weak<Database>, interval_ms: u64) -> Result<()> {
         })
         .map(|_| ())
         .map_err(|e| StorageError::io("sundial-sync thread", e))
+}
+
+/// Converts cold partitions (see [`Database::convert_cold`]) every `interval_ms`, on a thread
+/// of its own: the conversions take a table's writer only to commit.
+fn start_cold_conversion(db: Weak<Database>, interval_ms: u64) -> Result<()> {
+    std::thread::Builder::new()
+        .name("sundial-cold".into())
+        .spawn(move || {
+            loop {
+                std::thread::sleep(Duration::from_millis(interval_ms.max(1)));
+                let Some(db) = db.upgrade() else { return };
+                db.convert_cold();
+            }
+        })
+        .map(|_| ())
+        .map_err(|e| StorageError::io("sundial-cold thread", e))
 }

@@ -286,6 +286,7 @@ mod tests {
                 partition_by: PartitionBy::Day,
                 next_column_id: 4,
                 ttl: None,
+                cold_after: None,
             }),
             partitions: vec![
                 partition(0, 2, 5, DAY_NS - 1),

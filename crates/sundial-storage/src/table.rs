@@ -72,6 +72,9 @@ pub struct StorageOptions {
     /// Bytes of decoded Parquet column chunks kept for reads of cold partitions, least
     /// recently used first out (see `parquet_read.rs`). Default 512 MiB.
     pub decoded_cache_bytes: usize,
+    /// How often the database looks for partitions `COLD AFTER` has made cold and converts
+    /// them to Parquet (0: never, only when asked). Default one minute.
+    pub cold_check_interval_ms: u64,
 }
 
 impl Default for StorageOptions {
@@ -85,6 +88,7 @@ impl Default for StorageOptions {
             open_files_max: usize::try_from(open_files.clamp(64, 1 << 20)).unwrap_or(64),
             mapped_files_max: usize::try_from(mappings.clamp(1024, 1 << 20)).unwrap_or(1024),
             decoded_cache_bytes: 512 << 20,
+            cold_check_interval_ms: 60_000,
         }
     }
 }
@@ -1026,6 +1030,19 @@ impl TableWriter {
             let mut meta = (*state.meta).clone();
             crate::ttl::check(ttl, meta.timestamp_index.is_some(), meta.partition_by)?;
             meta.ttl = ttl;
+            state.meta = Arc::new(meta);
+            Ok(())
+        })
+    }
+
+    /// Sets (or with `None` removes) the table's `COLD AFTER`: partitions that much older than
+    /// the newest row are converted to Parquet by [`Table::convert_cold`].
+    pub fn set_cold_after(&mut self, cold_after: Option<Ttl>) -> Result<()> {
+        self.change_schema(|state| {
+            let mut meta = (*state.meta).clone();
+            let has_ts = meta.timestamp_index.is_some();
+            crate::ttl::check_cold_after(cold_after, has_ts, meta.partition_by)?;
+            meta.cold_after = cold_after;
             state.meta = Arc::new(meta);
             Ok(())
         })

@@ -147,6 +147,23 @@ pub(crate) fn check(
     }
 }
 
+/// `COLD AFTER` converts whole partitions by time, like a TTL drops them.
+pub(crate) fn check_cold_after(
+    cold_after: Option<Ttl>,
+    has_timestamp: bool,
+    partition_by: PartitionBy,
+) -> Result<()> {
+    match cold_after {
+        Some(d) if !has_timestamp || partition_by == PartitionBy::None => {
+            Err(StorageError::InvalidInput(format!(
+                "COLD AFTER {d} needs a table partitioned by time: add TIMESTAMP(column) \
+                 PARTITION BY HOUR, DAY, WEEK, MONTH or YEAR"
+            )))
+        }
+        _ => Ok(()),
+    }
+}
+
 impl std::fmt::Display for Ttl {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "{} {}", self.count, self.unit.name(self.count))

@@ -20,7 +20,7 @@ use crate::types::ColumnType;
 
 const MAGIC: &[u8; 4] = b"SDTX";
 /// Version 2 added a flags byte per column, version 3 the TTL, version 4 each part's storage
-/// format; older slots are still read.
+/// format and the `COLD AFTER` setting; older slots are still read.
 const FORMAT_VERSION: u16 = 4;
 /// A part's format code: column files.
 const PART_NATIVE: u8 = 0;
@@ -58,6 +58,9 @@ pub struct TableMeta {
     pub next_column_id: u32,
     /// Partitions older than this, counted back from the newest row, are dropped.
     pub ttl: Option<Ttl>,
+    /// Partitions older than this, counted back from the newest row, are converted to Parquet
+    /// (see `convert.rs`).
+    pub cold_after: Option<Ttl>,
 }
 
 impl TableMeta {
@@ -226,18 +229,10 @@ impl TxnState {
             }
         }
         if format >= 3 {
-            match meta.ttl {
-                Some(ttl) => {
-                    p.u8(ttl.unit as u8);
-                    p.u32(ttl.count);
-                }
-                None => {
-                    p.u8(0);
-                    p.u32(0);
-                }
-            }
+            encode_duration(&mut p, meta.ttl);
         }
         if format >= 4 {
+            encode_duration(&mut p, meta.cold_after);
             for part in &self.partitions {
                 match part.format {
                     PartFormat::Native => p.u8(PART_NATIVE),
@@ -379,17 +374,10 @@ impl TxnState {
                 format: PartFormat::Native,
             });
         }
-        let ttl = if format >= 3 {
-            let (unit, count) = (d.u8()?, d.u32()?);
-            match (unit, TtlUnit::from_code(unit)) {
-                (0, _) => None,
-                (_, Some(unit)) if count > 0 => Some(Ttl { count, unit }),
-                _ => return Err(bad("unknown TTL unit")),
-            }
-        } else {
-            None
-        };
+        let ttl = if format >= 3 { d.duration()? } else { None };
+        let mut cold_after = None;
         if format >= 4 {
+            cold_after = d.duration()?;
             for part in &mut partitions {
                 part.format = match d.u8()? {
                     PART_NATIVE => PartFormat::Native,
@@ -412,11 +400,26 @@ impl TxnState {
                 partition_by,
                 next_column_id,
                 ttl,
+                cold_after,
             }),
             partitions,
             symbol_counts,
             dropped,
         })
+    }
+}
+
+/// A TTL-like duration: its unit's code and count, or two zeros for none.
+fn encode_duration(p: &mut Encoder, duration: Option<Ttl>) {
+    match duration {
+        Some(d) => {
+            p.u8(d.unit as u8);
+            p.u32(d.count);
+        }
+        None => {
+            p.u8(0);
+            p.u32(0);
+        }
     }
 }
 
@@ -466,6 +469,15 @@ impl<'a> Decoder<'a> {
     }
     fn u8(&mut self) -> Result<u8> {
         Ok(self.take(1)?[0])
+    }
+    /// A duration written by `encode_duration`.
+    fn duration(&mut self) -> Result<Option<Ttl>> {
+        let (unit, count) = (self.u8()?, self.u32()?);
+        match (unit, TtlUnit::from_code(unit)) {
+            (0, _) => Ok(None),
+            (_, Some(unit)) if count > 0 => Ok(Some(Ttl { count, unit })),
+            _ => Err(StorageError::corrupt(self.path, "unknown duration unit")),
+        }
     }
     fn u16(&mut self) -> Result<u16> {
         Ok(u16::from_le_bytes(self.array()?))
@@ -519,6 +531,10 @@ mod tests {
                     count: 3,
                     unit: TtlUnit::Day,
                 }),
+                cold_after: Some(Ttl {
+                    count: 2,
+                    unit: TtlUnit::Hour,
+                }),
             }),
             partitions: vec![
                 PartitionMeta {
@@ -558,6 +574,9 @@ mod tests {
         for p in &mut t.partitions {
             p.format = PartFormat::Native;
         }
+        let mut meta = (*t.meta).clone();
+        meta.cold_after = None;
+        t.meta = Arc::new(meta);
         t
     }
 

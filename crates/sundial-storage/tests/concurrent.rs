@@ -87,6 +87,7 @@ fn table_in(dir: &std::path::Path) -> Arc<Table> {
             indexed: Vec::new(),
             dedup_keys: Vec::new(),
             ttl: None,
+            cold_after: None,
         },
         false,
     )

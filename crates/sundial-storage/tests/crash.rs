@@ -77,6 +77,7 @@ fn def() -> TableDef {
         indexed: Vec::new(),
         dedup_keys: Vec::new(),
         ttl: None,
+        cold_after: None,
     }
 }
 

@@ -25,6 +25,7 @@ fn def(partition_by: PartitionBy) -> TableDef {
         indexed: Vec::new(),
         dedup_keys: vec!["ts".into(), "sym".into()],
         ttl: None,
+        cold_after: None,
     }
 }
 

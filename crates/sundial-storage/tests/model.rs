@@ -15,6 +15,7 @@ fn def(name: &str, partition_by: PartitionBy) -> TableDef {
         indexed: Vec::new(),
         dedup_keys: Vec::new(),
         ttl: None,
+        cold_after: None,
     }
 }
 
@@ -276,6 +277,7 @@ fn schema_changes_keep_rows_and_read_new_columns_as_null() {
                     indexed: Vec::new(),
                     dedup_keys: Vec::new(),
                     ttl: None,
+                    cold_after: None,
                 },
                 false,
             )

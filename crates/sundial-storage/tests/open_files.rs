@@ -35,6 +35,7 @@ fn def(i: usize) -> TableDef {
         indexed: Vec::new(),
         dedup_keys: Vec::new(),
         ttl: None,
+        cold_after: None,
     }
 }
 

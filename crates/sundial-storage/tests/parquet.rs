@@ -61,6 +61,7 @@ fn partitions_read_back_from_parquet_as_stored() {
                 indexed: Vec::new(),
                 dedup_keys: Vec::new(),
                 ttl: None,
+                cold_after: None,
             },
             false,
         )

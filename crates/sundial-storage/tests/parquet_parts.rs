@@ -31,6 +31,7 @@ fn def(name: &str) -> TableDef {
         indexed: Vec::new(),
         dedup_keys: Vec::new(),
         ttl: None,
+        cold_after: None,
     }
 }
 
@@ -289,6 +290,7 @@ fn every_column_type_survives_the_round_trip() {
                 indexed: vec!["sy".into()],
                 dedup_keys: Vec::new(),
                 ttl: None,
+                cold_after: None,
             },
             false,
         )
@@ -487,4 +489,76 @@ fn killed_while_converting_reopens_with_every_row() {
         );
     }
     assert!(converted > 0, "no conversion finished before a kill");
+}
+
+/// `COLD AFTER` converts the partitions that much older than the newest row, but the newest;
+/// late rows beside a Parquet part are merged back into one by the next check; the setting is
+/// kept across reopening and removed with `None`.
+#[test]
+fn cold_after_converts_old_partitions_and_merges_late_rows() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut rng = Rng(0xC01D);
+    let mut model = rows(&mut rng, 5, 10_000, 0);
+    let one_day = sundial_storage::Ttl {
+        count: 1,
+        unit: sundial_storage::TtlUnit::Day,
+    };
+    {
+        let db = Database::open(dir.path(), options()).unwrap();
+        let table = db
+            .create_table(
+                TableDef {
+                    cold_after: Some(one_day),
+                    ..def("t")
+                },
+                false,
+            )
+            .unwrap();
+        commit(&table, &model);
+        // The newest row is late on day 4: days 0-2 end a day before it, day 3 does not.
+        let converted = table.convert_cold(&small_groups()).unwrap();
+        assert_eq!(converted, 3);
+        let snapshot = table.snapshot();
+        let kinds: Vec<Vec<&str>> = formats(&snapshot).into_iter().map(|(_, f)| f).collect();
+        assert_eq!(
+            kinds,
+            [
+                ["parquet"],
+                ["parquet"],
+                ["parquet"],
+                ["native"],
+                ["native"]
+            ]
+        );
+        check_reads(&snapshot, &model, "cold");
+        assert_eq!(table.convert_cold(&small_groups()).unwrap(), 0);
+    }
+    let db = Database::open(dir.path(), options()).unwrap();
+    let table = db.table("t").unwrap();
+    assert_eq!(table.meta().cold_after, Some(one_day));
+    // Late rows after day 1's newest row: a native part beside its Parquet one, merged back.
+    let mut late = rows(&mut rng, 1, 50, 500_000);
+    for r in &mut late {
+        r.ts = day(2) - 1 - rng.below(60_000_000_000) as i64;
+    }
+    commit(&table, &late);
+    model.extend(late);
+    assert_eq!(formats(&table.snapshot())[1].1, ["parquet", "native"]);
+    assert_eq!(table.convert_cold(&small_groups()).unwrap(), 1);
+    assert_eq!(formats(&table.snapshot())[1].1, ["parquet"]);
+    check_reads(&table.snapshot(), &model, "late rows merged");
+    table.writer().unwrap().set_cold_after(None).unwrap();
+    assert_eq!(table.meta().cold_after, None);
+    // Not on a table without partitions.
+    let plain = db
+        .create_table(
+            TableDef {
+                partition_by: PartitionBy::None,
+                cold_after: Some(one_day),
+                ..def("plain")
+            },
+            false,
+        )
+        .unwrap_err();
+    assert!(plain.to_string().contains("COLD AFTER"), "{plain}");
 }

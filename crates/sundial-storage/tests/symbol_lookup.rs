@@ -30,6 +30,7 @@ fn create(db: &Database) -> Arc<Table> {
         indexed: Vec::new(),
         dedup_keys: Vec::new(),
         ttl: None,
+        cold_after: None,
     };
     db.create_table(def, false).unwrap()
 }

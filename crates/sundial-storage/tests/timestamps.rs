@@ -19,6 +19,7 @@ fn def(partition_by: PartitionBy) -> TableDef {
         indexed: Vec::new(),
         dedup_keys: Vec::new(),
         ttl: None,
+        cold_after: None,
     }
 }
 

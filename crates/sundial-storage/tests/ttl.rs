@@ -18,6 +18,7 @@ fn def(partition_by: PartitionBy, ttl: Option<Ttl>) -> TableDef {
         indexed: Vec::new(),
         dedup_keys: Vec::new(),
         ttl,
+        cold_after: None,
     }
 }
 
