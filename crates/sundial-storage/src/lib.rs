@@ -26,6 +26,9 @@
 //! * Numeric and timestamp columns keep a zone map per partition version (`<col>.z`: range of
 //!   values and NULL count per 65,536 rows), written with the commit that completes a zone and
 //!   read through [`Snapshot::zones`]; damaged or missing entries only mean "unknown".
+//! * A part of a partition may instead be one Parquet file (cold storage, `convert.rs`):
+//!   converted either way in one commit, read through a bounded cache of decoded column chunks
+//!   (`parquet_read.rs`), never appended to (late rows start a native part beside it).
 //! * Descriptors and mappings of column files come from bounded LRU caches
 //!   (`open_files_max`, `mapped_files_max`): no limit on tables or partitions follows from them.
 //!
