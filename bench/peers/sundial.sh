@@ -2,7 +2,8 @@
 # Sundial as a benchmark side: start and stop one fresh release server on loopback, the
 # counterpart of questdb.sh for the scripts in bench/.
 #
-#   sundial.sh start ROOT [serve flags]   empty ROOT/data, start in background, wait until serving
+#   sundial.sh start ROOT [serve flags]   empty ROOT/data (kept with SUNDIAL_KEEP_DATA=1), start
+#                                         in background, wait until serving
 #   sundial.sh stop ROOT                  SIGTERM and wait for the process to exit
 #   sundial.sh pid ROOT                   print the server's PID
 #
@@ -27,7 +28,7 @@ start() { # root [serve flags]
     local root=$1
     shift
     [[ -x $BIN ]] || die "$BIN missing: cargo build --release -p sundial-server"
-    rm -rf "$root/data"
+    [[ -n ${SUNDIAL_KEEP_DATA:-} ]] || rm -rf "$root/data"
     mkdir -p "$root"
     "$BIN" serve --data-dir "$root/data" --http-addr "$SUNDIAL_HTTP_ADDR" \
         --pg-addr "$SUNDIAL_PG_ADDR" --ilp-tcp-addr "$SUNDIAL_ILP_ADDR" "$@" \
