@@ -38,6 +38,8 @@ mkdir -p bench/results
 OUT=bench/results/cold-$(date +%Y%m%d-%H%M%S).txt
 source bench/tsbs-data.sh
 [[ -z $LARGE ]] || tsbs_large
+CPU_ROWS=$(grep -c '^cpu,' "$DATA_DIR/cpu-s200-2d.ilp")
+READINGS_ROWS=$(grep -c '^readings,' "$DATA_DIR/iot-s500-7d.ilp")
 
 TSBS_TYPES=${TSBS_TYPES:-"single-groupby-1-1-1 single-groupby-1-1-12 single-groupby-1-8-1 \
 single-groupby-5-1-1 single-groupby-5-1-12 single-groupby-5-8-1 double-groupby-1 \

@@ -35,7 +35,8 @@ use crate::types::ColumnType;
 /// How partitions are written as Parquet.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ParquetOptions {
-    /// Rows per row group (and per read of the partition while writing).
+    /// Rows per row group (and per read of the partition while writing). Default: a zone's
+    /// (65,536), the unit reads decode, so a row group is what zone maps prune.
     pub row_group_rows: usize,
     pub compression: PageCompression,
     pub encodings: Encodings,
@@ -64,7 +65,7 @@ pub enum PageCompression {
 impl Default for ParquetOptions {
     fn default() -> Self {
         ParquetOptions {
-            row_group_rows: 1 << 20,
+            row_group_rows: crate::ZONE_ROWS as usize,
             compression: PageCompression::Zstd(3),
             encodings: Encodings::TimeSeries,
         }

@@ -123,6 +123,24 @@ impl ParquetPart {
         rows: Range<u64>,
         symbols: Option<&PublishedSymbols>,
     ) -> Result<ArrayRef> {
+        let mut pieces = self.pieces(cache, dir_id, column, rows, symbols)?;
+        if pieces.len() == 1 {
+            return Ok(pieces.swap_remove(0));
+        }
+        let pieces: Vec<&dyn Array> = pieces.iter().map(|a| a.as_ref()).collect();
+        arrow_select::concat::concat(&pieces).map_err(|e| StorageError::Internal(e.to_string()))
+    }
+
+    /// Like [`ParquetPart::read`], as one zero-copy slice per row group the rows cover, in
+    /// order (at least one).
+    pub fn pieces(
+        &self,
+        cache: &FileCache,
+        dir_id: u64,
+        column: &ColumnMeta,
+        rows: Range<u64>,
+        symbols: Option<&PublishedSymbols>,
+    ) -> Result<Vec<ArrayRef>> {
         if rows.end > self.rows() {
             return Err(StorageError::corrupt(
                 &self.path,
@@ -165,11 +183,7 @@ impl ParquetPart {
                 break;
             }
         }
-        if pieces.len() == 1 {
-            return Ok(pieces.swap_remove(0));
-        }
-        let pieces: Vec<&dyn Array> = pieces.iter().map(|a| a.as_ref()).collect();
-        arrow_select::concat::concat(&pieces).map_err(|e| StorageError::Internal(e.to_string()))
+        Ok(pieces)
     }
 
     /// Decodes column `column` (root `root`) of row group `group` whole.

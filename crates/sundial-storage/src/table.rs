@@ -303,11 +303,26 @@ impl Snapshot {
         if lo.is_none_or(|lo| lo <= part.min_ts) && hi.is_none_or(|hi| hi > part.max_ts) {
             return Ok(0..part.row_count);
         }
-        let ts = self.read_column(partition, ts_index, 0..part.row_count)?;
-        let ts = ts.as_primitive::<TimestampNanosecondType>().values();
-        let start = lo.map_or(0, |lo| ts.partition_point(|t| *t < lo));
-        let end = hi.map_or(ts.len(), |hi| ts.partition_point(|t| *t < hi));
-        Ok(start as u64..end.max(start) as u64)
+        let ts_col = &self.state.meta.columns[ts_index];
+        let pieces = match self.dirs[partition].parquet()? {
+            // A row group at a time: no copy of the whole column.
+            Some(file) => {
+                let dir = &self.dirs[partition];
+                file.pieces(dir.cache(), dir.id(), ts_col, 0..part.row_count, None)?
+            }
+            None => vec![self.read_column(partition, ts_index, 0..part.row_count)?],
+        };
+        let pieces: Vec<&[i64]> = pieces
+            .iter()
+            .map(|p| {
+                p.as_primitive_opt::<TimestampNanosecondType>()
+                    .map(|ts| ts.values().as_ref())
+                    .ok_or_else(|| StorageError::Internal("timestamps are not timestamps".into()))
+            })
+            .collect::<Result<_>>()?;
+        let start = lo.map_or(0, |lo| rows_before(&pieces, lo));
+        let end = hi.map_or(part.row_count, |hi| rows_before(&pieces, hi));
+        Ok(start..end.max(start))
     }
 
     /// Where part `partition` keeps its rows: its Parquet file, or its directory of column
@@ -1129,6 +1144,12 @@ impl TableWriter {
             return Err(StorageError::InvalidInput(
                 "commit or roll back pending rows before converting a partition".into(),
             ));
+        }
+        if state.committed.dropped {
+            return Err(StorageError::NotFound(format!(
+                "table '{}' was dropped",
+                state.committed.meta.name
+            )));
         }
         if *state.committed.meta != **meta || state.committed_parts(key) != expected {
             return Ok(false);
@@ -1985,6 +2006,19 @@ impl WriterState {
         });
         Ok(out)
     }
+}
+
+/// How many of the ascending timestamps in `pieces` (consecutive runs) are before `t`.
+fn rows_before(pieces: &[&[i64]], t: i64) -> u64 {
+    let mut rows = 0;
+    for piece in pieces {
+        match piece.last() {
+            None => {}
+            Some(last) if *last < t => rows += piece.len() as u64,
+            Some(_) => return rows + piece.partition_point(|x| *x < t) as u64,
+        }
+    }
+    rows
 }
 
 /// Rows `rows` of column `c` (rows below `top` NULL) of a committed part, in memory.
