@@ -153,7 +153,7 @@ impl QueryError {
                 StorageError::AlreadyExists(_) => "42P07",
                 StorageError::ResourceExhausted(_) => "53000",
                 StorageError::Locked { .. } => "55006",
-                StorageError::Io { .. } => "58030",
+                StorageError::Io { .. } | StorageError::ColdStore { .. } => "58030",
                 StorageError::Corrupt { .. } => "XX001",
                 StorageError::Internal(_) => "XX000",
             },

@@ -59,7 +59,7 @@ pub(crate) fn show_partitions(table: &Table) -> RecordBatch {
         let parquet: Vec<u64> = parts
             .iter()
             .filter_map(|p| match p.format {
-                PartFormat::Parquet { file_bytes } => Some(file_bytes),
+                PartFormat::Parquet { file_bytes, .. } => Some(file_bytes),
                 PartFormat::Native => None,
             })
             .collect();
@@ -73,7 +73,6 @@ pub(crate) fn show_partitions(table: &Table) -> RecordBatch {
         part_counts.push(parts.len() as i64);
         let places: Vec<String> = indexes
             .filter_map(|i| snapshot.part_location(i).ok())
-            .map(|p| p.display().to_string())
             .collect();
         locations.push(places.join(", "));
     }

@@ -30,7 +30,7 @@ use std::sync::Arc;
 
 use clap::{Parser, Subcommand, ValueEnum};
 use sundial_query::Engine;
-use sundial_storage::{Database, Durability, StorageOptions};
+use sundial_storage::{ColdStoreOptions, Database, Durability, StorageOptions};
 
 use crate::output::Format;
 
@@ -72,6 +72,19 @@ struct DataOptions {
     /// recently used dropped first).
     #[arg(long, env = "SUNDIAL_DECODED_CACHE_MB", default_value_t = 512)]
     decoded_cache_mb: u64,
+    /// Keep Parquet partitions in an object store instead of the data directory:
+    /// `s3://bucket/prefix` (credentials and region from the usual AWS_* variables) or
+    /// `file:///path`.
+    #[arg(long, env = "SUNDIAL_COLD_STORE")]
+    cold_store: Option<String>,
+    /// The S3 endpoint of an S3-compatible store (MinIO, Ceph, moto...), e.g.
+    /// `http://127.0.0.1:9000`; plain HTTP is allowed when it says so.
+    #[arg(long, env = "SUNDIAL_COLD_STORE_ENDPOINT")]
+    cold_store_endpoint: Option<String>,
+    /// Local copies of the cold store's Parquet files kept at most (least recently opened
+    /// deleted first).
+    #[arg(long, env = "SUNDIAL_COLD_CACHE_MB", default_value_t = 10_240)]
+    cold_cache_mb: u64,
 }
 
 #[derive(ValueEnum, Clone, Copy, Debug)]
@@ -139,6 +152,20 @@ fn open(data: &DataOptions) -> Result<(Arc<Database>, Engine), String> {
             usize::try_from(n).unwrap_or(usize::MAX)
         }),
         cold_check_interval_ms: data.cold_check_interval_ms,
+        cold_store: data.cold_store.as_ref().map(|url| {
+            let mut settings = Vec::new();
+            if let Some(endpoint) = &data.cold_store_endpoint {
+                settings.push(("aws_endpoint".to_string(), endpoint.clone()));
+                if endpoint.starts_with("http://") {
+                    settings.push(("aws_allow_http".to_string(), "true".to_string()));
+                }
+            }
+            ColdStoreOptions {
+                url: url.clone(),
+                settings,
+                cache_bytes: data.cold_cache_mb.saturating_mul(1 << 20),
+            }
+        }),
         decoded_cache_bytes: usize::try_from(data.decoded_cache_mb.saturating_mul(1 << 20))
             .unwrap_or(usize::MAX),
         ..defaults

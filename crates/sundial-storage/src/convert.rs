@@ -19,6 +19,9 @@
 //!   commit, and the commit's slot after it, in every durability mode: a crash at any point
 //!   leaves the old parts (a new directory no transaction names is deleted on open) or the new
 //!   one, whole.
+//! * With a cold store (`cold_store.rs`), the Parquet file is uploaded before the commit that
+//!   names it (a crash between leaves an object no commit names, deleted at the next open), and
+//!   the local file stays as a cached copy.
 //! * A Parquet part holds every row of every column (rows below a column's top as NULL), so
 //!   its columns have no top; a native part written back from one likewise.
 
@@ -206,8 +209,21 @@ fn write_version(
                     written.rows, part.row_count
                 )));
             }
+            // With a cold store the file goes there before the commit names it; the local
+            // file stays as a cached copy.
+            let remote = match &table_dir.cold {
+                Some(cold) => {
+                    let part_dir = path.file_name().map(|n| n.to_string_lossy().into_owned());
+                    let key = cold.key(&table_dir.cold_name(), &part_dir.unwrap_or_default());
+                    cold.upload(&file_path, &key)?;
+                    cold.opened(&file_path, written.bytes, std::sync::Weak::new());
+                    true
+                }
+                None => false,
+            };
             part.format = PartFormat::Parquet {
                 file_bytes: written.bytes,
+                remote,
             };
         }
         ConvertTo::Native => {

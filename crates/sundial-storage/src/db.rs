@@ -10,6 +10,7 @@ use std::sync::{Arc, Mutex, RwLock, Weak};
 use std::time::Duration;
 
 use crate::cache::FileCache;
+use crate::cold_store::ColdStore;
 use crate::dedup::set_dedup_keys;
 use crate::error::{IoContext, Result, StorageError};
 use crate::files::{DROPPED_PREFIX, remove_trash, sync_dir};
@@ -50,6 +51,8 @@ pub struct Database {
     options: Arc<StorageOptions>,
     /// Open column files and mappings of every table, within the options' bounds.
     cache: Arc<FileCache>,
+    /// Where remote Parquet parts are kept (`StorageOptions::cold_store`).
+    cold: Option<Arc<ColdStore>>,
     tables: RwLock<BTreeMap<String, Arc<Table>>>,
     /// Serialises CREATE / DROP / RENAME TABLE.
     ddl: Mutex<u64>,
@@ -80,6 +83,11 @@ impl Database {
             options.mapped_files_max,
             options.decoded_cache_bytes,
         ));
+        let cold = options
+            .cold_store
+            .as_ref()
+            .map(ColdStore::open)
+            .transpose()?;
         let options = Arc::new(options);
         let committed_since_sync = Arc::new(AtomicBool::new(false));
         let mut tables = BTreeMap::new();
@@ -116,6 +124,7 @@ impl Database {
                 path.clone(),
                 options.clone(),
                 cache.clone(),
+                cold.clone(),
                 committed_since_sync.clone(),
             )? && let Some(other) = tables.insert(catalog_key(&table.name()), table)
             {
@@ -140,6 +149,7 @@ impl Database {
             root,
             options,
             cache,
+            cold,
             tables: RwLock::new(tables),
             ddl: Mutex::new(max_id + 1),
             committed_since_sync,
@@ -153,6 +163,9 @@ impl Database {
         }
         // Every commit drops what its table's TTL expires; a crash may have come between.
         db.enforce_ttl();
+        if let Some(cold) = &db.cold {
+            db.remove_cold_orphans(cold, max_id + 1);
+        }
         Ok(db)
     }
 
@@ -192,6 +205,23 @@ impl Database {
             }
         }
         converted
+    }
+
+    /// Starts deleting the cold store's objects no table names (see `cold_store.rs`).
+    fn remove_cold_orphans(&self, cold: &Arc<ColdStore>, tables_end: u64) {
+        let mut live = std::collections::HashSet::new();
+        let mut next_versions = std::collections::HashMap::new();
+        for table in self.tables() {
+            let (dir, next, parts) = table.cold_parts();
+            next_versions.insert(dir.clone(), next);
+            live.extend(parts.into_iter().map(|p| (dir.clone(), p)));
+        }
+        cold.remove_orphans(live, next_versions, tables_end);
+    }
+
+    /// Bytes of local copies of remote Parquet files kept now (`None` without a cold store).
+    pub fn cold_cached_bytes(&self) -> Option<u64> {
+        self.cold.as_ref().map(|c| c.cached_bytes())
     }
 
     pub fn root(&self) -> &Path {
@@ -253,6 +283,7 @@ impl Database {
             path,
             self.options.clone(),
             self.cache.clone(),
+            self.cold.clone(),
             self.committed_since_sync.clone(),
         )?
         .ok_or_else(|| StorageError::Internal("new table opened as dropped".into()))?;

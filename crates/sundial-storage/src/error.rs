@@ -33,6 +33,9 @@ pub enum StorageError {
         #[source]
         source: std::io::Error,
     },
+    /// The object store holding cold partitions failed or could not be reached.
+    #[error("cold store {url}: {message}")]
+    ColdStore { url: String, message: String },
     /// Data read back from disk violates the on-disk format.
     #[error("corrupt data in {path}: {message}")]
     Corrupt { path: PathBuf, message: String },

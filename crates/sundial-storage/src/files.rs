@@ -24,10 +24,11 @@ use sundial_kernels::Zone;
 
 use crate::bits;
 use crate::cache::{FileCache, Mapped};
+use crate::cold_store::ColdStore;
 use crate::column::{ColumnBuf, Values};
 use crate::dir_sync::UnsyncedDirs;
 use crate::error::{IoContext, Result, StorageError};
-use crate::parquet_read::ParquetPart;
+use crate::parquet_read::{OpenedParquet, ParquetPart};
 use crate::txn::{ColumnMeta, PartFormat};
 use crate::types::Layout;
 
@@ -38,6 +39,33 @@ pub(crate) struct TableDir {
     pub path: PathBuf,
     pub dropped: AtomicBool,
     pub cache: Arc<FileCache>,
+    /// Where remote Parquet parts are kept, if the database has a cold store.
+    pub cold: Option<Arc<ColdStore>>,
+}
+
+impl TableDir {
+    /// The name of the table's objects in the cold store: `<name>-<id>` after the directory's
+    /// `<name>~<id>`, with every character of the name but ASCII letters, digits and `_` as
+    /// `_`, so that keys need no escaping in any store or URL.
+    pub fn cold_name(&self) -> String {
+        let dir = self
+            .path
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let (name, id) = dir.rsplit_once('~').unwrap_or((dir.as_str(), ""));
+        let name: String = name
+            .chars()
+            .map(|c| {
+                if c.is_ascii_alphanumeric() || c == '_' {
+                    c
+                } else {
+                    '_'
+                }
+            })
+            .collect();
+        format!("{name}-{id}")
+    }
 }
 
 impl Drop for TableDir {
@@ -46,6 +74,9 @@ impl Drop for TableDir {
             return;
         }
         self.cache.forget_files_under(&self.path);
+        if let Some(cold) = &self.cold {
+            cold.delete_under_later(&self.cold_name());
+        }
         if let Err(e) = remove_table_dir(&self.path) {
             tracing::warn!(
                 "could not remove dropped table {}: {e}",
@@ -68,8 +99,9 @@ pub(crate) struct PartitionDir {
     /// Zone entries read so far, per column id: only of zones complete under the snapshot
     /// that read them, which never change (see `zone.rs`).
     zones: Mutex<HashMap<u32, Arc<[Option<Zone>]>>>,
-    /// For a Parquet part: the file's committed length, and the file once opened.
-    parquet: Option<(u64, Mutex<Option<Arc<ParquetPart>>>)>,
+    /// For a Parquet part: the file's committed length, whether it is remote, and the file
+    /// once opened.
+    parquet: Option<(u64, bool, Arc<OpenedParquet>)>,
 }
 
 /// Source of `PartitionDir::id`.
@@ -82,6 +114,10 @@ impl Drop for PartitionDir {
             return;
         }
         self.table.cache.forget_files_under(&self.path);
+        if let (Some((_, true, _)), Some(cold)) = (&self.parquet, &self.table.cold) {
+            cold.forget(&self.path.join(PARQUET_FILE));
+            cold.delete_later(cold.key(&self.table.cold_name(), &self.name()));
+        }
         if let Err(e) = std::fs::remove_dir_all(&self.path)
             && e.kind() != std::io::ErrorKind::NotFound
         {
@@ -153,7 +189,9 @@ impl PartitionDir {
     pub fn with_format(table: Arc<TableDir>, path: PathBuf, format: PartFormat) -> PartitionDir {
         let parquet = match format {
             PartFormat::Native => None,
-            PartFormat::Parquet { file_bytes } => Some((file_bytes, Mutex::new(None))),
+            PartFormat::Parquet { file_bytes, remote } => {
+                Some((file_bytes, remote, Arc::new(Mutex::new(None))))
+            }
         };
         PartitionDir {
             path,
@@ -174,23 +212,70 @@ impl PartitionDir {
         self.parquet.is_some()
     }
 
-    /// A Parquet part's file, opened (memory-mapped, its footer read) on first use; `None`
-    /// for a native part.
+    /// The directory's name (`<partition>.<version>`).
+    pub fn name(&self) -> String {
+        self.path
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default()
+    }
+
+    /// Whether the part's Parquet file is kept in the cold store.
+    pub fn is_remote(&self) -> bool {
+        matches!(self.parquet, Some((_, true, _)))
+    }
+
+    /// Where the part's rows are: its Parquet file (in the cold store for a remote part), or
+    /// its directory of column files.
+    pub fn location(&self) -> String {
+        match (&self.parquet, &self.table.cold) {
+            (Some((_, true, _)), Some(cold)) => {
+                cold.location(&cold.key(&self.table.cold_name(), &self.name()))
+            }
+            (Some(_), _) => self.path.join(PARQUET_FILE).display().to_string(),
+            (None, _) => self.path.display().to_string(),
+        }
+    }
+
+    /// A Parquet part's file, opened (memory-mapped, its footer read) on first use, after
+    /// downloading it from the cold store for a remote part without a whole local copy;
+    /// `None` for a native part.
     pub fn parquet(&self) -> Result<Option<Arc<ParquetPart>>> {
-        let Some((file_bytes, opened)) = &self.parquet else {
+        let Some((file_bytes, remote, slot)) = &self.parquet else {
             return Ok(None);
         };
-        let mut opened = opened
+        let mut opened = slot
             .lock()
             .map_err(|_| StorageError::Internal("Parquet file slot poisoned".into()))?;
         if let Some(part) = opened.as_ref() {
             return Ok(Some(part.clone()));
         }
-        let part = Arc::new(ParquetPart::open(
-            &self.path.join(PARQUET_FILE),
-            *file_bytes,
-        )?);
+        let local = self.path.join(PARQUET_FILE);
+        if !*remote {
+            let part = Arc::new(ParquetPart::open(&local, *file_bytes)?);
+            *opened = Some(part.clone());
+            return Ok(Some(part));
+        }
+        let cold = self
+            .table
+            .cold
+            .as_ref()
+            .ok_or_else(|| StorageError::ColdStore {
+                url: "(none configured)".into(),
+                message: format!(
+                    "partition {} is kept in a cold store; start the server with --cold-store",
+                    self.path.display()
+                ),
+            })?;
+        let whole = std::fs::metadata(&local).is_ok_and(|m| m.len() == *file_bytes);
+        if !whole {
+            let key = cold.key(&self.table.cold_name(), &self.name());
+            cold.download(&key, &local, *file_bytes)?;
+        }
+        let part = Arc::new(ParquetPart::open(&local, *file_bytes)?);
         *opened = Some(part.clone());
+        drop(opened);
+        cold.opened(&local, *file_bytes, Arc::downgrade(slot));
         Ok(Some(part))
     }
 

@@ -36,6 +36,7 @@
 
 mod bits;
 mod cache;
+mod cold_store;
 mod column;
 mod conform;
 mod convert;
@@ -59,6 +60,7 @@ mod types;
 mod zone;
 
 pub use cache::raise_open_files_limit;
+pub use cold_store::ColdStoreOptions;
 pub use column::parse_uuid;
 pub use conform::{conform, conform_column, to_write_type};
 pub use convert::ConvertTo;

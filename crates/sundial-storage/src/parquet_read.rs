@@ -37,6 +37,10 @@ use crate::symbol_index::PublishedSymbols;
 use crate::txn::ColumnMeta;
 use crate::types::ColumnType;
 
+/// A Parquet part's file once opened, shared by its directory and (for a local copy of a
+/// remote part) the cold store's cache, which closes it on eviction.
+pub(crate) type OpenedParquet = std::sync::Mutex<Option<Arc<ParquetPart>>>;
+
 /// An opened Parquet part: its mapped bytes and decoded footer.
 pub(crate) struct ParquetPart {
     path: PathBuf,

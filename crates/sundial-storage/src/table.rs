@@ -18,6 +18,7 @@ use arrow_array::{ArrayRef, RecordBatch, cast::AsArray, types::TimestampNanoseco
 use arrow_buffer::{BooleanBuffer, Buffer};
 
 use crate::cache::FileCache;
+use crate::cold_store::ColdStore;
 use crate::column::{ColumnBuf, SymbolResolver, Values, from_arrow};
 use crate::dedup;
 use crate::dir_sync::UnsyncedDirs;
@@ -75,6 +76,8 @@ pub struct StorageOptions {
     /// How often the database looks for partitions `COLD AFTER` has made cold and converts
     /// them to Parquet (0: never, only when asked). Default one minute.
     pub cold_check_interval_ms: u64,
+    /// An object store for Parquet partitions (none: they stay in the data directory).
+    pub cold_store: Option<crate::ColdStoreOptions>,
 }
 
 impl Default for StorageOptions {
@@ -89,6 +92,7 @@ impl Default for StorageOptions {
             mapped_files_max: usize::try_from(mappings.clamp(1024, 1 << 20)).unwrap_or(1024),
             decoded_cache_bytes: 512 << 20,
             cold_check_interval_ms: 60_000,
+            cold_store: None,
         }
     }
 }
@@ -325,17 +329,13 @@ impl Snapshot {
         Ok(start..end.max(start))
     }
 
-    /// Where part `partition` keeps its rows: its Parquet file, or its directory of column
-    /// files.
-    pub fn part_location(&self, partition: usize) -> Result<PathBuf> {
+    /// Where part `partition` keeps its rows: its Parquet file (a URL in the cold store for a
+    /// remote part), or its directory of column files.
+    pub fn part_location(&self, partition: usize) -> Result<String> {
         let dir = &self.dirs.get(partition).ok_or_else(|| {
             StorageError::InvalidInput(format!("partition {partition} does not exist"))
         })?;
-        Ok(if dir.is_parquet() {
-            dir.path.join(PARQUET_FILE)
-        } else {
-            dir.path.clone()
-        })
+        Ok(dir.location())
     }
 
     /// Bytes on disk of part `partition`'s files (those of rolled-back rows included).
@@ -418,6 +418,7 @@ impl Table {
         path: PathBuf,
         options: Arc<StorageOptions>,
         cache: Arc<FileCache>,
+        cold: Option<Arc<ColdStore>>,
         committed_since_sync: Arc<AtomicBool>,
     ) -> Result<Option<Arc<Table>>> {
         let state = match read_txn(&path)? {
@@ -450,6 +451,7 @@ impl Table {
             path,
             dropped: AtomicBool::new(false),
             cache,
+            cold,
         });
         remove_unreferenced(&dir.path, &state)?;
         let mut dirs = BTreeMap::new();
@@ -554,6 +556,25 @@ impl Table {
 
     pub(crate) fn table_dir(&self) -> &Arc<TableDir> {
         &self.dir
+    }
+
+    /// For the cold store's orphan check: the table's name there, the first version not yet
+    /// used, and the directory names of its remote parts.
+    pub(crate) fn cold_parts(&self) -> (String, u64, Vec<String>) {
+        let next = self
+            .writer
+            .lock()
+            .ok()
+            .and_then(|w| w.as_ref().map(|w| w.next_version))
+            .unwrap_or(0);
+        let snapshot = self.snapshot();
+        let parts = snapshot
+            .dirs
+            .iter()
+            .filter(|d| d.is_remote())
+            .map(|d| d.name())
+            .collect();
+        (self.dir.cold_name(), next, parts)
     }
 
     fn publish(&self, snapshot: Snapshot) {

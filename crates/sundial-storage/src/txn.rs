@@ -26,6 +26,8 @@ const FORMAT_VERSION: u16 = 4;
 const PART_NATIVE: u8 = 0;
 /// A part's format code: one Parquet file, followed by its length (`u64`).
 const PART_PARQUET: u8 = 1;
+/// A part's format code: one Parquet file in the cold store, followed by its length (`u64`).
+const PART_PARQUET_REMOTE: u8 = 2;
 /// Column flag: a SYMBOL column with a symbol index.
 const COLUMN_INDEXED: u8 = 1;
 /// Column flag: one of the table's `DEDUP UPSERT KEYS`.
@@ -131,8 +133,9 @@ pub enum PartFormat {
     #[default]
     Native,
     /// One immutable Parquet file, `data.parquet`, of exactly `file_bytes` bytes, holding
-    /// every row of the part (and possibly more: a part kept as a prefix commits fewer).
-    Parquet { file_bytes: u64 },
+    /// every row of the part (and possibly more: a part kept as a prefix commits fewer); with
+    /// `remote`, kept in the cold store (see `cold_store.rs`), the local file being a copy.
+    Parquet { file_bytes: u64, remote: bool },
 }
 
 impl PartFormat {
@@ -236,8 +239,12 @@ impl TxnState {
             for part in &self.partitions {
                 match part.format {
                     PartFormat::Native => p.u8(PART_NATIVE),
-                    PartFormat::Parquet { file_bytes } => {
-                        p.u8(PART_PARQUET);
+                    PartFormat::Parquet { file_bytes, remote } => {
+                        p.u8(if remote {
+                            PART_PARQUET_REMOTE
+                        } else {
+                            PART_PARQUET
+                        });
                         p.u64(file_bytes);
                     }
                 }
@@ -381,8 +388,9 @@ impl TxnState {
             for part in &mut partitions {
                 part.format = match d.u8()? {
                     PART_NATIVE => PartFormat::Native,
-                    PART_PARQUET => PartFormat::Parquet {
+                    code @ (PART_PARQUET | PART_PARQUET_REMOTE) => PartFormat::Parquet {
                         file_bytes: d.u64()?,
+                        remote: code == PART_PARQUET_REMOTE,
                     },
                     _ => return Err(bad("unknown part format")),
                 };
@@ -544,7 +552,10 @@ mod tests {
                     min_ts: 1,
                     max_ts: 9,
                     tops: vec![],
-                    format: PartFormat::Parquet { file_bytes: 4321 },
+                    format: PartFormat::Parquet {
+                        file_bytes: 4321,
+                        remote: true,
+                    },
                 },
                 PartitionMeta {
                     key: 0,
