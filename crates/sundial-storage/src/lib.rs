@@ -28,7 +28,8 @@
 //!   read through [`Snapshot::zones`]; damaged or missing entries only mean "unknown".
 //! * A part of a partition may instead be one Parquet file (cold storage, `convert.rs`):
 //!   converted either way in one commit, read through a bounded cache of decoded column chunks
-//!   (`parquet_read.rs`), never appended to (late rows start a native part beside it).
+//!   (`parquet_read.rs`), never appended to (late rows start a native part beside it); with a
+//!   cold store, kept in an object store with bounded local copies (`cold_store.rs`).
 //! * Descriptors and mappings of column files come from bounded LRU caches
 //!   (`open_files_max`, `mapped_files_max`): no limit on tables or partitions follows from them.
 //!

@@ -1480,29 +1480,7 @@ impl WriterState {
             // (whose file never changes): rows before its end are out of order.
             let last = self.committed.partitions.iter().rfind(|p| p.key == key);
             let pending = match last.cloned() {
-                Some(base) if base.format.is_parquet() => {
-                    let dir = self.new_partition_dir(key)?;
-                    Pending {
-                        dir,
-                        is_new: true,
-                        base: PartitionMeta {
-                            key,
-                            version: 0,
-                            row_count: 0,
-                            min_ts: i64::MAX,
-                            max_ts: i64::MIN,
-                            tops: Vec::new(),
-                            format: PartFormat::Native,
-                        },
-                        tail_rows: 0,
-                        min_ts: i64::MAX,
-                        max_ts: base.max_ts,
-                        after_parquet: true,
-                        o3: None,
-                        o3_ts: Vec::new(),
-                    }
-                }
-                Some(base) => Pending {
+                Some(base) if !base.format.is_parquet() => Pending {
                     dir: self
                         .dirs
                         .get(&(key, base.version))
@@ -1519,7 +1497,7 @@ impl WriterState {
                     o3: None,
                     o3_ts: Vec::new(),
                 },
-                None => {
+                after => {
                     let dir = self.new_partition_dir(key)?;
                     Pending {
                         dir,
@@ -1535,8 +1513,8 @@ impl WriterState {
                         },
                         tail_rows: 0,
                         min_ts: i64::MAX,
-                        max_ts: i64::MIN,
-                        after_parquet: false,
+                        max_ts: after.as_ref().map_or(i64::MIN, |p| p.max_ts),
+                        after_parquet: after.is_some(),
                         o3: None,
                         o3_ts: Vec::new(),
                     }

@@ -7,13 +7,11 @@
 mod common;
 
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use common::*;
 use sundial_storage::{
-    ColdStoreOptions, ConvertTo, Database, ParquetOptions, PartitionBy, StorageOptions, Table,
-    TableDef,
+    ColdStoreOptions, ConvertTo, Database, PartitionBy, StorageOptions, Table, TableDef,
 };
 
 const BASE_TS: i64 = 1_451_606_400_000_000_000; // 2016-01-01
@@ -45,27 +43,7 @@ fn def() -> TableDef {
 }
 
 fn rows(seed: u64, days: i64, n: u64) -> Vec<Row> {
-    let mut rng = Rng(seed);
-    (0..n)
-        .map(|k| {
-            let mut row = random_row(&mut rng, BASE_TS, k);
-            row.ts = BASE_TS + rng.below((days * DAY_NS) as u64) as i64;
-            row
-        })
-        .collect()
-}
-
-fn commit(table: &Arc<Table>, rows: &[Row]) {
-    let mut w = table.writer().unwrap();
-    w.append(&batch(rows)).unwrap();
-    w.commit().unwrap();
-}
-
-fn small_groups() -> ParquetOptions {
-    ParquetOptions {
-        row_group_rows: 1000,
-        ..ParquetOptions::default()
-    }
+    rows_in_days(&mut Rng(seed), BASE_TS, days, n, 0)
 }
 
 /// Every `data.parquet` under `dir`, as paths relative to it.
@@ -159,7 +137,7 @@ fn remote_partitions_are_uploaded_cached_in_bounds_and_deleted_with_their_versio
             let key = BASE_TS + d * DAY_NS;
             assert!(
                 table
-                    .convert_partition(key, ConvertTo::Parquet, &small_groups())
+                    .convert_partition(key, ConvertTo::Parquet, &small_row_groups())
                     .unwrap()
             );
         }
@@ -192,7 +170,7 @@ fn remote_partitions_are_uploaded_cached_in_bounds_and_deleted_with_their_versio
         );
         // Back to native: the object goes with the version.
         table
-            .convert_partition(BASE_TS, ConvertTo::Native, &small_groups())
+            .convert_partition(BASE_TS, ConvertTo::Native, &small_row_groups())
             .unwrap();
         await_store(&store, &table);
         assert_eq!(parquet_files(&store).len(), 2);
@@ -240,7 +218,7 @@ fn an_unreachable_cold_store_fails_only_its_partitions() {
         let table = db.create_table(def(), false).unwrap();
         commit(&table, &model);
         table
-            .convert_partition(BASE_TS, ConvertTo::Parquet, &small_groups())
+            .convert_partition(BASE_TS, ConvertTo::Parquet, &small_row_groups())
             .unwrap();
         drop_local_copies(&table);
     }
@@ -279,7 +257,7 @@ fn an_unreachable_cold_store_fails_only_its_partitions() {
     commit(&table, &late);
     assert_eq!(table.snapshot().row_count(), model.len() as u64 + 100);
     let err = table
-        .convert_partition(BASE_TS + DAY_NS, ConvertTo::Parquet, &small_groups())
+        .convert_partition(BASE_TS + DAY_NS, ConvertTo::Parquet, &small_row_groups())
         .unwrap_err();
     assert!(err.to_string().contains("cold store"), "{err}");
     assert!(!table.snapshot().partitions()[1].format.is_parquet());
@@ -303,7 +281,9 @@ fn cold_store_crash_child() {
         } else {
             ConvertTo::Native
         };
-        table.convert_partition(key, to, &small_groups()).unwrap();
+        table
+            .convert_partition(key, to, &small_row_groups())
+            .unwrap();
         writeln!(out, "{i}").unwrap();
         out.flush().unwrap();
     }

@@ -14,8 +14,7 @@ use arrow_array::{
 use arrow_schema::{DataType, Field, Schema, TimeUnit};
 use common::*;
 use sundial_storage::{
-    ColumnType, ConvertTo, Database, ParquetOptions, PartFormat, PartitionBy, Snapshot, Table,
-    TableDef,
+    ColumnType, ConvertTo, Database, PartFormat, PartitionBy, Snapshot, Table, TableDef,
 };
 
 const BASE_TS: i64 = 1_451_606_400_000_000_000; // 2016-01-01
@@ -35,29 +34,8 @@ fn def(name: &str) -> TableDef {
     }
 }
 
-/// Small row groups, so that reads span several of them.
-fn small_groups() -> ParquetOptions {
-    ParquetOptions {
-        row_group_rows: 1000,
-        ..ParquetOptions::default()
-    }
-}
-
-/// `n` random rows over `days` days from `BASE_TS`, in random order.
 fn rows(rng: &mut Rng, days: i64, n: u64, serial: u64) -> Vec<Row> {
-    (0..n)
-        .map(|k| {
-            let mut row = random_row(rng, BASE_TS, serial + k);
-            row.ts = BASE_TS + rng.below((days * DAY_NS) as u64) as i64;
-            row
-        })
-        .collect()
-}
-
-fn commit(table: &Arc<Table>, rows: &[Row]) {
-    let mut w = table.writer().unwrap();
-    w.append(&batch(rows)).unwrap();
-    w.commit().unwrap();
+    rows_in_days(rng, BASE_TS, days, n, serial)
 }
 
 fn day(n: i64) -> i64 {
@@ -159,14 +137,14 @@ fn parquet_partitions_read_as_native_ones_and_convert_back() {
         for d in [0, 2] {
             assert!(
                 table
-                    .convert_partition(day(d), ConvertTo::Parquet, &small_groups())
+                    .convert_partition(day(d), ConvertTo::Parquet, &small_row_groups())
                     .unwrap()
             );
         }
         // Converting again changes nothing.
         assert!(
             !table
-                .convert_partition(day(0), ConvertTo::Parquet, &small_groups())
+                .convert_partition(day(0), ConvertTo::Parquet, &small_row_groups())
                 .unwrap()
         );
         let snapshot = table.snapshot();
@@ -175,7 +153,7 @@ fn parquet_partitions_read_as_native_ones_and_convert_back() {
         assert_rows(&read_all(&snapshot), &before, "converted");
         check_reads(&snapshot, &model, "converted");
         // The newest partition still takes rows: it stays native.
-        let newest = table.convert_partition(day(3), ConvertTo::Parquet, &small_groups());
+        let newest = table.convert_partition(day(3), ConvertTo::Parquet, &small_row_groups());
         assert!(format!("{}", newest.unwrap_err()).contains("newest"));
     }
     // Reopened: the Parquet parts are committed, the native versions gone.
@@ -231,13 +209,13 @@ fn parquet_partitions_read_as_native_ones_and_convert_back() {
     // Converted again with the new column, then everything back to native.
     assert!(
         table
-            .convert_partition(day(0), ConvertTo::Parquet, &small_groups())
+            .convert_partition(day(0), ConvertTo::Parquet, &small_row_groups())
             .unwrap()
     );
     check_reads(&table.snapshot(), &model, "converted again");
     for d in 0..4 {
         table
-            .convert_partition(day(d), ConvertTo::Native, &small_groups())
+            .convert_partition(day(d), ConvertTo::Native, &small_row_groups())
             .unwrap();
     }
     let snapshot = table.snapshot();
@@ -360,7 +338,7 @@ fn every_column_type_survives_the_round_trip() {
     };
     let native = read(&table);
     table
-        .convert_partition(BASE_TS, ConvertTo::Parquet, &small_groups())
+        .convert_partition(BASE_TS, ConvertTo::Parquet, &small_row_groups())
         .unwrap();
     assert!(table.snapshot().partitions()[0].format.is_parquet());
     assert_eq!(read(&table), native);
@@ -369,7 +347,7 @@ fn every_column_type_survives_the_round_trip() {
         &DataType::Timestamp(TimeUnit::Nanosecond, None)
     );
     table
-        .convert_partition(BASE_TS, ConvertTo::Native, &small_groups())
+        .convert_partition(BASE_TS, ConvertTo::Native, &small_row_groups())
         .unwrap();
     assert_eq!(read(&table), native);
 }
@@ -387,7 +365,7 @@ fn a_damaged_parquet_file_fails_only_its_partition() {
             let table = db.create_table(def("t"), false).unwrap();
             commit(&table, &model);
             table
-                .convert_partition(day(0), ConvertTo::Parquet, &small_groups())
+                .convert_partition(day(0), ConvertTo::Parquet, &small_row_groups())
                 .unwrap();
             let file = table.path().join(format!(
                 "2016-01-01.{}/data.parquet",
@@ -444,7 +422,7 @@ fn parquet_crash_child() {
             ConvertTo::Native
         };
         table
-            .convert_partition(day(d), to, &small_groups())
+            .convert_partition(day(d), to, &small_row_groups())
             .unwrap();
         writeln!(out, "{i}").unwrap();
         out.flush().unwrap();
@@ -516,7 +494,7 @@ fn cold_after_converts_old_partitions_and_merges_late_rows() {
             .unwrap();
         commit(&table, &model);
         // The newest row is late on day 4: days 0-2 end a day before it, day 3 does not.
-        let converted = table.convert_cold(&small_groups()).unwrap();
+        let converted = table.convert_cold(&small_row_groups()).unwrap();
         assert_eq!(converted, 3);
         let snapshot = table.snapshot();
         let kinds: Vec<Vec<&str>> = formats(&snapshot).into_iter().map(|(_, f)| f).collect();
@@ -531,7 +509,7 @@ fn cold_after_converts_old_partitions_and_merges_late_rows() {
             ]
         );
         check_reads(&snapshot, &model, "cold");
-        assert_eq!(table.convert_cold(&small_groups()).unwrap(), 0);
+        assert_eq!(table.convert_cold(&small_row_groups()).unwrap(), 0);
     }
     let db = Database::open(dir.path(), options()).unwrap();
     let table = db.table("t").unwrap();
@@ -544,7 +522,7 @@ fn cold_after_converts_old_partitions_and_merges_late_rows() {
     commit(&table, &late);
     model.extend(late);
     assert_eq!(formats(&table.snapshot())[1].1, ["parquet", "native"]);
-    assert_eq!(table.convert_cold(&small_groups()).unwrap(), 1);
+    assert_eq!(table.convert_cold(&small_row_groups()).unwrap(), 1);
     assert_eq!(formats(&table.snapshot())[1].1, ["parquet"]);
     check_reads(&table.snapshot(), &model, "late rows merged");
     table.writer().unwrap().set_cold_after(None).unwrap();

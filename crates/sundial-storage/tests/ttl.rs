@@ -40,12 +40,6 @@ fn rows_over_days(days: i64, rng: &mut Rng) -> Vec<Row> {
         .collect()
 }
 
-fn commit(table: &std::sync::Arc<sundial_storage::Table>, rows: &[Row]) {
-    let mut w = table.writer().unwrap();
-    w.append(&batch(rows)).unwrap();
-    w.commit().unwrap();
-}
-
 fn partition_days(table: &sundial_storage::Table) -> Vec<i64> {
     table
         .snapshot()

@@ -10,7 +10,9 @@ use arrow_array::{
     TimestampNanosecondArray,
 };
 use arrow_schema::{DataType, Field, Schema};
-use sundial_storage::{ColumnType, Durability, Snapshot, StorageOptions, TableWriter};
+use sundial_storage::{
+    ColumnType, Durability, ParquetOptions, Snapshot, StorageOptions, Table, TableWriter,
+};
 
 /// Storage options for tests that never need the disk to survive the OS: no fsync.
 pub fn options() -> StorageOptions {
@@ -224,4 +226,30 @@ pub fn run_and_kill(
         .lines()
         .filter_map(|line| line.ok()?.trim().parse::<u64>().ok())
         .last()
+}
+
+/// Appends `rows` and commits them.
+pub fn commit(table: &Arc<Table>, rows: &[Row]) {
+    let mut w = table.writer().unwrap();
+    w.append(&batch(rows)).unwrap();
+    w.commit().unwrap();
+}
+
+/// `n` random rows spread over `days` days from `base_ts`, in random order.
+pub fn rows_in_days(rng: &mut Rng, base_ts: i64, days: i64, n: u64, serial: u64) -> Vec<Row> {
+    (0..n)
+        .map(|k| {
+            let mut row = random_row(rng, base_ts, serial + k);
+            row.ts = base_ts + rng.below((days * 24 * HOUR_NS) as u64) as i64;
+            row
+        })
+        .collect()
+}
+
+/// Parquet row groups of 1,000 rows, so that reads span several of them.
+pub fn small_row_groups() -> ParquetOptions {
+    ParquetOptions {
+        row_group_rows: 1000,
+        ..ParquetOptions::default()
+    }
 }
