@@ -155,16 +155,7 @@ impl ParquetPart {
                 ),
             ));
         }
-        let root = self
-            .roots
-            .binary_search_by_key(&column.id, |(id, _)| *id)
-            .map(|i| self.roots[i].1)
-            .map_err(|_| {
-                StorageError::corrupt(
-                    &self.path,
-                    format!("column '{}' is missing from the Parquet file", column.name),
-                )
-            })?;
+        let root = self.root(column)?;
         let first = self.group_starts.partition_point(|s| *s <= rows.start) - 1;
         let mut pieces = Vec::new();
         let mut group = first;
@@ -188,6 +179,51 @@ impl ParquetPart {
             }
         }
         Ok(pieces)
+    }
+
+    /// How many of rows `rows` of `column` are NULL: from the row groups' statistics where the
+    /// rows cover a whole group that has them, by reading the rest.
+    pub fn null_count(
+        &self,
+        cache: &FileCache,
+        dir_id: u64,
+        column: &ColumnMeta,
+        rows: Range<u64>,
+        symbols: Option<&PublishedSymbols>,
+    ) -> Result<u64> {
+        let root = self.root(column)?;
+        let mut nulls = 0;
+        let mut group = self.group_starts.partition_point(|s| *s <= rows.start) - 1;
+        while group + 1 < self.group_starts.len() && self.group_starts[group] < rows.end {
+            let (start, end) = (self.group_starts[group], self.group_starts[group + 1]);
+            let whole = rows.start <= start && end <= rows.end;
+            let counted = whole
+                .then(|| self.metadata.metadata().row_group(group).column(root))
+                .and_then(|chunk| chunk.statistics()?.null_count_opt());
+            nulls += match counted {
+                Some(n) => n,
+                None => {
+                    let part = rows.start.max(start)..rows.end.min(end);
+                    let pieces = self.pieces(cache, dir_id, column, part, symbols)?;
+                    pieces.iter().map(|a| a.null_count() as u64).sum()
+                }
+            };
+            group += 1;
+        }
+        Ok(nulls)
+    }
+
+    /// The root column of `column` in the file.
+    fn root(&self, column: &ColumnMeta) -> Result<usize> {
+        self.roots
+            .binary_search_by_key(&column.id, |(id, _)| *id)
+            .map(|i| self.roots[i].1)
+            .map_err(|_| {
+                StorageError::corrupt(
+                    &self.path,
+                    format!("column '{}' is missing from the Parquet file", column.name),
+                )
+            })
     }
 
     /// Decodes column `column` (root `root`) of row group `group` whole.

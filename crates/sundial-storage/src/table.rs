@@ -167,10 +167,11 @@ impl Snapshot {
         if lo >= hi {
             return Ok(below_top);
         }
-        if self.dirs[partition].is_parquet() {
-            // Decoded chunks are cached: the read that usually follows costs nothing more.
-            let array = self.read_column(partition, column, rows.start.max(top)..rows.end)?;
-            return Ok(below_top + array.null_count() as u64);
+        let dir = &self.dirs[partition];
+        if let Some(file) = dir.parquet()? {
+            let symbols = self.symbols.get(&col.id).map(Arc::as_ref);
+            let rows = rows.start.max(top)..rows.end;
+            return Ok(below_top + file.null_count(dir.cache(), dir.id(), col, rows, symbols)?);
         }
         let nulls = match self.dirs[partition].map_validity(col.id, hi as usize)? {
             Some(bits) => {
