@@ -156,6 +156,14 @@ impl ParquetPart {
             ));
         }
         let root = self.root(column)?;
+        if rows.start >= rows.end {
+            // No row group to slice (the range may start at the file's end).
+            let data_type = match column.column_type {
+                ColumnType::Symbol => DataType::Int32,
+                other => other.arrow_type(),
+            };
+            return Ok(vec![arrow_array::new_empty_array(&data_type)]);
+        }
         let first = self.group_starts.partition_point(|s| *s <= rows.start) - 1;
         let mut pieces = Vec::new();
         let mut group = first;

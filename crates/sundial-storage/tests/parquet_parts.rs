@@ -65,6 +65,10 @@ fn check_reads(snapshot: &Snapshot, model: &[Row], context: &str) {
     for (p, part) in snapshot.partitions().iter().enumerate() {
         let n = part.row_count;
         let whole = snapshot.read_batch(p, &all, 0..n).unwrap();
+        // Empty ranges, at the start and at the end, read as no rows.
+        for at in [0, n] {
+            assert_eq!(snapshot.read_batch(p, &all, at..at).unwrap().num_rows(), 0);
+        }
         // NULL counts of whole row groups come from their statistics.
         for c in 0..all.len() {
             let nulls = snapshot.null_count(p, c, 0..n).unwrap();
