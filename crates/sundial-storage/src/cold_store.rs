@@ -26,7 +26,7 @@
 //!   whose delete failed, a dropped table) are deleted by [`ColdStore::remove_orphans`], which
 //!   the database runs in the background when it opens.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, Weak};
@@ -291,35 +291,13 @@ impl ColdStore {
         });
     }
 
-    /// Deletes, in the background, the objects no committed part names, as of when the
-    /// database opened: `live` holds `(table dir, part dir)` of every committed remote part,
-    /// `next_versions` each open table's first version not yet used, and `tables_end` the first
-    /// table id not yet used. Objects of versions or tables made since (conversions running
-    /// meanwhile) are left alone.
-    pub fn remove_orphans(
-        self: &Arc<Self>,
-        live: HashSet<(String, String)>,
-        next_versions: HashMap<String, u64>,
-        tables_end: u64,
-    ) {
+    /// Deletes, in the background, every object under the prefix for which `orphan(table dir,
+    /// part dir)` says no part names it nor ever will (the database decides: see
+    /// `Database::remove_cold_orphans`).
+    pub fn remove_orphans(self: &Arc<Self>, orphan: impl Fn(&str, &str) -> bool + Send + 'static) {
         let store = self.store.clone();
         let prefix = self.prefix.clone();
         let url = self.url.clone();
-        let orphan = move |table: &str, part: &str| {
-            if live.contains(&(table.to_string(), part.to_string())) {
-                return false;
-            }
-            let version = part
-                .rsplit_once('.')
-                .and_then(|(_, v)| v.parse::<u64>().ok());
-            match next_versions.get(table) {
-                Some(next) => version.is_some_and(|v| v < *next),
-                None => table
-                    .rsplit_once('-')
-                    .and_then(|(_, id)| id.parse::<u64>().ok())
-                    .is_some_and(|id| id < tables_end),
-            }
-        };
         self.spawn(async move {
             let mut listing = store.list(Some(&prefix));
             let mut removed = 0usize;

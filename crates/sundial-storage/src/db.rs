@@ -207,16 +207,47 @@ impl Database {
         converted
     }
 
-    /// Starts deleting the cold store's objects no table names (see `cold_store.rs`).
-    fn remove_cold_orphans(&self, cold: &Arc<ColdStore>, tables_end: u64) {
+    /// Starts deleting the cold store's objects no table names. An object is an orphan when no
+    /// part committed at open names it and nothing in this process can still write it: its
+    /// version (or its table's id) was allocated before open, or is claimed now so that it is
+    /// never allocated. Versions past those the transaction records are not enough: a crash
+    /// between allocating a version, uploading its file and committing leaves such objects.
+    fn remove_cold_orphans(self: &Arc<Self>, cold: &Arc<ColdStore>, tables_end: u64) {
         let mut live = std::collections::HashSet::new();
-        let mut next_versions = std::collections::HashMap::new();
+        let mut tables = std::collections::HashMap::new();
         for table in self.tables() {
             let (dir, next, parts) = table.cold_parts();
-            next_versions.insert(dir.clone(), next);
             live.extend(parts.into_iter().map(|p| (dir.clone(), p)));
+            tables.insert(dir, (next, Arc::downgrade(&table)));
         }
-        cold.remove_orphans(live, next_versions, tables_end);
+        let db = Arc::downgrade(self);
+        cold.remove_orphans(move |table, part| {
+            if live.contains(&(table.to_string(), part.to_string())) {
+                return false;
+            }
+            let number_after =
+                |s: &str, sep: char| s.rsplit_once(sep).and_then(|(_, n)| n.parse::<u64>().ok());
+            match tables.get(table) {
+                Some((next, t)) => number_after(part, '.')
+                    .is_some_and(|v| v < *next || t.upgrade().is_some_and(|t| t.claim_version(v))),
+                None => number_after(table, '-').is_some_and(|id| {
+                    id < tables_end || db.upgrade().is_some_and(|db| db.claim_table_id(id))
+                }),
+            }
+        });
+    }
+
+    /// Makes sure table id `id` is never given to a table this process creates; false if it
+    /// may have been already.
+    fn claim_table_id(&self, id: u64) -> bool {
+        let Ok(mut next_id) = self.ddl.lock() else {
+            return false;
+        };
+        if *next_id > id {
+            return false;
+        }
+        *next_id = id + 1;
+        true
     }
 
     /// Bytes of local copies of remote Parquet files kept now (`None` without a cold store).

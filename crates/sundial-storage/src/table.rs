@@ -578,6 +578,21 @@ impl Table {
         (self.dir.cold_name(), next, parts)
     }
 
+    /// Makes sure version `version` is never allocated by this process; false if it may have
+    /// been already (or the table has no writer).
+    pub(crate) fn claim_version(&self, version: u64) -> bool {
+        let Ok(mut writer) = self.writer.lock() else {
+            return false;
+        };
+        match writer.as_mut() {
+            Some(w) if w.next_version <= version => {
+                w.next_version = version + 1;
+                true
+            }
+            _ => false,
+        }
+    }
+
     fn publish(&self, snapshot: Snapshot) {
         let snapshot = Arc::new(snapshot);
         match self.current.write() {

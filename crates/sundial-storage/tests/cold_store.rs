@@ -175,18 +175,22 @@ fn remote_partitions_are_uploaded_cached_in_bounds_and_deleted_with_their_versio
         await_store(&store, &table);
         assert_eq!(parquet_files(&store).len(), 2);
     }
-    // A stray object of an old version (a crash between upload and commit) goes at open.
+    // Stray objects (a crash between upload and commit) go at open: of an old version, of a
+    // version past every one the transactions record, and of a table id past the last one.
     let table_dir = std::fs::read_dir(&data)
         .unwrap()
         .map(|e| e.unwrap().file_name().to_string_lossy().replace('~', "-"))
         .find(|n| n.starts_with("t-"))
         .unwrap();
-    let stray = store
-        .join(&table_dir)
-        .join("2016-01-02.1")
-        .join("data.parquet");
-    std::fs::create_dir_all(stray.parent().unwrap()).unwrap();
-    std::fs::write(&stray, b"not a partition").unwrap();
+    for (table, part) in [
+        (table_dir.as_str(), "2016-01-02.1"),
+        (table_dir.as_str(), "2016-01-02.100000"),
+        ("t-100000", "2016-01-02.1"),
+    ] {
+        let stray = store.join(table).join(part).join("data.parquet");
+        std::fs::create_dir_all(stray.parent().unwrap()).unwrap();
+        std::fs::write(&stray, b"not a partition").unwrap();
+    }
     let db = Database::open(&data, store_options(&store, cache_bytes)).unwrap();
     let table = db.table("t").unwrap();
     drop_local_copies(&table);
