@@ -5,5 +5,7 @@
 set -euo pipefail
 cd "$(dirname "$0")"
 cargo test --workspace --all-targets
+# The web console's bundle checked in under crates/sundial-http/console is what console/ builds.
+console/check.sh
 cargo build --workspace --bins
 SUNDIAL_BIN="$PWD/target/debug/sundial" tests/clients/run.sh

@@ -103,4 +103,6 @@ table() {
 table <"$OUT.raw" | tee "$OUT"
 cat "$OUT.raw" >>"$OUT"
 rm "$OUT.raw"
+# A chart of the results next to them (bench/chart.py); a failure there loses no figures.
+python3 bench/chart.py "$OUT" || echo "no chart for $OUT" >&2
 echo "results in $OUT"

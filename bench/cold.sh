@@ -190,4 +190,6 @@ grep -E '^result: (convert|disk)|bytes per point|^ *(table|cpu|readings|diagnost
 echo >>"$OUT"
 cat "$OUT.raw" >>"$OUT"
 rm "$OUT.raw"
+# A chart of the results next to them (bench/chart.py); a failure there loses no figures.
+python3 bench/chart.py "$OUT" || echo "no chart for $OUT" >&2
 echo "results in $OUT"

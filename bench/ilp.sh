@@ -81,4 +81,6 @@ END {
         printf "%-32s %-5s %14s %14s %8.2f %16s %16s\n", p[1], p[2], s, qd, (qd > 0 ? s / qd : 0), cpu[k, "sundial"] ":" cpu[k, "questdb"], q[k, "sundial"] ":" q[k, "questdb"]
     }
 }' "$OUT" | tee -a "$OUT"
+# A chart of the results next to them (bench/chart.py); a failure there loses no figures.
+python3 bench/chart.py "$OUT" || echo "no chart for $OUT" >&2
 echo "figures in $OUT"

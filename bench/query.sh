@@ -59,4 +59,6 @@ run_questdb() {
         "run_$server"
     done
 } | tee "$OUT"
+# A chart of the results next to them (bench/chart.py); a failure there loses no figures.
+python3 bench/chart.py "$OUT" || echo "no chart for $OUT" >&2
 echo "results in $OUT"

@@ -32,4 +32,6 @@ export QDB_UDP_RCVBUF=$RCVBUF
         --http-addr 127.0.0.1:$QDB_HTTP_PORT --lines "$LINES" --rates "$RATES" --label questdb
     bench/peers/questdb.sh stop "$WORK/questdb-root"
 } | tee "$OUT"
+# A chart of the results next to them (bench/chart.py); a failure there loses no figures.
+python3 bench/chart.py "$OUT" || echo "no chart for $OUT" >&2
 echo "figures in $OUT"

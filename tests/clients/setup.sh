@@ -8,6 +8,8 @@
 #   - Go: pgx from the Go module proxy (go/go.mod, go/go.sum), the test built as
 #     target/clients/go/pgx-test;
 #   - Node: node-postgres from npm (`npm ci` of node/package-lock.json) into node/node_modules.
+#   - Browser: Chromium and chromedriver from Debian (apt-get, with sudo when not root) for the
+#     web console's test (test_console.py), when they are missing.
 # Paths are relative to the repository root. A driver whose toolchain (javac + mvn, go, node + npm)
 # is missing is skipped with a warning, and its test in test_drivers.py skips too.
 set -euo pipefail
@@ -113,7 +115,32 @@ setup_node() {
     echo "$want" >"$stamp"
 }
 
+setup_browser() {
+    if command -v chromium >/dev/null && command -v chromedriver >/dev/null; then
+        return 0
+    fi
+    local sudo=()
+    if [[ "$(id -u)" != 0 ]]; then
+        if ! command -v sudo >/dev/null; then
+            echo "setup.sh: WARNING: Chromium or chromedriver missing and no sudo to install them;" \
+                "the web console test will be skipped" >&2
+            return 0
+        fi
+        sudo=(sudo)
+    fi
+    if ! command -v apt-get >/dev/null; then
+        echo "setup.sh: WARNING: Chromium or chromedriver missing and no apt-get;" \
+            "the web console test will be skipped" >&2
+        return 0
+    fi
+    echo "setup.sh: installing Chromium and chromedriver with apt-get" >&2
+    "${sudo[@]}" apt-get update -qq >&2
+    "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive \
+        apt-get install -y -qq --no-install-recommends chromium chromium-driver >&2
+}
+
 setup_python
 setup_java
 setup_go
 setup_node
+setup_browser

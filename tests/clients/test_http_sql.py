@@ -194,6 +194,13 @@ def test_imp_atomicity_and_rejected_rows(server):
     assert status == 200, body
     assert report["rowsImported"] == 2 and report["rowsRejected"] == 2
     assert report["columns"][1]["errors"] == 1
+    # Each refused row by line and reason.
+    assert report["errorsTotal"] == 2
+    assert report["errors"] == [
+        {"line": 3, "column": "v", "action": "rowSkipped",
+         "reason": "column 'v': cannot parse 'oops' as LONG"},
+        {"line": 5, "column": None, "action": "rowSkipped",
+         "reason": "expected 2 fields, found 1"}]
 
     status, body = upload(server, {"name": "cols", "fmt": "json"}, bad, schema=schema)
     report = json.loads(body)
@@ -204,8 +211,19 @@ def test_imp_atomicity_and_rejected_rows(server):
     exec_json(server, "CREATE TABLE strict (k LONG, v LONG)")
     status, body = upload(server, {"name": "strict", "atomicity": "abort", "fmt": "json"}, bad)
     assert status == 400
-    assert "line 5" in json.loads(body)["status"]  # the short line, met while sampling
+    # The first bad line, in line order (the short line 5 comes later).
+    assert json.loads(body)["status"] == "line 3, column 'v': cannot parse 'oops' as LONG"
     assert exec_json(server, "SELECT count(*) FROM strict")["dataset"] == [[0]]
+
+
+def test_imp_header_detection_errors_say_so(server):
+    headless = b"2016-01-01T00:00:00Z,host_1,0.5\n2016-01-01T00:00:01Z,host_2,0.7\n"
+    status, body = upload(server, {"name": "nh", "timestamp": "ts", "fmt": "json"}, headless)
+    assert status == 400
+    message = json.loads(body)["status"]
+    assert message.startswith("could not detect a header row (the first line looks like data: "
+                              "'2016-01-01T00:00:00Z,host_1,0.5')"), message
+    assert "pass forceHeader=true" in message
 
 
 def test_gzip_and_cors(start_server):

@@ -38,10 +38,44 @@ pub enum CsvError {
     },
 
     /// The header or the options do not describe a usable schema: unknown
-    /// override column, duplicate header names, missing timestamp column,
-    /// empty input.
+    /// override column, missing timestamp column, empty input.
     #[error("schema error: {0}")]
     Schema(String),
+
+    /// The header row is malformed (duplicate, empty or invalid column names) or, when a
+    /// header is required ([`CsvOptions::require_header`](crate::CsvOptions::require_header)),
+    /// the first line looks like data. The message says which and how to fix it.
+    #[error("{0}")]
+    Header(String),
+
+    /// Header detection ([`CsvOptions::detect_header`](crate::CsvOptions::detect_header))
+    /// decided that the first line is data, and a column the options name (the timestamp
+    /// column) is therefore missing.
+    #[error(
+        "could not detect a header row (the first line looks like data: '{first_line}'), so \
+         there is no column '{column}'; pass forceHeader=true if the first line is the header, \
+         or add a header row naming the columns"
+    )]
+    HeaderNotDetected {
+        /// The first line, shortened.
+        first_line: String,
+        /// The column that was asked for.
+        column: String,
+    },
+
+    /// A record is longer than [`CsvOptions::max_record_bytes`](crate::CsvOptions::max_record_bytes):
+    /// most likely an unterminated quote or a file without line breaks. Reading stops rather
+    /// than buffer it.
+    #[error(
+        "line {line}: a record longer than {limit} bytes (an unterminated quote, or a file \
+         without line breaks?); records are limited to {limit} bytes"
+    )]
+    RecordTooLong {
+        /// 1-based line on which the record starts.
+        line: u64,
+        /// The limit in bytes.
+        limit: usize,
+    },
 
     /// Arrow refused to build an array or a batch (e.g. dictionary key
     /// overflow). Not expected in practice.
@@ -83,6 +117,21 @@ pub(crate) fn quote_value(value: &[u8]) -> String {
         Some((cut, _)) => format!("{}...", &text[..cut]),
         None => text.into_owned(),
     }
+}
+
+/// Lossily decodes a whole record for a message: its fields joined by `delimiter`, shortened.
+pub(crate) fn quote_record(record: &csv::ByteRecord, delimiter: u8) -> String {
+    let mut line = Vec::new();
+    for (i, field) in record.iter().enumerate() {
+        if i > 0 {
+            line.push(delimiter);
+        }
+        line.extend_from_slice(field);
+        if line.len() > MAX_QUOTED_VALUE_CHARS * 4 {
+            break;
+        }
+    }
+    quote_value(&line)
 }
 
 /// Converts an error of the `csv` crate, which with byte records in flexible

@@ -31,7 +31,15 @@
 //! (see [`ColumnKind::arrow_type`]): BOOLEAN, LONG, DOUBLE, TIMESTAMP
 //! (UTC nanoseconds), UUID, SYMBOL (dictionary-encoded) and VARCHAR.
 //! Empty fields are NULL. Values that do not parse are handled according to
-//! [`Atomicity`]. The value parsers live in [`parse`] for reuse elsewhere;
+//! [`Atomicity`]; each refused row or value is a [`Rejection`] (line, column, reason, record),
+//! the first few kept in [`CsvStats::errors`] and all of them handed to an optional
+//! [`RejectSink`] ([`RejectsWriter`] streams them to a CSV file). Detection tolerates a few bad
+//! values ([`tolerated_failures`]) rather than turning a numeric column into text, and
+//! [`CsvReader::fallbacks`] names the columns that did become text although most of their
+//! values are typed. Records are bounded ([`CsvOptions::max_record_bytes`]), so a file without
+//! line breaks or with an unterminated quote is an error, never an unbounded buffer; line
+//! numbers count physical lines (CRLF, blank lines and quoted line breaks included).
+//! The value parsers live in [`parse`] for reuse elsewhere;
 //! timestamps in other notations are read with QuestDB-style patterns
 //! ([`pattern`]). For uploads of unknown shape, the reader can decide whether
 //! the first line is a header ([`CsvOptions::detect_header`]) and
@@ -57,9 +65,16 @@ mod options;
 pub mod parse;
 pub mod pattern;
 mod reader;
+mod reject;
 
 pub use error::{CsvError, ValueProblem};
-pub use infer::{MAX_SYMBOL_DISTINCT, detect_delimiter, detect_kind};
+pub use infer::{
+    Detection, MAX_SYMBOL_DISTINCT, Mixed, detect_column, detect_delimiter, detect_kind,
+    tolerated_failures,
+};
 pub use options::{Atomicity, ColumnKind, CsvOptions};
 pub use pattern::TimestampFormat;
-pub use reader::{CsvReader, CsvStats};
+pub use reader::{CsvReader, CsvStats, SAMPLE_BYTES_MAX};
+pub use reject::{
+    ColumnFallback, KEPT_RECORD_BYTES, RejectAction, RejectSink, Rejection, RejectsWriter,
+};

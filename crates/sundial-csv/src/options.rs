@@ -113,11 +113,14 @@ impl fmt::Display for ColumnKind {
     }
 }
 
-/// What to do with a field that does not parse as its column's type.
+/// What to do with a field that does not parse as its column's type. Every value or row
+/// refused under the two skip modes is reported as a [`Rejection`](crate::Rejection).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Atomicity {
     /// The value becomes NULL and is counted in
-    /// [`CsvStats::column_errors`](crate::CsvStats::column_errors).
+    /// [`CsvStats::column_errors`](crate::CsvStats::column_errors). (A bad designated
+    /// timestamp cannot be NULL: its row is dropped as under `SkipRow`.) QuestDB's `/imp`
+    /// default.
     #[default]
     SkipColumn,
     /// The whole row is dropped and counted in
@@ -128,6 +131,38 @@ pub enum Atomicity {
     /// (or [`CsvError::Malformed`](crate::CsvError::Malformed) for a record
     /// with the wrong number of fields).
     Abort,
+}
+
+impl Atomicity {
+    /// Parses QuestDB's spellings, case-insensitively: `skipCol` (or `skipColumn`, `2`),
+    /// `skipRow` (`1`), `abort` (`0`).
+    pub fn parse(s: &str) -> Option<Atomicity> {
+        let s = s.trim();
+        if s.eq_ignore_ascii_case("skipCol") || s.eq_ignore_ascii_case("skipColumn") || s == "2" {
+            Some(Atomicity::SkipColumn)
+        } else if s.eq_ignore_ascii_case("skipRow") || s == "1" {
+            Some(Atomicity::SkipRow)
+        } else if s.eq_ignore_ascii_case("abort") || s == "0" {
+            Some(Atomicity::Abort)
+        } else {
+            None
+        }
+    }
+
+    /// The canonical name: `skipCol`, `skipRow` or `abort`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Atomicity::SkipColumn => "skipCol",
+            Atomicity::SkipRow => "skipRow",
+            Atomicity::Abort => "abort",
+        }
+    }
+}
+
+impl fmt::Display for Atomicity {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
 }
 
 /// Configuration of a [`CsvReader`](crate::CsvReader).
@@ -171,6 +206,20 @@ pub struct CsvOptions {
     pub lenient_overrides: bool,
     /// Handling of unparseable values. Default [`Atomicity::SkipColumn`].
     pub atomicity: Atomicity,
+    /// How many [`Rejection`](crate::Rejection)s [`CsvStats::errors`](crate::CsvStats::errors)
+    /// keeps (the first ones); the rest are only counted (and given to a reject sink, see
+    /// [`CsvReader::with_reject_sink`](crate::CsvReader::with_reject_sink)). Default 10.
+    pub max_reported_errors: usize,
+    /// Longest record (bytes of input, quotes and delimiters included) the reader buffers;
+    /// a longer one stops reading with [`CsvError::RecordTooLong`](crate::CsvError::RecordTooLong).
+    /// Default 64 MiB.
+    pub max_record_bytes: usize,
+    /// The first line must be a well-formed header (with `has_header` and without
+    /// `detect_header`): an empty column name, or a first line that looks like data (every
+    /// value parses as its column's detected non-string type), is a
+    /// [`CsvError::Header`](crate::CsvError::Header) rather than a column named `f<i>` or
+    /// after a value. Default `false`.
+    pub require_header: bool,
 }
 
 impl Default for CsvOptions {
@@ -187,6 +236,9 @@ impl Default for CsvOptions {
             timestamp_formats: Vec::new(),
             lenient_overrides: false,
             atomicity: Atomicity::SkipColumn,
+            max_reported_errors: 10,
+            max_record_bytes: 64 << 20,
+            require_header: false,
         }
     }
 }
@@ -210,6 +262,20 @@ mod tests {
         assert_eq!(ColumnKind::parse_name("float"), Some(ColumnKind::Double));
         assert_eq!(ColumnKind::parse_name("string"), Some(ColumnKind::Varchar));
         assert_eq!(ColumnKind::parse_name("blob"), None);
+    }
+
+    #[test]
+    fn atomicity_names() {
+        for a in [Atomicity::SkipColumn, Atomicity::SkipRow, Atomicity::Abort] {
+            assert_eq!(Atomicity::parse(a.name()), Some(a));
+        }
+        assert_eq!(Atomicity::parse("SKIPCOLUMN"), Some(Atomicity::SkipColumn));
+        assert_eq!(Atomicity::parse(" skiprow "), Some(Atomicity::SkipRow));
+        assert_eq!(Atomicity::parse("0"), Some(Atomicity::Abort));
+        assert_eq!(Atomicity::parse("1"), Some(Atomicity::SkipRow));
+        assert_eq!(Atomicity::parse("2"), Some(Atomicity::SkipColumn));
+        assert_eq!(Atomicity::parse("3"), None);
+        assert_eq!(Atomicity::parse("sometimes"), None);
     }
 
     #[test]

@@ -1,6 +1,13 @@
 //! The streaming reader: header, sample, detection, then batch building.
+//!
+//! Invariants: memory is the sample (at most `infer_rows` records and [`SAMPLE_BYTES_MAX`]
+//! bytes) plus one batch plus one record, and a record is at most
+//! [`CsvOptions::max_record_bytes`] (a [`Guarded`] input stops the parser past that); every
+//! refused row or value is counted, reported to the sink if any, and kept (bounded) in
+//! [`CsvStats::errors`].
 
-use std::collections::{HashSet, VecDeque};
+use std::collections::VecDeque;
+use std::fmt;
 use std::io::{self, Read};
 use std::sync::Arc;
 
@@ -14,11 +21,12 @@ use arrow_schema::{Field, Schema, SchemaRef};
 use csv::ByteRecord;
 
 use crate::error::ValueProblem;
-use crate::error::{CsvError, from_csv, quote_value};
-use crate::infer::detect_kind;
+use crate::error::{CsvError, from_csv, quote_record, quote_value};
+use crate::infer::{detect_column, detect_kind};
 use crate::options::{Atomicity, ColumnKind, CsvOptions};
 use crate::parse::{parse_bool, parse_f64, parse_i64, parse_timestamp_wide, parse_uuid};
 use crate::pattern::TimestampFormat;
+use crate::reject::{ColumnFallback, RejectAction, RejectSink, Rejection, encode_record};
 use sundial_storage::timestamp_in_range;
 
 /// The UTF-8 byte order mark, dropped when it opens the input.
@@ -27,6 +35,8 @@ const UTF8_BOM: [u8; 3] = [0xEF, 0xBB, 0xBF];
 const READ_BUFFER_BYTES: usize = 64 * 1024;
 /// Cap on the rows preallocated per builder, whatever `batch_rows` says.
 const MAX_PREALLOCATED_ROWS: usize = 1 << 20;
+/// Sampling stops once the buffered records hold this many bytes, whatever `infer_rows` says.
+pub const SAMPLE_BYTES_MAX: usize = 32 << 20;
 
 /// Counters describing what a [`CsvReader`] has done so far.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -44,11 +54,136 @@ pub struct CsvStats {
     pub column_errors: Vec<u64>,
     /// The first such value, as a message naming its line, column and value.
     pub first_error: Option<String>,
+    /// Rows skipped and values NULLed so far (one per row under `SkipRow`, one per value
+    /// under `SkipColumn`, one per record with the wrong number of fields).
+    pub errors_total: u64,
+    /// The first [`CsvOptions::max_reported_errors`] of them, records shortened.
+    pub errors: Vec<Rejection>,
 }
 
 /// The byte stream handed to the CSV parser: the input with a leading BOM
 /// removed (the first bytes, read ahead to look for it, are replayed).
-type Input<R> = io::Chain<io::Cursor<Vec<u8>>, R>;
+type Input<R> = Guarded<Unbommed<R>>;
+
+/// The input with a leading BOM removed.
+type Unbommed<R> = io::Chain<io::Cursor<Vec<u8>>, R>;
+
+/// The input as the CSV parser reads it, watching the record being parsed: it refuses to
+/// deliver more than `limit` bytes past the start of the current record (set by the reader
+/// after each record), so a huge record or an unterminated quote cannot make the parser
+/// buffer without bound. It also remembers whether the input ended and its last byte that is
+/// not a line break, to tell an unterminated quote at the end of the input, and keeps the
+/// bytes from the current record's start on (no more than the parser itself holds) to count
+/// lines: the `csv` crate's line numbers are off by one after CRLF line breaks.
+struct Guarded<R> {
+    inner: R,
+    delivered: u64,
+    record_start: u64,
+    limit: u64,
+    ended: bool,
+    last_byte: Option<u8>,
+    /// Delivered bytes from (at most) the chunk holding `record_start` on: each chunk's start
+    /// offset and its bytes.
+    chunks: VecDeque<(u64, Vec<u8>)>,
+    /// Line breaks (`\n`) before offset `counted_to`.
+    counted_newlines: u64,
+    counted_to: u64,
+}
+
+impl<R> Guarded<R> {
+    /// Counts the line breaks up to `offset` (at or after the last offset counted to, at most
+    /// what was delivered), from the kept chunks.
+    fn advance(&mut self, offset: u64) {
+        let offset = offset.min(self.delivered);
+        if offset <= self.counted_to {
+            return;
+        }
+        for (start, bytes) in &self.chunks {
+            let end = start + bytes.len() as u64;
+            if end <= self.counted_to {
+                continue;
+            }
+            if *start >= offset {
+                break;
+            }
+            let from = usize::try_from(self.counted_to.saturating_sub(*start)).unwrap_or(0);
+            let to = usize::try_from(offset.min(end) - start).unwrap_or(bytes.len());
+            self.counted_newlines += count_newlines(&bytes[from..to]) as u64;
+        }
+        self.counted_to = offset;
+    }
+
+    /// The 1-based line of the first byte at or after `offset` that is not a line break (the
+    /// `csv` crate's record positions can point at the `\n` of a CRLF, or at blank lines).
+    /// `offset` must not be before an offset asked for earlier.
+    fn line_at(&mut self, offset: u64) -> u64 {
+        self.advance(offset);
+        let mut line = self.counted_newlines + 1;
+        for (start, bytes) in &self.chunks {
+            let end = start + bytes.len() as u64;
+            if end <= offset {
+                continue;
+            }
+            let at = usize::try_from(offset.saturating_sub(*start)).unwrap_or(0);
+            for &b in &bytes[at..] {
+                match b {
+                    b'\n' => line += 1,
+                    b'\r' => {}
+                    _ => return line,
+                }
+            }
+        }
+        line
+    }
+
+    /// The next record starts at `offset`: bytes before it are no longer needed.
+    fn start_record(&mut self, offset: u64) {
+        self.advance(offset);
+        self.record_start = offset;
+        while let Some((start, bytes)) = self.chunks.front() {
+            if start + bytes.len() as u64 <= offset {
+                self.chunks.pop_front();
+            } else {
+                break;
+            }
+        }
+    }
+}
+
+fn count_newlines(bytes: &[u8]) -> usize {
+    bytes.iter().filter(|&&b| b == b'\n').count()
+}
+
+/// The error a [`Guarded`] input returns past its limit.
+#[derive(Debug)]
+struct RecordTooLong;
+
+impl fmt::Display for RecordTooLong {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("record too long")
+    }
+}
+
+impl std::error::Error for RecordTooLong {}
+
+impl<R: Read> Read for Guarded<R> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        if self.delivered.saturating_sub(self.record_start) > self.limit {
+            return Err(io::Error::other(RecordTooLong));
+        }
+        let n = self.inner.read(buf)?;
+        if n == 0 {
+            self.ended = true;
+            return Ok(0);
+        }
+        self.chunks.push_back((self.delivered, buf[..n].to_vec()));
+        self.delivered += n as u64;
+        if let Some(&b) = buf[..n].iter().rev().find(|b| !matches!(b, b'\n' | b'\r')) {
+            self.last_byte = Some(b);
+        }
+        Ok(n)
+    }
+}
 
 /// Streaming CSV to Arrow reader.
 ///
@@ -66,23 +201,53 @@ pub struct CsvReader<R: Read> {
     input_done: bool,
     atomicity: Atomicity,
     batch_rows: usize,
+    delimiter: u8,
+    max_record_bytes: usize,
+    max_reported_errors: usize,
+    sink: Option<RejectSink>,
     sample: VecDeque<ByteRecord>,
+    /// Fields of the first line: sample records of another width are not sampled.
+    width: usize,
     record: ByteRecord,
     batch: BatchBuilder,
     stats: CsvStats,
     header: bool,
+    fallbacks: Vec<ColumnFallback>,
 }
 
 impl<R: Read> CsvReader<R> {
     /// Reads the header and the sample from `reader` and detects the schema.
     ///
     /// Fails on I/O errors, on an empty input, on bad header names
-    /// (duplicates, compared case-insensitively), on overrides or a
-    /// timestamp column naming unknown columns, when a sample value of the
-    /// timestamp column is not a timestamp, and (under [`Atomicity::Abort`])
-    /// on a sample record with the wrong number of fields.
+    /// (duplicates, compared case-insensitively; names a table cannot have; with
+    /// [`CsvOptions::require_header`] empty names or a first line that looks like data), on
+    /// overrides or a timestamp column naming unknown columns (when header detection took the
+    /// first line for data: [`CsvError::HeaderNotDetected`]), on a record longer than
+    /// [`CsvOptions::max_record_bytes`] or an unterminated quote, and (under
+    /// [`Atomicity::Abort`]) on a sample record with the wrong number of fields.
     pub fn new(reader: R, options: CsvOptions) -> Result<Self, CsvError> {
+        Self::with_reject_sink(reader, options, None)
+    }
+
+    /// [`CsvReader::new`], handing every [`Rejection`] to `sink` as it happens (the sample's
+    /// too); e.g. to write them all to a file while [`CsvStats::errors`] keeps only the first.
+    pub fn with_reject_sink(
+        reader: R,
+        options: CsvOptions,
+        sink: Option<RejectSink>,
+    ) -> Result<Self, CsvError> {
         let (input, bom_bytes) = strip_bom(reader)?;
+        let input = Guarded {
+            inner: input,
+            delivered: 0,
+            record_start: 0,
+            limit: options.max_record_bytes.max(1) as u64,
+            ended: false,
+            last_byte: None,
+            chunks: VecDeque::new(),
+            counted_newlines: 0,
+            counted_to: 0,
+        };
         let csv = csv::ReaderBuilder::new()
             .delimiter(options.delimiter)
             .has_headers(false)
@@ -95,22 +260,37 @@ impl<R: Read> CsvReader<R> {
             input_done: false,
             atomicity: options.atomicity,
             batch_rows: options.batch_rows.max(1),
+            delimiter: options.delimiter,
+            max_record_bytes: options.max_record_bytes.max(1),
+            max_reported_errors: options.max_reported_errors,
+            sink,
             sample: VecDeque::new(),
+            width: 0,
             record: ByteRecord::new(),
             batch: BatchBuilder::empty(),
             stats: CsvStats::default(),
             header: false,
+            fallbacks: Vec::new(),
         };
 
         let mut first = ByteRecord::new();
         if !this.read_raw(&mut first)? {
-            return Err(CsvError::Schema("input is empty".to_string()));
+            return Err(CsvError::Schema(
+                "the input is empty: no header row and no data".to_string(),
+            ));
         }
         let width = first.len();
         let mut record = ByteRecord::new();
+        let mut sample_bytes = 0usize;
+        // Records of another width stay in the sample (ignored by detection) and are refused
+        // in their turn, so that refusals come in line order.
+        this.width = width;
         while this.sample.len() < options.infer_rows.max(1)
-            && this.read_data_record(&mut record, width)?
+            && sample_bytes < SAMPLE_BYTES_MAX
+            && this.read_raw(&mut record)?
         {
+            this.stats.rows_read += 1;
+            sample_bytes += record.as_slice().len() + record.len() * 8;
             this.sample.push_back(std::mem::take(&mut record));
         }
 
@@ -120,10 +300,34 @@ impl<R: Read> CsvReader<R> {
             options.has_header
         };
         let (names, (kinds, formats)) = if header {
-            let names = column_names(&first)?;
-            let resolved = this.resolve_kinds(&names, &options)?;
+            let strict = options.require_header && !options.detect_header;
+            if strict && this.first_line_is_data(&first, &header_names(&first), &options) {
+                return Err(CsvError::Header(format!(
+                    "the first line looks like data, not a header row: '{}'; the file needs a \
+                     header row naming the columns",
+                    quote_record(&first, options.delimiter)
+                )));
+            }
+            let names = column_names(&first, strict)?;
+            let resolved = this.resolve_kinds(&names, &options, true)?;
             (names, resolved)
         } else {
+            if options.detect_header
+                && let Some(column) = &options.timestamp_column
+            {
+                let named = (0..width).any(|i| {
+                    options
+                        .default_names
+                        .get(i)
+                        .is_some_and(|n| n.trim().eq_ignore_ascii_case(column.trim()))
+                });
+                if !named {
+                    return Err(CsvError::HeaderNotDetected {
+                        first_line: quote_record(&first, options.delimiter),
+                        column: column.clone(),
+                    });
+                }
+            }
             this.stats.rows_read += 1;
             this.sample.push_front(first);
             let names: Vec<String> = (0..width)
@@ -135,11 +339,12 @@ impl<R: Read> CsvReader<R> {
                         .unwrap_or_else(|| format!("f{i}"))
                 })
                 .collect();
-            let resolved = this.resolve_kinds(&names, &options)?;
+            let resolved = this.resolve_kinds(&names, &options, true)?;
             (names, resolved)
         };
         this.header = header;
         this.stats.column_errors = vec![0; names.len()];
+        this.fallbacks = this.fallbacks_of(&names, &kinds, &options);
 
         let fields: Vec<Field> = names
             .iter()
@@ -160,22 +365,26 @@ impl<R: Read> CsvReader<R> {
         self.header
     }
 
-    /// [`CsvOptions::detect_header`]'s rule, with the sample read (`first` not in it).
+    /// [`CsvOptions::detect_header`]'s rule, with the sample read (`first` not in it). A first
+    /// line naming the timestamp column is a header.
     fn looks_like_header(&self, first: &ByteRecord, options: &CsvOptions) -> bool {
-        let Ok(names) = column_names(first) else {
-            return false;
-        };
+        let names = header_names(first);
+        if let Some(ts) = &options.timestamp_column
+            && find_column(&names, ts).is_some()
+        {
+            return true;
+        }
         if self.sample.is_empty() {
             return first
                 .iter()
                 .all(|v| !v.is_empty() && detect_kind([v]).is_string());
         }
-        let Ok((kinds, formats)) = self.resolve_kinds(&names, options) else {
+        let Ok((kinds, formats)) = self.resolve_kinds(&names, options, false) else {
             return false;
         };
         if kinds.iter().all(ColumnKind::is_string) {
             return first.iter().enumerate().all(|(i, v)| {
-                !v.trim_ascii().is_empty() && self.sample.iter().all(|r| r.get(i) != Some(v))
+                !v.trim_ascii().is_empty() && self.values(i).all(|sampled| sampled != v)
             });
         }
         kinds
@@ -188,6 +397,79 @@ impl<R: Read> CsvReader<R> {
                     && !value.trim_ascii().is_empty()
                     && parse_cell(*kind, format.as_ref(), value).is_err()
             })
+    }
+
+    /// For [`CsvOptions::require_header`]: whether the first line (taken as the header) looks
+    /// like data: some column is of a non-string type and every such column's first value
+    /// parses as it.
+    fn first_line_is_data(
+        &self,
+        first: &ByteRecord,
+        names: &[String],
+        options: &CsvOptions,
+    ) -> bool {
+        if self.sample.is_empty() {
+            return false;
+        }
+        let Ok((kinds, formats)) = self.resolve_kinds(names, options, false) else {
+            return false;
+        };
+        kinds.iter().any(|k| !k.is_string())
+            && kinds
+                .iter()
+                .zip(&formats)
+                .enumerate()
+                .all(|(i, (kind, format))| {
+                    kind.is_string()
+                        || parse_cell(*kind, format.as_ref(), first.get(i).unwrap_or_default())
+                            .is_ok()
+                })
+    }
+
+    /// Columns detection left as text although most of their sample values are typed.
+    fn fallbacks_of(
+        &self,
+        names: &[String],
+        kinds: &[ColumnKind],
+        options: &CsvOptions,
+    ) -> Vec<ColumnFallback> {
+        let mut out = Vec::new();
+        for (i, (name, kind)) in names.iter().zip(kinds).enumerate() {
+            let overridden = options
+                .type_overrides
+                .iter()
+                .map(|(n, _)| n)
+                .chain(options.timestamp_formats.iter().map(|(n, _)| n))
+                .any(|n| find_column(std::slice::from_ref(name), n).is_some());
+            if !kind.is_string() || overridden {
+                continue;
+            }
+            let detection = detect_column(self.values(i));
+            // Only where the kind is the detected one (not an override).
+            if detection.kind != *kind {
+                continue;
+            }
+            if let Some(mixed) = detection.mixed
+                && let Some(record) = self.sample.get(mixed.first_bad)
+            {
+                out.push(ColumnFallback {
+                    column: name.clone(),
+                    kind: *kind,
+                    wanted: mixed.wanted,
+                    parsed: mixed.parsed,
+                    non_null: mixed.non_null,
+                    line: line_of(record),
+                    value: quote_value(record.get(i).unwrap_or_default()),
+                });
+            }
+        }
+        out
+    }
+
+    /// Columns detection left as SYMBOL or VARCHAR although most of their sample values are of
+    /// one other type, with the first value that is not: for the import's report.
+    pub fn fallbacks(&self) -> &[ColumnFallback] {
+        &self.fallbacks
     }
 
     /// The detected schema; field names are the trimmed header names.
@@ -210,15 +492,14 @@ impl<R: Read> CsvReader<R> {
                     // Release the sample's buffer for good.
                     self.sample = VecDeque::new();
                 }
-                self.batch.push(&record, self.atomicity, &mut self.stats)?;
+                if self.check_width(&record, columns)? {
+                    self.push(&record)?;
+                }
                 continue;
             }
             let mut record = std::mem::take(&mut self.record);
             let result = match self.read_data_record(&mut record, columns) {
-                Ok(true) => self
-                    .batch
-                    .push(&record, self.atomicity, &mut self.stats)
-                    .map(|()| true),
+                Ok(true) => self.push(&record).map(|()| true),
                 other => other,
             };
             self.record = record;
@@ -234,6 +515,77 @@ impl<R: Read> CsvReader<R> {
         Ok(Some(batch))
     }
 
+    /// Appends one record of the right width to the batch, reporting what it refused.
+    fn push(&mut self, record: &ByteRecord) -> Result<(), CsvError> {
+        let rejected = self.batch.push(record, self.atomicity, &mut self.stats)?;
+        if self.batch.problems.is_empty() {
+            return Ok(());
+        }
+        let problems = std::mem::take(&mut self.batch.problems);
+        let result = if rejected {
+            self.stats.rows_rejected += 1;
+            // One report per row: the problem that dropped it (the designated timestamp under
+            // SkipColumn), else the first.
+            let (index, problem) = problems
+                .iter()
+                .copied()
+                .find(|(i, _)| Some(*i) == self.batch.timestamp_index)
+                .unwrap_or(problems[0]);
+            let reason = self.value_reason(record, index, problem);
+            self.reject(record, Some(index), reason, RejectAction::RowSkipped)
+        } else {
+            problems.iter().try_for_each(|&(index, problem)| {
+                let reason = self.value_reason(record, index, problem);
+                self.reject(record, Some(index), reason, RejectAction::ValueNulled)
+            })
+        };
+        self.batch.problems = problems;
+        self.batch.problems.clear();
+        result
+    }
+
+    /// `column 'v': cannot parse 'x' as LONG`.
+    fn value_reason(&self, record: &ByteRecord, index: usize, problem: ValueProblem) -> String {
+        let value = quote_value(record.get(index).unwrap_or_default());
+        let kind = self.batch.kinds[index];
+        format!(
+            "column '{}': {}",
+            self.batch.schema.field(index).name(),
+            problem.describe(&value, kind.name())
+        )
+    }
+
+    /// Counts a refused row or value, keeps it when there is room, hands it to the sink.
+    fn reject(
+        &mut self,
+        record: &ByteRecord,
+        column: Option<usize>,
+        reason: String,
+        action: RejectAction,
+    ) -> Result<(), CsvError> {
+        self.stats.errors_total += 1;
+        let keep = self.stats.errors.len() < self.max_reported_errors;
+        if !keep && self.sink.is_none() {
+            return Ok(());
+        }
+        let rejection = Rejection {
+            line: line_of(record),
+            column: column
+                .and_then(|i| self.batch.schema.fields().get(i).map(|f| f.name().clone())),
+            reason,
+            action,
+            record: encode_record(record, self.delimiter),
+            record_truncated: false,
+        };
+        if keep {
+            self.stats.errors.push(rejection.shortened());
+        }
+        if let Some(sink) = &mut self.sink {
+            sink(&rejection)?;
+        }
+        Ok(())
+    }
+
     /// Bytes of input consumed so far (including a BOM), for progress
     /// reporting. Equals the input size once `next_batch` returned `None`.
     pub fn bytes_read(&self) -> u64 {
@@ -245,17 +597,64 @@ impl<R: Read> CsvReader<R> {
         &self.stats
     }
 
-    /// Reads the next record as is. `false` at the end of the input.
+    /// Reads the next record as is. `false` at the end of the input. Fails on a record longer
+    /// than `max_record_bytes` and on a quoted field still open at the end of the input.
     fn read_raw(&mut self, record: &mut ByteRecord) -> Result<bool, CsvError> {
         if self.input_done {
             return Ok(false);
         }
-        let more = self
-            .csv
-            .read_byte_record(record)
-            .map_err(|err| from_csv(err, self.csv.position().line()))?;
+        let line = {
+            let input = self.csv.get_mut();
+            let start = input.record_start;
+            input.line_at(start)
+        };
+        let more = self.csv.read_byte_record(record).map_err(|err| {
+            let too_long = matches!(err.kind(), csv::ErrorKind::Io(io)
+                if io.get_ref().is_some_and(|inner| inner.is::<RecordTooLong>()));
+            if too_long {
+                CsvError::RecordTooLong {
+                    line,
+                    limit: self.max_record_bytes,
+                }
+            } else {
+                from_csv(err, line)
+            }
+        })?;
         self.input_done = !more;
-        Ok(more)
+        if !more {
+            return Ok(false);
+        }
+        let end = self.csv.position().byte();
+        let input = self.csv.get_mut();
+        if let Some(position) = record.position() {
+            let mut position = position.clone();
+            position.set_line(input.line_at(position.byte()));
+            record.set_position(Some(position));
+        }
+        input.start_record(end);
+        if record.as_slice().len() > self.max_record_bytes {
+            return Err(CsvError::RecordTooLong {
+                line: line_of(record),
+                limit: self.max_record_bytes,
+            });
+        }
+        // A quote opened and never closed swallows the rest of the input into the last field
+        // of the last record; a properly quoted last field would end with the quote.
+        if input.ended
+            && end == input.delivered
+            && input.last_byte != Some(b'"')
+            && record
+                .get(record.len().wrapping_sub(1))
+                .is_some_and(|f| f.contains(&b'\n') || f.contains(&b'\r'))
+        {
+            return Err(CsvError::Malformed {
+                line: line_of(record),
+                message: "a quoted field is not closed: its opening '\"' runs to the end of \
+                          the input"
+                    .to_string(),
+            });
+        }
+        Ok(true)
     }
 
     /// Reads the next data record with exactly `columns` fields, rejecting
@@ -268,32 +667,57 @@ impl<R: Read> CsvReader<R> {
     ) -> Result<bool, CsvError> {
         while self.read_raw(record)? {
             self.stats.rows_read += 1;
-            if record.len() == columns {
+            if self.check_width(record, columns)? {
                 return Ok(true);
             }
-            if self.atomicity == Atomicity::Abort {
-                return Err(CsvError::Malformed {
-                    line: line_of(record),
-                    message: format!("expected {columns} fields, found {}", record.len()),
-                });
-            }
-            self.stats.rows_rejected += 1;
         }
         Ok(false)
     }
 
-    /// Detected kinds, then overrides and timestamp patterns, then the forced timestamp column.
+    /// Whether `record` has `columns` fields; if not, it is refused (or, under
+    /// [`Atomicity::Abort`], an error).
+    fn check_width(&mut self, record: &ByteRecord, columns: usize) -> Result<bool, CsvError> {
+        if record.len() == columns {
+            return Ok(true);
+        }
+        let message = format!("expected {columns} fields, found {}", record.len());
+        if self.atomicity == Atomicity::Abort {
+            return Err(CsvError::Malformed {
+                line: line_of(record),
+                message,
+            });
+        }
+        self.stats.rows_rejected += 1;
+        self.reject(record, None, message, RejectAction::RowSkipped)?;
+        Ok(false)
+    }
+
+    /// Column `i`'s sample values; empty for records of another width than the first line's.
+    fn values(&self, i: usize) -> impl Iterator<Item = &[u8]> {
+        let width = self.width;
+        self.sample.iter().map(move |r| {
+            if r.len() == width {
+                r.get(i).unwrap_or_default()
+            } else {
+                b""
+            }
+        })
+    }
+
+    /// Detected kinds, then overrides and timestamp patterns, then (with `timestamp`) the
+    /// forced timestamp column (its bad values are refused row by row like any other).
     fn resolve_kinds(
         &self,
         names: &[String],
         options: &CsvOptions,
+        timestamp: bool,
     ) -> Result<(Vec<ColumnKind>, Vec<Option<TimestampFormat>>), CsvError> {
         let mut kinds: Vec<ColumnKind> = (0..names.len())
-            .map(|i| detect_kind(self.sample.iter().map(|r| r.get(i).unwrap_or_default())))
+            .map(|i| detect_kind(self.values(i)))
             .collect();
         let mut formats: Vec<Option<TimestampFormat>> = vec![None; names.len()];
         let mut overridden = vec![false; names.len()];
-        let lenient = options.lenient_overrides;
+        let lenient = options.lenient_overrides || !timestamp;
         for (name, kind) in &options.type_overrides {
             let Some(index) = find_column(names, name) else {
                 if lenient {
@@ -319,9 +743,13 @@ impl<R: Read> CsvReader<R> {
             formats[index] = Some(format.clone());
             overridden[index] = true;
         }
-        if let Some(name) = &options.timestamp_column {
-            let index = find_column(names, name)
-                .ok_or_else(|| CsvError::Schema(format!("timestamp column '{name}' not found")))?;
+        if let Some(name) = options.timestamp_column.as_ref().filter(|_| timestamp) {
+            let index = find_column(names, name).ok_or_else(|| {
+                CsvError::Schema(format!(
+                    "timestamp column '{name}' not found; the columns are {}",
+                    quoted_list(names)
+                ))
+            })?;
             if overridden[index] && kinds[index] != ColumnKind::Timestamp {
                 return Err(CsvError::Schema(format!(
                     "timestamp column '{name}' is overridden as {}",
@@ -329,32 +757,23 @@ impl<R: Read> CsvReader<R> {
                 )));
             }
             kinds[index] = ColumnKind::Timestamp;
-            for record in &self.sample {
-                let raw = record.get(index).unwrap_or_default();
-                let value = raw.trim_ascii();
-                if value.is_empty() {
-                    continue;
-                }
-                if let Err(problem) =
-                    parse_cell(ColumnKind::Timestamp, formats[index].as_ref(), raw)
-                {
-                    return Err(CsvError::BadValue {
-                        line: line_of(record),
-                        column: names[index].clone(),
-                        value: quote_value(raw),
-                        expected: ColumnKind::Timestamp.name(),
-                        problem,
-                    });
-                }
-            }
         }
         Ok((kinds, formats))
     }
 }
 
+/// `'a', 'b', 'c'` (at most 20 names).
+fn quoted_list(names: &[String]) -> String {
+    let mut out: Vec<String> = names.iter().take(20).map(|n| format!("'{n}'")).collect();
+    if names.len() > 20 {
+        out.push(format!("... ({} in all)", names.len()));
+    }
+    out.join(", ")
+}
+
 /// Reads up to three bytes to drop a leading UTF-8 BOM; returns the stream
 /// to parse and the number of BOM bytes dropped.
-fn strip_bom<R: Read>(mut reader: R) -> io::Result<(Input<R>, u64)> {
+fn strip_bom<R: Read>(mut reader: R) -> io::Result<(Unbommed<R>, u64)> {
     let mut head = [0u8; 3];
     let mut len = 0;
     while len < head.len() {
@@ -375,24 +794,50 @@ fn strip_bom<R: Read>(mut reader: R) -> io::Result<(Input<R>, u64)> {
     }
 }
 
-/// Column names from the header: trimmed, empty ones replaced by `f<i>`,
-/// duplicates (case-insensitive) rejected.
-fn column_names(header: &ByteRecord) -> Result<Vec<String>, CsvError> {
-    let mut names = Vec::with_capacity(header.len());
-    let mut seen = HashSet::with_capacity(header.len());
-    for (i, raw) in header.iter().enumerate() {
-        let trimmed = String::from_utf8_lossy(raw).trim().to_string();
-        let name = if trimmed.is_empty() {
-            format!("f{i}")
-        } else {
-            trimmed
-        };
-        if !seen.insert(name.to_lowercase()) {
-            return Err(CsvError::Schema(format!(
-                "duplicate column name '{name}' in header"
+/// Column names from the header: trimmed, empty ones `f<i>`.
+fn header_names(header: &ByteRecord) -> Vec<String> {
+    header
+        .iter()
+        .enumerate()
+        .map(|(i, raw)| {
+            let trimmed = String::from_utf8_lossy(raw).trim().to_string();
+            if trimmed.is_empty() {
+                format!("f{i}")
+            } else {
+                trimmed
+            }
+        })
+        .collect()
+}
+
+/// [`header_names`], rejecting duplicates (case-insensitive) and names a table cannot have;
+/// `strict` rejects empty names too.
+fn column_names(header: &ByteRecord, strict: bool) -> Result<Vec<String>, CsvError> {
+    let names = header_names(header);
+    let mut seen = std::collections::HashMap::with_capacity(names.len());
+    for (i, (raw, name)) in header.iter().zip(&names).enumerate() {
+        if strict && raw.trim_ascii().is_empty() {
+            return Err(CsvError::Header(format!(
+                "the header row has no name for column {} (of {}); every column needs one",
+                i + 1,
+                names.len()
             )));
         }
-        names.push(name);
+        if let Err(e) = sundial_storage::validate_name(name, "column") {
+            return Err(CsvError::Header(format!(
+                "the header row's column {} is not a valid name: {e}",
+                i + 1
+            )));
+        }
+        if let Some(before) = seen.insert(name.to_lowercase(), i) {
+            return Err(CsvError::Header(format!(
+                "the header row names two columns '{}' (columns {} and {}; names are compared \
+                 case-insensitively)",
+                names[before],
+                before + 1,
+                i + 1
+            )));
+        }
     }
     Ok(names)
 }
@@ -554,6 +999,8 @@ struct BatchBuilder {
     columns: Vec<ColumnBuilder>,
     /// Per-row scratch, reused so the streaming path does not allocate.
     cells: Vec<Cell>,
+    /// The last pushed row's refused values: column index and problem.
+    problems: Vec<(usize, ValueProblem)>,
     rows: usize,
     /// The designated timestamp column ([`CsvOptions::timestamp_column`]), if any.
     timestamp_index: Option<usize>,
@@ -567,6 +1014,7 @@ impl BatchBuilder {
             formats: Vec::new(),
             columns: Vec::new(),
             cells: Vec::new(),
+            problems: Vec::new(),
             rows: 0,
             timestamp_index: None,
         }
@@ -585,6 +1033,7 @@ impl BatchBuilder {
                 .map(|&kind| ColumnBuilder::new(kind, capacity))
                 .collect(),
             cells: vec![Cell::Null; kinds.len()],
+            problems: Vec::new(),
             schema,
             kinds,
             formats,
@@ -594,13 +1043,15 @@ impl BatchBuilder {
     }
 
     /// Parses and appends one record that has the right number of fields,
-    /// applying `atomicity` to values that do not parse.
+    /// applying `atomicity` to values that do not parse; those are left in `problems`.
+    /// Returns whether the row was dropped.
     fn push(
         &mut self,
         record: &ByteRecord,
         atomicity: Atomicity,
         stats: &mut CsvStats,
-    ) -> Result<(), CsvError> {
+    ) -> Result<bool, CsvError> {
+        self.problems.clear();
         let mut reject = false;
         for (index, (&kind, cell)) in self.kinds.iter().zip(&mut self.cells).enumerate() {
             let raw = record.get(index).unwrap_or_default();
@@ -621,6 +1072,7 @@ impl BatchBuilder {
                     if stats.first_error.is_none() {
                         stats.first_error = Some(error().to_string());
                     }
+                    self.problems.push((index, problem));
                     match atomicity {
                         // The designated timestamp cannot be NULL: its row goes instead.
                         Atomicity::SkipColumn if Some(index) != self.timestamp_index => Cell::Null,
@@ -634,14 +1086,13 @@ impl BatchBuilder {
             };
         }
         if reject {
-            stats.rows_rejected += 1;
-            return Ok(());
+            return Ok(true);
         }
         for (index, (column, &cell)) in self.columns.iter_mut().zip(&self.cells).enumerate() {
             column.append(cell, record.get(index).unwrap_or_default())?;
         }
         self.rows += 1;
-        Ok(())
+        Ok(false)
     }
 
     /// Builds a batch from the accumulated rows and resets the builders.

@@ -265,9 +265,22 @@ fn timestamp_column_errors() {
         .unwrap();
     assert!(matches!(err, CsvError::Schema(_)), "{err}");
 
-    let err = CsvReader::new(&b"ts\n2016-01-01\nyesterday\n"[..], missing.clone())
-        .err()
-        .unwrap();
+    // Under the skip modes a bad timestamp only costs its row (and is reported).
+    let mut reader = open(b"ts\n2016-01-01\nyesterday\n", missing.clone());
+    let batches = read_all(&mut reader);
+    assert_eq!(batches[0].num_rows(), 1);
+    assert_eq!(reader.stats().rows_rejected, 1);
+    assert_eq!(
+        reader.stats().errors[0].to_string(),
+        "line 3: column 'ts': cannot parse 'yesterday' as TIMESTAMP"
+    );
+    // Under Abort, the first bad value fails the read.
+    let abort = CsvOptions {
+        atomicity: Atomicity::Abort,
+        ..missing.clone()
+    };
+    let mut reader = open(b"ts\n2016-01-01\nyesterday\n", abort);
+    let err = reader.next_batch().err().unwrap();
     match err {
         CsvError::BadValue {
             line,
@@ -380,14 +393,13 @@ fn wrong_field_counts() {
         assert_eq!(reader.stats().rows_rejected, 2);
         assert_eq!(reader.stats().rows_read, 4);
     }
-    // Inside the sample, under Abort: reported by `new`.
+    // Inside the sample, under Abort: reported by `next_batch` too, in line order.
     let abort = CsvOptions {
         atomicity: Atomicity::Abort,
         ..CsvOptions::default()
     };
-    let err = CsvReader::new(data.as_bytes(), abort.clone())
-        .err()
-        .unwrap();
+    let mut reader = open(data.as_bytes(), abort.clone());
+    let err = reader.next_batch().err().unwrap();
     assert!(matches!(err, CsvError::Malformed { line: 3, .. }), "{err}");
     // After the sample: reported by `next_batch`.
     let mut reader = open(
@@ -492,7 +504,11 @@ fn header_names() {
     let err = CsvReader::new(&b"a,b,A\n1,2,3\n"[..], CsvOptions::default())
         .err()
         .unwrap();
-    assert!(matches!(err, CsvError::Schema(_)), "{err}");
+    assert!(matches!(err, CsvError::Header(_)), "{err}");
+    assert_eq!(
+        err.to_string(),
+        "the header row names two columns 'a' (columns 1 and 3; names are compared case-insensitively)"
+    );
 
     let no_header = CsvOptions {
         has_header: false,

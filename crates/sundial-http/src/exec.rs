@@ -30,7 +30,7 @@ use tokio::time::Instant;
 use crate::HttpSql;
 use crate::error::Error;
 use crate::json::{CONTENT_TYPE, JsonColumns, write_columns, write_json_string};
-use crate::query::{Encoder, Request, Started, Tail, start};
+use crate::query::{Client, Encoder, Request, Started, Tail, start};
 
 /// QuestDB's boolean parameters: `true` (any case) is true.
 pub(crate) fn flag(params: &HashMap<String, String>, name: &str) -> bool {
@@ -41,12 +41,13 @@ pub(crate) fn flag(params: &HashMap<String, String>, name: &str) -> bool {
 
 pub(crate) async fn exec(
     State(http): State<Arc<HttpSql>>,
+    Client(client): Client,
     Query(params): Query<HashMap<String, String>>,
     headers: HeaderMap,
 ) -> Response {
     let started = Instant::now();
     let query = params.get("query").cloned().unwrap_or_default();
-    answer(&http, &params, &headers, &query, started)
+    answer(&http, &params, &headers, &query, (started, client))
         .await
         .unwrap_or_else(|e| e.query_response(&query))
 }
@@ -56,11 +57,12 @@ async fn answer(
     params: &HashMap<String, String>,
     headers: &HeaderMap,
     query: &str,
-    started: Instant,
+    (started, client): (Instant, Option<std::net::SocketAddr>),
 ) -> Result<Response, Error> {
     let default_timeout_ms = http.options.statement_timeout_ms;
     let request = Request {
         count_all: flag(params, "count"),
+        client,
         ..Request::from_params(query, params, headers, default_timeout_ms, true, started)?
     };
     let encoder = JsonAnswer {

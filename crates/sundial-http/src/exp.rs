@@ -25,16 +25,17 @@ use crate::HttpSql;
 use crate::csv_out::{EOL, bare_strings, write_header, write_value};
 use crate::error::Error;
 use crate::exec::flag;
-use crate::query::{Encoder, Request, Started, Tail, start};
+use crate::query::{Client, Encoder, Request, Started, Tail, start};
 
 pub(crate) async fn exp(
     State(http): State<Arc<HttpSql>>,
+    Client(client): Client,
     Query(params): Query<HashMap<String, String>>,
     headers: HeaderMap,
 ) -> Response {
     let started = Instant::now();
     let query = params.get("query").cloned().unwrap_or_default();
-    answer(&http, &params, &headers, &query, started)
+    answer(&http, &params, &headers, &query, (started, client))
         .await
         .unwrap_or_else(|e| e.query_response(&query))
 }
@@ -44,11 +45,12 @@ async fn answer(
     params: &HashMap<String, String>,
     headers: &HeaderMap,
     query: &str,
-    started: Instant,
+    (started, client): (Instant, Option<std::net::SocketAddr>),
 ) -> Result<Response, Error> {
     let default_timeout_ms = http.options.statement_timeout_ms;
     let request = Request {
         select_only: true,
+        client,
         ..Request::from_params(query, params, headers, default_timeout_ms, false, started)?
     };
     match params.get("fmt").map(|f| f.trim().to_ascii_lowercase()) {

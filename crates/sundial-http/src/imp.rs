@@ -13,15 +13,20 @@
 //! The file is streamed: only a few chunks of the upload and one chunk of rows (half the
 //! storage's `uncommitted_bytes_max`, see `load`) are in memory at a time; ILP senders and
 //! INSERTs to the table commit between the chunks. The `schema` part, if any, must come before
-//! `data`. `atomicity`: `skipCol` (QuestDB's default: a bad value becomes NULL), `skipRow` (the
-//! row is dropped) or `abort` (the answer is 400 naming the line; nothing is imported when the
-//! file fits in one chunk of rows, else the chunks before the bad line's stay). Without `forceHeader=true` the first line is taken as a
-//! header when it does not look like data (see `CsvOptions::detect_header`); without
-//! `delimiter` it is guessed from the first lines. The answer is QuestDB's text table, or with
-//! `fmt=json` `{"status":"OK","location":..,"rowsRejected":..,"rowsImported":..,"header":..,
-//! "partitionBy":..,"timestamp":..,"columns":[{"name","type","size","errors"}]}`; errors are 400
-//! (413 past `--http-import-bytes-max`, 500 for a server fault) with `{"status":message}` or the
-//! message as text.
+//! `data`. `atomicity`: `skipCol` (QuestDB's default, also `2`: a bad value becomes NULL),
+//! `skipRow` (`1`: the row is dropped) or `abort` (`0`: the answer is 400 naming the line,
+//! column and value; nothing is imported when the file fits in one chunk of rows, else the
+//! chunks before the bad line's stay). Without `forceHeader=true` the first line is taken as a
+//! header when it does not look like data (see `CsvOptions::detect_header`); when it was taken
+//! as data and the `timestamp` column is therefore missing, the error says so. Without
+//! `delimiter` it is guessed from the first lines. The answer is QuestDB's text table followed
+//! by the first `maxErrors` (default 10, at most 1000) refused rows and values, each with its
+//! line and reason, and the columns left as text although most of their values are typed; or
+//! with `fmt=json` `{"status":"OK","location":..,"rowsRejected":..,"rowsImported":..,"header":..,
+//! "partitionBy":..,"timestamp":..,"columns":[{"name","type","size","errors"}],"errorsTotal":..,
+//! "errors":[{"line","column","action","reason"}],"warnings":[..]}`; errors are 400 (413 past
+//! `--http-import-bytes-max`, 500 for a server fault) with `{"status":message}` or the message
+//! as text. Records are at most `IMPORT_RECORD_BYTES_MAX` bytes.
 
 use std::collections::HashMap;
 use std::io::Read;
@@ -42,7 +47,7 @@ use crate::HttpSql;
 use crate::error::Error;
 use crate::exec::flag;
 use crate::json::{CONTENT_TYPE, write_json_string};
-use crate::load::{LoadOptions, LoadReport, csv_options, load, type_size};
+use crate::load::{IMPORT_RECORD_BYTES_MAX, LoadOptions, LoadReport, csv_options, load, type_size};
 
 /// Chunks of the upload that may wait for the loader.
 const CHANNEL_CHUNKS: usize = 8;
@@ -50,6 +55,9 @@ const CHANNEL_CHUNKS: usize = 8;
 const DELIMITER_SAMPLE_BYTES: usize = 64 << 10;
 /// Largest `schema` part.
 const SCHEMA_BYTES_MAX: usize = 1 << 20;
+/// Refused rows and values an answer lists by default, and at most (`maxErrors`).
+const REPORTED_ERRORS_DEFAULT: usize = 10;
+const REPORTED_ERRORS_MAX: usize = 1000;
 
 pub(crate) async fn imp(
     State(http): State<Arc<HttpSql>>,
@@ -99,6 +107,7 @@ struct Params {
     atomicity: Atomicity,
     force_header: bool,
     delimiter: Option<u8>,
+    max_errors: usize,
 }
 
 impl Params {
@@ -123,20 +132,25 @@ impl Params {
                 "when specifying partitionBy you must also specify timestamp".into(),
             ));
         }
-        let atomicity = match text("atomicity").as_deref() {
+        let atomicity = match text("atomicity") {
             None => Atomicity::SkipColumn,
-            Some(a)
-                if a.eq_ignore_ascii_case("skipCol") || a.eq_ignore_ascii_case("skipColumn") =>
-            {
-                Atomicity::SkipColumn
-            }
-            Some(a) if a.eq_ignore_ascii_case("skipRow") => Atomicity::SkipRow,
-            Some(a) if a.eq_ignore_ascii_case("abort") => Atomicity::Abort,
-            Some(a) => {
-                return Err(Error::BadRequest(format!(
-                    "invalid atomicity '{a}': use skipCol, skipRow or abort"
-                )));
-            }
+            Some(a) => Atomicity::parse(&a).ok_or_else(|| {
+                Error::BadRequest(format!(
+                    "invalid atomicity '{a}': use skipCol (2), skipRow (1) or abort (0)"
+                ))
+            })?,
+        };
+        let max_errors = match text("maxErrors") {
+            None => REPORTED_ERRORS_DEFAULT,
+            Some(n) => n
+                .parse::<usize>()
+                .ok()
+                .filter(|n| *n <= REPORTED_ERRORS_MAX)
+                .ok_or_else(|| {
+                    Error::BadRequest(format!(
+                        "invalid maxErrors '{n}': use a number from 0 to {REPORTED_ERRORS_MAX}"
+                    ))
+                })?,
         };
         let delimiter = match params.get("delimiter").map(String::as_bytes) {
             None | Some(b"") => None,
@@ -158,6 +172,7 @@ impl Params {
             atomicity,
             force_header: flag(params, "forceHeader"),
             delimiter,
+            max_errors,
         })
     }
 }
@@ -386,6 +401,8 @@ async fn import_data(
             .filter_map(|c| c.pattern.clone().map(|p| (c.name.clone(), p)))
             .collect(),
         lenient_overrides: true,
+        max_reported_errors: params.max_errors,
+        max_record_bytes: IMPORT_RECORD_BYTES_MAX,
         ..CsvOptions::default()
     };
     let csv = csv_options(&db, &load_options, csv);
@@ -479,6 +496,31 @@ fn json_report(report: &LoadReport) -> Vec<u8> {
             .as_bytes(),
         );
     }
+    out.extend_from_slice(
+        format!("],\"errorsTotal\":{},\"errors\":[", report.errors_total).as_bytes(),
+    );
+    for (i, e) in report.errors.iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        out.extend_from_slice(format!("{{\"line\":{},\"column\":", e.line).as_bytes());
+        match &e.column {
+            Some(c) => write_json_string(&mut out, c),
+            None => out.extend_from_slice(b"null"),
+        }
+        out.extend_from_slice(
+            format!(",\"action\":\"{}\",\"reason\":", e.action.name()).as_bytes(),
+        );
+        write_json_string(&mut out, &e.reason);
+        out.push(b'}');
+    }
+    out.extend_from_slice(b"],\"warnings\":[");
+    for (i, f) in report.fallbacks.iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        write_json_string(&mut out, &f.to_string());
+    }
     out.extend_from_slice(b"]}");
     out
 }
@@ -544,6 +586,19 @@ fn text_report(report: &LoadReport) -> String {
         out.push_str("\r\n");
     }
     out += &line;
+    if report.errors_total > 0 {
+        let shown = report.errors.len() as u64;
+        out += &format!(
+            "Rejected rows and values: {} (first {shown} shown)\r\n",
+            report.errors_total
+        );
+        for e in &report.errors {
+            out += &format!("{e}\r\n");
+        }
+    }
+    for f in &report.fallbacks {
+        out += &format!("Warning: {f}\r\n");
+    }
     out
 }
 

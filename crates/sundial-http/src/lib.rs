@@ -25,6 +25,7 @@
 //! hosts that accept it ([`Gzip`]). Requests of web pages from other origins are refused, and
 //! answers carry CORS headers, only for the origins the operator allows ([`origin`]).
 
+mod console;
 mod csv_out;
 mod error;
 mod exec;
@@ -113,8 +114,8 @@ pub struct HttpSql {
     pub options: HttpOptions,
 }
 
-/// The router of `/exec`, `/exp` and `/imp`, with gzip compression of large answers, and
-/// CORS for the allowed origins.
+/// The router of `/exec`, `/exp`, `/imp` and the web console (`/` and its assets), with gzip
+/// compression of large answers, and CORS for the allowed origins.
 pub fn sql_router(state: HttpSql) -> Router {
     let import_limit = usize::try_from(state.options.import_bytes_max).unwrap_or(usize::MAX);
     let cors = cors_layer(&state.options.allowed_origins);
@@ -146,10 +147,13 @@ pub fn sql_router(state: HttpSql) -> Router {
         Some(cors) => router.layer(cors),
         None => router,
     };
-    router.layer(axum::middleware::from_fn_with_state(
+    let router = router.layer(axum::middleware::from_fn_with_state(
         allowed,
         origin::refuse_foreign_pages,
-    ))
+    ));
+    // The console's files change nothing and cannot be framed, and a link to the console on
+    // another site's page must open it: they are served outside the origin check.
+    console::routes(router)
 }
 
 /// CORS headers for the allowed origins' pages; none when no origin is allowed.

@@ -21,12 +21,17 @@
 use std::io::Read;
 use std::sync::Arc;
 
-use sundial_csv::{ColumnKind, CsvOptions, CsvReader};
+use sundial_csv::{ColumnFallback, ColumnKind, CsvOptions, CsvReader, Rejection};
 use sundial_ingest::IngestError;
 use sundial_query::{InsertPath, conform};
 use sundial_storage::{ColumnType, Database, PartitionBy, Table, TableDef, TableMeta};
 
 use crate::error::Error;
+
+/// Longest CSV record `/imp` and `sundial import` read (`CsvOptions::max_record_bytes`): a
+/// longer one (a file without line breaks, an unterminated quote) stops the load with an error
+/// naming its line instead of being buffered.
+pub const IMPORT_RECORD_BYTES_MAX: usize = 4 << 20;
 
 /// Where and how rows go.
 #[derive(Debug, Clone)]
@@ -61,6 +66,12 @@ pub struct LoadReport {
     pub partition_by: PartitionBy,
     pub timestamp: Option<String>,
     pub columns: Vec<ColumnReport>,
+    /// Rows skipped and values NULLed, in all.
+    pub errors_total: u64,
+    /// The first of them (`CsvOptions::max_reported_errors`), with line numbers and reasons.
+    pub errors: Vec<Rejection>,
+    /// Columns detection left as text although most of their values are typed, and why.
+    pub fallbacks: Vec<ColumnFallback>,
 }
 
 #[derive(Debug, Clone)]
@@ -172,6 +183,9 @@ fn report<R: Read>(reader: &CsvReader<R>, meta: &TableMeta, rows: u64) -> LoadRe
         partition_by: meta.partition_by,
         timestamp: meta.timestamp_column().map(|c| c.name.clone()),
         columns,
+        errors_total: stats.errors_total,
+        errors: stats.errors.clone(),
+        fallbacks: reader.fallbacks().to_vec(),
     }
 }
 

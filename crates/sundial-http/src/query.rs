@@ -136,6 +136,24 @@ pub(crate) enum Msg {
     Last(Bytes),
 }
 
+/// The client's address, where the server knows it (`ConnectInfo`, which `sundial serve`
+/// provides; routers served without it, as in tests, give `None`).
+pub(crate) struct Client(pub Option<std::net::SocketAddr>);
+
+impl<S: Send + Sync> axum::extract::FromRequestParts<S> for Client {
+    type Rejection = std::convert::Infallible;
+
+    async fn from_request_parts(
+        parts: &mut axum::http::request::Parts,
+        _state: &S,
+    ) -> Result<Client, Self::Rejection> {
+        let info = parts
+            .extensions
+            .get::<axum::extract::ConnectInfo<std::net::SocketAddr>>();
+        Ok(Client(info.map(|c| c.0)))
+    }
+}
+
 /// One statement in flight.
 pub(crate) struct Request {
     pub sql: String,
@@ -147,6 +165,8 @@ pub(crate) struct Request {
     pub timeout_ms: u64,
     /// When the request arrived.
     pub started: Instant,
+    /// The client's address, for the statement log.
+    pub client: Option<std::net::SocketAddr>,
 }
 
 impl Request {
@@ -171,6 +191,7 @@ impl Request {
             select_only: false,
             timeout_ms: timeout_ms(headers, default_timeout_ms)?,
             started,
+            client: None,
         })
     }
 
@@ -187,13 +208,54 @@ pub(crate) struct Running {
     deadline: Option<Instant>,
     timeout_ms: u64,
     complete: bool,
+    /// How the statement failed, if it did.
+    failure: FailureSlot,
+    /// For the statement log and metrics, when the statement ends (dropped).
+    sql: String,
+    client: Option<std::net::SocketAddr>,
+    started: Instant,
 }
 
 impl Drop for Running {
+    /// The statement ended: counted, and logged if it failed, was cancelled or was slow
+    /// (sundial-metrics). An answer neither complete nor failed was cut short: the client
+    /// went away, or the server stopped the request.
     fn drop(&mut self) {
-        if !self.complete {
-            tracing::info!("HTTP query stopped before its answer was complete");
-        }
+        use sundial_metrics::QueryOutcome;
+        let failure = self.failure.take();
+        let outcome = match &failure {
+            Some((true, message)) => QueryOutcome::Cancelled(message),
+            Some((false, message)) => QueryOutcome::Error(message),
+            None if self.complete => QueryOutcome::Ok,
+            None => QueryOutcome::Cancelled(
+                "HTTP query stopped before its answer was complete: the client went away, or \
+                 the server is shutting down",
+            ),
+        };
+        let elapsed = self.started.elapsed();
+        let protocol = sundial_metrics::Protocol::Http;
+        sundial_metrics::query_finished(protocol, self.client, &self.sql, elapsed, outcome);
+    }
+}
+
+/// How a statement failed: whether it was cancelled (a statement timeout, SQLSTATE 57014) and
+/// the error's message. Set once by whoever sees the failure; read as the statement ends.
+#[derive(Clone, Default)]
+struct FailureSlot(Arc<Mutex<Option<(bool, String)>>>);
+
+impl FailureSlot {
+    fn set(&self, e: &Error) {
+        let cancelled = match e {
+            Error::Timeout(_) => true,
+            Error::Query(q) => q.sqlstate() == "57014",
+            _ => false,
+        };
+        let mut slot = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        slot.get_or_insert_with(|| (cancelled, e.to_string()));
+    }
+
+    fn take(&self) -> Option<(bool, String)> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner()).take()
     }
 }
 
@@ -228,14 +290,21 @@ impl Outbox {
 /// and at most one chunk ahead of what was taken, so a client that stops reading stops it.
 pub(crate) fn start<E: Encoder>(engine: Arc<Engine>, request: Request, encoder: E) -> Running {
     let outbox = Outbox::default();
+    let failure = FailureSlot::default();
     let deadline = request.deadline();
     let timeout_ms = request.timeout_ms;
+    let (sql, client, started) = (request.sql.clone(), request.client, request.started);
+    let producer = produce(engine, request, encoder, outbox.clone(), failure.clone());
     Running {
-        producer: Some(Box::pin(produce(engine, request, encoder, outbox.clone()))),
+        producer: Some(Box::pin(producer)),
         outbox,
         deadline,
         timeout_ms,
         complete: false,
+        failure,
+        sql,
+        client,
+        started,
     }
 }
 
@@ -273,15 +342,22 @@ impl Running {
     /// Waits for the statement's first message, within its timeout.
     pub(crate) async fn first(mut self) -> Result<Started, Error> {
         let first = match self.deadline {
-            Some(deadline) => tokio::time::timeout_at(deadline, self.next())
-                .await
-                .map_err(|_| Error::Timeout(self.timeout_ms))?,
+            Some(deadline) => match tokio::time::timeout_at(deadline, self.next()).await {
+                Ok(first) => first,
+                Err(_) => {
+                    let e = Error::Timeout(self.timeout_ms);
+                    self.failure.set(&e);
+                    return Err(e);
+                }
+            },
             None => self.next().await,
         };
         match first {
-            None => Err(Error::Internal(
-                "the query stopped without an answer".into(),
-            )),
+            None => {
+                let e = Error::Internal("the query stopped without an answer".into());
+                self.failure.set(&e);
+                Err(e)
+            }
             Some(Msg::Failed(e)) => Err(e),
             Some(Msg::Done(tag)) => {
                 self.complete = true;
@@ -351,6 +427,7 @@ async fn produce<E: Encoder>(
     request: Request,
     mut encoder: E,
     outbox: Outbox,
+    failed: FailureSlot,
 ) {
     let deadline = request.deadline();
     let compile = Instant::now();
@@ -367,6 +444,7 @@ async fn produce<E: Encoder>(
     let compiler_ns = nanos_since(compile);
     let (mut stream, timestamp) = match output {
         Err(e) => {
+            failed.set(&e);
             outbox.send(Msg::Failed(e)).await;
             return;
         }
@@ -431,6 +509,9 @@ async fn produce<E: Encoder>(
     }
     // Dropping the stream now releases what the query holds before the last bytes go out.
     drop(stream);
+    if let Some(e) = &failure {
+        failed.set(e);
+    }
     if let Some(e) = failure.take_if(|_| !sent_any) {
         outbox.send(Msg::Failed(e)).await;
         return;

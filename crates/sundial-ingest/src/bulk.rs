@@ -27,6 +27,8 @@ use std::sync::Arc;
 
 use arrow_array::RecordBatch;
 
+use sundial_metrics::RowSource;
+
 use crate::error::IngestError;
 use crate::sink::{Sinks, TableSink, canonical_batch};
 
@@ -46,6 +48,7 @@ impl Sinks {
             chunk_bytes,
             pending_rows_max,
             committed_rows: 0,
+            source: RowSource::Imp,
         }
     }
 }
@@ -62,9 +65,18 @@ pub struct BulkLoad {
     chunk_bytes: usize,
     pending_rows_max: usize,
     committed_rows: u64,
+    /// The ingestion path its rows are counted under (`sundial_rows_ingested_total`).
+    source: RowSource,
 }
 
 impl BulkLoad {
+    /// Counts the load's rows under `source` (by default `/imp`, whose loader the CSV import
+    /// shares).
+    pub fn counted_as(mut self, source: RowSource) -> BulkLoad {
+        self.source = source;
+        self
+    }
+
     /// Adds a batch (its columns must be the table's; their types are cast to the sink's).
     /// Commits the chunk once it holds `chunk_bytes`; returns the rows this call committed. On
     /// error the uncommitted chunk is discarded.
@@ -113,6 +125,7 @@ impl BulkLoad {
         }
         let rows = self.sink.write(chunk, self.pending_rows_max)?;
         self.committed_rows += rows;
+        sundial_metrics::metrics().rows_ingested(self.source, rows);
         Ok(rows)
     }
 

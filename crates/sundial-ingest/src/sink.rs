@@ -98,7 +98,19 @@ impl Sinks {
         pending_rows_max: usize,
     ) -> Result<u64, IngestError> {
         let batch = canonical_batch(table, batch)?;
-        self.sink(table).write(vec![batch], pending_rows_max)
+        let rows = self.sink(table).write(vec![batch], pending_rows_max)?;
+        sundial_metrics::metrics().rows_ingested(sundial_metrics::RowSource::Insert, rows);
+        Ok(rows)
+    }
+
+    /// Rows handed to the sinks and not yet committed, over every table (at this moment; a
+    /// commit under way no longer counts its rows).
+    pub fn pending_rows(&self) -> u64 {
+        let sinks: Vec<Arc<TableSink>> = lock(&self.by_table).values().cloned().collect();
+        sinks
+            .iter()
+            .map(|sink| lock(&sink.pending).rows as u64)
+            .sum()
     }
 
     /// The sink of `table`, made on first use (and again if the table was dropped and created

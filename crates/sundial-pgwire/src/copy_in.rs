@@ -326,7 +326,8 @@ pub fn load(
     let chunk_bytes = inserts.sinks.db().options().uncommitted_bytes_max / 2;
     let mut bulk = inserts
         .sinks
-        .bulk(&plan.table, chunk_bytes, inserts.pending_rows_max);
+        .bulk(&plan.table, chunk_bytes, inserts.pending_rows_max)
+        .counted_as(sundial_metrics::RowSource::Copy);
     let decoder = plan.decoder(field_bytes_max);
     let header_lines = decoder.header_lines();
     let mut input = CopyInput {

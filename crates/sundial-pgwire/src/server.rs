@@ -83,6 +83,7 @@ async fn connection(
     stop: watch::Receiver<bool>,
 ) {
     let _ = stream.set_nodelay(true);
+    let _open = sundial_metrics::metrics().connection(sundial_metrics::Connection::Pg);
     let session = Session::new(shared, stream, stop);
     if let Err(e) = session.run(ticket).await {
         tracing::debug!("PG session from {peer} ended: {e}");

@@ -90,6 +90,8 @@ pub(crate) struct Session {
     /// once no further complete message is buffered, or before the session waits on anything,
     /// so a client's pipelined messages get one write in answer.
     reply_due: bool,
+    /// The client's address, for the statement log.
+    peer: Option<std::net::SocketAddr>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -118,6 +120,9 @@ struct Statement {
     param_types: Vec<Option<DataType>>,
     /// The type OIDs RowDescription gives the result columns, which their encoding follows.
     column_types: Vec<i32>,
+    /// The statement's text (Parse's; empty for simple queries, which log their own), for
+    /// the statement log.
+    text: Box<str>,
 }
 
 enum StatementKind {
@@ -163,6 +168,7 @@ impl Statement {
             param_oids,
             param_types,
             column_types: Vec::new(),
+            text: Box::default(),
         };
         if let Some(schema) = statement.schema() {
             statement.column_types = types::pg_field_types(&schema);
@@ -265,6 +271,7 @@ struct SimpleStatement {
 
 impl Session {
     pub fn new(shared: Arc<Shared>, stream: TcpStream, stop: watch::Receiver<bool>) -> Session {
+        let peer = stream.peer_addr().ok();
         let (reader, writer) = stream.into_split();
         let (pid, secret, cancel) = shared.cancels.register();
         Session {
@@ -286,6 +293,7 @@ impl Session {
             copy_in: None,
             implicit_block: false,
             reply_due: false,
+            peer,
         }
     }
 
@@ -629,6 +637,25 @@ impl Session {
         Ok(true)
     }
 
+    /// Counts a statement that ended (`sundial_queries_total`) and logs it if it failed, was
+    /// cancelled (57014: a cancel request, a statement timeout) or was slow.
+    fn log_statement(&self, sql: &str, elapsed: Duration, outcome: Result<(), &PgError>) {
+        let message;
+        let outcome = match outcome {
+            Ok(()) => sundial_metrics::QueryOutcome::Ok,
+            Err(e) => {
+                message = e.to_string();
+                if e.sqlstate() == "57014" || matches!(e, PgError::Io(_)) {
+                    sundial_metrics::QueryOutcome::Cancelled(&message)
+                } else {
+                    sundial_metrics::QueryOutcome::Error(&message)
+                }
+            }
+        };
+        let protocol = sundial_metrics::Protocol::Pg;
+        sundial_metrics::query_finished(protocol, self.peer, sql, elapsed, outcome);
+    }
+
     /// Writes an ErrorResponse and marks an open transaction block failed.
     fn report(&mut self, e: &PgError, position: Option<usize>) {
         self.out.error(
@@ -674,7 +701,9 @@ impl Session {
             }
             Err(e) => {
                 let position = e.char_offset(&sql).map(|p| p + 1);
-                self.report(&PgError::Query(e), position);
+                let e = PgError::Query(e);
+                self.log_statement(&sql, Duration::ZERO, Err(&e));
+                self.report(&e, position);
             }
         }
         self.end_simple_query();
@@ -685,7 +714,11 @@ impl Session {
     /// true in the latter case, with the statements left kept for after the COPY.
     async fn run_simple(&mut self, mut queue: VecDeque<SimpleStatement>) -> Result<bool, PgError> {
         while let Some(statement) = queue.pop_front() {
-            if let Err((e, position)) = self.simple_statement(&statement.text).await {
+            let started = Instant::now();
+            let result = self.simple_statement(&statement.text).await;
+            let outcome = result.as_ref().map(|_| ()).map_err(|(e, _)| e);
+            self.log_statement(&statement.text, started.elapsed(), outcome);
+            if let Err((e, position)) = result {
                 if e.is_fatal() {
                     return Err(e);
                 }
@@ -751,14 +784,17 @@ impl Session {
         if !name.is_empty() && self.statements.contains_key(&name) {
             return Err(PgError::DuplicateStatement(name));
         }
-        let statement = match self.prepare_statement(&sql, &declared).await {
+        let started = Instant::now();
+        let mut statement = match self.prepare_statement(&sql, &declared).await {
             Ok(statement) => statement,
             Err(e) => {
+                self.log_statement(&sql, started.elapsed(), Err(&e));
                 let (e, position) = with_position(e, &sql);
                 self.parse_error_position = position.map(|p| p + 1);
                 return Err(e);
             }
         };
+        statement.text = sql.into_boxed_str();
         self.statements.insert(name, Arc::new(statement));
         self.out.empty(b'1');
         Ok(())
@@ -901,7 +937,16 @@ impl Session {
             .portals
             .remove(&name)
             .ok_or_else(|| PgError::UndefinedPortal(name.clone()))?;
+        let started = Instant::now();
         let result = self.run_portal(&mut portal, max_rows, Rows::Send).await;
+        // A suspended portal is logged at its last Execute; a COPY FROM STDIN as its data ends.
+        match &result {
+            Ok(Completion::Suspended | Completion::CopyStarted) => {}
+            Ok(Completion::Complete(_)) => {
+                self.log_statement(&portal.statement.text, started.elapsed(), Ok(()))
+            }
+            Err(e) => self.log_statement(&portal.statement.text, started.elapsed(), Err(e)),
+        }
         match &result {
             Ok(Completion::Suspended) => self.out.empty(b's'),
             Ok(Completion::CopyStarted) => {}

@@ -8,7 +8,6 @@ use datafusion::common::TableReference;
 use datafusion::execution::SendableRecordBatchStream;
 use datafusion::execution::TaskContext;
 use datafusion::execution::context::{SQLOptions, SessionConfig, SessionContext};
-use datafusion::execution::memory_pool::GreedyMemoryPool;
 use datafusion::execution::runtime_env::RuntimeEnv;
 use datafusion::execution::session_state::SessionState;
 use datafusion::logical_expr::{DmlStatement, LogicalPlan, WriteOp, ident, lit};
@@ -335,7 +334,7 @@ impl Current {
         let task = self.task.clone();
         let base = task.runtime_env();
         let runtime = RuntimeEnv {
-            memory_pool: Arc::new(GreedyMemoryPool::new(bytes)),
+            memory_pool: Arc::new(crate::memory_use::CountedPool::new(bytes)),
             disk_manager: base.disk_manager.clone(),
             cache_manager: base.cache_manager.clone(),
             object_store_registry: base.object_store_registry.clone(),
@@ -607,6 +606,7 @@ impl Engine {
             Command::Sql => self.run_datafusion(sql).await,
             Command::CreateTable(c) => self.create_table(c).await,
             Command::ShowTables => rows(show_tables(&self.db)),
+            Command::Backup { to } => rows(crate::backup::run(self.db.clone(), to).await?),
             Command::ShowColumns { table } => {
                 let t = self.table(&table)?;
                 rows(show_columns(&t.meta()))
@@ -749,7 +749,7 @@ impl Engine {
                 collect(
                     self.run(&statement.text)
                         .await
-                        .map_err(|e| e.in_statement_at_line(statement.line))?,
+                        .map_err(|e| e.in_statement_at(statement.line, statement.column))?,
                 )
                 .await?,
             );
@@ -766,8 +766,12 @@ impl Engine {
     }
 
     async fn run_datafusion(&self, sql: &str) -> Result<Output> {
-        let prepared = self.prepare_sql(sql).await?;
-        self.run_prepared(&prepared, Vec::new()).await
+        let run = async {
+            let prepared = self.prepare_sql(sql).await?;
+            self.run_prepared(&prepared, Vec::new()).await
+        };
+        run.await
+            .map_err(|e| crate::bad_value::locate(e, sql, &self.db))
     }
 
     /// Parses and plans one statement once, for running many times with parameters (`$1`, ...).
@@ -777,7 +781,10 @@ impl Engine {
     pub async fn prepare(&self, sql: &str) -> Result<Prepared> {
         let command = ddl::parse(sql)?;
         if command == Command::Sql {
-            return self.prepare_sql(sql).await;
+            return self
+                .prepare_sql(sql)
+                .await
+                .map_err(|e| crate::bad_value::locate(e, sql, &self.db));
         }
         let schema = match command {
             Command::ShowTables
@@ -787,6 +794,8 @@ impl Engine {
                 Output::Rows(stream) => Some(stream.schema()),
                 Output::Done { .. } => None,
             },
+            // Known without running it: a backup is no query to run twice.
+            Command::Backup { .. } => Some(crate::backup::schema()),
             _ => None,
         };
         Ok(Prepared {
@@ -1084,7 +1093,9 @@ impl Engine {
         // Before anything builds a tree from the text (see `limits`).
         sundial_sql::limits::check(sql)?;
         let (sql, clauses) = sundial_sql::questdb::extract(sql)?;
-        let mut statement = state.sql_to_statement(&sql, &dialect)?;
+        let mut statement = state
+            .sql_to_statement(&sql, &dialect)
+            .map_err(|e| QueryError::datafusion(e).at_end_if_unplaced(&sql))?;
         if let DFStatement::Statement(s) = &statement {
             sundial_sql::limits::check_select_lists(s)?;
         }
@@ -1551,7 +1562,7 @@ mod tests {
                 Err(e) => Some(e),
             };
             assert!(
-                failed.is_some_and(|e| e.to_string().contains("Resources exhausted")),
+                failed.is_some_and(|e| e.to_string().contains("more memory than it may use")),
                 "the bound holds on every run"
             );
         }
@@ -1570,6 +1581,53 @@ mod tests {
     }
 
     /// FILL's rewrite (in `sundial_sql::questdb`) end to end.
+    /// Result names as QuestDB gives them, the same with and without FILL.
+    #[tokio::test]
+    async fn result_columns_are_named_as_questdb_names_them() {
+        let (engine, _dir) = crate::exec::scan::tests::engine();
+        engine
+            .run("CREATE TABLE t (ts TIMESTAMP, host SYMBOL, v DOUBLE) TIMESTAMP(ts)")
+            .await
+            .expect("create");
+        engine
+            .run("INSERT INTO t VALUES ('2024-01-01T00:00:00Z', 'a', 1.5)")
+            .await
+            .expect("insert");
+        for (sql, expected) in [
+            (
+                "SELECT 1, 'a', 1 + 1, 1.5, true, NULL",
+                &["1", "'a'", "column", "1.5", "true", "NULL"][..],
+            ),
+            (
+                "SELECT avg(t.v), count(*), count(v), max(v), max(v * 2), upper(host), \
+                 CAST(v * 3 AS INT), v, t.host, v + 1 AS w FROM t GROUP BY host, v",
+                &[
+                    "avg", "count", "count1", "max", "max1", "upper", "cast", "v", "host", "w",
+                ][..],
+            ),
+            ("SELECT ts, avg(v) FROM t SAMPLE BY 1h", &["ts", "avg"][..]),
+            (
+                "SELECT ts, avg(v) FROM t SAMPLE BY 1h FILL(PREV)",
+                &["ts", "avg"][..],
+            ),
+            (
+                "SELECT ts, host, avg(t.v), max(v) FROM t SAMPLE BY 1h FILL(NULL)",
+                &["ts", "host", "avg", "max"][..],
+            ),
+            (
+                "SELECT DISTINCT upper(host) FROM t ORDER BY 1 LIMIT 3",
+                &["upper"][..],
+            ),
+        ] {
+            let collected = crate::collect(engine.run(sql).await.expect(sql))
+                .await
+                .expect(sql);
+            let schema = collected.batches[0].schema();
+            let names: Vec<&str> = schema.fields().iter().map(|f| f.name().as_str()).collect();
+            assert_eq!(names, expected, "{sql}");
+        }
+    }
+
     #[tokio::test]
     async fn filled_columns_keep_questdb_names_and_calendar_days() {
         let (engine, _dir) = crate::exec::scan::tests::engine();
@@ -1670,8 +1728,8 @@ mod tests {
             datafusion::arrow::util::pretty::pretty_format_batches(std::slice::from_ref(batch))
                 .expect("format")
                 .to_string();
-        assert!(text.contains("| count | min(v) |"), "{text}");
-        assert!(text.contains("| 99952 | 48     |"), "{text}");
+        assert!(text.contains("| count | min |"), "{text}");
+        assert!(text.contains("| 99952 | 48  |"), "{text}");
         let seq = db.table("o'dd T").expect("table").snapshot().seq();
         assert!(seq > 3, "the result was committed by transaction {seq}");
     }

@@ -34,12 +34,29 @@ pub enum QueryError {
     NotSupported(String),
     #[error(transparent)]
     Storage(#[from] StorageError),
-    /// DataFusion's error, with the position its diagnostic points at, if any.
-    #[error("{error}{}", .position.map(|(l, c)| format!(" at line {l}, column {c}")).unwrap_or_default())]
+    /// A value that cannot become its column's type (`column 'temp': cannot store 'abc' in a
+    /// DOUBLE column`), with the value's position in the SQL when known: SQLSTATE 22007 for
+    /// dates and times, 22P02 otherwise.
+    #[error("{message}{}", at(.position))]
+    BadValue {
+        message: String,
+        position: Option<(u64, u64)>,
+        datetime: bool,
+    },
+    /// DataFusion's error, with the position its diagnostic points at, if any. Shown in
+    /// Sundial's words (see `messages`).
+    #[error("{}{}", crate::messages::describe(.error), at(.position))]
     DataFusion {
         error: DataFusionError,
         position: Option<(u64, u64)>,
     },
+}
+
+/// ` at line l, column c` for a known position.
+fn at(position: &Option<(u64, u64)>) -> String {
+    position
+        .map(|(l, c)| format!(" at line {l}, column {c}"))
+        .unwrap_or_default()
 }
 
 impl From<DataFusionError> for QueryError {
@@ -108,24 +125,66 @@ impl QueryError {
         QueryError::DataFusion { error, position }
     }
 
-    /// Makes a syntax error's line relative to a script whose statement starts at `first_line`.
-    pub fn in_statement_at_line(self, first_line: u64) -> QueryError {
+    /// A parse error without a position that ran into the end of `sql` points just past its
+    /// last character (sqlparser gives no location for the end of input).
+    pub(crate) fn at_end_if_unplaced(self, sql: &str) -> QueryError {
+        match self {
+            QueryError::DataFusion {
+                error,
+                position: None,
+            } if matches!(&error, DataFusionError::SQL(e, _) if e.to_string().contains("found: EOF")) =>
+            {
+                let text = sql.trim_end();
+                let line = text.matches('\n').count() as u64 + 1;
+                let last = text.rsplit('\n').next().unwrap_or("");
+                let column = last.chars().count() as u64 + 1;
+                QueryError::DataFusion {
+                    error,
+                    position: Some((line, column)),
+                }
+            }
+            other => other,
+        }
+    }
+
+    /// Makes the position relative to a script whose statement starts at `line`, `column`
+    /// (1-based): the statement's first line starts at that column.
+    pub fn in_statement_at(self, line: u64, column: u64) -> QueryError {
+        let shift = |(l, c): (u64, u64)| {
+            if l == 1 {
+                (line, c + column.saturating_sub(1))
+            } else {
+                (l + line.saturating_sub(1), c)
+            }
+        };
         match self {
             QueryError::Syntax {
                 message,
-                line,
-                column,
-            } => QueryError::Syntax {
-                message,
-                line: line + first_line.saturating_sub(1),
-                column,
-            },
+                line: l,
+                column: c,
+            } => {
+                let (line, column) = shift((l, c));
+                QueryError::Syntax {
+                    message,
+                    line,
+                    column,
+                }
+            }
             QueryError::DataFusion {
                 error,
-                position: Some((line, column)),
+                position: Some(p),
             } => QueryError::DataFusion {
                 error,
-                position: Some((line + first_line.saturating_sub(1), column)),
+                position: Some(shift(p)),
+            },
+            QueryError::BadValue {
+                message,
+                position: Some(p),
+                datetime,
+            } => QueryError::BadValue {
+                message,
+                position: Some(shift(p)),
+                datetime,
             },
             other => other,
         }
@@ -140,6 +199,8 @@ impl QueryError {
             QueryError::TooComplex(_) => "54001",
             QueryError::TooManyColumns(_) => "54011",
             QueryError::PermissionDenied(_) => "42501",
+            QueryError::BadValue { datetime: true, .. } => "22007",
+            QueryError::BadValue { .. } => "22P02",
             QueryError::Storage(e) => match e {
                 // A timestamp outside what tables hold: every such message names the range.
                 StorageError::InvalidInput(m)
@@ -186,7 +247,9 @@ impl QueryError {
     pub fn position(&self) -> Option<(u64, u64)> {
         match self {
             QueryError::Syntax { line, column, .. } => Some((*line, *column)),
-            QueryError::DataFusion { position, .. } => *position,
+            QueryError::DataFusion { position, .. } | QueryError::BadValue { position, .. } => {
+                *position
+            }
             _ => None,
         }
     }

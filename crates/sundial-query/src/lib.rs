@@ -60,6 +60,8 @@ macro_rules! with_new_children_recomputing {
 }
 
 mod asof;
+mod backup;
+mod bad_value;
 mod bounded;
 mod engine;
 mod error;
@@ -68,6 +70,8 @@ mod functions;
 mod key_index;
 mod latest;
 mod marker;
+mod memory_use;
+mod messages;
 mod partitions;
 mod permissions;
 mod plans;
@@ -96,6 +100,7 @@ pub use datafusion::execution::SendableRecordBatchStream;
 pub use datafusion::scalar::ScalarValue;
 pub use engine::{Collected, Engine, INSERT_PENDING_ROWS_MAX, Output, Prepared, collect, conform};
 pub use error::{QueryError, Result};
+pub use memory_use::query_memory_in_use;
 pub use permissions::Settings;
 pub use provider::{InsertPath, SundialSchema, SundialSink, SundialTable};
 pub use sundial_pgcatalog::{SERVER_VERSION, pg_setting, pg_type_for_arrow, pg_type_of, table_oid};

@@ -1,13 +1,14 @@
-//! Result column names as QuestDB gives them: an unaliased aggregate over a table's column is
-//! named without the table's qualifier (`max(usage_user)`, not `max(cpu.usage_user)`), and
-//! `count(*)` is `count`. A name that would then clash with another result column keeps
-//! DataFusion's.
+//! Result column names as QuestDB gives them to unaliased select items: a column is its name
+//! (without a qualifier), a call is its function's name (`avg(cpu.usage_user)` is `avg`,
+//! `count(*)` is `count`, `CAST(x AS INT)` is `cast`), a literal is its SQL text (`SELECT 1`
+//! is `1`, `SELECT 'a'` is `'a'`) and any other expression is `column`. A name already taken
+//! by an earlier column gets the first free suffix (`max`, `max1`, ...). `SAMPLE BY ... FILL`
+//! names its columns the same way (see `sundial_sql::questdb`).
 
 use std::collections::HashSet;
 
-use datafusion::common::tree_node::{TreeNode, TreeNodeRecursion};
-use datafusion::common::{Column, Result as DfResult};
-use datafusion::logical_expr::{Expr, LogicalPlan, LogicalPlanBuilder};
+use datafusion::common::{Column, Result as DfResult, ScalarValue};
+use datafusion::logical_expr::{Distinct, Expr, LogicalPlan, LogicalPlanBuilder};
 
 /// `plan` with its result columns renamed as QuestDB names them (see the module docs); plans
 /// that return no query result (DML, DDL, EXPLAIN) are unchanged.
@@ -24,74 +25,162 @@ pub(crate) fn questdb_names(plan: LogicalPlan) -> DfResult<LogicalPlan> {
     ) {
         return Ok(plan);
     }
-    let mut qualifiers = HashSet::new();
-    plan.apply(|node| {
-        match node {
-            LogicalPlan::TableScan(scan) => {
-                qualifiers.insert(scan.table_name.table().to_string());
-            }
-            LogicalPlan::SubqueryAlias(alias) => {
-                qualifiers.insert(alias.alias.table().to_string());
-            }
-            _ => {}
-        }
-        Ok(TreeNodeRecursion::Continue)
-    })?;
     let schema = plan.schema().clone();
+    let exprs = output_exprs(&plan).filter(|e| e.len() == schema.fields().len());
     let names: Vec<&String> = schema.fields().iter().map(|f| f.name()).collect();
-    let mut renamed: Vec<String> = schema
+    let wanted: Vec<Option<String>> = schema
         .iter()
-        .map(|(qualifier, field)| match qualifier {
-            Some(_) => field.name().clone(),
-            None => short_name(field.name(), &qualifiers),
+        .enumerate()
+        .map(|(i, (qualifier, field))| {
+            let name = match exprs.as_ref().map(|e| &e[i]) {
+                Some(expr) => expr_name(expr),
+                None if qualifier.is_none() => Some(text_name(field.name())),
+                None => None,
+            };
+            name.filter(|n| n != field.name())
         })
         .collect();
-    for i in 0..renamed.len() {
-        let clashes = renamed
-            .iter()
-            .enumerate()
-            .any(|(j, n)| j != i && *n == renamed[i])
-            || names
-                .iter()
-                .enumerate()
-                .any(|(j, n)| j != i && **n == renamed[i]);
-        if clashes {
-            renamed[i] = names[i].clone();
-        }
-    }
-    if renamed.iter().zip(&names).all(|(a, b)| a == *b) {
+    if wanted.iter().all(Option::is_none) {
         return Ok(plan);
     }
+    // Names kept as they are stay; renamed columns take the first free suffix.
+    let mut taken: HashSet<String> = names
+        .iter()
+        .zip(&wanted)
+        .filter(|(_, w)| w.is_none())
+        .map(|(n, _)| (*n).clone())
+        .collect();
+    let renamed: Vec<Option<String>> = wanted
+        .into_iter()
+        .map(|w| {
+            let base = w?;
+            let name = (0..)
+                .map(|k| {
+                    if k == 0 {
+                        base.clone()
+                    } else {
+                        format!("{base}{k}")
+                    }
+                })
+                .find(|n| !taken.contains(n))?;
+            taken.insert(name.clone());
+            Some(name)
+        })
+        .collect();
     let exprs: Vec<Expr> = schema
         .iter()
         .zip(renamed)
         .map(|((qualifier, field), name)| {
             let column = Expr::Column(Column::new(qualifier.cloned(), field.name()));
-            if name == *field.name() {
-                column
-            } else {
-                column.alias(name)
+            match name {
+                Some(name) => column.alias(name),
+                None => column,
             }
         })
         .collect();
     LogicalPlanBuilder::from(plan).project(exprs)?.build()
 }
 
-/// `name` without the qualifiers of the plan's tables inside a call, and `count(*)` as `count`.
-fn short_name(name: &str, qualifiers: &HashSet<String>) -> String {
-    if name == "count(*)" {
-        return "count".into();
+/// The expressions of the projection that makes `plan`'s rows, seen through the nodes that
+/// keep its columns (sorts, limits, filters, DISTINCT).
+fn output_exprs(plan: &LogicalPlan) -> Option<Vec<Expr>> {
+    match plan {
+        LogicalPlan::Projection(p) => Some(p.expr.clone()),
+        LogicalPlan::Sort(s) => output_exprs(&s.input),
+        LogicalPlan::Limit(l) => output_exprs(&l.input),
+        LogicalPlan::Filter(f) => output_exprs(&f.input),
+        LogicalPlan::Distinct(Distinct::All(input)) => output_exprs(input),
+        _ => None,
     }
-    if !name.contains('(') {
-        return name.to_string();
+}
+
+/// The name an unaliased projection expression gets; `None` keeps the planner's (aliases,
+/// and columns of tables and subqueries).
+fn expr_name(expr: &Expr) -> Option<String> {
+    match expr {
+        // DataFusion plans `count(*)` as `count(1) AS "count(*)"`.
+        Expr::Alias(a) if a.name == "count(*)" => Some("count".into()),
+        Expr::Alias(_) => None,
+        Expr::Column(c) if c.relation.is_some() => None,
+        // An aggregate's or a grouping expression's output, named by its text.
+        Expr::Column(c) => Some(text_name(&c.name)),
+        Expr::Literal(value, _) => Some(literal_name(value)),
+        Expr::ScalarFunction(f) => Some(f.func.name().to_lowercase()),
+        Expr::AggregateFunction(f) => Some(f.func.name().to_lowercase()),
+        Expr::WindowFunction(w) => Some(w.fun.name().to_lowercase()),
+        Expr::Cast(_) | Expr::TryCast(_) => Some("cast".into()),
+        Expr::ScalarVariable(..) | Expr::Placeholder(_) | Expr::OuterReferenceColumn(..) => None,
+        _ => Some("column".into()),
     }
-    let mut out = name.to_string();
-    for q in qualifiers {
-        for before in ["(", " ", ","] {
-            out = out.replace(&format!("{before}{q}."), before);
+}
+
+/// A literal's SQL text.
+fn literal_name(value: &ScalarValue) -> String {
+    if value.is_null() {
+        return "NULL".into();
+    }
+    match value {
+        ScalarValue::Utf8(Some(s))
+        | ScalarValue::Utf8View(Some(s))
+        | ScalarValue::LargeUtf8(Some(s)) => {
+            format!("'{}'", s.replace('\'', "''"))
+        }
+        other => other.to_string(),
+    }
+}
+
+/// The name of an expression DataFusion names by its text (`avg(cpu.usage_user)`,
+/// `Int64(1)`, `t.v + Int64(1)`): see the module docs.
+fn text_name(text: &str) -> String {
+    if let Some((sql, used)) = crate::messages::literal_at(text)
+        && used == text.len()
+    {
+        return sql;
+    }
+    if text.starts_with("CAST(") || text.starts_with("TRY_CAST(") {
+        return "cast".into();
+    }
+    if let Some(open) = text.find('(') {
+        let function = &text[..open];
+        let plain = !function.is_empty()
+            && function
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '_');
+        if plain && closes_at_end(&text[open..]) {
+            return function.to_lowercase();
+        }
+        return "column".into();
+    }
+    let is_name = text
+        .chars()
+        .all(|c| c.is_alphanumeric() || c == '_' || c == '.');
+    if is_name {
+        return text.rsplit('.').next().unwrap_or(text).to_string();
+    }
+    "column".into()
+}
+
+/// Whether the parenthesis opening `text` closes at its last character (the double quotes of
+/// string literals respected; single quotes are parts of names there).
+fn closes_at_end(text: &str) -> bool {
+    let mut depth = 0usize;
+    let mut quote: Option<char> = None;
+    for (i, c) in text.char_indices() {
+        match (quote, c) {
+            (Some(q), c) if c == q => quote = None,
+            (Some(_), _) => {}
+            (None, '"') => quote = Some(c),
+            (None, '(') => depth += 1,
+            (None, ')') => {
+                depth = depth.saturating_sub(1);
+                if depth == 0 {
+                    return i + 1 == text.len();
+                }
+            }
+            _ => {}
         }
     }
-    out
+    false
 }
 
 #[cfg(test)]
@@ -99,13 +188,19 @@ mod tests {
     use super::*;
 
     #[test]
-    fn qualifiers_leave_calls() {
-        let q: HashSet<String> = ["cpu".to_string(), "t".to_string()].into();
-        assert_eq!(short_name("max(cpu.usage_user)", &q), "max(usage_user)");
-        assert_eq!(short_name("count(*)", &q), "count");
-        assert_eq!(short_name("sum(t.a + t.b)", &q), "sum(a + b)");
-        assert_eq!(short_name("corr(cpu.a,cpu.b)", &q), "corr(a,b)");
-        assert_eq!(short_name("max(other.v)", &q), "max(other.v)");
-        assert_eq!(short_name("cpu.v", &q), "cpu.v");
+    fn names_from_text() {
+        assert_eq!(text_name("max(cpu.usage_user)"), "max");
+        assert_eq!(text_name("count(*)"), "count");
+        assert_eq!(text_name("count(DISTINCT t.host)"), "count");
+        assert_eq!(text_name("sum(t.a + t.b)"), "sum");
+        assert_eq!(text_name("Int64(1)"), "1");
+        assert_eq!(text_name("Utf8(\"a\")"), "'a'");
+        assert_eq!(text_name("t.v + Int64(1)"), "column");
+        assert_eq!(text_name("max(a) + max(b)"), "column");
+        assert_eq!(text_name("CAST(t.v AS Int32)"), "cast");
+        assert_eq!(text_name("date_trunc(Utf8(\"hour\"),t.ts)"), "date_trunc");
+        assert_eq!(text_name("cpu.v"), "v");
+        assert_eq!(text_name("f(Utf8(\")\"))"), "f");
+        assert_eq!(text_name("min(o'dd T.v)"), "min");
     }
 }

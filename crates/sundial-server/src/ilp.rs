@@ -40,6 +40,14 @@ impl Transport {
     fn index(self) -> usize {
         self as usize
     }
+
+    fn metric(self) -> sundial_metrics::Transport {
+        match self {
+            Transport::Tcp => sundial_metrics::Transport::Tcp,
+            Transport::Udp => sundial_metrics::Transport::Udp,
+            Transport::Http => sundial_metrics::Transport::Http,
+        }
+    }
 }
 
 /// Lines per transport and per table, for the logs.
@@ -90,19 +98,19 @@ impl Shared {
     pub(crate) fn count(&self, transport: Transport, ingestor: &Ingestor, before: IngestStats) {
         let now = ingestor.stats();
         let i = transport.index();
-        self.counters.accepted[i].fetch_add(
-            now.lines_accepted - before.lines_accepted,
-            Ordering::Relaxed,
-        );
-        self.counters.rejected[i].fetch_add(
-            now.lines_rejected - before.lines_rejected,
-            Ordering::Relaxed,
-        );
+        let accepted = now.lines_accepted - before.lines_accepted;
+        let rejected = now.lines_rejected - before.lines_rejected;
+        self.counters.accepted[i].fetch_add(accepted, Ordering::Relaxed);
+        self.counters.rejected[i].fetch_add(rejected, Ordering::Relaxed);
+        sundial_metrics::metrics().ilp_lines(transport.metric(), accepted, rejected);
     }
 
-    /// Counts `lines` rejected before they reached an ingestor.
+    /// Counts `lines` rejected before they reached an ingestor (no table known).
     pub(crate) fn count_rejected(&self, transport: Transport, lines: u64) {
         self.counters.rejected[transport.index()].fetch_add(lines, Ordering::Relaxed);
+        let metrics = sundial_metrics::metrics();
+        metrics.ilp_lines(transport.metric(), 0, lines);
+        metrics.ilp_table_rows(transport.metric(), "", 0, lines);
     }
 
     /// Moves the ingestor's per-table counts into the server's.
@@ -115,6 +123,15 @@ impl Shared {
             return;
         };
         for (table, c) in counts {
+            // Lines for tables that do not exist (rejected: a bad name, or creating it failed)
+            // share one name, so that neither the counters nor the metrics grow with junk.
+            let table = self
+                .sinks
+                .db()
+                .table(&table)
+                .map_or(String::new(), |t| t.name());
+            let (transport_label, metrics) = (transport.metric(), sundial_metrics::metrics());
+            metrics.ilp_table_rows(transport_label, &table, c.lines_accepted, c.lines_rejected);
             let entry = tables.entry(table).or_default();
             entry[transport.index()].lines_accepted += c.lines_accepted;
             entry[transport.index()].lines_rejected += c.lines_rejected;
@@ -173,6 +190,12 @@ impl Shared {
 }
 
 fn log_table_counts(table: &str, counts: &[TableCounts; 3]) {
+    // Lines that named no existing table are counted under "".
+    let table = if table.is_empty() {
+        "(no such table)"
+    } else {
+        table
+    };
     for t in Transport::ALL {
         let TableCounts {
             lines_accepted,

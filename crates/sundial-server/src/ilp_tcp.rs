@@ -162,6 +162,7 @@ async fn tcp_connection(
     shared: Arc<Shared>,
     mut stop: watch::Receiver<bool>,
 ) {
+    let _open = sundial_metrics::metrics().connection(sundial_metrics::Connection::IlpTcp);
     let idle = Duration::from_millis(shared.tcp_idle_timeout_ms);
     let mut tick = tokio::time::interval(Duration::from_millis(
         (shared.ingest.commit_interval_ms / 2).max(10),

@@ -114,7 +114,16 @@ impl UdpReceiver {
 
 fn open_socket(options: &UdpOptions) -> Result<Socket, String> {
     let addr = options.addr;
-    let fail = |what: &str, e: std::io::Error| format!("ILP/UDP on {addr}: cannot {what}: {e}");
+    let fail = |what: &str, e: std::io::Error| {
+        let hint = match e.kind() {
+            std::io::ErrorKind::AddrInUse => {
+                "; another process uses this port: choose another with --ilp-udp-addr \
+                 (or SUNDIAL_ILP_UDP_ADDR)"
+            }
+            _ => "",
+        };
+        format!("ILP/UDP on {addr}: cannot {what}: {e}{hint}")
+    };
     let socket = Socket::new(Domain::for_address(addr), Type::DGRAM, Some(Protocol::UDP))
         .map_err(|e| fail("create the socket", e))?;
     set_recv_buffer(&socket, options.recv_buffer_bytes);

@@ -14,12 +14,15 @@
 //!
 //! Settings of `serve` come from flags, `SUNDIAL_*` variables and a TOML file (`config`).
 
+mod backup;
 mod config;
 mod ilp;
 mod ilp_http;
 mod ilp_tcp;
 mod ilp_udp;
 mod import;
+mod logging;
+mod ops;
 mod output;
 mod serve;
 mod shell;
@@ -120,7 +123,29 @@ enum Command {
         /// One or more statements separated by `;`.
         sql: String,
     },
-    /// Load a CSV file (with a header row) into a table, creating it if needed.
+    /// Back up a running server's data while it ingests (BACKUP DATABASE TO over HTTP), or,
+    /// when no server answers and --data-dir is given, that stopped server's data directory.
+    /// Restore: stop the server and start it with --data-dir pointing at the backup.
+    Backup {
+        /// The backup directory: new or empty, outside the data directory, on the server's
+        /// machine (a relative path is made absolute here).
+        #[arg(long)]
+        to: PathBuf,
+        /// The running server's HTTP address.
+        #[arg(long, env = "SUNDIAL_URL", default_value = "http://127.0.0.1:9000")]
+        url: String,
+        /// If no server answers: back up this data directory offline (taking its lock).
+        #[arg(long)]
+        data_dir: Option<PathBuf>,
+        /// With --data-dir: the cold store its Parquet partitions are kept in, if any.
+        #[arg(long, env = "SUNDIAL_COLD_STORE")]
+        cold_store: Option<String>,
+        /// With --data-dir: the S3 endpoint of that cold store.
+        #[arg(long, env = "SUNDIAL_COLD_STORE_ENDPOINT")]
+        cold_store_endpoint: Option<String>,
+    },
+    /// Load a CSV file (with a header row) into a table, creating it if needed; bad rows are
+    /// skipped and reported with their line (see --atomicity, --rejects).
     Import {
         #[command(flatten)]
         data: DataOptions,
@@ -136,6 +161,16 @@ enum Command {
         /// Field delimiter.
         #[arg(long, default_value = ",")]
         delimiter: char,
+        /// A value that does not parse as its column's type: `skipRow` drops the row,
+        /// `skipCol` stores NULL, `abort` stops the import (naming line, column and value).
+        #[arg(long, default_value = "skipRow", value_parser = import::parse_atomicity)]
+        atomicity: sundial_csv::Atomicity,
+        /// Refused rows printed with their line and reason (the rest are counted).
+        #[arg(long, default_value_t = 10)]
+        max_reported_errors: usize,
+        /// Write every refused row (line, action, column, reason, record) to this CSV file.
+        #[arg(long)]
+        rejects: Option<PathBuf>,
     },
 }
 
@@ -170,28 +205,32 @@ fn open(data: &DataOptions) -> Result<(Arc<Database>, Engine), String> {
             .unwrap_or(usize::MAX),
         ..defaults
     };
-    let db = Database::open(&data.data_dir, options).map_err(|e| e.to_string())?;
+    let db = Database::open(&data.data_dir, options).map_err(|e| match e {
+        sundial_storage::StorageError::Locked { .. } => format!(
+            "{e}\nIf `sundial serve` runs on it, talk to that server instead: the web console \
+             at http://127.0.0.1:9000/, `psql -h 127.0.0.1 -p 8812 -U admin` (password quest \
+             by default), or `curl -G http://127.0.0.1:9000/exec --data-urlencode \
+             'query=SELECT ...'`"
+        ),
+        e => e.to_string(),
+    })?;
     let engine = Engine::new(db.clone()).map_err(|e| e.to_string())?;
     Ok((db, engine))
 }
 
 fn main() -> ExitCode {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("SUNDIAL_LOG")
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
-        )
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .init();
-    // Before any table is opened: the default open-files bound is a share of this limit.
-    if let Err(e) = sundial_storage::raise_open_files_limit() {
-        tracing::warn!("cannot raise the open-files limit: {e}");
-    }
     let cli: Cli = match config::parse(std::env::args_os().collect()) {
         Ok(cli) => cli,
         Err(e) => e.exit(),
     };
+    logging::init(match &cli.command {
+        Command::Serve { serve, .. } => Some(&serve.log),
+        _ => None,
+    });
+    // Before any table is opened: the default open-files bound is a share of this limit.
+    if let Err(e) = sundial_storage::raise_open_files_limit() {
+        tracing::warn!("cannot raise the open-files limit: {e}");
+    }
     // Statements are parsed and planned on the thread that polls them: the main thread here
     // (`block_on`) and the runtime's threads, all with the stack planning needs.
     let main = std::thread::Builder::new()
@@ -234,6 +273,26 @@ fn run_command(cli: Cli) -> ExitCode {
                 let (_db, engine) = open(&data)?;
                 output::run_script(&engine, &sql, format, false).await
             }
+            Command::Backup {
+                to,
+                url,
+                data_dir,
+                cold_store,
+                cold_store_endpoint,
+            } => {
+                let offline = data_dir.map(|data_dir| DataOptions {
+                    data_dir,
+                    durability: DurabilityArg::Periodic,
+                    open_files_max: None,
+                    cold_check_interval_ms: 0,
+                    decoded_cache_mb: 64,
+                    cold_store,
+                    cold_store_endpoint,
+                    cold_cache_mb: 10_240,
+                });
+                let request = backup::BackupRequest { to, url, offline };
+                backup::run(request).await
+            }
             Command::Import {
                 data,
                 file,
@@ -241,6 +300,9 @@ fn run_command(cli: Cli) -> ExitCode {
                 timestamp,
                 partition_by,
                 delimiter,
+                atomicity,
+                max_reported_errors,
+                rejects,
             } => {
                 let (db, _engine) = open(&data)?;
                 let options = import::ImportOptions {
@@ -249,6 +311,9 @@ fn run_command(cli: Cli) -> ExitCode {
                     timestamp,
                     partition_by,
                     delimiter,
+                    atomicity,
+                    max_reported_errors,
+                    rejects,
                 };
                 import::run(&db, options).await
             }

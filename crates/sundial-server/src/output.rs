@@ -43,7 +43,7 @@ pub async fn run_script(
         let output = engine
             .run(&statement.text)
             .await
-            .map_err(|e| describe(&e.in_statement_at_line(statement.line)))?;
+            .map_err(|e| describe(&e.in_statement_at(statement.line, statement.column)))?;
         let rows = print(output, format).await.map_err(|e| describe(&e))?;
         if format == Format::Table {
             let mut footer = rows;

@@ -49,6 +49,7 @@ use crate::ilp::Shared;
 use crate::ilp_http;
 use crate::ilp_tcp::accept_tcp;
 use crate::ilp_udp::{UdpOptions, UdpReceiver};
+use crate::ops;
 
 /// Listener and ingestion settings of `sundial serve`.
 #[derive(clap::Args, Debug, Clone)]
@@ -192,10 +193,23 @@ pub struct ServeArgs {
     /// they are stopped; received ILP lines are committed either way.
     #[arg(long, env = "SUNDIAL_SHUTDOWN_TIMEOUT_MS", default_value_t = 10_000)]
     pub shutdown_timeout_ms: u64,
+    /// Log statements (PostgreSQL and HTTP) that take longer than this many milliseconds, at
+    /// WARN, with their duration, protocol, client and text (0: none).
+    #[arg(
+        long,
+        env = "SUNDIAL_SLOW_QUERY_MS",
+        default_value_t = sundial_metrics::SLOW_QUERY_MS_DEFAULT
+    )]
+    pub slow_query_ms: u64,
+    #[command(flatten)]
+    pub log: crate::logging::LogArgs,
 }
 
 /// Runs the server until Ctrl-C or SIGTERM, then stops it: see the module docs.
 pub async fn run(db: Arc<Database>, args: ServeArgs) -> Result<(), String> {
+    // Uptime counts from here.
+    let _ = sundial_metrics::metrics();
+    sundial_metrics::set_slow_query_ms(args.slow_query_ms);
     let shared = Arc::new(Shared::new(
         Sinks::new(db),
         ingest_options(&args)?,
@@ -208,10 +222,10 @@ pub async fn run(db: Arc<Database>, args: ServeArgs) -> Result<(), String> {
 
     let tcp = TcpListener::bind(args.ilp_tcp_addr)
         .await
-        .map_err(|e| format!("cannot listen on {} (ILP/TCP): {e}", args.ilp_tcp_addr))?;
+        .map_err(|e| listen_error(args.ilp_tcp_addr, "ILP/TCP", "--ilp-tcp-addr", &e))?;
     let queries = query_runtime(args.query_threads)?;
     let http = listen_on(&queries, args.http_addr)
-        .map_err(|e| format!("cannot listen on {} (HTTP): {e}", args.http_addr))?;
+        .map_err(|e| listen_error(args.http_addr, "HTTP", "--http-addr", &e))?;
     tracing::info!("ILP over TCP on {}", args.ilp_tcp_addr);
     tracing::info!("HTTP on {}", args.http_addr);
     tasks.spawn(accept_tcp(tcp, shared.clone(), stop_rx.clone()));
@@ -323,7 +337,7 @@ fn serve_pg(
 ) -> Result<(), String> {
     let pg = pg_server(args, engine)?;
     let listener = listen_on(queries, args.pg_addr)
-        .map_err(|e| format!("cannot listen on {} (PostgreSQL): {e}", args.pg_addr))?;
+        .map_err(|e| listen_error(args.pg_addr, "PostgreSQL", "--pg-addr", &e))?;
     tracing::info!("PostgreSQL wire protocol on {}", args.pg_addr);
     served.spawn_on(
         async move { pg.serve(listener, stop).await },
@@ -345,6 +359,9 @@ fn http_app(args: &ServeArgs, engine: Arc<Engine>, shared: Arc<Shared>) -> Route
         },
     });
     Router::new()
+        .route("/metrics", get(ops::metrics_text))
+        .route("/status", get(ops::status))
+        .route("/health", get(ops::status))
         .route("/ping", get(ilp_http::ping).head(ilp_http::ping))
         .route("/write", post(ilp_http::write))
         .route("/api/v2/write", post(ilp_http::write))
@@ -368,10 +385,9 @@ fn serve_http(
 ) {
     served.spawn_on(
         async move {
-            // Answers are small and written once: don't let Nagle hold them for the peer's ACK.
-            let http = http.tap_io(|stream| {
-                let _ = stream.set_nodelay(true);
-            });
+            // Counted in sundial_connections_active, with TCP_NODELAY (`ops`); `tap_io` gives
+            // the listener axum's `ConnectInfo<SocketAddr>`.
+            let http = ops::CountedListener(http).tap_io(|_| {});
             // The peer's address tells local clients apart (`--http-gzip remote`).
             let app = app.into_make_service_with_connect_info::<SocketAddr>();
             let served = axum::serve(http, app)
@@ -481,6 +497,36 @@ fn listen_on(runtime: &QueryRuntime, addr: SocketAddr) -> std::io::Result<TcpLis
     socket.set_reuseaddr(true)?;
     socket.bind(addr)?;
     socket.listen(LISTEN_BACKLOG)
+}
+
+/// Why a listener could not start, with the flag that moves it when the port is taken or
+/// not ours to use.
+fn listen_error(addr: SocketAddr, what: &str, flag: &str, e: &std::io::Error) -> String {
+    let hint = match e.kind() {
+        std::io::ErrorKind::AddrInUse => format!(
+            "; another process is listening there: stop it, or choose another address with \
+             {flag} (or {})",
+            env_name(flag)
+        ),
+        std::io::ErrorKind::PermissionDenied | std::io::ErrorKind::AddrNotAvailable => {
+            format!(
+                "; choose another address with {flag} (or {})",
+                env_name(flag)
+            )
+        }
+        _ => String::new(),
+    };
+    format!("cannot listen on {addr} ({what}): {e}{hint}")
+}
+
+/// The `SUNDIAL_*` variable of a `--flag`.
+fn env_name(flag: &str) -> String {
+    format!(
+        "SUNDIAL_{}",
+        flag.trim_start_matches('-')
+            .replace('-', "_")
+            .to_uppercase()
+    )
 }
 
 /// Connections the kernel may hold for a listener before they are accepted.

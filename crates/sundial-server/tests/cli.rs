@@ -80,7 +80,15 @@ fn errors_exit_non_zero_with_the_position() {
     assert!(!o.status.success());
     let err = stderr(&o);
     assert!(
-        err.contains("No field named nope") && err.contains("line 3, column 3"),
+        err.contains("column 'nope' does not exist") && err.contains("line 3, column 3"),
+        "{err}"
+    );
+    // Positions count from the start of the whole input, not of the failing statement.
+    let o = sundial(dir.path(), &["sql", "SELECT 1; SELEC 2"]);
+    assert!(!o.status.success());
+    let err = stderr(&o);
+    assert!(
+        err.contains("expected an SQL statement, found 'SELEC' at line 1, column 11"),
         "{err}"
     );
     let o = sundial(dir.path(), &["sql", "SELECT * FROM missing"]);
@@ -138,6 +146,8 @@ fn a_second_process_gets_a_clear_lock_error() {
         "{}",
         stderr(&o)
     );
+    // It says what to use next to a running server.
+    assert!(stderr(&o).contains("web console"), "{}", stderr(&o));
     drop(holder.stdin.take());
     holder.wait().unwrap();
     assert!(sundial(dir.path(), &["sql", "SELECT 1"]).status.success());
@@ -189,4 +199,275 @@ fn import_detects_types_and_streams_rows() {
     assert!(out.contains("ts,TIMESTAMP,false,true,false\nhost,SYMBOL,false,false,false\nusage,DOUBLE,false,false,false\nok,BOOLEAN,false,false,false\nnote,VARCHAR,false,false,false"), "{out}");
     assert!(out.contains("20000,7,1000000"), "{out}");
     assert!(out.contains("2016-01-03"), "{out}");
+}
+
+/// `ts,host,v` rows, one second apart; line 51 has a bad `v`, line 121 a bad timestamp, line
+/// 151 a fourth field.
+fn flawed_csv(path: &Path) {
+    let mut f = std::fs::File::create(path).unwrap();
+    writeln!(f, "ts,host,v").unwrap();
+    for i in 1..=200 {
+        let line = i + 1;
+        let ts = if line == 121 {
+            "abc".to_string()
+        } else {
+            format!("2016-01-01T00:{:02}:{:02}Z", i / 60, i % 60)
+        };
+        let v = if line == 51 {
+            "oops".to_string()
+        } else {
+            i.to_string()
+        };
+        let extra = if line == 151 { ",x" } else { "" };
+        writeln!(f, "{ts},host_{},{v}{extra}", i % 3).unwrap();
+    }
+}
+
+fn query_csv(data: &Path, sql: &str) -> String {
+    let o = sundial(data, &["sql", "--format", "csv", sql]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    stdout(&o)
+}
+
+#[test]
+fn import_skips_bad_rows_by_default_and_names_their_lines() {
+    let dir = tempfile::tempdir().unwrap();
+    let csv = dir.path().join("in.csv");
+    flawed_csv(&csv);
+    let data = dir.path().join("data");
+    let args = [
+        "import",
+        csv.to_str().unwrap(),
+        "--table",
+        "t",
+        "--timestamp",
+        "ts",
+    ];
+    let o = sundial(&data, &args);
+    let err = stderr(&o);
+    assert!(o.status.success(), "{err}");
+    assert!(
+        err.contains(
+            "line 51: column 'v': cannot parse 'oops' as LONG\n\
+             line 121: column 'ts': cannot parse 'abc' as TIMESTAMP\n\
+             line 151: expected 3 fields, found 4\n"
+        ),
+        "{err}"
+    );
+    assert!(
+        err.contains("imported 197 rows into 't'")
+            && err.contains("3 rows rejected, 0 values stored as NULL (--atomicity skipRow)"),
+        "{err}"
+    );
+    // One bad number did not make the column text.
+    let out = query_csv(&data, "SHOW COLUMNS FROM t");
+    assert!(out.contains("v,LONG"), "{out}");
+    assert!(query_csv(&data, "SELECT count(*) FROM t").contains("197"));
+
+    // Only the first N are printed; the rest are counted and point at --rejects.
+    let more = dir.path().join("more");
+    let mut args = args.to_vec();
+    args.extend(["--max-reported-errors", "1"]);
+    let o = sundial(&more, &args);
+    let err = stderr(&o);
+    assert!(o.status.success(), "{err}");
+    assert!(
+        err.contains("line 51: column 'v'")
+            && !err.contains("line 121")
+            && err.contains("... and 2 more (--rejects FILE lists them all)"),
+        "{err}"
+    );
+}
+
+#[test]
+fn import_skip_col_nulls_values_and_writes_every_rejection_to_a_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let csv = dir.path().join("in.csv");
+    flawed_csv(&csv);
+    let data = dir.path().join("data");
+    let rejects = dir.path().join("rejects.csv");
+    let o = sundial(
+        &data,
+        &[
+            "import",
+            csv.to_str().unwrap(),
+            "--table",
+            "t",
+            "--timestamp",
+            "ts",
+            "--atomicity",
+            "skipCol",
+            "--max-reported-errors",
+            "0",
+            "--rejects",
+            rejects.to_str().unwrap(),
+        ],
+    );
+    let err = stderr(&o);
+    assert!(o.status.success(), "{err}");
+    assert!(
+        err.contains("... and 3 more; all 3 are in ")
+            && err.contains("imported 198 rows")
+            && err.contains("2 rows rejected, 1 values stored as NULL (--atomicity skipCol)"),
+        "{err}"
+    );
+    let written = std::fs::read_to_string(&rejects).unwrap();
+    assert_eq!(
+        written,
+        "line,action,column,reason,record\n\
+         51,valueNulled,v,column 'v': cannot parse 'oops' as LONG,\"2016-01-01T00:00:50Z,host_2,oops\"\n\
+         121,rowSkipped,ts,column 'ts': cannot parse 'abc' as TIMESTAMP,\"abc,host_0,120\"\n\
+         151,rowSkipped,,\"expected 3 fields, found 4\",\"2016-01-01T00:02:30Z,host_0,150,x\"\n"
+    );
+    assert!(
+        query_csv(&data, "SELECT count(*), count(v) FROM t").contains("198,197"),
+        "{}",
+        query_csv(&data, "SELECT count(*), count(v) FROM t")
+    );
+}
+
+#[test]
+fn import_abort_stops_at_the_first_bad_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let csv = dir.path().join("in.csv");
+    flawed_csv(&csv);
+    let data = dir.path().join("data");
+    let o = sundial(
+        &data,
+        &[
+            "import",
+            csv.to_str().unwrap(),
+            "--table",
+            "t",
+            "--timestamp",
+            "ts",
+            "--atomicity",
+            "abort",
+        ],
+    );
+    assert!(!o.status.success());
+    let err = stderr(&o);
+    assert!(
+        err.contains("in.csv: line 51, column 'v': cannot parse 'oops' as LONG"),
+        "{err}"
+    );
+    // The file fits in one chunk: nothing was imported.
+    assert!(query_csv(&data, "SELECT count(*) FROM t").contains('0'));
+    let o = sundial(
+        &data,
+        &[
+            "import",
+            csv.to_str().unwrap(),
+            "--table",
+            "t",
+            "--atomicity",
+            "sometimes",
+        ],
+    );
+    assert!(!o.status.success());
+    assert!(
+        stderr(&o).contains("'sometimes' is not one of skipRow, skipCol, abort"),
+        "{}",
+        stderr(&o)
+    );
+}
+
+/// Imports `content` as a file into table `t` of a fresh data directory; returns the outcome.
+fn import_bytes(content: &[u8], extra: &[&str]) -> Output {
+    let dir = tempfile::tempdir().unwrap();
+    let csv = dir.path().join("in.csv");
+    std::fs::write(&csv, content).unwrap();
+    let mut args = vec!["import", csv.to_str().unwrap(), "--table", "t"];
+    args.extend_from_slice(extra);
+    sundial(&dir.path().join("data"), &args)
+}
+
+fn import_error(content: &[u8], extra: &[&str]) -> String {
+    let o = import_bytes(content, extra);
+    assert!(!o.status.success(), "{}", stderr(&o));
+    stderr(&o)
+}
+
+#[test]
+fn import_hostile_files_get_clear_answers() {
+    // Empty; a first line that is data; bad header names.
+    assert!(
+        import_error(b"", &[]).contains("the input is empty: no header row and no data"),
+        "empty"
+    );
+    let e = import_error(
+        b"2016-01-01T00:00:00Z,host_1,0.5\n2016-01-01T00:00:01Z,host_2,0.7\n",
+        &["--timestamp", "ts"],
+    );
+    assert!(
+        e.contains("the first line looks like data, not a header row: '2016-01-01T00:00:00Z,host_1,0.5'; the file needs a header row naming the columns"),
+        "{e}"
+    );
+    let e = import_error(b"a,,c\n1,2,3\n", &[]);
+    assert!(
+        e.contains("the header row has no name for column 2 (of 3)"),
+        "{e}"
+    );
+    let e = import_error(b"a,b,A\n1,2,3\n", &[]);
+    assert!(
+        e.contains("the header row names two columns 'a' (columns 1 and 3"),
+        "{e}"
+    );
+    let e = import_error(b"a,b/c\n1,2\n", &[]);
+    assert!(
+        e.contains("the header row's column 2 is not a valid name"),
+        "{e}"
+    );
+    let e = import_error(b"time,v\n2016-01-01,1\n", &["--timestamp", "ts"]);
+    assert!(
+        e.contains("timestamp column 'ts' not found; the columns are 'time', 'v'"),
+        "{e}"
+    );
+    // A 10 MB line: refused, not buffered.
+    let mut huge = b"a,b\n1,".to_vec();
+    huge.resize(huge.len() + (10 << 20), b'x');
+    huge.push(b'\n');
+    let e = import_error(&huge, &[]);
+    assert!(
+        e.contains("line 2: a record longer than 4194304 bytes"),
+        "{}",
+        &e[..e.len().min(500)]
+    );
+    // An unterminated quote.
+    let e = import_error(b"a,b\n1,2\n3,\"open\n4,5\n", &[]);
+    assert!(
+        e.contains("malformed CSV at line 3: a quoted field is not closed"),
+        "{e}"
+    );
+
+    // Header only: an empty table.
+    let o = import_bytes(b"ts,v\r\n", &["--timestamp", "ts"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(stderr(&o).contains("imported 0 rows"), "{}", stderr(&o));
+    // BOM, CRLF, invalid UTF-8, a timestamp far out of range, NULL-looking words: each bad
+    // row named by its line.
+    let mut content = b"\xEF\xBB\xBFts,name,n\r\n".to_vec();
+    for i in 0..30 {
+        content.extend_from_slice(format!("2016-01-01T00:00:{i:02}Z,n{i},{i}\r\n").as_bytes());
+    }
+    content.extend_from_slice(b"2016-01-02T00:00:00Z,caf\xE9,1\r\n");
+    content.extend_from_slice(b"9999-12-31T00:00:00Z,far,2\r\n");
+    content.extend_from_slice(b"2016-01-02T00:00:01Z,null,NULL\r\n");
+    content.extend_from_slice(b"2016-01-02T00:00:02Z,,\r\n");
+    let o = import_bytes(&content, &["--timestamp", "ts"]);
+    let err = stderr(&o);
+    assert!(o.status.success(), "{err}");
+    assert!(
+        err.contains("line 32: column 'name': cannot parse 'caf\u{FFFD}' as VARCHAR\n"),
+        "{err}"
+    );
+    assert!(
+        err.contains("line 33: column 'ts': timestamp '9999-12-31T00:00:00Z' is out of range"),
+        "{err}"
+    );
+    assert!(
+        err.contains("line 34: column 'n': cannot parse 'NULL' as LONG\n"),
+        "{err}"
+    );
+    assert!(err.contains("imported 31 rows"), "{err}");
 }

@@ -431,7 +431,7 @@ fn imp_loads_csv_uploads() {
     );
     assert_eq!(
         reply.text(),
-        r#"{"status":"OK","location":"weather","rowsRejected":0,"rowsImported":3,"header":true,"partitionBy":"DAY","timestamp":"ts","columns":[{"name":"ts","type":"TIMESTAMP","size":8,"errors":0},{"name":"visMiles","type":"DOUBLE","size":8,"errors":0},{"name":"tempF","type":"LONG","size":8,"errors":0},{"name":"station","type":"VARCHAR","size":-1,"errors":0}]}"#
+        r#"{"status":"OK","location":"weather","rowsRejected":0,"rowsImported":3,"header":true,"partitionBy":"DAY","timestamp":"ts","columns":[{"name":"ts","type":"TIMESTAMP","size":8,"errors":0},{"name":"visMiles","type":"DOUBLE","size":8,"errors":0},{"name":"tempF","type":"LONG","size":8,"errors":0},{"name":"station","type":"VARCHAR","size":-1,"errors":0}],"errorsTotal":0,"errors":[],"warnings":[]}"#
     );
     assert!(exec_ok(&server, "SHOW PARTITIONS FROM weather").contains(r#""count":2}"#));
     assert!(exec_ok(&server, "SELECT * FROM weather").contains(r#""timestamp":0,"#));
@@ -601,5 +601,136 @@ fn imp_loads_csv_uploads() {
     let reply = parse_reply(&raw);
     assert_eq!(reply.status, 413, "{}", reply.text());
     assert_eq!(exec(&server, "SELECT * FROM huge", "").status, 400);
+    stop(server);
+}
+
+#[test]
+fn imp_reports_refused_rows_with_lines_and_header_detection() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = serve(dir.path(), &[]);
+    // 100 rows; line 31 has a bad number, line 61 a bad timestamp, line 81 a fourth field.
+    let mut data = b"ts,v\n".to_vec();
+    for i in 1..=100 {
+        let line = i + 1;
+        let ts = if line == 61 {
+            "abc".to_string()
+        } else {
+            format!("2016-01-01T00:{:02}:{:02}Z", i / 60, i % 60)
+        };
+        let v = if line == 31 {
+            "oops".to_string()
+        } else {
+            i.to_string()
+        };
+        let extra = if line == 81 { ",x" } else { "" };
+        data.extend_from_slice(format!("{ts},{v}{extra}\n").as_bytes());
+    }
+
+    // skipCol (the default): the bad number is NULL, the bad timestamp costs its row (a
+    // designated timestamp cannot be NULL); one bad number does not make the column text.
+    let reply = imp(
+        &server,
+        "name=sc&timestamp=ts&fmt=json",
+        &[("data", Some("d.csv"), &data)],
+    );
+    let text = reply.text();
+    assert_eq!(reply.status, 200, "{text}");
+    assert!(
+        text.contains(r#""rowsRejected":2,"rowsImported":98"#),
+        "{text}"
+    );
+    assert!(
+        text.contains(r#"{"name":"v","type":"LONG","size":8,"errors":1}"#),
+        "{text}"
+    );
+    assert!(
+        text.ends_with(
+            r#""errorsTotal":3,"errors":[{"line":31,"column":"v","action":"valueNulled","reason":"column 'v': cannot parse 'oops' as LONG"},{"line":61,"column":"ts","action":"rowSkipped","reason":"column 'ts': cannot parse 'abc' as TIMESTAMP"},{"line":81,"column":null,"action":"rowSkipped","reason":"expected 2 fields, found 3"}],"warnings":[]}"#
+        ),
+        "{text}"
+    );
+    // skipRow (also QuestDB's `1`), at most maxErrors listed, in the text answer too.
+    let reply = imp(
+        &server,
+        "name=sr&timestamp=ts&atomicity=1&maxErrors=2",
+        &[("data", Some("d.csv"), &data)],
+    );
+    let text = reply.text();
+    assert_eq!(reply.status, 200, "{text}");
+    assert!(
+        text.ends_with(
+            "Rejected rows and values: 3 (first 2 shown)\r\n\
+             line 31: column 'v': cannot parse 'oops' as LONG\r\n\
+             line 61: column 'ts': cannot parse 'abc' as TIMESTAMP\r\n"
+        ),
+        "{text}"
+    );
+    assert!(exec_ok(&server, "SELECT count(*) FROM sr").contains("[[97]]"));
+    // abort: the first bad line, by line, column and value; nothing imported.
+    let reply = imp(
+        &server,
+        "name=ab&timestamp=ts&atomicity=abort&fmt=json",
+        &[("data", Some("d.csv"), &data)],
+    );
+    assert_eq!(reply.status, 400, "{}", reply.text());
+    assert_eq!(
+        reply.text(),
+        r#"{"status":"line 31, column 'v': cannot parse 'oops' as LONG"}"#
+    );
+    assert!(exec_ok(&server, "SELECT count(*) FROM ab").contains("[[0]]"));
+    let reply = imp(
+        &server,
+        "name=x&atomicity=7",
+        &[("data", Some("d.csv"), &data)],
+    );
+    assert_eq!(reply.status, 400);
+    assert!(
+        reply.text().contains("invalid atomicity '7'"),
+        "{}",
+        reply.text()
+    );
+
+    // Genuinely mixed values: text, with a warning that says why.
+    let reply = imp(
+        &server,
+        "name=mixed&fmt=json",
+        &[("data", Some("m.csv"), b"k,v\n1,1\n2,x\n3,3\n4,4\n")],
+    );
+    let text = reply.text();
+    assert!(
+        text.ends_with(
+            r#""warnings":["column 'v' is VARCHAR, not LONG: its values are mixed (3 of 4 sampled values are LONG; the first that is not is 'x' on line 3)"]}"#
+        ),
+        "{text}"
+    );
+
+    // No header line and a timestamp column asked for: the error says the header was not
+    // detected, not that the column is missing.
+    let headless = b"2016-01-01T00:00:00Z,host_1,0.5\n2016-01-01T00:00:01Z,host_2,0.7\n";
+    let reply = imp(
+        &server,
+        "name=nh&timestamp=ts&fmt=json",
+        &[("data", Some("nh.csv"), headless)],
+    );
+    assert_eq!(reply.status, 400);
+    assert_eq!(
+        reply.text(),
+        r#"{"status":"could not detect a header row (the first line looks like data: '2016-01-01T00:00:00Z,host_1,0.5'), so there is no column 'ts'; pass forceHeader=true if the first line is the header, or add a header row naming the columns"}"#
+    );
+    // A header naming the timestamp column is taken as one, even over text-only data.
+    let reply = imp(
+        &server,
+        "name=tx&timestamp=ts&fmt=json",
+        &[(
+            "data",
+            Some("tx.csv"),
+            b"ts,host\n2016-01-01,a\n2016-01-02,a\n",
+        )],
+    );
+    assert!(
+        reply.text().contains(r#""header":true"#),
+        "{}",
+        reply.text()
+    );
     stop(server);
 }

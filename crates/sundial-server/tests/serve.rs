@@ -222,7 +222,11 @@ fn a_busy_port_is_a_clear_error() {
     let dir = tempfile::tempdir().unwrap();
     let busy = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let busy_addr = busy.local_addr().unwrap().to_string();
-    for (flag, what) in [("--http-addr", "(HTTP)"), ("--pg-addr", "(PostgreSQL)")] {
+    for (flag, what) in [
+        ("--http-addr", "(HTTP)"),
+        ("--pg-addr", "(PostgreSQL)"),
+        ("--ilp-tcp-addr", "(ILP/TCP)"),
+    ] {
         let free = |_| format!("127.0.0.1:{}", free_port());
         let mut args = vec![
             "serve".to_string(),
@@ -244,6 +248,11 @@ fn a_busy_port_is_a_clear_error() {
         assert_eq!(o.status.code(), Some(1), "{stderr}");
         assert!(
             stderr.contains(&format!("cannot listen on {busy_addr} {what}")),
+            "{stderr}"
+        );
+        // It names the flag that moves the listener.
+        assert!(
+            stderr.contains(&format!("choose another address with {flag}")),
             "{stderr}"
         );
         assert!(!stderr.contains("panicked"), "{stderr}");

@@ -47,16 +47,49 @@ impl SqlError {
         };
         match split_position(&text) {
             Some((message, line, column)) => SqlError::Syntax {
-                message: message.to_string(),
+                message: parser_message(message),
                 line,
                 column,
             },
             None => SqlError::Syntax {
-                message: text,
+                message: parser_message(&text),
                 line: 1,
                 column: 1,
             },
         }
+    }
+}
+
+/// sqlparser's message (`sql parser error: Expected: X, found: Y at Line: 1, Column: 8`) in
+/// Sundial's words, without the position: `expected X, found 'Y'`.
+pub fn parser_message(text: &str) -> String {
+    let text = text
+        .trim_start_matches("sql parser error: ")
+        .trim_start_matches("sql tokenizer error: ");
+    let text = match text.rfind(" at Line: ") {
+        Some(at) => &text[..at],
+        None => text,
+    };
+    let end = |s: &str| match s {
+        "EOF" => "the end of the statement".to_string(),
+        s => s.to_string(),
+    };
+    if let Some(rest) = text.strip_prefix("Expected: ")
+        && let Some((expected, found)) = rest.rsplit_once(", found: ")
+    {
+        let found = match found {
+            "EOF" => end(found),
+            f => format!("'{f}'"),
+        };
+        return format!("expected {}, found {found}", end(expected));
+    }
+    let mut chars = text.chars();
+    match chars.next() {
+        Some(c) if c.is_uppercase() && !chars.next().is_some_and(char::is_uppercase) => c
+            .to_lowercase()
+            .chain(text[c.len_utf8()..].chars())
+            .collect(),
+        _ => text.to_string(),
     }
 }
 
@@ -80,7 +113,7 @@ mod tests {
         assert_eq!(
             SqlError::from_parser(&error),
             SqlError::Syntax {
-                message: "Expected: an expression, found: EOF".into(),
+                message: "expected an expression, found the end of the statement".into(),
                 line: 2,
                 column: 7
             }

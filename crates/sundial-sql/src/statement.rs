@@ -83,6 +83,11 @@ pub enum Command {
     ShowCreateTable {
         table: String,
     },
+    /// `BACKUP DATABASE TO '/absolute/dir'`: a consistent copy of every table, taken while
+    /// ingestion goes on (`sundial_storage::Database::backup`). The path is checked there.
+    Backup {
+        to: String,
+    },
     /// Any other statement, for DataFusion.
     Sql,
 }
@@ -143,11 +148,13 @@ pub fn create_table_sql(meta: &sundial_storage::TableMeta) -> String {
     sql
 }
 
-/// One statement of a script, with the line it starts on (1-based).
+/// One statement of a script, with the line and column it starts at (1-based; the column
+/// counts characters).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Statement {
     pub text: String,
     pub line: u64,
+    pub column: u64,
 }
 
 pub(crate) fn tokenize(sql: &str) -> Result<Vec<TokenWithSpan>> {
@@ -193,6 +200,7 @@ pub fn split_statements(sql: &str) -> Result<Vec<Statement>> {
             out.push(Statement {
                 text: text.to_string(),
                 line: from.line,
+                column: from.column,
             });
         }
     };
@@ -286,6 +294,12 @@ pub fn parse(sql: &str) -> Result<Command> {
         p.expect_from()?;
         Command::ShowPartitions {
             table: p.name("table name")?,
+        }
+    } else if p.reset() && p.eat_kw("BACKUP") {
+        p.expect_kw("DATABASE")?;
+        p.expect_kw("TO")?;
+        Command::Backup {
+            to: p.string("the backup directory as a quoted string, e.g. '/backups/today'")?,
         }
     } else if p.reset() && (p.eat_kw("DESCRIBE") || p.eat_kw("DESC")) && p.peek_is_name() {
         Command::ShowColumns {
@@ -1152,6 +1166,41 @@ mod tests {
         assert_eq!(indexed, ["s"]);
         let e = parse("ALTER TABLE t ALTER COLUMN a REBUILD INDEX").unwrap_err();
         assert_eq!(e.position(), Some((1, 30)), "{e}");
+    }
+
+    #[test]
+    fn backup_database_takes_one_quoted_path() {
+        assert_eq!(
+            parse("backup database to '/var/backups/sundial'").unwrap(),
+            Command::Backup {
+                to: "/var/backups/sundial".into()
+            }
+        );
+        assert_eq!(
+            parse("BACKUP DATABASE TO 'it''s here'").unwrap(),
+            Command::Backup {
+                to: "it's here".into()
+            }
+        );
+        // Relative paths parse; the storage layer refuses them with its own message.
+        assert_eq!(
+            parse("BACKUP DATABASE TO 'rel'").unwrap(),
+            Command::Backup { to: "rel".into() }
+        );
+        let long = format!("BACKUP DATABASE TO '/{}'", "x".repeat(100_000));
+        assert!(matches!(parse(&long).unwrap(), Command::Backup { .. }));
+        for (sql, at) in [
+            ("BACKUP DATABASE TO /tmp/x", 20),
+            ("BACKUP DATABASE TO", 19),
+            ("BACKUP TABLE t TO '/x'", 8),
+            ("BACKUP DATABASE INTO '/x'", 17),
+            ("BACKUP DATABASE TO '/x' '/y'", 25),
+            ("BACKUP DATABASE TO \"/x\"", 20),
+            ("BACKUP DATABASE TO 5", 20),
+        ] {
+            let e = parse(sql).unwrap_err();
+            assert_eq!(e.position(), Some((1, at)), "{sql}: {e}");
+        }
     }
 
     #[test]

@@ -78,6 +78,7 @@ impl Database {
         let root = root.as_ref().to_path_buf();
         std::fs::create_dir_all(&root).at(&root)?;
         let lock = lock_directory(&root)?;
+        crate::backup::refuse_incomplete(&root)?;
         let cache = Arc::new(FileCache::new(
             options.open_files_max,
             options.mapped_files_max,
@@ -362,6 +363,28 @@ impl Database {
         tables.remove(&catalog_key(from));
         tables.insert(catalog_key(to), table);
         Ok(())
+    }
+
+    /// Copies every table's committed state into `to`, a new or empty directory outside the
+    /// data directory, while commits go on (see `backup.rs`). The set of tables is that of
+    /// one moment (listed, and each table's snapshot taken, under the DDL lock); each table
+    /// is the state of one of its commits. Copying holds no lock.
+    pub fn backup(&self, to: &Path) -> Result<crate::BackupReport> {
+        let target = crate::backup::claim_target(&self.root, to)?;
+        let tables = {
+            let _ddl = self
+                .ddl
+                .lock()
+                .map_err(|_| StorageError::Internal("catalog lock poisoned".into()))?;
+            self.tables()
+                .into_iter()
+                .map(|t| {
+                    let s = t.snapshot();
+                    (t, s)
+                })
+                .collect()
+        };
+        crate::backup::write_backup(&self.root, self.cold.as_ref(), target, tables)
     }
 
     /// Column files held open and mapped now by the database's bounded caches

@@ -35,6 +35,7 @@
 //!
 //! The exact on-disk format and the commit protocol are in `docs/design.md`.
 
+mod backup;
 mod bits;
 mod cache;
 mod cold_store;
@@ -60,6 +61,7 @@ mod txn;
 mod types;
 mod zone;
 
+pub use backup::{BACKUP_INCOMPLETE, BACKUP_MANIFEST, BackupReport};
 pub use cache::raise_open_files_limit;
 pub use cold_store::ColdStoreOptions;
 pub use column::parse_uuid;

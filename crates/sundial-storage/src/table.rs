@@ -352,6 +352,16 @@ impl Snapshot {
         Ok(bytes)
     }
 
+    /// The committed state this snapshot reads (for `backup.rs`).
+    pub(crate) fn state(&self) -> &Arc<TxnState> {
+        &self.state
+    }
+
+    /// The directory of part `partition`, kept alive by this snapshot (for `backup.rs`).
+    pub(crate) fn part_dir(&self, partition: usize) -> Option<&Arc<PartitionDir>> {
+        self.dirs.get(partition)
+    }
+
     /// The published dictionary of SYMBOL column id `column_id`.
     pub(crate) fn published(&self, column_id: u32) -> Option<&PublishedSymbols> {
         self.symbols.get(&column_id).map(Arc::as_ref)
@@ -630,6 +640,11 @@ fn read_txn(dir: &Path) -> Result<TxnFound> {
             Ok(bytes) if bytes.is_empty() => {}
             Ok(bytes) => {
                 any_bytes = true;
+                // Never fall back past a newer Sundial's commit: the older slot names files
+                // that commit replaced, and opening would delete the newer ones.
+                if let Some(format) = TxnState::newer_format(&bytes) {
+                    return Err(TxnState::newer_format_error(&path, format));
+                }
                 match TxnState::decode(&bytes, &path) {
                     Ok(s) => candidates.push(s),
                     Err(e) => last_error = Some(e),
@@ -931,17 +946,22 @@ impl TableWriter {
     /// Then, in a table with a TTL, drops the partitions it expires (a commit of its own: a
     /// failure there is logged, the rows stay committed).
     pub fn commit(&mut self) -> Result<()> {
+        // One clock read and one histogram observation per commit (sundial-metrics).
+        let started = std::time::Instant::now();
+        let rows = self.pending_rows();
         let state = self.state()?;
         let snapshot = match state.commit() {
             Ok(Some(s)) => s,
             Ok(None) => return Ok(()),
             Err(e) => {
                 state.rollback();
+                sundial_metrics::metrics().commit_failed();
                 return Err(e);
             }
         };
         let ttl = snapshot.meta().ttl.is_some();
         self.table.publish(snapshot);
+        sundial_metrics::metrics().commit(rows, started.elapsed());
         if ttl && let Err(e) = self.drop_expired() {
             tracing::error!(
                 "'{}': dropping expired partitions failed: {e}",

@@ -21,7 +21,7 @@ use crate::types::ColumnType;
 const MAGIC: &[u8; 4] = b"SDTX";
 /// Version 2 added a flags byte per column, version 3 the TTL, version 4 each part's storage
 /// format and the `COLD AFTER` setting; older slots are still read.
-const FORMAT_VERSION: u16 = 4;
+pub(crate) const FORMAT_VERSION: u16 = 4;
 /// A part's format code: column files.
 const PART_NATIVE: u8 = 0;
 /// A part's format code: one Parquet file, followed by its length (`u64`).
@@ -275,6 +275,30 @@ impl TxnState {
         magic && seq.unwrap_or_default().iter().all(|b| *b == 0)
     }
 
+    /// The format version of `bytes` when they are a whole slot (magic and CRC right) of a
+    /// format newer than this build reads: a slot a newer Sundial wrote.
+    pub fn newer_format(bytes: &[u8]) -> Option<u16> {
+        if bytes.len() < HEADER_BYTES + 4 || &bytes[0..4] != MAGIC {
+            return None;
+        }
+        let body_len = bytes.len() - 4;
+        let stored_crc = u32::from_le_bytes(bytes[body_len..].try_into().ok()?);
+        let format = u16::from_le_bytes(bytes[4..6].try_into().ok()?);
+        (crc32fast::hash(&bytes[..body_len]) == stored_crc && format > FORMAT_VERSION)
+            .then_some(format)
+    }
+
+    /// The error for a slot [`TxnState::newer_format`] found.
+    pub fn newer_format_error(path: &Path, format: u16) -> StorageError {
+        StorageError::InvalidInput(format!(
+            "{} was written by a newer version of Sundial (transaction format {format}; this \
+             version {} reads formats 1 to {FORMAT_VERSION}): run that version or a later one, \
+             or restore a backup taken before the upgrade",
+            path.display(),
+            env!("CARGO_PKG_VERSION"),
+        ))
+    }
+
     pub fn decode(bytes: &[u8], path: &Path) -> Result<TxnState> {
         let bad = |m: &str| StorageError::corrupt(path, m.to_string());
         if bytes.len() < HEADER_BYTES + 4 || &bytes[0..4] != MAGIC {
@@ -290,7 +314,10 @@ impl TxnState {
             path,
         };
         let format = d.u16()?;
-        if format == 0 || format > FORMAT_VERSION {
+        if format > FORMAT_VERSION {
+            return Err(TxnState::newer_format_error(path, format));
+        }
+        if format == 0 {
             return Err(bad(&format!("unsupported format version {format}")));
         }
         d.u16()?;
@@ -643,6 +670,23 @@ mod tests {
             assert!(!TxnState::may_be_torn_first_slot(&later[..len]), "{len}");
         }
         assert!(!TxnState::may_be_torn_first_slot(b"garbage"));
+    }
+
+    #[test]
+    fn newer_formats_are_recognised_as_such() {
+        let t = sample();
+        let mut bytes = t.encode();
+        assert_eq!(TxnState::newer_format(&bytes), None);
+        bytes[4..6].copy_from_slice(&(FORMAT_VERSION + 1).to_le_bytes());
+        let body = bytes.len() - 4;
+        let crc = crc32fast::hash(&bytes[..body]);
+        bytes[body..].copy_from_slice(&crc.to_le_bytes());
+        assert_eq!(TxnState::newer_format(&bytes), Some(FORMAT_VERSION + 1));
+        let e = TxnState::decode(&bytes, Path::new("x")).unwrap_err();
+        assert!(e.to_string().contains("newer version of Sundial"), "{e}");
+        // A damaged slot is not taken for a newer one.
+        bytes[30] ^= 1;
+        assert_eq!(TxnState::newer_format(&bytes), None);
     }
 
     #[test]

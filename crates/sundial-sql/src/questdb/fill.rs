@@ -286,8 +286,10 @@ fn value(
 
 /// A FILL constant, as written, parsed on its own: one whole expression.
 fn constant(text: &str) -> Result<Expr> {
-    let invalid =
-        |e: sqlparser::parser::ParserError| SqlError::Invalid(format!("FILL({text}): {e}"));
+    let invalid = |e: sqlparser::parser::ParserError| {
+        let message = crate::error::parser_message(&e.to_string());
+        SqlError::Invalid(format!("FILL({text}): {message}"))
+    };
     let mut parser = Parser::new(&GenericDialect {})
         .try_with_sql(text)
         .map_err(invalid)?;

@@ -575,7 +575,7 @@ impl Rewriter<'_> {
                 to,
                 bucket_item,
                 key_items: key_items.clone(),
-                names: select.projection.iter().map(item_name).collect(),
+                names: unique_names(select.projection.iter().map(item_name).collect()),
                 default_order: true,
             };
             name_items(select, &plan);
@@ -1011,20 +1011,44 @@ fn bucket_args(bucket: &Expr) -> Option<[Expr; 4]> {
     args.try_into().ok()
 }
 
-/// The name a select item's column gets, as QuestDB names it: the alias, the column, or the
-/// function (`avg`).
+/// The name a select item's column gets, as QuestDB names it (and as the query layer names
+/// unaliased items of other queries): the alias, the column, the function (`avg`), `cast`,
+/// a literal's text, or `column` for any other expression.
 fn item_name(item: &SelectItem) -> String {
     match item {
         SelectItem::ExprWithAlias { alias, .. } => alias.value.clone(),
-        SelectItem::UnnamedExpr(Expr::Identifier(i)) => i.value.clone(),
-        SelectItem::UnnamedExpr(Expr::CompoundIdentifier(parts)) => {
-            parts.last().map_or(String::new(), |i| i.value.clone())
-        }
-        SelectItem::UnnamedExpr(Expr::Function(f)) => {
-            function_name(f).unwrap_or_else(|| f.to_string())
-        }
+        SelectItem::UnnamedExpr(expr) => match expr {
+            Expr::Identifier(i) => i.value.clone(),
+            Expr::CompoundIdentifier(parts) => {
+                parts.last().map_or(String::new(), |i| i.value.clone())
+            }
+            Expr::Function(f) => function_name(f).unwrap_or_else(|| "column".into()),
+            Expr::Cast { .. } => "cast".into(),
+            Expr::Value(v) => v.value.to_string(),
+            Expr::Nested(inner) => item_name(&SelectItem::UnnamedExpr(inner.as_ref().clone())),
+            _ => "column".into(),
+        },
         other => other.to_string(),
     }
+}
+
+/// `names` with each name already taken by an earlier one given the first free suffix
+/// (`max`, `max1`, ...), as QuestDB does.
+fn unique_names(names: Vec<String>) -> Vec<String> {
+    let mut taken = std::collections::HashSet::new();
+    names
+        .into_iter()
+        .map(|base| {
+            let mut name = base.clone();
+            let mut k = 0;
+            while taken.contains(&name) {
+                k += 1;
+                name = format!("{base}{k}");
+            }
+            taken.insert(name.clone());
+            name
+        })
+        .collect()
 }
 
 /// Names the items `__f<i>` (and adds the bucket as `__fb` when unselected), as
