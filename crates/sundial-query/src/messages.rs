@@ -17,6 +17,7 @@
 use datafusion::arrow::error::ArrowError;
 use datafusion::common::SchemaError;
 use datafusion::error::DataFusionError;
+use sundial_sql::lower_first;
 
 /// The sentence a person reads for `error` (see the module docs).
 pub(crate) fn describe(error: &DataFusionError) -> String {
@@ -344,18 +345,6 @@ pub(crate) fn literal_at(text: &str) -> Option<(String, usize)> {
         }
     }
     None
-}
-
-fn lower_first(text: &str) -> String {
-    let mut chars = text.chars();
-    match chars.next() {
-        // An all-caps first word (a keyword, a type) stays as it is.
-        Some(c) if c.is_uppercase() && !chars.next().is_some_and(char::is_uppercase) => c
-            .to_lowercase()
-            .chain(text[c.len_utf8()..].chars())
-            .collect(),
-        _ => text.to_string(),
-    }
 }
 
 #[cfg(test)]

@@ -83,6 +83,12 @@ pub fn parser_message(text: &str) -> String {
         };
         return format!("expected {}, found {found}", end(expected));
     }
+    lower_first(text)
+}
+
+/// `text` with its first letter in lower case, for a message that goes inside a sentence; an
+/// all-caps first word (a keyword, a type) stays as it is.
+pub fn lower_first(text: &str) -> String {
     let mut chars = text.chars();
     match chars.next() {
         Some(c) if c.is_uppercase() && !chars.next().is_some_and(char::is_uppercase) => c

@@ -35,7 +35,7 @@ pub mod statement;
 mod template;
 
 pub use compat::SystemCatalog;
-pub use error::{Result, SqlError, parser_message};
+pub use error::{Result, SqlError, lower_first, parser_message};
 pub use questdb::{Catalog, Clauses};
 pub use sqlparser;
 pub use statement::{Command, CreateTable, Statement, create_table_sql, parse, split_statements};

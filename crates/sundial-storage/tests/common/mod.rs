@@ -222,9 +222,11 @@ pub fn run_and_kill(
     std::thread::sleep(delay);
     process.kill().unwrap();
     process.wait().unwrap();
+    // libtest writes `test <child> ... ` before the child's own output, without a line
+    // break, so the first index shares a line with it: each line's last word is read.
     BufReader::new(process.stdout.take().unwrap())
         .lines()
-        .filter_map(|line| line.ok()?.trim().parse::<u64>().ok())
+        .filter_map(|line| line.ok()?.split_whitespace().last()?.parse::<u64>().ok())
         .last()
 }
 
