@@ -14,16 +14,16 @@ const LONG_QUERY: &str =
     "SELECT count(*) FROM generate_series(1, 20000000000) AS g(x) WHERE x % 7 = 3";
 
 fn serve(dir: &Path, extra: &[&str]) -> Server {
-    let (http, tcp, udp) = (free_port(), free_port(), free_port());
-    let mut args = vec![
-        "--http-addr".to_string(),
-        format!("127.0.0.1:{http}"),
-        "--ilp-tcp-addr".to_string(),
-        format!("127.0.0.1:{tcp}"),
-    ];
-    args.extend(extra.iter().map(|s| s.to_string()));
-    let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    start_with(dir, (http, tcp, udp), &args)
+    start_on_free_ports(dir, |(http, tcp, _)| {
+        let mut args = vec![
+            "--http-addr".to_string(),
+            format!("127.0.0.1:{http}"),
+            "--ilp-tcp-addr".to_string(),
+            format!("127.0.0.1:{tcp}"),
+        ];
+        args.extend(extra.iter().map(|s| s.to_string()));
+        args
+    })
 }
 
 fn exec(server: &Server, query: &str, extra: &str) -> Reply {

@@ -27,21 +27,36 @@ pub struct Server {
 }
 
 pub fn start(dir: &Path) -> Server {
-    let (http, tcp, udp) = (free_port(), free_port(), free_port());
-    start_with(
-        dir,
-        (http, tcp, udp),
-        &[
-            "--http-addr",
-            &format!("127.0.0.1:{http}"),
-            "--ilp-tcp-addr",
-            &format!("127.0.0.1:{tcp}"),
-            "--ilp-udp-addr",
-            &format!("127.0.0.1:{udp}"),
-        ],
-    )
+    start_on_free_ports(dir, |(http, tcp, udp)| {
+        vec![
+            "--http-addr".to_string(),
+            format!("127.0.0.1:{http}"),
+            "--ilp-tcp-addr".to_string(),
+            format!("127.0.0.1:{tcp}"),
+            "--ilp-udp-addr".to_string(),
+            format!("127.0.0.1:{udp}"),
+        ]
+    })
 }
 
+/// Starts a server on ports `free_port` picked, with the arguments `args` makes of them. A
+/// port is free when picked but another test's server may take it before this one binds it:
+/// a server that exits before serving is started again on other ports.
+pub fn start_on_free_ports(dir: &Path, args: impl Fn((u16, u16, u16)) -> Vec<String>) -> Server {
+    for _ in 0..5 {
+        let ports = (free_port(), free_port(), free_port());
+        let args = args(ports);
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let mut server = start_with(dir, ports, &args);
+        if server.child.try_wait().unwrap().is_none() {
+            return server;
+        }
+    }
+    panic!("the server did not start on five sets of free ports");
+}
+
+/// Starts a server with `args`; it may have exited (see [`start_on_free_ports`]) if it could
+/// not serve.
 pub fn start_with(dir: &Path, (http, tcp, udp): (u16, u16, u16), args: &[&str]) -> Server {
     let pg = format!("127.0.0.1:{}", free_port());
     let mut child = Command::new(env!("CARGO_BIN_EXE_sundial"))
@@ -64,6 +79,15 @@ pub fn start_with(dir: &Path, (http, tcp, udp): (u16, u16, u16), args: &[&str]) 
         if line.contains("sundial serving") {
             break;
         }
+    }
+    // Without that line the server exited; let it be reaped so `try_wait` sees it.
+    if !log
+        .lock()
+        .unwrap()
+        .iter()
+        .any(|l| l.contains("sundial serving"))
+    {
+        let _ = child.wait();
     }
     let more = log.clone();
     std::thread::spawn(move || {
