@@ -11,6 +11,8 @@
 #   SUNDIAL_HTTP_ADDR=127.0.0.1:29000  SUNDIAL_PG_ADDR=127.0.0.1:28812
 #   SUNDIAL_ILP_ADDR=127.0.0.1:29009 (ILP over TCP)
 #   SUNDIAL_START_TIMEOUT=30  SUNDIAL_STOP_TIMEOUT=60  (seconds)
+#   SUNDIAL_AUTH=off: the peers' loaders send no credentials (QuestDB's open edition has none);
+#   pass --auth required among the serve flags to measure with logins.
 # The binary is target/release/sundial (build it first); its log is ROOT/sundial.log.
 set -euo pipefail
 SCRIPT_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -30,7 +32,7 @@ start() { # root [serve flags]
     [[ -x $BIN ]] || die "$BIN missing: cargo build --release -p sundial-server"
     [[ -n ${SUNDIAL_KEEP_DATA:-} ]] || rm -rf "$root/data"
     mkdir -p "$root"
-    "$BIN" serve --data-dir "$root/data" --http-addr "$SUNDIAL_HTTP_ADDR" \
+    SUNDIAL_AUTH=${SUNDIAL_AUTH:-off} "$BIN" serve --data-dir "$root/data" --http-addr "$SUNDIAL_HTTP_ADDR" \
         --pg-addr "$SUNDIAL_PG_ADDR" --ilp-tcp-addr "$SUNDIAL_ILP_ADDR" "$@" \
         >"$root/sundial.out" 2>"$root/sundial.log" &
     echo $! >"$root/sundial.pid"

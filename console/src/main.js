@@ -1,10 +1,15 @@
-// Sundial's web console: wires the editor, results grid, chart, schema panel, upload, history and
-// status together. One statement runs at a time: running another (or paging) aborts the request
-// under way.
+// Sundial's web console: wires the login, editor, results grid, chart, schema panel, upload,
+// history and status together. One statement runs at a time: running another (or paging) aborts
+// the request under way.
+//
+// The page first asks GET /login whether credentials are required and who its session cookie
+// names; it shows either the login form or the app (the other stays hidden, so the editor keeps
+// its text across a re-login). A 401 to any request while the app is in use means the session
+// ended: the request under way is cancelled, polling stops and the form comes back.
 
 import 'uplot/dist/uPlot.min.css';
 import './style.css';
-import { exec } from './api.js';
+import { exec, logout, onUnauthorized, whoami } from './api.js';
 import { createEditor } from './editor.js';
 import { createGrid, PAGE_ROWS } from './grid.js';
 import { createChart } from './chart.js';
@@ -13,6 +18,8 @@ import { createSchema } from './schema.js';
 import { createUpload } from './upload.js';
 import { createHistory } from './history.js';
 import { createStatus } from './status.js';
+import { createLogin } from './login.js';
+import { sessionView, userLabel, SESSION_ENDED } from './session.js';
 import { el, fill, formatCount, formatMs } from './dom.js';
 
 const $ = (id) => document.getElementById(id);
@@ -32,8 +39,63 @@ const schema = createSchema($('schema'), {
 });
 createUpload($('upload'), () => schema.refresh());
 const history = createHistory($('history-panel'), (text) => editor.setText(text));
-createStatus($('status'));
-schema.refresh();
+const statusPanel = createStatus($('status'));
+const loginForm = createLogin($('login-view'), ({ user, role }) => enter({ user, role, logout: true }));
+const logoutButton = $('logout');
+let inApp = false;
+
+onUnauthorized(() => showForm(SESSION_ENDED));
+logoutButton.addEventListener('click', leave);
+whoami().then((answer) => {
+  const view = sessionView(answer);
+  if (view.view === 'form') showForm(null);
+  else enter(view);
+});
+
+/** Shows the app for `user` (null: the server requires no login) and starts its requests. */
+function enter({ user, role, logout: canLogOut }) {
+  inApp = true;
+  $('login-view').hidden = true;
+  $('app').hidden = false;
+  $('help').hidden = false;
+  $('status').hidden = false;
+  fill($('session-user'), user ? userLabel(user, role) : '');
+  logoutButton.hidden = !canLogOut;
+  logoutButton.disabled = false;
+  $('session').hidden = !user && !canLogOut;
+  statusPanel.start();
+  schema.refresh();
+  editor.view.focus();
+}
+
+/** Shows the login form (with `message` above it), stopping what the app does. */
+function showForm(message) {
+  if (inApp) {
+    inApp = false;
+    controller?.abort();
+    statusPanel.stop();
+    $('app').hidden = true;
+    $('help').hidden = true;
+    $('status').hidden = true;
+    $('session').hidden = true;
+  }
+  $('login-view').hidden = false;
+  loginForm.show(message);
+}
+
+/** Log out: the session ends, and the results of this user are cleared from the page. */
+async function leave() {
+  logoutButton.disabled = true;
+  controller?.abort();
+  statusPanel.stop();
+  await logout();
+  current = null;
+  chart.clear();
+  if (mode === 'chart') setMode('grid');
+  grid.message('');
+  fill(info);
+  showForm('You have logged out.');
+}
 
 runButton.addEventListener('click', () => {
   if (controller) controller.abort();

@@ -1,6 +1,8 @@
 // The status panel: GET /status every POLL_MS (version, uptime, tables, rows ingested since
 // start); rows per second is the difference of two polls' totals over the time between them.
-// Whatever is missing (no /status, or a field absent) shows "n/a".
+// Whatever is missing (no /status, or a field absent) shows "n/a". Polling runs between
+// `start()` and `stop()` (the page stops it while its login form shows: a poll with an ended
+// session would only be refused).
 
 import { status } from './api.js';
 import { el, fill, formatCount, formatMs } from './dom.js';
@@ -20,10 +22,14 @@ export function createStatus(parent) {
   const tables = field('tables', 'status-tables');
   const rate = field('rows/s', 'status-rate');
   let previous = null;
+  let timer = 0;
+  let generation = 0;
 
   const number = (v) => (typeof v === 'number' && Number.isFinite(v) ? v : null);
   async function poll() {
+    const mine = generation;
     const s = await status();
+    if (mine !== generation) return;
     const now = performance.now();
     const state = s?.status;
     parent.classList.toggle('down', !s || (state !== undefined && state !== 'ok'));
@@ -41,7 +47,18 @@ export function createStatus(parent) {
       fill(rate, 'n/a');
     }
     previous = rows === null ? null : { rows, at };
-    setTimeout(poll, s ? POLL_MS : POLL_MISSING_MS);
+    timer = setTimeout(poll, s ? POLL_MS : POLL_MISSING_MS);
   }
-  poll();
+  function stop() {
+    generation++;
+    clearTimeout(timer);
+    previous = null;
+  }
+  return {
+    start() {
+      stop();
+      poll();
+    },
+    stop,
+  };
 }

@@ -1,10 +1,12 @@
-// Tests of the console's logic that needs no browser: statement splitting and chart data.
+// Tests of the console's logic that needs no browser: statement splitting, chart data and the
+// login state.
 // Run with `npm test` (node --test); tests/clients/test_console.py drives the whole page.
 
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { statementRanges, statementAt } from '../src/statements.js';
 import { chartPlan, chartData, epochSeconds, SERIES_MAX } from '../src/chartdata.js';
+import { sessionView, userLabel, loginFailure } from '../src/session.js';
 
 test('statements split at semicolons outside quotes and comments', () => {
   const text = "SELECT ';' AS a; -- no; split\nSELECT \"x;y\" /* ; */ FROM t;";
@@ -84,4 +86,43 @@ test('series are capped', () => {
   assert.equal(data.length, SERIES_MAX + 1);
   assert.equal(labels[0], 'k0: v');
   assert.ok(capped);
+});
+
+test('what GET /login means for the page', () => {
+  const app = (user, role, logout) => ({ view: 'app', user, role, logout });
+  assert.deepEqual(sessionView({ auth: 'off', user: null, role: null }), app(null, null, false));
+  assert.deepEqual(sessionView({ auth: 'required', user: null, role: null }),
+    { view: 'form', user: null, role: null, logout: false });
+  assert.deepEqual(sessionView({ auth: 'required', user: 'admin', role: 'admin' }), app('admin', 'admin', true));
+  assert.deepEqual(sessionView({ auth: 'required', user: 'bob', role: 'read' }), app('bob', 'read', true));
+  // A user without a role is still logged in; an unknown role is not shown as one.
+  assert.deepEqual(sessionView({ auth: 'required', user: 'eve', role: null }), app('eve', null, true));
+  assert.deepEqual(sessionView({ auth: 'required', user: 'eve', role: 'root' }), app('eve', null, true));
+  // With auth off there is nothing to log out of, even if a user is named.
+  assert.deepEqual(sessionView({ auth: 'off', user: 'admin', role: 'admin' }), app('admin', 'admin', false));
+  // No answer (an older server without /login, a network failure): the app, whose requests
+  // show their own errors.
+  for (const none of [null, undefined, 'text', 42, [], {}]) {
+    assert.deepEqual(sessionView(none), app(null, null, false), JSON.stringify(none));
+  }
+  // Hostile answers: a name that is not a string or is empty means no user; a huge one is cut.
+  for (const user of [42, '', {}, ['admin'], true]) {
+    assert.equal(sessionView({ auth: 'required', user, role: 'admin' }).view, 'form', JSON.stringify(user));
+  }
+  assert.equal(sessionView({ auth: 'required', user: 'x'.repeat(100_000), role: 'read' }).user.length, 64);
+  // Anything but "required" shows no form (the server decides; an unknown value is not a lock-out).
+  assert.equal(sessionView({ auth: 'REQUIRED', user: null }).view, 'app');
+  assert.equal(userLabel('bob', 'read'), 'bob (read)');
+  assert.equal(userLabel('eve', null), 'eve (no role)');
+});
+
+test('what a failed login says', () => {
+  assert.equal(loginFailure(401, 'wrong user name or password'), 'wrong user name or password');
+  assert.equal(loginFailure(401, undefined), 'wrong user name or password');
+  assert.equal(loginFailure(0, 'Failed to fetch'), 'cannot reach the server: Failed to fetch');
+  assert.equal(loginFailure(0, ''), 'cannot reach the server');
+  assert.match(loginFailure(404, undefined), /no login/);
+  assert.equal(loginFailure(400, 'send {"user": ...} as JSON'), 'send {"user": ...} as JSON');
+  assert.equal(loginFailure(503, null), 'login failed: HTTP 503');
+  assert.equal(loginFailure(500, 'x'.repeat(10_000)).length, 500);
 });

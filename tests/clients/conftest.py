@@ -103,6 +103,9 @@ class Server:
         # The flags above win over SUNDIAL_* variables anyway; keep logging at info so the
         # captured stderr says why a line was rejected.
         env.setdefault("SUNDIAL_LOG", "info")
+        # Most tests are about other things than logging in: their HTTP and ILP clients send no
+        # credentials. Security tests pass `--auth required`, which wins over this variable.
+        env["SUNDIAL_AUTH"] = "off"
         env["NO_COLOR"] = "1"
         self._log_file = open(self.log_path, "wb")
         self.proc = subprocess.Popen(

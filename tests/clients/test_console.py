@@ -4,10 +4,15 @@ driven by Selenium through chromedriver (setup.sh installs both).
 One walk through the console as a user would: create a table and insert rows from the editor
 (Ctrl-Enter), see them in the grid and page through them, plot a SAMPLE BY query and a keyed one
 (one series per key), upload a CSV and see its table in the side panel, and see a bad query's
-error marked in the editor at the place the server names. Every step waits for what it expects
-on the page (explicit waits, no sleeps) and saves a screenshot into
-$SUNDIAL_CONSOLE_SCREENSHOTS (default target/console-screenshots); with
-SUNDIAL_CONSOLE_DOCS=1 the set is also copied into docs/console/ for the README.
+error marked in the editor at the place the server names; that walk runs on a server started
+with `--auth off` (no login form, no log-out button). Then the login (`--auth required`): the
+form, a wrong password's error, admin's login and a query, the session cookie (HttpOnly,
+SameSite=Strict, invisible to the page), an ended session sending the page back to the form, the
+log-out, and the 401 (without a Basic challenge to the console) of a request without a session;
+and a read-only user whose CREATE TABLE is refused. Every step waits for what it expects on the
+page (explicit waits, no sleeps) and saves a screenshot into $SUNDIAL_CONSOLE_SCREENSHOTS
+(default target/console-screenshots); with SUNDIAL_CONSOLE_DOCS=1 the set is also copied into
+docs/console/ for the README.
 """
 
 from __future__ import annotations
@@ -15,6 +20,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import urllib.error
 import urllib.request
 from pathlib import Path
 
@@ -49,6 +55,35 @@ return [...root.querySelectorAll('.cm-content .cm-line')].map((line) => {
 RUNS = "return Number(document.getElementById('result-info').dataset.runs || 0)"
 CHROMIUM = [os.environ.get("CHROMIUM", ""), "/usr/bin/chromium", "/usr/bin/chromium-browser"]
 CHROMEDRIVER = [os.environ.get("CHROMEDRIVER", ""), "/usr/bin/chromedriver"]
+
+
+# A request to /exec made by the page itself (with the console's header): its status, the
+# WWW-Authenticate header and the body.
+FETCH_EXEC = """
+const done = arguments[arguments.length - 1];
+fetch('exec?query=SELECT%201', {headers: {'X-Sundial-Console': '1'}})
+  .then(async (r) => done({status: r.status, challenge: r.headers.get('WWW-Authenticate'),
+                           body: await r.text()}))
+  .catch((e) => done({status: -1, challenge: null, body: String(e)}));
+"""
+# Records every state of the login button's `disabled` while a login is under way (the page
+# disables it before its request starts, so no timing is involved).
+WATCH_SUBMIT = """
+const button = document.getElementById('login-submit');
+window.submitStates = [];
+new MutationObserver(() => window.submitStates.push(button.disabled))
+  .observe(button, {attributes: true, attributeFilter: ['disabled']});
+"""
+
+
+def http_get(url: str, headers: dict[str, str] | None = None):
+    """GET `url`: (status, headers, body), whatever the status."""
+    request = urllib.request.Request(url, headers=headers or {})
+    try:
+        with urllib.request.urlopen(request, timeout=30) as answer:
+            return answer.status, answer.headers, answer.read()
+    except urllib.error.HTTPError as e:
+        return e.code, e.headers, e.read()
 
 
 def first_file(paths: list[str]) -> str | None:
@@ -164,8 +199,38 @@ class Console:
         labels = self.driver.find_elements(By.CSS_SELECTOR, "#chart-view .u-legend .u-series .u-label")
         return [label.text for label in labels]
 
+    def shown(self, css: str) -> bool:
+        found = self.driver.find_elements(By.CSS_SELECTOR, css)
+        return bool(found) and found[0].is_displayed()
 
-def test_console(server, browser, tmp_path):
+    def wait_app(self) -> None:
+        """Waits for the app (editor and side panel) to show."""
+        self.until(lambda d: self.shown("#app") and d.execute_script(
+            "return !!document.getElementById('editor').shadowRoot?.querySelector('.cm-content')"),
+            "the app did not show")
+
+    def wait_form(self) -> None:
+        self.until(lambda d: self.shown("#login-form") and not self.shown("#app"),
+                   "the login form did not show")
+
+    def log_in(self, user: str, password: str) -> None:
+        """Types `user` and `password` into the login form and submits it with Enter."""
+        self.wait_form()
+        name = self.driver.find_element(By.ID, "login-user")
+        name.clear()
+        name.send_keys(user)
+        secret = self.driver.find_element(By.ID, "login-password")
+        secret.clear()
+        secret.send_keys(password, Keys.ENTER)
+
+    def fetch_exec(self) -> dict:
+        """GET /exec from the page (same origin, the console's header, the page's cookies)."""
+        return self.driver.execute_async_script(FETCH_EXEC)
+
+
+def test_console(start_server, browser, tmp_path):
+    # No login: the walk through the console as before, with no form and no log-out button.
+    server = start_server(["--auth", "off"])
     shots = screenshot_dir()
     page = Console(browser, shots)
     # The page and its assets, with the headers the console relies on.
@@ -181,6 +246,7 @@ def test_console(server, browser, tmp_path):
         "return !!document.getElementById('editor').shadowRoot?.querySelector('.cm-content')"),
         "CodeMirror did not start")
     page.until(lambda d: "no tables yet" in page.text("#schema"), "the side panel is not empty")
+    assert not page.shown("#login-form") and not page.shown("#logout")
     # The status panel shows the server's /status, or n/a where it has none.
     page.until(lambda d: page.text("#status-version") != "", "no status")
     status = json.loads(urllib.request.urlopen(f"{server.http_url}/exec?query=SELECT%201",
@@ -310,3 +376,154 @@ def test_console(server, browser, tmp_path):
         docs.mkdir(parents=True, exist_ok=True)
         for name in ["editor", "results", "chart", "upload", "error"]:
             shutil.copyfile(shots / f"{name}.png", docs / f"{name}.png")
+
+
+def test_console_login(start_server, browser):
+    server = start_server(["--auth", "required"])
+    shots = screenshot_dir()
+    page = Console(browser, shots)
+    # Without credentials every request is refused; the console's own (X-Sundial-Console) get
+    # no Basic challenge, which would make the browser ask for a password itself.
+    status, headers, body = http_get(f"{server.http_url}/exec?query=SELECT%201")
+    assert status == 401, body
+    assert headers["WWW-Authenticate"].startswith("Basic"), dict(headers)
+    status, headers, body = http_get(f"{server.http_url}/exec?query=SELECT%201",
+                                     {"X-Sundial-Console": "1"})
+    assert status == 401 and "error" in json.loads(body), body
+    assert headers["WWW-Authenticate"] is None, dict(headers)
+    status, _, body = http_get(f"{server.http_url}/login")
+    assert status == 200 and json.loads(body) == {"auth": "required", "user": None, "role": None}
+
+    # The page opens on the login form, with labelled fields a password manager understands.
+    browser.get(f"{server.http_url}/")
+    page.wait_form()
+    assert not page.shown("#status") and not page.shown("#session")
+    assert browser.switch_to.active_element.get_attribute("id") == "login-user"
+    for field, autocomplete in [("login-user", "username"), ("login-password", "current-password")]:
+        element = browser.find_element(By.ID, field)
+        assert element.get_attribute("autocomplete") == autocomplete
+        assert browser.find_elements(By.CSS_SELECTOR, f"label[for='{field}']"), field
+    assert browser.find_element(By.ID, "login-password").get_attribute("type") == "password"
+    page.shot("login")
+
+    # A wrong password: the error line, the button disabled while the server took its time.
+    browser.execute_script(WATCH_SUBMIT)
+    page.log_in("admin", "not the password")
+    page.until(lambda d: page.text("#login-error") == "wrong user name or password",
+               "no error for a wrong password")
+    assert browser.execute_script("return window.submitStates") == [True, False]
+    assert browser.find_element(By.ID, "login-password").get_attribute("value") == ""
+    assert page.shown("#login-form") and not page.shown("#app")
+    page.shot("login-error")
+
+    # admin logs in (Enter in the password field) and runs statements.
+    page.log_in("admin", "quest")
+    page.wait_app()
+    assert page.text("#session-user") == "admin (admin)"
+    assert page.shown("#logout")
+    page.until(lambda d: "no tables yet" in page.text("#schema"), "the side panel did not fill")
+    page.until(lambda d: page.text("#status-version") not in ("", "n/a"), "no status")
+    info = page.run("CREATE TABLE readings (ts TIMESTAMP, v DOUBLE) TIMESTAMP(ts)")
+    assert info.startswith("OK"), info
+    info = page.run("INSERT INTO readings SELECT to_timestamp_micros(x * 1000000) AS ts, "
+                    "x * 0.5 AS v FROM generate_series(1, 3) AS g(x)")
+    assert info.startswith("OK"), info
+    info = page.run("SELECT v FROM readings ORDER BY ts")
+    assert "3 rows" in info, info
+    assert [r[1:] for r in page.grid_rows()] == [["0.5"], ["1"], ["1.5"]]
+    page.shot("logged-in")
+
+    # The session cookie: HttpOnly (the page's scripts cannot read it), SameSite=Strict.
+    assert "sundial_session" not in browser.execute_script("return document.cookie")
+    cookies = {c["name"]: c for c in browser.get_cookies()}
+    assert "sundial_session" in cookies, cookies
+    assert cookies["sundial_session"]["httpOnly"] is True
+    assert cookies["sundial_session"]["sameSite"] == "Strict"
+    assert page.fetch_exec()["status"] == 200
+    # A page opened again with the cookie goes straight to the app.
+    browser.refresh()
+    page.wait_app()
+    page.until(lambda d: page.text("#session-user") == "admin (admin)", "not logged in after reload")
+
+    # A session that ends while the console is in use (here: its cookie is gone) sends the page
+    # back to the form; logging in again finds the editor as it was.
+    browser.delete_cookie("sundial_session")
+    page.type_sql("SELECT count(*) FROM readings")
+    ActionChains(browser).key_down(Keys.CONTROL).send_keys(Keys.ENTER).key_up(
+        Keys.CONTROL).perform()
+    page.wait_form()
+    assert "session has ended" in page.text("#login-note")
+    page.log_in("admin", "quest")
+    page.wait_app()
+    assert page.editor_text() == "SELECT count(*) FROM readings"
+    page.run(None)
+    page.until(lambda d: page.grid_rows() and page.grid_rows()[0][1:] == ["3"], "no count")
+
+    # Log out: back at the form; the cookie is gone and the server refuses the page's requests
+    # (401, still without a Basic challenge).
+    page.click("#logout")
+    page.wait_form()
+    assert "logged out" in page.text("#login-note")
+    assert not page.grid_rows()
+    assert "sundial_session" not in {c["name"] for c in browser.get_cookies()}
+    answer = page.fetch_exec()
+    assert answer["status"] == 401, answer
+    assert answer["challenge"] is None, answer
+    assert "error" in json.loads(answer["body"]), answer
+    status, _, body = http_get(f"{server.http_url}/login")
+    assert json.loads(body)["user"] is None
+
+    # Nothing was refused by the Content-Security-Policy, and no script failed (the refused
+    # requests are logged as "network" errors).
+    severe = [e for e in browser.get_log("browser")
+              if e["level"] == "SEVERE" and e.get("source") != "network"]
+    assert not severe, severe
+
+    if os.environ.get("SUNDIAL_CONSOLE_DOCS") == "1":
+        docs = REPO_ROOT / "docs" / "console"
+        docs.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(shots / "login.png", docs / "login.png")
+
+
+def test_console_read_only_user(start_server, browser, tmp_path):
+    psycopg = pytest.importorskip("psycopg")
+    server = start_server(["--auth", "required"])
+    # Users are made over PostgreSQL's protocol as admin (GET /exec cannot change anything).
+    with psycopg.connect(server.dsn, autocommit=True) as conn:
+        try:
+            conn.execute("CREATE USER bob WITH PASSWORD 'pw'")
+            conn.execute("GRANT READ TO bob")
+        except psycopg.Error as e:
+            pytest.skip(f"the server cannot create users yet: {e}")
+        conn.execute("CREATE TABLE notes (ts TIMESTAMP, n LONG) TIMESTAMP(ts)")
+        conn.execute("INSERT INTO notes VALUES ('2024-01-01T00:00:00Z', 7)")
+    page = Console(browser, screenshot_dir())
+    browser.get(f"{server.http_url}/")
+    page.log_in("bob", "pw")
+    page.wait_app()
+    assert page.text("#session-user") == "bob (read)"
+    page.until(lambda d: d.find_elements(By.CSS_SELECTOR, "#schema li[data-table='notes']"),
+               "bob does not see the table")
+    page.run("SELECT n FROM notes")
+    page.until(lambda d: [r[1:] for r in page.grid_rows()] == [["7"]], "bob cannot query")
+    # A statement above bob's role is refused with its error, shown like any other; bob stays
+    # logged in (403 is not 401).
+    info = page.run("CREATE TABLE bobs (ts TIMESTAMP) TIMESTAMP(ts)")
+    assert "error" in info, info
+    page.until(lambda d: d.find_elements(By.CSS_SELECTOR, "#grid-view .message.error"),
+               "no error shown")
+    error = page.text("#grid-view .message.error")
+    assert "permission denied" in error and "bob" in error, error
+    assert page.shown("#app") and not page.shown("#login-form")
+    page.shot("read-only")
+    # So is an upload (/imp needs the write role).
+    csv_path = tmp_path / "more.csv"
+    csv_path.write_text("ts,n\n2024-01-02T00:00:00.000000Z,8\n")
+    browser.find_element(By.ID, "upload-file").send_keys(str(csv_path))
+    browser.find_element(By.ID, "upload-submit").click()
+    page.until(lambda d: "permission denied" in page.text("#upload-result"),
+               "no error for bob's upload")
+    assert page.shown("#app") and page.text("#session-user") == "bob (read)"
+    severe = [e for e in browser.get_log("browser")
+              if e["level"] == "SEVERE" and e.get("source") != "network"]
+    assert not severe, severe

@@ -61,6 +61,11 @@ const CONTENT_SECURITY_POLICY: &str = "default-src 'none'; script-src 'self'; \
      style-src 'self'; img-src 'self' data:; font-src 'self'; connect-src 'self'; \
      form-action 'self'; base-uri 'none'; frame-ancestors 'none'";
 
+/// Whether `path` is one of the console's files (served to anyone: the page logs in itself).
+pub(crate) fn is_console_path(path: &str) -> bool {
+    path == "/" || ASSETS.iter().any(|a| a.path == path)
+}
+
 /// `router` with the console's routes: `/` and every asset's path.
 pub(crate) fn routes<S: Clone + Send + Sync + 'static>(router: Router<S>) -> Router<S> {
     let mut router = router.route("/", get(|headers: HeaderMap| serve(0, headers)));

@@ -22,9 +22,10 @@ use std::sync::Arc;
 use arrow::datatypes::{DataType, SchemaRef};
 use arrow::record_batch::RecordBatch;
 use axum::body::Body;
-use axum::extract::{Query, State};
+use axum::extract::{Extension, Query, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
+use sundial_query::Caller;
 use tokio::time::Instant;
 
 use crate::HttpSql;
@@ -42,12 +43,13 @@ pub(crate) fn flag(params: &HashMap<String, String>, name: &str) -> bool {
 pub(crate) async fn exec(
     State(http): State<Arc<HttpSql>>,
     Client(client): Client,
+    Extension(caller): Extension<Caller>,
     Query(params): Query<HashMap<String, String>>,
     headers: HeaderMap,
 ) -> Response {
     let started = Instant::now();
     let query = params.get("query").cloned().unwrap_or_default();
-    answer(&http, &params, &headers, &query, (started, client))
+    answer(&http, &params, &headers, &query, (started, client, caller))
         .await
         .unwrap_or_else(|e| e.query_response(&query))
 }
@@ -57,13 +59,21 @@ async fn answer(
     params: &HashMap<String, String>,
     headers: &HeaderMap,
     query: &str,
-    (started, client): (Instant, Option<std::net::SocketAddr>),
+    (started, client, caller): (Instant, Option<std::net::SocketAddr>, Caller),
 ) -> Result<Response, Error> {
     let default_timeout_ms = http.options.statement_timeout_ms;
     let request = Request {
         count_all: flag(params, "count"),
         client,
-        ..Request::from_params(query, params, headers, default_timeout_ms, true, started)?
+        ..Request::from_params(
+            query,
+            params,
+            headers,
+            default_timeout_ms,
+            true,
+            started,
+            caller,
+        )?
     };
     let encoder = JsonAnswer {
         query: query.to_string(),

@@ -16,9 +16,10 @@ use std::sync::Arc;
 
 use arrow::datatypes::SchemaRef;
 use arrow::record_batch::RecordBatch;
-use axum::extract::{Query, State};
+use axum::extract::{Extension, Query, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
+use sundial_query::Caller;
 use tokio::time::Instant;
 
 use crate::HttpSql;
@@ -30,12 +31,13 @@ use crate::query::{Client, Encoder, Request, Started, Tail, start};
 pub(crate) async fn exp(
     State(http): State<Arc<HttpSql>>,
     Client(client): Client,
+    Extension(caller): Extension<Caller>,
     Query(params): Query<HashMap<String, String>>,
     headers: HeaderMap,
 ) -> Response {
     let started = Instant::now();
     let query = params.get("query").cloned().unwrap_or_default();
-    answer(&http, &params, &headers, &query, (started, client))
+    answer(&http, &params, &headers, &query, (started, client, caller))
         .await
         .unwrap_or_else(|e| e.query_response(&query))
 }
@@ -45,13 +47,21 @@ async fn answer(
     params: &HashMap<String, String>,
     headers: &HeaderMap,
     query: &str,
-    (started, client): (Instant, Option<std::net::SocketAddr>),
+    (started, client, caller): (Instant, Option<std::net::SocketAddr>, Caller),
 ) -> Result<Response, Error> {
     let default_timeout_ms = http.options.statement_timeout_ms;
     let request = Request {
         select_only: true,
         client,
-        ..Request::from_params(query, params, headers, default_timeout_ms, false, started)?
+        ..Request::from_params(
+            query,
+            params,
+            headers,
+            default_timeout_ms,
+            false,
+            started,
+            caller,
+        )?
     };
     match params.get("fmt").map(|f| f.trim().to_ascii_lowercase()) {
         None => {}

@@ -34,12 +34,13 @@ use std::sync::Arc;
 
 use axum::body::Bytes;
 use axum::extract::multipart::{Field, MultipartError, MultipartRejection};
-use axum::extract::{Multipart, Query, State};
+use axum::extract::{Extension, Multipart, Query, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use sundial_csv::{
     Atomicity, ColumnKind, CsvOptions, CsvReader, TimestampFormat, detect_delimiter,
 };
+use sundial_query::{Caller, Role};
 use sundial_storage::{ColumnType, PartitionBy};
 use tokio::sync::mpsc;
 
@@ -61,6 +62,7 @@ const REPORTED_ERRORS_MAX: usize = 1000;
 
 pub(crate) async fn imp(
     State(http): State<Arc<HttpSql>>,
+    Extension(caller): Extension<Caller>,
     Query(params): Query<HashMap<String, String>>,
     headers: HeaderMap,
     multipart: Result<Multipart, MultipartRejection>,
@@ -68,9 +70,12 @@ pub(crate) async fn imp(
     let json = params
         .get("fmt")
         .is_some_and(|f| f.trim().eq_ignore_ascii_case("json"));
-    let result = match multipart {
-        Ok(multipart) => import(&http, &params, &headers, multipart).await,
-        Err(rejection) => Err(Error::BadRequest(format!(
+    // Before any of the body is read: a caller that may not write uploads nothing.
+    let allowed = http.engine.check_role(&caller, Role::Write, "/imp");
+    let result = match (allowed, multipart) {
+        (Err(e), _) => Err(Error::Query(e)),
+        (Ok(()), Ok(multipart)) => import(&http, &params, &headers, multipart).await,
+        (Ok(()), Err(rejection)) => Err(Error::BadRequest(format!(
             "/imp takes multipart/form-data: {}",
             rejection.body_text()
         ))),

@@ -25,6 +25,7 @@
 //! hosts that accept it ([`Gzip`]). Requests of web pages from other origins are refused, and
 //! answers carry CORS headers, only for the origins the operator allows ([`origin`]).
 
+pub mod auth;
 mod console;
 mod csv_out;
 mod error;
@@ -35,6 +36,8 @@ pub mod json;
 pub mod load;
 pub mod origin;
 mod query;
+#[cfg(test)]
+mod roles_tests;
 
 use std::sync::Arc;
 
@@ -151,6 +154,7 @@ pub fn sql_router(state: HttpSql) -> Router {
         allowed,
         origin::refuse_foreign_pages,
     ));
+    let router = router.layer(axum::middleware::from_fn(trusted_without_authentication));
     // The console's files change nothing and cannot be framed, and a link to the console on
     // another site's page must open it: they are served outside the origin check.
     console::routes(router)
@@ -178,6 +182,26 @@ fn cors_layer(allowed: &AllowedOrigins) -> Option<CorsLayer> {
             .allow_headers(Any)
             .expose_headers([header::CONTENT_DISPOSITION]),
     )
+}
+
+/// A request that arrives without a [`sundial_query::Caller`] runs as the trusted caller: this
+/// router served alone (tests, tools on a data directory of their own) has no users. `sundial
+/// serve` puts [`auth::authenticate`] in front of it, which gives every request that gets this
+/// far its caller.
+async fn trusted_without_authentication(
+    mut request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> axum::response::Response {
+    if request
+        .extensions()
+        .get::<sundial_query::Caller>()
+        .is_none()
+    {
+        request
+            .extensions_mut()
+            .insert(sundial_query::Caller::trusted());
+    }
+    next.run(request).await
 }
 
 /// Drops `Accept-Encoding` from requests of clients on this host (see [`Gzip::Remote`]).

@@ -28,7 +28,7 @@ use arrow::record_batch::RecordBatch;
 use axum::body::{Body, Bytes};
 use axum::http::HeaderMap;
 use futures::{Stream, StreamExt};
-use sundial_query::{Engine, Output};
+use sundial_query::{Caller, Engine, Output};
 use tokio::time::Instant;
 
 use crate::error::Error;
@@ -167,6 +167,8 @@ pub(crate) struct Request {
     pub started: Instant,
     /// The client's address, for the statement log.
     pub client: Option<std::net::SocketAddr>,
+    /// Who runs the statement: the engine checks its role (see `sundial_query::Engine::run_as`).
+    pub caller: Caller,
 }
 
 impl Request {
@@ -180,6 +182,7 @@ impl Request {
         default_timeout_ms: u64,
         one_based: bool,
         started: Instant,
+        caller: Caller,
     ) -> Result<Request, Error> {
         if query.trim().is_empty() {
             return Err(Error::BadRequest("No query text".into()));
@@ -192,6 +195,7 @@ impl Request {
             timeout_ms: timeout_ms(headers, default_timeout_ms)?,
             started,
             client: None,
+            caller,
         })
     }
 
@@ -408,12 +412,15 @@ async fn run(
     engine: &Engine,
     sql: &str,
     select_only: bool,
+    caller: &Caller,
 ) -> Result<(Output, Option<String>), Error> {
-    let prepared = engine.prepare(sql).await?;
+    let prepared = engine.prepare_as(sql, caller).await?;
     if select_only && prepared.schema.is_none() {
         return Err(Error::NotSelect);
     }
-    let output = engine.run_prepared(&prepared, Vec::new()).await?;
+    let output = engine
+        .run_prepared_as(&prepared, Vec::new(), caller)
+        .await?;
     Ok((output, prepared.designated_timestamp))
 }
 
@@ -433,13 +440,13 @@ async fn produce<E: Encoder>(
     let compile = Instant::now();
     let output = match deadline {
         Some(d) => {
-            match tokio::time::timeout_at(d, run(&engine, &request.sql, request.select_only)).await
-            {
+            let running = run(&engine, &request.sql, request.select_only, &request.caller);
+            match tokio::time::timeout_at(d, running).await {
                 Ok(output) => output,
                 Err(_) => Err(Error::Timeout(request.timeout_ms)),
             }
         }
-        None => run(&engine, &request.sql, request.select_only).await,
+        None => run(&engine, &request.sql, request.select_only, &request.caller).await,
     };
     let compiler_ns = nanos_since(compile);
     let (mut stream, timestamp) = match output {

@@ -194,6 +194,8 @@ pub struct Metrics {
     queries: [[IntCounter; 3]; 2],
     query_seconds: [Histogram; 2],
     connections: [IntGauge; 3],
+    /// `sundial_auth_failures_total{protocol}`: failed logins, by listener.
+    auth_failures: [IntCounter; 3],
     /// `sundial_query_memory_bytes`, set at scrape time.
     pub query_memory: IntGauge,
     /// `sundial_tables`, set at scrape time.
@@ -337,6 +339,14 @@ impl Metrics {
             &["protocol"],
         );
         let connections = Connection::ALL.map(|c| connections_vec.with_label_values(&[c.label()]));
+        let auth_failures = counter_vec(
+            &r,
+            "sundial_auth_failures_total",
+            "Failed logins (a wrong or unknown user, password, token, session or ILP key), by \
+             listener.",
+            &["protocol"],
+        );
+        let auth_failures = Connection::ALL.map(|c| auth_failures.with_label_values(&[c.label()]));
         let query_memory = gauge(
             &r,
             "sundial_query_memory_bytes",
@@ -396,6 +406,7 @@ impl Metrics {
             queries,
             query_seconds,
             connections,
+            auth_failures,
             query_memory,
             tables,
             table_disk_bytes,
@@ -459,6 +470,11 @@ impl Metrics {
     pub fn query(&self, protocol: Protocol, outcome: Outcome, elapsed: Duration) {
         self.queries[protocol as usize][outcome as usize].inc();
         self.query_seconds[protocol as usize].observe(elapsed.as_secs_f64());
+    }
+
+    /// Counts a failed login on the `kind` listener.
+    pub fn auth_failed(&self, kind: Connection) {
+        self.auth_failures[kind as usize].inc();
     }
 
     /// Counts an open connection until the guard is dropped.
@@ -575,6 +591,7 @@ mod tests {
             "sundial_queries_total",
             "sundial_query_duration_seconds",
             "sundial_connections_active",
+            "sundial_auth_failures_total",
             "sundial_query_memory_bytes",
             "sundial_tables",
             "sundial_table_disk_bytes",

@@ -159,15 +159,21 @@ fn redact(text: &str) -> Cow<'_, str> {
                 j += 1;
             }
         }
+        // E'...' (backslash escapes) as well as '...'.
+        let escaped = matches!(bytes.get(j), Some(b'E' | b'e')) && bytes.get(j + 1) == Some(&b'\'');
+        if escaped {
+            j += 1;
+        }
         if j >= bytes.len() || bytes[j] != b'\'' {
             i += WORD.len();
             continue;
         }
-        // The literal's end: the next quote not doubled ('' is a quote inside).
+        // The literal's end: the next quote not doubled ('' is a quote inside) nor escaped.
         let mut k = j + 1;
         loop {
             match bytes.get(k) {
                 None => break,
+                Some(b'\\') if escaped => k += 2,
                 Some(b'\'') if bytes.get(k + 1) == Some(&b'\'') => k += 2,
                 Some(b'\'') => break,
                 Some(_) => k += 1,
@@ -217,6 +223,49 @@ mod tests {
             "PASSWORD '***' PASSWORD '***' tail"
         );
         assert_eq!(redact("é password 'ü'é"), "é password '***'é");
+    }
+
+    /// Every form of the user statements that carries a password (see `sundial_sql::users`).
+    #[test]
+    fn user_statement_passwords_are_redacted() {
+        for (sql, logged) in [
+            (
+                "CREATE USER bob WITH PASSWORD 'hunter2'",
+                "CREATE USER bob WITH PASSWORD '***'",
+            ),
+            (
+                "create user if not exists bob password 'it''s; hunter2'",
+                "create user if not exists bob password '***'",
+            ),
+            (
+                "ALTER USER \"Bob\" PASSWORD 'hunter2'",
+                "ALTER USER \"Bob\" PASSWORD '***'",
+            ),
+            (
+                "ALTER USER bob WITH\n  PASSWORD\n'hunter2'",
+                "ALTER USER bob WITH\n  PASSWORD\n'***'",
+            ),
+            (
+                "ALTER USER bob WITH PASSWORD E'hun\\'ter2' ; SELECT 1",
+                "ALTER USER bob WITH PASSWORD E'***' ; SELECT 1",
+            ),
+            (
+                "ALTER USER bob WITH PASSWORD 'pässwörd 🔑'",
+                "ALTER USER bob WITH PASSWORD '***'",
+            ),
+            // Not a password: left as written.
+            (
+                "ALTER USER bob WITH NO PASSWORD",
+                "ALTER USER bob WITH NO PASSWORD",
+            ),
+            (
+                "CREATE USER bob WITH PASSWORD NULL",
+                "CREATE USER bob WITH PASSWORD NULL",
+            ),
+        ] {
+            assert_eq!(statement_for_log(sql), logged, "{sql}");
+        }
+        assert_eq!(redact("password e'x\\"), "password e'***'");
     }
 
     #[test]

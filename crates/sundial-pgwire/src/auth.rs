@@ -1,5 +1,5 @@
-//! Password authentication: cleartext, MD5 and SCRAM-SHA-256 (RFC 5802 / 7677, without
-//! channel binding since the server does not speak TLS).
+//! Password authentication: cleartext and SCRAM-SHA-256 (RFC 5802 / 7677, without channel
+//! binding), against the server's user store (`sundial-auth`).
 //!
 //! ```text
 //!  server                                   client
@@ -10,26 +10,25 @@
 //!  SASLFinal v=<server signature>      ──▶  (then AuthenticationOk)
 //! ```
 //!
-//! Users' SCRAM secrets (salt, StoredKey, ServerKey) are derived once when the server starts,
-//! so a login costs two HMACs, not 4096.
+//! The store keeps SCRAM verifiers (salt, StoredKey, ServerKey), never passwords, so a login
+//! costs two HMACs. As in PostgreSQL, the `md5` method is served as SCRAM-SHA-256: an MD5
+//! answer can only be checked against the password itself. The cleartext method derives the
+//! verifier from the password sent.
 
-use std::collections::HashMap;
+use std::sync::Arc;
 
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as BASE64;
-use hmac::{Hmac, KeyInit, Mac};
-use md5::Md5;
 use rand::Rng;
 use sha2::{Digest, Sha256};
+use sundial_auth::{equal, hmac};
 
 use crate::codec::{Reader, Writer};
 use crate::error::PgError;
 
-const SCRAM_ITERATIONS: u32 = 4096;
 const SCRAM_MECHANISM: &str = "SCRAM-SHA-256";
 const AUTH_OK: i32 = 0;
 const AUTH_CLEARTEXT: i32 = 3;
-const AUTH_MD5: i32 = 5;
 const AUTH_SASL: i32 = 10;
 const AUTH_SASL_CONTINUE: i32 = 11;
 const AUTH_SASL_FINAL: i32 = 12;
@@ -37,8 +36,9 @@ const AUTH_SASL_FINAL: i32 = 12;
 /// How clients prove who they are.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum AuthMethod {
-    /// The password travels in clear text (only sensible on a trusted network).
+    /// The password travels in clear text (only sensible over TLS or a trusted network).
     Password,
+    /// Asked for as MD5, served as SCRAM-SHA-256 (see the module docs).
     Md5,
     ScramSha256,
 }
@@ -54,40 +54,49 @@ impl AuthMethod {
     }
 }
 
-struct Secret {
-    password: String,
-    salt: [u8; 16],
-    stored_key: [u8; 32],
-    server_key: [u8; 32],
-}
-
-/// The configured users and the method they log in with.
+/// The user store and the method clients log in with.
 pub struct Users {
     method: AuthMethod,
-    users: HashMap<String, Secret>,
+    store: Arc<sundial_auth::Users>,
+    /// Failed logins by address, shared with the server's other listeners.
+    throttle: Arc<sundial_auth::Throttle>,
 }
 
 impl Users {
+    /// Users in memory: the first credential is the built-in admin, the others admins too
+    /// (tests, and tools without a data directory).
     pub fn new(method: AuthMethod, credentials: &[(String, String)]) -> Users {
-        let mut rng = rand::rng();
-        let users = credentials
-            .iter()
-            .map(|(user, password)| {
-                let salt: [u8; 16] = rng.random();
-                let salted = salted_password(password, &salt);
-                let client_key = hmac(&salted, b"Client Key");
-                (
-                    user.clone(),
-                    Secret {
-                        password: password.clone(),
-                        salt,
-                        stored_key: Sha256::digest(client_key).into(),
-                        server_key: hmac(&salted, b"Server Key"),
-                    },
-                )
-            })
-            .collect();
-        Users { method, users }
+        let store = sundial_auth::Users::in_memory(credentials.first().cloned());
+        for (user, password) in credentials.iter().skip(1) {
+            let made = store
+                .create_user(user, Some(password), true)
+                .and_then(|()| store.grant(user, sundial_auth::Role::Admin));
+            if let Err(e) = made {
+                panic!("test user {user}: {e}");
+            }
+        }
+        Users::with_store(method, store, Arc::new(sundial_auth::Throttle::new(1024)))
+    }
+
+    /// The server's store and login throttle.
+    pub fn with_store(
+        method: AuthMethod,
+        store: Arc<sundial_auth::Users>,
+        throttle: Arc<sundial_auth::Throttle>,
+    ) -> Users {
+        Users {
+            method,
+            store,
+            throttle,
+        }
+    }
+
+    pub fn store(&self) -> &Arc<sundial_auth::Users> {
+        &self.store
+    }
+
+    pub fn throttle(&self) -> &sundial_auth::Throttle {
+        &self.throttle
     }
 
     /// Sends the first authentication request for `user`.
@@ -98,12 +107,7 @@ impl Users {
                 out.authentication(AUTH_CLEARTEXT, &[]);
                 Exchange::Password { user }
             }
-            AuthMethod::Md5 => {
-                let salt: [u8; 4] = rand::rng().random();
-                out.authentication(AUTH_MD5, &salt);
-                Exchange::Md5 { user, salt }
-            }
-            AuthMethod::ScramSha256 => {
+            AuthMethod::Md5 | AuthMethod::ScramSha256 => {
                 let mut list = Vec::new();
                 list.extend_from_slice(SCRAM_MECHANISM.as_bytes());
                 list.extend_from_slice(&[0, 0]);
@@ -118,10 +122,6 @@ impl Users {
 pub enum Exchange {
     Password {
         user: String,
-    },
-    Md5 {
-        user: String,
-        salt: [u8; 4],
     },
     ScramFirst {
         user: String,
@@ -146,20 +146,7 @@ impl Exchange {
         match self {
             Exchange::Password { user } => {
                 let given = Reader::new(body).cstr()?;
-                let ok = users
-                    .users
-                    .get(&user)
-                    .is_some_and(|s| equal(s.password.as_bytes(), given.as_bytes()));
-                finish(ok, user, out)
-            }
-            Exchange::Md5 { user, salt } => {
-                let given = Reader::new(body).cstr()?;
-                let ok = users.users.get(&user).is_some_and(|s| {
-                    equal(
-                        md5_answer(&user, &s.password, &salt).as_bytes(),
-                        given.as_bytes(),
-                    )
-                });
+                let ok = users.store.verify_password(&user, given);
                 finish(ok, user, out)
             }
             Exchange::ScramFirst { user } => scram_first(users, user, body, out).map(Some),
@@ -205,12 +192,16 @@ fn scram_first(
         .ok_or_else(|| PgError::Protocol("SCRAM first message without a nonce".into()))?;
     let server_nonce: [u8; 18] = rand::rng().random();
     let nonce = format!("{client_nonce}{}", BASE64.encode(server_nonce));
-    // An unknown user gets a plausible salt and fails at the proof, like a wrong password.
-    let salt = users
-        .users
-        .get(&user)
-        .map_or_else(|| rand::rng().random(), |s| s.salt);
-    let server_first = format!("r={nonce},s={},i={SCRAM_ITERATIONS}", BASE64.encode(salt));
+    // An unknown user (or one without a password) gets a plausible salt and fails at the
+    // proof, like a wrong password.
+    let (salt, iterations) = users.store.scram_secret(&user).map_or_else(
+        || {
+            let salt: [u8; 16] = rand::rng().random();
+            (salt.to_vec(), sundial_auth::SCRAM_ITERATIONS)
+        },
+        |s| (s.salt, s.iterations),
+    );
+    let server_first = format!("r={nonce},s={},i={iterations}", BASE64.encode(salt));
     out.authentication(AUTH_SASL_CONTINUE, server_first.as_bytes());
     Ok(Exchange::ScramFinal {
         user,
@@ -238,7 +229,7 @@ fn scram_final(
     let proof = BASE64
         .decode(proof)
         .map_err(|_| PgError::Protocol("SCRAM proof is not base64".into()))?;
-    let Some(secret) = users.users.get(&user) else {
+    let Some(secret) = users.store.scram_secret(&user) else {
         return Err(PgError::Auth(user));
     };
     let auth_message = format!("{transcript},{without_proof}");
@@ -266,59 +257,9 @@ fn attribute(message: &str, name: char) -> Option<&str> {
     })
 }
 
-fn salted_password(password: &str, salt: &[u8]) -> [u8; 32] {
-    let mut out = [0u8; 32];
-    pbkdf2::pbkdf2_hmac::<Sha256>(password.as_bytes(), salt, SCRAM_ITERATIONS, &mut out);
-    out
-}
-
-fn hmac(key: &[u8], data: &[u8]) -> [u8; 32] {
-    // HMAC accepts keys of any length, so construction cannot fail.
-    let mut mac =
-        <Hmac<Sha256> as KeyInit>::new_from_slice(key).expect("HMAC takes any key length");
-    mac.update(data);
-    mac.finalize().into_bytes().into()
-}
-
-/// `"md5" + md5hex(md5hex(password + user) + salt)`, what an MD5 client sends.
-fn md5_answer(user: &str, password: &str, salt: &[u8; 4]) -> String {
-    let inner = hex(&Md5::digest(format!("{password}{user}").as_bytes()));
-    let mut outer = Md5::new();
-    outer.update(inner.as_bytes());
-    outer.update(salt);
-    format!("md5{}", hex(&outer.finalize()))
-}
-
-fn hex(bytes: &[u8]) -> String {
-    const DIGITS: &[u8; 16] = b"0123456789abcdef";
-    let mut s = String::with_capacity(bytes.len() * 2);
-    for b in bytes {
-        s.push(DIGITS[usize::from(b >> 4)] as char);
-        s.push(DIGITS[usize::from(b & 15)] as char);
-    }
-    s
-}
-
-/// Compares without stopping at the first difference.
-fn equal(a: &[u8], b: &[u8]) -> bool {
-    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn md5_matches_postgres_formula() {
-        // md5(md5("questadmin") + salt), as libpq computes it.
-        let answer = md5_answer("admin", "quest", &[1, 2, 3, 4]);
-        assert!(answer.starts_with("md5"));
-        assert_eq!(answer.len(), 35);
-        assert_eq!(
-            hex(&Md5::digest(b"abc")),
-            "900150983cd24fb0d6963f7d28e17f72"
-        );
-    }
 
     #[test]
     fn scram_round_trip_with_a_client_computation() {
@@ -338,7 +279,8 @@ mod tests {
             .decode(attribute(&server_first, 's').unwrap())
             .unwrap();
         // The client's side of the exchange.
-        let salted = salted_password("quest", &salt);
+        let mut salted = [0u8; 32];
+        pbkdf2::pbkdf2_hmac::<Sha256>(b"quest", &salt, sundial_auth::SCRAM_ITERATIONS, &mut salted);
         let client_key = hmac(&salted, b"Client Key");
         let stored: [u8; 32] = Sha256::digest(client_key).into();
         let without_proof = format!("c=biws,r={nonce}");

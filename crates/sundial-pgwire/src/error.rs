@@ -38,6 +38,13 @@ pub enum PgError {
     /// longest waiting to authenticate when the unauthenticated ones were all taken.
     #[error("{0}")]
     TooManyConnections(String),
+    /// A plain (unencrypted) connection from a peer the TLS policy requires TLS of; the
+    /// message names the peer and what to do.
+    #[error("{0}")]
+    TlsRequired(String),
+    /// The TLS handshake failed, or TLS was asked for in a way the server cannot serve.
+    #[error("{0}")]
+    Tls(String),
     /// The client did not finish logging in within the authentication timeout.
     #[error("authentication timed out: the login did not finish within {ms} ms")]
     AuthTimeout { ms: u64 },
@@ -112,6 +119,8 @@ impl PgError {
             PgError::UnknownSetting(_) => "42704",
             PgError::NotSupported(_) => "0A000",
             PgError::TooManyConnections(_) => "53300",
+            PgError::TlsRequired(_) => "28000",
+            PgError::Tls(_) => "08P01",
             PgError::AuthTimeout { .. } => "08006",
             PgError::DatetimeOverflow(_) => "22008",
             PgError::Canceled | PgError::Timeout => "57014",
@@ -153,6 +162,8 @@ impl PgError {
                 | PgError::Io(_)
                 | PgError::TooManyConnections(_)
                 | PgError::AuthTimeout { .. }
+                | PgError::TlsRequired(_)
+                | PgError::Tls(_)
         )
     }
 }

@@ -14,6 +14,11 @@
 //! table in bounded memory, atomically on the way in; SQL cursors (`DECLARE` / `FETCH`) are
 //! named portals.
 //!
+//! With a certificate ([`PgOptions::tls`]) an SSLRequest is answered 'S' and the session goes
+//! on over TLS (`transport`); so is a connection that opens with a TLS handshake (PostgreSQL
+//! 17's `sslnegotiation=direct`). [`PgOptions::tls_require`] refuses plain logins (SQLSTATE
+//! 28000) from the peers it names.
+//!
 //! A session runs its statements in its own task, on the runtime serving it (the server
 //! serves PostgreSQL on its query runtime): a round trip takes no hand-off between threads.
 //! While it waits for a statement's next batch, the session also watches for a
@@ -24,7 +29,7 @@
 //!
 //! ```text
 //!  server ─▶ session ─▶ shared ─▶ admission, cancel, auth
-//!              └─▶ codec, types, local, copy_in, copy_out, copy_decode, error
+//!              └─▶ codec, types, local, copy_in, copy_out, copy_decode, transport, error
 //! ```
 //!
 //! [`Engine`]: sundial_query::Engine
@@ -43,6 +48,7 @@ mod local;
 mod server;
 mod session;
 mod shared;
+mod transport;
 mod types;
 
 pub use auth::{AuthMethod, Users};

@@ -49,7 +49,13 @@ pub fn classify(sql: &str) -> Option<LocalCommand> {
             name: canonical_name(word(1)),
             value: None,
         },
-        "show" if !matches!(word(1), "tables" | "columns" | "partitions" | "") => {
+        // Sundial's own SHOW statements are the engine's.
+        "show"
+            if !matches!(
+                word(1),
+                "tables" | "columns" | "partitions" | "create" | "users" | ""
+            ) =>
+        {
             let name = match (word(1), word(2)) {
                 ("transaction", "isolation") => "transaction_isolation".to_string(),
                 ("time", "zone") => "timezone".to_string(),

@@ -41,10 +41,9 @@ use arrow::array::{ArrayRef, RecordBatch};
 use arrow::datatypes::{DataType, SchemaRef};
 use futures::stream::{self, BoxStream, StreamExt};
 use sundial_query::copy::CopyOptions;
-use sundial_query::{Engine, Output, Prepared, QueryError, ScalarValue};
+use sundial_query::{Caller, Engine, Output, Prepared, QueryError, ScalarValue};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
-use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::sync::watch;
 
 use crate::admission::{self, Ticket};
@@ -54,6 +53,7 @@ use crate::codec::{self, Message, Reader, Writer};
 use crate::error::PgError;
 use crate::local::{self, LocalCommand};
 use crate::shared::{Shared, stopped};
+use crate::transport::{self, ReadSide, WriteSide};
 use crate::types::{self, ColumnEncoder, Format};
 
 const READ_CHUNK_BYTES: usize = 16 << 10;
@@ -64,8 +64,9 @@ const ENCRYPTION_REQUESTS_MAX: u32 = 2;
 
 pub(crate) struct Session {
     shared: Arc<Shared>,
-    reader: OwnedReadHalf,
-    writer: OwnedWriteHalf,
+    /// Plain TCP, or TLS once the client asked for it (`transport`).
+    reader: ReadSide,
+    writer: WriteSide,
     /// Bytes received but not yet handled.
     input: Vec<u8>,
     out: Writer,
@@ -92,6 +93,9 @@ pub(crate) struct Session {
     reply_due: bool,
     /// The client's address, for the statement log.
     peer: Option<std::net::SocketAddr>,
+    /// Who runs the session's statements: the logged-in user, whose role the engine checks
+    /// at every statement. Until login, a name no user store holds.
+    caller: Caller,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -272,7 +276,7 @@ struct SimpleStatement {
 impl Session {
     pub fn new(shared: Arc<Shared>, stream: TcpStream, stop: watch::Receiver<bool>) -> Session {
         let peer = stream.peer_addr().ok();
-        let (reader, writer) = stream.into_split();
+        let (reader, writer) = transport::plain(stream);
         let (pid, secret, cancel) = shared.cancels.register();
         Session {
             shared,
@@ -294,6 +298,7 @@ impl Session {
             implicit_block: false,
             reply_due: false,
             peer,
+            caller: Caller::user(""),
         }
     }
 
@@ -317,6 +322,7 @@ impl Session {
         };
         // Held until the session ends.
         let _slot = ticket.admit()?;
+        self.caller = Caller::user(user.as_str());
         self.settings
             .insert("session_authorization".into(), (user, true));
         for (name, (value, reportable)) in &self.settings {
@@ -365,6 +371,8 @@ impl Session {
     async fn flush(&mut self) -> Result<(), PgError> {
         if !self.out.buf.is_empty() {
             self.writer.write_all(&self.out.buf).await?;
+            // TLS may hold the last records until flushed (a no-op on plain TCP).
+            self.writer.flush().await?;
             self.out.buf.clear();
         }
         self.reply_due = false;
@@ -375,9 +383,13 @@ impl Session {
     /// sleep, if a polling slot is free: a client that answers promptly is served without a
     /// wake-up's latency. Returns whether bytes arrived (false also at end of stream, which the
     /// blocking read then reports). The read goes around tokio's readiness cache, which only
-    /// the runtime's event loop refreshes.
+    /// the runtime's event loop refreshes. Plain TCP only: under TLS the socket's bytes are
+    /// records for rustls, not messages.
     fn spin_read(&mut self) -> Result<bool, PgError> {
         let spin = Duration::from_micros(self.shared.options.read_spin_us);
+        let Some(socket) = self.reader.plain_socket() else {
+            return Ok(false);
+        };
         if spin.is_zero() {
             return Ok(false);
         }
@@ -385,7 +397,7 @@ impl Session {
         let Some(_slot) = shared.spinners.try_enter() else {
             return Ok(false);
         };
-        let socket = socket2::SockRef::from(self.reader.as_ref());
+        let socket = socket2::SockRef::from(socket);
         let started = Instant::now();
         let mut chunk = [0u8; SPIN_READ_BYTES];
         loop {
@@ -442,12 +454,21 @@ impl Session {
         }
     }
 
-    /// Reads the startup packet, answering SSL/GSS requests with 'N' (at most
-    /// [`ENCRYPTION_REQUESTS_MAX`] of them) and serving a CancelRequest. Returns the user, or
-    /// `None` when the connection carried a cancel.
+    /// Reads the startup packet, answering an SSLRequest with 'S' and going on over TLS when
+    /// the server has a certificate ('N' without one; GSSENCRequests get 'N'; at most
+    /// [`ENCRYPTION_REQUESTS_MAX`] requests), taking a connection that opens with a TLS
+    /// handshake (PostgreSQL 17's direct TLS), and serving a CancelRequest (plain or not). A
+    /// plain login the TLS policy forbids for the peer fails (SQLSTATE 28000). Returns the
+    /// user, or `None` when the connection carried a cancel.
     async fn startup(&mut self) -> Result<Option<String>, PgError> {
         let max = self.shared.options.message_bytes_max;
         let mut encryption_requests = 0;
+        if let Some(tls) = self.shared.options.tls.clone()
+            && self.input.is_empty()
+            && self.reader.peek_first().await? == Some(sundial_tls::TLS_HANDSHAKE_RECORD)
+        {
+            self.start_tls(&tls).await?;
+        }
         loop {
             let parsed = codec::next_startup(&self.input, max)?.map(|(body, n)| (body.to_vec(), n));
             let Some((body, n)) = parsed else {
@@ -459,21 +480,42 @@ impl Session {
             self.input.drain(..n);
             let mut r = Reader::new(&body);
             match r.i32()? {
-                codec::SSL_REQUEST | codec::GSSENC_REQUEST => {
+                code @ (codec::SSL_REQUEST | codec::GSSENC_REQUEST) => {
                     encryption_requests += 1;
                     if encryption_requests > ENCRYPTION_REQUESTS_MAX {
                         return Err(PgError::Protocol(format!(
                             "more than {ENCRYPTION_REQUESTS_MAX} encryption requests"
                         )));
                     }
-                    self.writer.write_all(b"N").await?;
+                    if self.reader.is_tls() {
+                        return Err(PgError::Protocol(
+                            "an encryption request on a connection already using TLS".into(),
+                        ));
+                    }
+                    match self.shared.options.tls.clone() {
+                        Some(tls) if code == codec::SSL_REQUEST => {
+                            // Bytes sent past the request before the handshake would be
+                            // taken as if they had come over TLS (CVE-2021-23214).
+                            if !self.input.is_empty() {
+                                return Err(PgError::Protocol(
+                                    "unencrypted data after the SSLRequest".into(),
+                                ));
+                            }
+                            self.writer.write_all(b"S").await?;
+                            self.start_tls(&tls).await?;
+                        }
+                        _ => self.writer.write_all(b"N").await?,
+                    }
                 }
                 codec::CANCEL_REQUEST => {
                     let (pid, secret) = (r.i32()?, r.i32()?);
                     self.shared.cancels.cancel(pid, secret);
                     return Ok(None);
                 }
-                codec::PROTOCOL_V3 => return self.startup_parameters(r).map(Some),
+                codec::PROTOCOL_V3 => {
+                    self.check_tls_required()?;
+                    return self.startup_parameters(r).map(Some);
+                }
                 version => {
                     return Err(PgError::Protocol(format!(
                         "unsupported frontend protocol {}.{}: the server supports 3.0",
@@ -483,6 +525,33 @@ impl Session {
                 }
             }
         }
+    }
+
+    /// Runs the TLS handshake; the session goes on over TLS.
+    async fn start_tls(&mut self, tls: &sundial_tls::Tls) -> Result<(), PgError> {
+        let reader = std::mem::replace(&mut self.reader, ReadSide::Detached);
+        let writer = std::mem::replace(&mut self.writer, WriteSide::Detached);
+        (self.reader, self.writer) = transport::upgrade(reader, writer, tls).await?;
+        Ok(())
+    }
+
+    /// Fails a plain login from a peer that `tls_require` wants on TLS.
+    fn check_tls_required(&self) -> Result<(), PgError> {
+        let require = self.shared.options.tls_require;
+        let allowed = self.reader.is_tls()
+            || match &self.peer {
+                Some(peer) => require.allows_plain(peer),
+                None => require == sundial_tls::TlsRequire::Off,
+            };
+        if allowed {
+            return Ok(());
+        }
+        let from = self
+            .peer
+            .map_or_else(|| "an unknown address".to_string(), |p| p.to_string());
+        Err(PgError::TlsRequired(format!(
+            "TLS is required for connections from {from}: connect with sslmode=require"
+        )))
     }
 
     fn startup_parameters(&mut self, mut r: Reader<'_>) -> Result<String, PgError> {
@@ -514,7 +583,34 @@ impl Session {
         user.ok_or_else(|| PgError::Protocol("startup packet names no user".into()))
     }
 
+    /// The password exchange, slowed for an address that failed before; a failure is
+    /// counted, remembered and delayed before the client hears of it.
     async fn authenticate(&mut self, user: &str) -> Result<(), PgError> {
+        let ip = self
+            .peer
+            .map_or(std::net::IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED), |p| {
+                p.ip()
+            });
+        let throttle = self.shared.users.throttle();
+        let wait = throttle.delay(ip);
+        if !wait.is_zero() {
+            tokio::time::sleep(wait).await;
+        }
+        let outcome = self.password_exchange(user).await;
+        let throttle = self.shared.users.throttle();
+        match &outcome {
+            Ok(()) => throttle.succeeded(ip),
+            Err(PgError::Auth(_)) => {
+                throttle.failed(ip);
+                sundial_metrics::metrics().auth_failed(sundial_metrics::Connection::Pg);
+                tokio::time::sleep(sundial_auth::FAILURE_DELAY).await;
+            }
+            Err(_) => {}
+        }
+        outcome
+    }
+
+    async fn password_exchange(&mut self, user: &str) -> Result<(), PgError> {
         let shared = self.shared.clone();
         let mut exchange: Exchange = shared.users.begin(user, &mut self.out);
         self.flush().await?;
@@ -822,7 +918,7 @@ impl Session {
         } else if let Some(copy) = sundial_query::copy::parse_copy(sql)? {
             self.prepare_copy(copy).await?
         } else {
-            StatementKind::Engine(self.shared.engine.prepare(sql).await?)
+            StatementKind::Engine(self.shared.engine.prepare_as(sql, &self.caller).await?)
         };
         let inferred: &[Option<DataType>] = match &kind {
             StatementKind::Engine(p) | StatementKind::Declare { query: p, .. } => &p.param_types,
@@ -1041,7 +1137,11 @@ impl Session {
     }
 
     fn start(&self, prepared: Prepared, params: Vec<ScalarValue>) -> Running {
-        let source = match self.shared.engine.run_lookup_now(&prepared, &params) {
+        let source = match self
+            .shared
+            .engine
+            .run_lookup_now(&prepared, &params, &self.caller)
+        {
             Some(Ok((_, batches))) => Source::Ready(
                 batches
                     .into_iter()
@@ -1061,8 +1161,8 @@ impl Session {
 
     /// The items of `prepared`'s run with `params`, produced as the session polls them.
     fn stream(&self, prepared: Prepared, params: Vec<ScalarValue>) -> Source {
-        let engine = self.shared.engine.clone();
-        let run = async move { engine.run_prepared(&prepared, params).await };
+        let (engine, caller) = (self.shared.engine.clone(), self.caller.clone());
+        let run = async move { engine.run_prepared_as(&prepared, params, &caller).await };
         let items = futures::stream::once(run).flat_map(|output| match output {
             Ok(Output::Rows(batches)) => batches
                 .map(|batch| match batch {

@@ -39,6 +39,12 @@ pub struct PgOptions {
     /// microseconds; catching that saves the wake-up of a sleeping thread, which on a virtual
     /// machine costs about as much again as the round trip itself.
     pub read_spin_us: u64,
+    /// The server's certificate: with it, an SSLRequest is answered 'S' and the session
+    /// continues over TLS, and a connection opening with a TLS handshake (PostgreSQL 17's
+    /// direct TLS) is served too. Without it, SSLRequests are answered 'N'.
+    pub tls: Option<Arc<sundial_tls::Tls>>,
+    /// Which peers may log in over plain TCP (refused with SQLSTATE 28000).
+    pub tls_require: sundial_tls::TlsRequire,
 }
 
 impl Default for PgOptions {
@@ -51,6 +57,8 @@ impl Default for PgOptions {
             flush_bytes: 64 << 10,
             statement_timeout_ms: 0,
             read_spin_us: 50,
+            tls: None,
+            tls_require: sundial_tls::TlsRequire::Off,
         }
     }
 }

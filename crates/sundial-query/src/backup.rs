@@ -5,8 +5,8 @@
 //! storage layer's, so `sundial backup` offline and the statement refuse the same targets with
 //! the same messages. The statement holds no table's writer: ingestion goes on while it runs.
 //!
-//! Anyone who may run SQL may run it (it writes only a copy of the database, only into a new
-//! or empty directory); issue 25 restricts it to administrators.
+//! It needs the admin role (see `access`): it writes only a copy of the database, only into a
+//! new or empty directory, but on the server's file system.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -30,10 +30,22 @@ pub(crate) fn schema() -> SchemaRef {
 
 /// Takes the backup on the blocking pool (it reads and writes files for as long as the data
 /// takes to copy) and describes it.
-pub(crate) async fn run(db: Arc<Database>, to: String) -> Result<RecordBatch> {
-    let report = tokio::task::spawn_blocking(move || db.backup(&PathBuf::from(to)))
-        .await
-        .map_err(|e| crate::error::internal(format!("the backup task failed: {e}")))??;
+/// Backs up every table, then the users (when the engine has a store): a backup cut short
+/// between the two holds the tables and no users, and the built-in admin still logs in.
+pub(crate) async fn run(
+    db: Arc<Database>,
+    to: String,
+    users: Option<Arc<sundial_auth::Users>>,
+) -> Result<RecordBatch> {
+    let report = tokio::task::spawn_blocking(move || {
+        let report = db.backup(&PathBuf::from(to))?;
+        if let Some(users) = users {
+            users.copy_to(&report.path)?;
+        }
+        Ok::<_, QueryError>(report)
+    })
+    .await
+    .map_err(|e| crate::error::internal(format!("the backup task failed: {e}")))??;
     describe(&report)
 }
 

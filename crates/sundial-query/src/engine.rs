@@ -16,6 +16,7 @@ use datafusion::physical_plan::{ExecutionPlan, collect as collect_physical, exec
 use datafusion::scalar::ScalarValue;
 use datafusion::sql::parser::Statement as DFStatement;
 use futures::StreamExt;
+use sundial_auth::{Caller, Role, Users};
 use sundial_ingest::Sinks;
 use sundial_storage::{
     ColumnType, ConvertTo, Database, ParquetOptions, PartitionBy, Table, TableDef, TableMeta,
@@ -24,6 +25,7 @@ use sundial_storage::{
 use sundial_sql::names::{CATALOG, SCHEMA, placeholder_index};
 use sundial_sql::statement::{self as ddl, Command, CreateTable, Statement};
 
+use crate::access::{self, Needed};
 use crate::error::{QueryError, Result};
 use crate::exec::bind;
 use crate::key_index::KeyIndexes;
@@ -76,6 +78,8 @@ pub struct Prepared {
     /// The result column that is the designated timestamp of the table a plain SELECT reads
     /// (see `result_timestamp`).
     pub designated_timestamp: Option<String>,
+    /// The role running it needs, checked at each run (see `access`).
+    needed: Needed,
 }
 
 /// A statement parsed and rewritten (see [`Engine::parse_sql`]).
@@ -152,6 +156,12 @@ enum PreparedKind {
 }
 
 impl Prepared {
+    /// The role a caller needs to run the statement. (`ALTER USER <name> WITH PASSWORD`
+    /// needs admin, but the user `name` may run it without any role.)
+    pub fn needed_role(&self) -> Role {
+        self.needed.role
+    }
+
     /// Whether runs take the point-lookup path (see `lookup`) rather than DataFusion's executor.
     pub fn is_point_lookup(&self) -> bool {
         matches!(self.kind, PreparedKind::Lookup(_))
@@ -291,6 +301,9 @@ pub struct Engine {
     sql_file_dir: Option<std::path::PathBuf>,
     /// Whether SET changes this engine's session (see `permissions`).
     settings: crate::permissions::Settings,
+    /// The user store statements of logged-in users are checked against, and user
+    /// management statements change (none: only the trusted caller may run statements).
+    users: Option<Arc<Users>>,
 }
 
 /// The session as statements plan and run in it.
@@ -408,6 +421,7 @@ impl SharedPlan {
             literals,
             physical: prepared.physical.clone(),
             designated_timestamp,
+            needed: prepared.needed.clone(),
         })
     }
 }
@@ -496,6 +510,7 @@ impl Engine {
             result_bound,
             sql_file_dir: None,
             settings: crate::permissions::Settings::Session,
+            users: None,
         })
     }
 
@@ -503,6 +518,37 @@ impl Engine {
     /// default) refuses every statement that writes a server file.
     pub fn set_sql_file_dir(&mut self, dir: Option<std::path::PathBuf>) {
         self.sql_file_dir = dir;
+    }
+
+    /// The user store: the roles of the callers of [`Engine::run_as`] and
+    /// [`Engine::run_prepared_as`], and what `CREATE USER`, `GRANT` ... change. Without one,
+    /// only the trusted caller may run statements, and user management is refused.
+    pub fn set_users(&mut self, users: Arc<Users>) {
+        self.users = Some(users);
+    }
+
+    /// The user store, if this engine has one.
+    pub fn users(&self) -> Option<&Arc<Users>> {
+        self.users.as_ref()
+    }
+
+    /// Refuses a statement needing `needed` unless `caller` may run it now.
+    fn authorize(&self, caller: &Caller, needed: &Needed) -> Result<()> {
+        access::check(self.users.as_deref(), caller, needed)
+    }
+
+    /// Refuses unless `caller` holds `role` now (SQLSTATE 42501), for what protocols run
+    /// without SQL: `COPY ... FROM STDIN` and `/imp` need write. `what` names it in the
+    /// refusal: `permission denied: user 'bob' has the read role; {what} needs write ...`.
+    pub fn check_role(&self, caller: &Caller, role: Role, what: &'static str) -> Result<()> {
+        self.authorize(
+            caller,
+            &Needed {
+                role,
+                what,
+                own_password: None,
+            },
+        )
     }
 
     /// Whether SET may change this engine's session: [`crate::Settings::Fixed`] for an engine
@@ -600,13 +646,39 @@ impl Engine {
         Ok(ddl::split_statements(sql)?)
     }
 
-    /// Runs one statement.
+    /// Runs one statement as the trusted caller (the CLI, tests).
     pub async fn run(&self, sql: &str) -> Result<Output> {
-        match ddl::parse(sql)? {
-            Command::Sql => self.run_datafusion(sql).await,
+        self.run_as(sql, &Caller::trusted()).await
+    }
+
+    /// Runs one statement for `caller`, if its role allows (SQLSTATE 42501 if not).
+    pub async fn run_as(&self, sql: &str, caller: &Caller) -> Result<Output> {
+        let command = ddl::parse(sql)?;
+        if command == Command::Sql {
+            // Every such statement needs read at least: a caller without it learns nothing
+            // from planning it (which tables exist, which columns).
+            self.authorize(caller, &access::READ)?;
+            return self.run_datafusion(sql, caller).await;
+        }
+        self.authorize(caller, &access::of_command(&command))?;
+        self.run_command(command).await
+    }
+
+    /// Runs one of Sundial's own statements; the caller's role was checked.
+    async fn run_command(&self, command: Command) -> Result<Output> {
+        match command {
+            Command::Sql => Err(crate::error::internal(
+                "run_command was given a statement for DataFusion".into(),
+            )),
+            Command::User(command) => match crate::users::run(self.users.clone(), command).await? {
+                crate::users::Answer::Rows(batch) => rows(batch),
+                crate::users::Answer::Done(tag) => done(tag),
+            },
             Command::CreateTable(c) => self.create_table(c).await,
             Command::ShowTables => rows(show_tables(&self.db)),
-            Command::Backup { to } => rows(crate::backup::run(self.db.clone(), to).await?),
+            Command::Backup { to } => {
+                rows(crate::backup::run(self.db.clone(), to, self.users.clone()).await?)
+            }
             Command::ShowColumns { table } => {
                 let t = self.table(&table)?;
                 rows(show_columns(&t.meta()))
@@ -765,10 +837,10 @@ impl Engine {
         })
     }
 
-    async fn run_datafusion(&self, sql: &str) -> Result<Output> {
+    async fn run_datafusion(&self, sql: &str, caller: &Caller) -> Result<Output> {
         let run = async {
             let prepared = self.prepare_sql(sql).await?;
-            self.run_prepared(&prepared, Vec::new()).await
+            self.run_prepared_as(&prepared, Vec::new(), caller).await
         };
         run.await
             .map_err(|e| crate::bad_value::locate(e, sql, &self.db))
@@ -779,7 +851,18 @@ impl Engine {
     /// Sundial's own statements take no parameters; those that return rows (SHOW, DESCRIBE)
     /// are run once here to learn their result's shape, which is safe as they only read.
     pub async fn prepare(&self, sql: &str) -> Result<Prepared> {
+        self.prepare_as(sql, &Caller::trusted()).await
+    }
+
+    /// [`Engine::prepare`] for `caller`: a caller without the read role may prepare only
+    /// user management statements (its own password), so that planning errors tell it
+    /// nothing of the tables. The role the statement needs is checked when it runs
+    /// ([`Engine::run_prepared_as`]).
+    pub async fn prepare_as(&self, sql: &str, caller: &Caller) -> Result<Prepared> {
         let command = ddl::parse(sql)?;
+        if !matches!(command, Command::User(_)) {
+            self.authorize(caller, &access::READ)?;
+        }
         if command == Command::Sql {
             return self
                 .prepare_sql(sql)
@@ -796,6 +879,7 @@ impl Engine {
             },
             // Known without running it: a backup is no query to run twice.
             Command::Backup { .. } => Some(crate::backup::schema()),
+            Command::User(ref user) => crate::users::schema(user),
             _ => None,
         };
         Ok(Prepared {
@@ -805,6 +889,7 @@ impl Engine {
             literals: Vec::new(),
             physical: Default::default(),
             designated_timestamp: None,
+            needed: access::of_command(&command),
         })
     }
 
@@ -964,6 +1049,7 @@ impl Engine {
         } else {
             Some(Arc::new(plan.schema().as_arrow().clone()))
         };
+        let needed = access::of_plan(&plan);
         let kind = if is_statement_or_ddl(&plan) || has_stable_functions(&plan)? {
             // Stable functions (now(), current_date ...) are folded by the optimizer, so
             // such plans are optimized at each run, with that run's statement time.
@@ -982,18 +1068,33 @@ impl Engine {
             literals: Vec::new(),
             physical: Default::default(),
             designated_timestamp: None,
+            needed,
         })
     }
 
-    /// Runs a prepared statement with values for its parameters (`params[0]` is `$1`).
+    /// Runs a prepared statement with values for its parameters (`params[0]` is `$1`), as the
+    /// trusted caller.
     pub async fn run_prepared(
         &self,
         prepared: &Prepared,
         params: Vec<ScalarValue>,
     ) -> Result<Output> {
+        self.run_prepared_as(prepared, params, &Caller::trusted())
+            .await
+    }
+
+    /// Runs a prepared statement for `caller`, if its role allows now (SQLSTATE 42501 if
+    /// not): a user revoked or dropped since the statement was prepared is refused.
+    pub async fn run_prepared_as(
+        &self,
+        prepared: &Prepared,
+        params: Vec<ScalarValue>,
+        caller: &Caller,
+    ) -> Result<Output> {
+        self.authorize(caller, &prepared.needed)?;
         let values = parameter_values(prepared, &params)?;
         match &prepared.kind {
-            PreparedKind::Own(sql) => Box::pin(self.run(sql)).await,
+            PreparedKind::Own(sql) => Box::pin(self.run_command(ddl::parse(sql)?)).await,
             PreparedKind::Plan(plan) => self.run_plan(with_values(plan, values)?).await,
             PreparedKind::Lookup(lookup) => {
                 let batches = lookup
@@ -1050,14 +1151,19 @@ impl Engine {
     /// Runs a point lookup (see [`Prepared::is_point_lookup`]) right here if that is quick:
     /// `None` when the statement is no lookup or would index or scan many rows, and must be
     /// run by [`Engine::run_prepared`] on a thread that may block.
+    /// Checks `caller`'s role as [`Engine::run_prepared_as`] does.
     pub fn run_lookup_now(
         &self,
         prepared: &Prepared,
         params: &[ScalarValue],
+        caller: &Caller,
     ) -> Option<Result<(SchemaRef, Vec<RecordBatch>)>> {
         let PreparedKind::Lookup(lookup) = &prepared.kind else {
             return None;
         };
+        if let Err(e) = self.authorize(caller, &prepared.needed) {
+            return Some(Err(e));
+        }
         let values = match parameter_values(prepared, params) {
             Ok(values) => values,
             Err(e) => return Some(Err(e)),

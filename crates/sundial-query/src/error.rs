@@ -29,11 +29,19 @@ pub enum QueryError {
     /// file): SQLSTATE 42501.
     #[error("{0}")]
     PermissionDenied(String),
+    /// The caller's role does not allow the statement (see `access`): SQLSTATE 42501, HTTP
+    /// 403.
+    #[error("{0}")]
+    Unauthorized(String),
     /// Valid SQL that Sundial does not implement yet.
     #[error("not supported: {0}")]
     NotSupported(String),
     #[error(transparent)]
     Storage(#[from] StorageError),
+    /// The user store refused a user management statement (unknown or duplicate user, the
+    /// built-in admin, a bad password ...), or the caller no longer exists.
+    #[error(transparent)]
+    Auth(#[from] sundial_auth::AuthError),
     /// A value that cannot become its column's type (`column 'temp': cannot store 'abc' in a
     /// DOUBLE column`), with the value's position in the SQL when known: SQLSTATE 22007 for
     /// dates and times, 22P02 otherwise.
@@ -198,7 +206,8 @@ impl QueryError {
             QueryError::NotSupported(_) => "0A000",
             QueryError::TooComplex(_) => "54001",
             QueryError::TooManyColumns(_) => "54011",
-            QueryError::PermissionDenied(_) => "42501",
+            QueryError::PermissionDenied(_) | QueryError::Unauthorized(_) => "42501",
+            QueryError::Auth(e) => e.sqlstate(),
             QueryError::BadValue { datetime: true, .. } => "22007",
             QueryError::BadValue { .. } => "22P02",
             QueryError::Storage(e) => match e {
@@ -224,6 +233,11 @@ impl QueryError {
 
     /// Whether the fault lies with the request (a 4xx answer) rather than the server.
     pub fn is_user_error(&self) -> bool {
+        if let QueryError::Auth(e) = self {
+            // The store's classes say this better than the SQLSTATE class: the built-in
+            // admin's 55000 is the request's fault.
+            return e.http_status() < 500;
+        }
         let class = &self.sqlstate()[..2];
         !matches!(class, "53" | "55" | "58" | "XX")
     }

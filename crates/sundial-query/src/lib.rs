@@ -11,7 +11,8 @@
 //!     │
 //!  asof, latest  planner extensions: ASOF/LT JOIN (analyzer rule, logical node, planner);
 //!     │          LATEST ON over SYMBOL keys (analyzer rule to a LatestTable scan)
-//!  permissions   plan checks: file writes, session settings
+//!  permissions   plan checks: file writes, session settings; access: the role each
+//!     │          statement needs, checked at every run (users: CREATE USER, GRANT, ...)
 //!     │
 //!  provider      DataFusion's view of tables: schema + table providers, the INSERT sink
 //!     │
@@ -59,6 +60,7 @@ macro_rules! with_new_children_recomputing {
     };
 }
 
+mod access;
 mod asof;
 mod backup;
 mod bad_value;
@@ -79,6 +81,7 @@ mod provider;
 mod result_names;
 mod snapshot;
 pub mod text;
+mod users;
 
 pub use exec::scan;
 pub use sundial_sql::limits;
@@ -103,6 +106,7 @@ pub use error::{QueryError, Result};
 pub use memory_use::query_memory_in_use;
 pub use permissions::Settings;
 pub use provider::{InsertPath, SundialSchema, SundialSink, SundialTable};
+pub use sundial_auth::{Caller, Role, Users};
 pub use sundial_pgcatalog::{SERVER_VERSION, pg_setting, pg_type_for_arrow, pg_type_of, table_oid};
 pub use sundial_sql::names::{CATALOG, SCHEMA};
 pub use sundial_sql::{Command, CreateTable, Statement, parse, split_statements};

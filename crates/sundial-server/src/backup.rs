@@ -20,6 +20,9 @@ const ANSWER_BYTES_MAX: usize = 1 << 20;
 pub struct BackupRequest {
     pub to: PathBuf,
     pub url: String,
+    /// The admin the server is asked as (HTTP Basic).
+    pub user: String,
+    pub password: String,
     /// When set and no server answers at `url`: back up this directory offline.
     pub offline: Option<crate::DataOptions>,
 }
@@ -31,7 +34,7 @@ pub async fn run(request: BackupRequest) -> Result<(), String> {
         .to_str()
         .ok_or_else(|| format!("backup directory {} is not valid UTF-8", to.display()))?
         .to_string();
-    match ask_server(&request.url, &to_text).await {
+    match ask_server(&request, &to_text).await {
         Ok(report) => {
             print_report(&report, true);
             Ok(())
@@ -106,7 +109,8 @@ enum AskError {
     Refused(String),
 }
 
-async fn ask_server(url: &str, to: &str) -> Result<Answer, AskError> {
+async fn ask_server(request: &BackupRequest, to: &str) -> Result<Answer, AskError> {
+    let url = request.url.as_str();
     let client = reqwest::Client::builder()
         .connect_timeout(CONNECT_TIMEOUT)
         .build()
@@ -117,6 +121,7 @@ async fn ask_server(url: &str, to: &str) -> Result<Answer, AskError> {
         .get(&endpoint)
         .query(&[("query", sql.as_str())])
         .header("Statement-Timeout", "0")
+        .basic_auth(&request.user, Some(&request.password))
         .send()
         .await
         .map_err(|e| {

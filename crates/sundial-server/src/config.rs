@@ -61,12 +61,18 @@ fn settings_from_file(
     let mut extra = Vec::new();
     for (key, value) in settings {
         let id = key.replace('-', "_");
+        // A flag's old names (its aliases) still name it.
+        let named = |a: &clap::Arg| {
+            a.get_id().as_str() == id
+                || a.get_all_aliases()
+                    .is_some_and(|aliases| aliases.iter().any(|al| al.replace('-', "_") == id))
+        };
         let arg = subcommand
             .get_arguments()
-            .find(|a| a.get_id().as_str() == id && id != "config" && a.get_long().is_some())
+            .find(|a| named(a) && id != "config" && a.get_long().is_some())
             .ok_or_else(|| format!("config file {}: unknown setting '{key}'", path.display()))?;
         let explicit = matches!(
-            given.value_source(&id),
+            given.value_source(arg.get_id().as_str()),
             Some(ValueSource::CommandLine | ValueSource::EnvVariable)
         );
         if explicit {
@@ -128,6 +134,8 @@ mod tests {
             ilp_commit_rows: u64,
             #[arg(long, env = "SUNDIAL_CONFIG_TEST_NAME", default_value = "x")]
             name: String,
+            #[arg(long, alias = "old-user", default_value = "admin")]
+            new_user: String,
         },
     }
 
@@ -159,6 +167,22 @@ mod tests {
             run(file, &["--ilp-commit-rows", "7"]).unwrap(),
             ("0.0.0.0:1".into(), 7, "from-file".into())
         );
+    }
+
+    /// A flag's old name (an alias) still names it in a config file.
+    #[test]
+    fn old_names_still_work() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("sundial.toml");
+        std::fs::write(&path, "old_user = \"ops\"\n").unwrap();
+        let args: Vec<OsString> = vec![
+            "sundial".into(),
+            "serve".into(),
+            format!("--config={}", path.display()).into(),
+        ];
+        match parse::<Cli>(args).unwrap().command {
+            Sub::Serve { new_user, .. } => assert_eq!(new_user, "ops"),
+        }
     }
 
     #[test]

@@ -6,6 +6,11 @@
 //!                       tick (commit_interval_ms / 2): commit what is due, close when idle
 //! ```
 //!
+//! With a certificate (`--tls-cert`), each connection's first byte tells TLS (`tcps::` senders:
+//! 0x16, a handshake record) from plain ILP (a line never starts with it); a plain connection
+//! the TLS policy refuses for its peer is closed with a WARN line. The connection code reads
+//! any [`IlpStream`] (plain TCP or TLS).
+//!
 //! A line is ingested once its newline arrived; a sender that closes its side has finished its
 //! last line, newline or not. At stop, a connection takes what the kernel already received,
 //! drops an unterminated tail of a sender still connected (it is a line cut short), and
@@ -15,19 +20,46 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use futures::FutureExt;
 use sundial_ilp::LineSplitter;
 use sundial_ingest::{IngestError, Ingestor};
-use tokio::io::AsyncReadExt;
+use sundial_tls::MaybeTls;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
 use tokio::task::JoinSet;
 
+use sundial_auth::{Caller, Role};
+
+use crate::access::Access;
 use crate::ilp::{Shared, Transport, feed_lines};
+use crate::ilp_auth;
+use crate::tls::ListenerTls;
+
+/// A connection's byte stream: plain TCP or TLS, and the plain socket under it when there is
+/// no TLS layer (at shutdown, bytes are then taken straight from the kernel).
+pub(crate) trait IlpStream: AsyncRead + AsyncWrite + Unpin + Send {
+    fn plain_socket(&self) -> Option<&TcpStream>;
+}
+
+impl IlpStream for TcpStream {
+    fn plain_socket(&self) -> Option<&TcpStream> {
+        Some(self)
+    }
+}
+
+impl IlpStream for MaybeTls {
+    fn plain_socket(&self) -> Option<&TcpStream> {
+        self.as_plain()
+    }
+}
 
 /// Accepts connections until `stop`, then waits for every connection to commit.
 pub(crate) async fn accept_tcp(
     listener: TcpListener,
     shared: Arc<Shared>,
+    access: Arc<Access>,
+    tls: ListenerTls,
     mut stop: watch::Receiver<bool>,
 ) {
     let mut connections = JoinSet::new();
@@ -51,7 +83,7 @@ pub(crate) async fn accept_tcp(
                         drop(stream);
                         continue;
                     }
-                    connections.spawn(tcp_connection(stream, peer, shared.clone(), connection_stop.clone()));
+                    connections.spawn(tcp_connection(stream, peer, shared.clone(), access.clone(), tls.clone(), connection_stop.clone()));
                 }
                 Err(e) => tracing::warn!("ILP/TCP accept failed: {e}"),
             },
@@ -103,8 +135,14 @@ impl TcpConnection {
 
     /// At shutdown: ingests what the kernel already received, without waiting for more.
     /// Returns whether the sender had closed its side.
-    fn drain_received(&mut self, stream: &TcpStream) -> bool {
+    fn drain_received<S: IlpStream>(&mut self, stream: &mut S) -> bool {
         use std::io::Read;
+        if stream.plain_socket().is_none() {
+            return self.drain_buffered(stream);
+        }
+        let Some(stream) = stream.plain_socket() else {
+            return false;
+        };
         // Straight from the (non-blocking) socket: `try_read` trusts tokio's readiness, which
         // may not have seen the last bytes yet while the runtime's threads are busy ingesting,
         // and would leave them unread.
@@ -119,6 +157,25 @@ impl TcpConnection {
                 Ok(n) => self.received(start, n),
                 Err(e) if e.kind() == std::io::ErrorKind::Interrupted => self.received(start, 0),
                 Err(_) => {
+                    self.received(start, 0);
+                    return false;
+                }
+            }
+        }
+    }
+
+    /// At shutdown, under TLS: ingests what reads without waiting (the records the runtime
+    /// has seen arrive; bytes still in the kernel that it has not are not waited for).
+    fn drain_buffered<S: IlpStream>(&mut self, stream: &mut S) -> bool {
+        loop {
+            let start = self.reserve();
+            match stream.read(&mut self.buf[start..]).now_or_never() {
+                Some(Ok(0)) => {
+                    self.received(start, 0);
+                    return true;
+                }
+                Some(Ok(n)) => self.received(start, n),
+                Some(Err(_)) | None => {
                     self.received(start, 0);
                     return false;
                 }
@@ -157,12 +214,54 @@ impl TcpConnection {
 }
 
 async fn tcp_connection(
-    mut stream: TcpStream,
+    stream: TcpStream,
     peer: SocketAddr,
     shared: Arc<Shared>,
+    access: Arc<Access>,
+    tls: ListenerTls,
     mut stop: watch::Receiver<bool>,
 ) {
     let _open = sundial_metrics::metrics().connection(sundial_metrics::Connection::IlpTcp);
+    // TLS or plain, by the first byte (it stays unread on a plain connection).
+    let mut stream = tokio::select! {
+        accepted = sundial_tls::accept(stream, tls.tls.as_deref(), tls.handshake_timeout) => {
+            match accepted {
+                Ok(stream) => stream,
+                Err(e) => {
+                    tracing::info!("ILP/TCP {peer}: {e}");
+                    return;
+                }
+            }
+        }
+        _ = stop.wait_for(|s| *s) => return,
+    };
+    if !stream.is_tls() && !tls.allows_plain(&peer) {
+        tracing::warn!(
+            "ILP/TCP {peer}: connection refused: TLS is required for connections from {peer} \
+             (--tls-require {}); senders connect with tcps::",
+            tls.require
+        );
+        return;
+    }
+    // With credentials required, a sender signs a challenge before its first line (see
+    // `ilp_auth`), and its role is checked again at each read: a user dropped or revoked
+    // while connected is cut off.
+    let mut caller = None;
+    let mut first_bytes = Vec::new();
+    if access.required {
+        match ilp_auth::authenticate(&mut stream, peer, &access.users, &access.throttle).await {
+            Ok(None) => return,
+            Ok(Some((user, rest))) => {
+                tracing::debug!("ILP/TCP {peer}: authenticated as '{user}'");
+                caller = Some(Caller::user(user));
+                first_bytes = rest;
+            }
+            Err(why) => {
+                tracing::warn!("ILP/TCP {peer}: refused: {why}");
+                return;
+            }
+        }
+    }
     let idle = Duration::from_millis(shared.tcp_idle_timeout_ms);
     let mut tick = tokio::time::interval(Duration::from_millis(
         (shared.ingest.commit_interval_ms / 2).max(10),
@@ -174,6 +273,11 @@ async fn tcp_connection(
         peer,
         shared,
     };
+    if !first_bytes.is_empty() {
+        let n = first_bytes.len();
+        conn.buf.extend_from_slice(&first_bytes);
+        conn.received(0, n);
+    }
     let pause = Duration::from_millis(conn.shared.ingest.pause_commit_ms);
     let mut last_read = Instant::now();
     // Rows were ingested since this connection last committed.
@@ -188,7 +292,7 @@ async fn tcp_connection(
             biased;
             _ = stop.wait_for(|s| *s) => {
                 conn.received(start, 0);
-                break conn.drain_received(&stream);
+                break conn.drain_received(&mut stream);
             }
             read = stream.read(&mut conn.buf[start..]) => match read {
                 Ok(0) => {
@@ -196,6 +300,13 @@ async fn tcp_connection(
                     break true;
                 }
                 Ok(n) => {
+                    if let Some(caller) = &caller
+                        && let Err(e) = access.users.authorize(caller, Role::Write)
+                    {
+                        conn.received(start, 0);
+                        tracing::warn!("ILP/TCP {peer}: closing: {e}");
+                        break false;
+                    }
                     conn.received(start, n);
                     last_read = Instant::now();
                     uncommitted = true;

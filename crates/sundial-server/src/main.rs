@@ -14,9 +14,11 @@
 //!
 //! Settings of `serve` come from flags, `SUNDIAL_*` variables and a TOML file (`config`).
 
+mod access;
 mod backup;
 mod config;
 mod ilp;
+mod ilp_auth;
 mod ilp_http;
 mod ilp_tcp;
 mod ilp_udp;
@@ -26,6 +28,7 @@ mod ops;
 mod output;
 mod serve;
 mod shell;
+mod tls;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -134,6 +137,17 @@ enum Command {
         /// The running server's HTTP address.
         #[arg(long, env = "SUNDIAL_URL", default_value = "http://127.0.0.1:9000")]
         url: String,
+        /// The admin to log in as (BACKUP needs the admin role).
+        #[arg(long, env = "SUNDIAL_USER", default_value = "admin")]
+        user: String,
+        /// That user's password (better given as SUNDIAL_PASSWORD than on the command line).
+        #[arg(
+            long,
+            env = "SUNDIAL_PASSWORD",
+            default_value = "quest",
+            hide_default_value = true
+        )]
+        password: String,
         /// If no server answers: back up this data directory offline (taking its lock).
         #[arg(long)]
         data_dir: Option<PathBuf>,
@@ -276,6 +290,8 @@ fn run_command(cli: Cli) -> ExitCode {
             Command::Backup {
                 to,
                 url,
+                user,
+                password,
                 data_dir,
                 cold_store,
                 cold_store_endpoint,
@@ -290,7 +306,13 @@ fn run_command(cli: Cli) -> ExitCode {
                     cold_store_endpoint,
                     cold_cache_mb: 10_240,
                 });
-                let request = backup::BackupRequest { to, url, offline };
+                let request = backup::BackupRequest {
+                    to,
+                    url,
+                    user,
+                    password,
+                    offline,
+                };
                 backup::run(request).await
             }
             Command::Import {

@@ -1,8 +1,13 @@
 //! Operations endpoints on the HTTP port: `GET /metrics` (Prometheus text format, see
 //! sundial-metrics and docs/operations.md), `GET /status` and its alias `GET /health` (for load
-//! balancers and the web console), and the counting of open HTTP connections.
+//! balancers and the web console), and the HTTP listener: HTTPS and HTTP on one port, each
+//! connection counted while open.
 //!
 //! ```text
+//!  TCP accept ─▶ handshake task (≤ 256 at once, each within --tls-handshake-timeout-ms):
+//!                  first byte 0x16 ─▶ TLS handshake ─┐
+//!                  anything else   ─▶ plain ─────────┼─▶ bounded queue ─▶ axum
+//!                  plain, refused by --tls-require ─▶ 403, closed
 //!  GET /metrics ─▶ blocking task: one scrape at a time
 //!                    tables: rows, partitions, bytes on disk (cached per table snapshot and
 //!                            per part, so only parts that changed are listed again)
@@ -28,10 +33,14 @@ use axum::response::{IntoResponse, Response};
 use sundial_http::json::write_json_string;
 use sundial_metrics::{Connection, ConnectionGuard, metrics};
 use sundial_storage::Database;
-use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use sundial_tls::MaybeTls;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::mpsc;
+use tokio::task::JoinSet;
 
 use crate::ilp::Shared;
+use crate::tls::ListenerTls;
 
 /// `GET /metrics`.
 pub(crate) async fn metrics_text(State(shared): State<Arc<Shared>>) -> Response {
@@ -150,34 +159,166 @@ fn scrape(shared: &Shared) -> String {
     m.render()
 }
 
-/// The HTTP listener, counting each accepted connection in `sundial_connections_active` until
-/// it closes. Connections get TCP_NODELAY: answers are small and written once, so Nagle must
-/// not hold them for the peer's ACK.
-pub(crate) struct CountedListener(pub(crate) TcpListener);
+/// The HTTP listener: HTTPS and plain HTTP on one port, told apart by each connection's first
+/// byte (`sundial_tls::accept`). A background task accepts TCP connections and runs their
+/// handshakes, at most [`HANDSHAKES_MAX`] at once and each within the handshake timeout, so a
+/// slow client never holds up the accepts of others; [`accept`](axum::serve::Listener::accept)
+/// takes the finished ones from a bounded queue. Each connection is counted in
+/// `sundial_connections_active` until it closes, and gets TCP_NODELAY: answers are small and
+/// written once, so Nagle must not hold them for the peer's ACK. A plain connection that the
+/// TLS policy refuses for its peer gets a plain-text 403 and is closed.
+pub(crate) struct CountedListener {
+    ready: mpsc::Receiver<(Counted, SocketAddr)>,
+    local: SocketAddr,
+    /// The accepting task, stopped when the listener is dropped (with every handshake).
+    acceptor: tokio::task::JoinHandle<()>,
+}
+
+/// TLS handshakes (and waits for a first byte) under way at once; past it, accepting waits.
+const HANDSHAKES_MAX: usize = 256;
+/// Connections ready for axum that it has not taken yet.
+const READY_MAX: usize = 64;
+/// The most of a refused plain request read before the 403 (the rest is not waited for).
+const REFUSED_REQUEST_BYTES_MAX: usize = 16 << 10;
+
+impl CountedListener {
+    pub(crate) fn new(listener: TcpListener, tls: ListenerTls) -> std::io::Result<Self> {
+        let local = listener.local_addr()?;
+        let (send, ready) = mpsc::channel(READY_MAX);
+        let acceptor = tokio::spawn(accept_connections(listener, tls, send));
+        Ok(CountedListener {
+            ready,
+            local,
+            acceptor,
+        })
+    }
+}
+
+impl Drop for CountedListener {
+    fn drop(&mut self) {
+        self.acceptor.abort();
+    }
+}
 
 impl axum::serve::Listener for CountedListener {
     type Io = Counted;
     type Addr = SocketAddr;
 
     async fn accept(&mut self) -> (Counted, SocketAddr) {
-        let (stream, addr) = axum::serve::Listener::accept(&mut self.0).await;
-        let _ = stream.set_nodelay(true);
-        let counted = Counted {
-            stream,
-            _open: metrics().connection(Connection::Http),
-        };
-        (counted, addr)
+        match self.ready.recv().await {
+            Some(accepted) => accepted,
+            // The acceptor ended (it does not, short of a panic): nothing more to serve.
+            None => std::future::pending().await,
+        }
     }
 
     fn local_addr(&self) -> std::io::Result<SocketAddr> {
-        self.0.local_addr()
+        Ok(self.local)
     }
+}
+
+/// Accepts TCP connections (axum's accept loop: errors such as too many open files are
+/// waited out) and hands each to a handshake task, at most [`HANDSHAKES_MAX`] at once. Without
+/// a certificate there is nothing to tell apart: connections go to axum at once.
+async fn accept_connections(
+    mut listener: TcpListener,
+    tls: ListenerTls,
+    ready: mpsc::Sender<(Counted, SocketAddr)>,
+) {
+    let mut handshakes = JoinSet::new();
+    loop {
+        while handshakes.try_join_next().is_some() {}
+        if handshakes.len() >= HANDSHAKES_MAX {
+            tokio::select! {
+                _ = handshakes.join_next() => continue,
+                _ = ready.closed() => return,
+            }
+        }
+        let (stream, peer) = tokio::select! {
+            accepted = axum::serve::Listener::accept(&mut listener) => accepted,
+            _ = ready.closed() => return,
+        };
+        let _ = stream.set_nodelay(true);
+        if tls.tls.is_none() {
+            if ready
+                .send((Counted::new(MaybeTls::Plain(stream)), peer))
+                .await
+                .is_err()
+            {
+                return;
+            }
+            continue;
+        }
+        handshakes.spawn(handshake(stream, peer, tls.clone(), ready.clone()));
+    }
+}
+
+/// Tells HTTPS from HTTP on one connection and hands it on, or refuses it by the TLS policy.
+async fn handshake(
+    stream: TcpStream,
+    peer: SocketAddr,
+    tls: ListenerTls,
+    ready: mpsc::Sender<(Counted, SocketAddr)>,
+) {
+    let stream = match sundial_tls::accept(stream, tls.tls.as_deref(), tls.handshake_timeout).await
+    {
+        Ok(stream) => stream,
+        Err(e) => {
+            // Browsers abandon handshakes with certificates they do not trust, scanners probe:
+            // not worth more than a debug line each.
+            tracing::debug!("HTTP: {e}");
+            return;
+        }
+    };
+    if !stream.is_tls() && !tls.allows_plain(&peer) {
+        refuse_plain(stream, peer, tls.handshake_timeout).await;
+        return;
+    }
+    let _ = ready.send((Counted::new(stream), peer)).await;
+}
+
+/// Answers a plain HTTP connection the policy refuses with a 403 that says why, after reading
+/// its request head (so closing does not reset the connection before the client reads it).
+async fn refuse_plain(mut stream: MaybeTls, peer: SocketAddr, patience: std::time::Duration) {
+    let mut head = Vec::with_capacity(1024);
+    let _ = tokio::time::timeout(patience, async {
+        let mut chunk = [0u8; 1024];
+        while head.len() < REFUSED_REQUEST_BYTES_MAX && !head.windows(4).any(|w| w == b"\r\n\r\n") {
+            match stream.read(&mut chunk).await {
+                Ok(0) | Err(_) => break,
+                Ok(n) => head.extend_from_slice(&chunk[..n]),
+            }
+        }
+    })
+    .await;
+    let body =
+        format!("HTTPS is required for connections from {peer}: use https:// (--tls-require)\n");
+    let answer = format!(
+        "HTTP/1.1 403 Forbidden\r\ncontent-type: text/plain; charset=utf-8\r\n\
+         content-length: {}\r\nconnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    let _ = tokio::time::timeout(patience, async {
+        let _ = stream.write_all(answer.as_bytes()).await;
+        let _ = stream.shutdown().await;
+    })
+    .await;
+    tracing::debug!("HTTP {peer}: plain HTTP refused (--tls-require)");
 }
 
 /// An accepted HTTP connection, counted while it lives.
 pub(crate) struct Counted {
-    stream: TcpStream,
+    stream: MaybeTls,
     _open: ConnectionGuard,
+}
+
+impl Counted {
+    fn new(stream: MaybeTls) -> Counted {
+        Counted {
+            stream,
+            _open: metrics().connection(Connection::Http),
+        }
+    }
 }
 
 impl AsyncRead for Counted {

@@ -36,6 +36,7 @@ use axum::Router;
 use axum::extract::DefaultBodyLimit;
 use axum::routing::{get, post};
 use axum::serve::ListenerExt;
+use sundial_http::auth::HttpAuth;
 use sundial_http::{AllowedOrigins, HttpOptions, HttpSql, sql_router};
 use sundial_ingest::{IngestOptions, Sinks};
 use sundial_pgwire::{AuthMethod, PgOptions, PgServer, Users};
@@ -45,11 +46,13 @@ use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio::task::JoinSet;
 
+use crate::access::Access;
 use crate::ilp::Shared;
 use crate::ilp_http;
 use crate::ilp_tcp::accept_tcp;
 use crate::ilp_udp::{UdpOptions, UdpReceiver};
 use crate::ops;
+use crate::tls::ListenerTls;
 
 /// Listener and ingestion settings of `sundial serve`.
 #[derive(clap::Args, Debug, Clone)]
@@ -138,12 +141,31 @@ pub struct ServeArgs {
     /// PostgreSQL wire protocol listener.
     #[arg(long, env = "SUNDIAL_PG_ADDR", default_value = "127.0.0.1:8812")]
     pub pg_addr: SocketAddr,
-    /// User name PostgreSQL clients log in as.
-    #[arg(long, env = "SUNDIAL_PG_USER", default_value = "admin")]
-    pub pg_user: String,
-    /// That user's password.
-    #[arg(long, env = "SUNDIAL_PG_PASSWORD", default_value = "quest")]
-    pub pg_password: String,
+    /// Whether clients must log in: `required` (every listener checks credentials against
+    /// the users, see docs/operations.md) or `off` (HTTP and ILP clients without credentials
+    /// act as an admin, for local development; PostgreSQL still asks for a password).
+    #[arg(long, env = "SUNDIAL_AUTH", value_enum, default_value_t = AuthArg::Required)]
+    pub auth: AuthArg,
+    /// The built-in admin's name. It is not stored: these flags define it at every start,
+    /// and SQL cannot change it. (`--pg-user` is its old name.)
+    #[arg(
+        long,
+        alias = "pg-user",
+        env = "SUNDIAL_ADMIN_USER",
+        default_value = "admin"
+    )]
+    pub admin_user: String,
+    /// The built-in admin's password; empty: no built-in admin (the stored admins only).
+    /// A server listening beyond loopback refuses to start with the default one.
+    /// (`--pg-password` is its old name.)
+    #[arg(
+        long,
+        alias = "pg-password",
+        env = "SUNDIAL_ADMIN_PASSWORD",
+        default_value = DEFAULT_ADMIN_PASSWORD,
+        hide_default_value = true
+    )]
+    pub admin_password: String,
     /// How PostgreSQL clients prove the password: scram-sha-256, md5 or password (cleartext).
     #[arg(long, env = "SUNDIAL_PG_AUTH_METHOD", default_value = "scram-sha-256")]
     pub pg_auth_method: String,
@@ -201,6 +223,34 @@ pub struct ServeArgs {
         default_value_t = sundial_metrics::SLOW_QUERY_MS_DEFAULT
     )]
     pub slow_query_ms: u64,
+    /// TLS certificate chain (PEM, the server's certificate first) for every TCP listener:
+    /// PostgreSQL (sslmode=require), HTTPS and ILP over TLS on the same ports as plain TCP.
+    /// Needs --tls-key; SIGHUP reloads both files.
+    #[arg(long, env = "SUNDIAL_TLS_CERT", value_name = "FILE")]
+    pub tls_cert: Option<std::path::PathBuf>,
+    /// The certificate's private key (PEM: PKCS#8, PKCS#1 RSA or SEC1 EC).
+    #[arg(long, env = "SUNDIAL_TLS_KEY", value_name = "FILE")]
+    pub tls_key: Option<std::path::PathBuf>,
+    /// Which clients must use TLS: `off` (none), `remote` (all but loopback ones) or `all`;
+    /// plain connections of the others are refused. Needs --tls-cert.
+    #[arg(
+        long,
+        env = "SUNDIAL_TLS_REQUIRE",
+        default_value = "off",
+        value_parser = clap::builder::TypedValueParser::map(
+            clap::builder::PossibleValuesParser::new(sundial_tls::TlsRequire::NAMES),
+            |s: String| sundial_tls::TlsRequire::parse(&s).unwrap_or_default()
+        )
+    )]
+    pub tls_require: sundial_tls::TlsRequire,
+    /// Time an HTTP or ILP/TCP client has for its first byte and TLS handshake together, in
+    /// milliseconds (PostgreSQL's is within --pg-auth-timeout-ms).
+    #[arg(
+        long,
+        env = "SUNDIAL_TLS_HANDSHAKE_TIMEOUT_MS",
+        default_value_t = 10_000
+    )]
+    pub tls_handshake_timeout_ms: u64,
     #[command(flatten)]
     pub log: crate::logging::LogArgs,
 }
@@ -217,6 +267,8 @@ pub async fn run(db: Arc<Database>, args: ServeArgs) -> Result<(), String> {
         args.ilp_tcp_connections_max,
         args.http_body_bytes_max,
     ));
+    let access = Access::open(&args, shared.sinks.db())?;
+    let tls = ListenerTls::from_args(&args)?;
     let (stop_tx, stop_rx) = watch::channel(false);
     let mut tasks = JoinSet::new();
 
@@ -228,31 +280,51 @@ pub async fn run(db: Arc<Database>, args: ServeArgs) -> Result<(), String> {
         .map_err(|e| listen_error(args.http_addr, "HTTP", "--http-addr", &e))?;
     tracing::info!("ILP over TCP on {}", args.ilp_tcp_addr);
     tracing::info!("HTTP on {}", args.http_addr);
-    tasks.spawn(accept_tcp(tcp, shared.clone(), stop_rx.clone()));
+    tasks.spawn(accept_tcp(
+        tcp,
+        shared.clone(),
+        access.clone(),
+        tls.clone(),
+        stop_rx.clone(),
+    ));
     let udp = start_udp(&args, &shared)?;
-    let engine = Arc::new(engine(&args, &shared)?);
+    let engine = Arc::new(engine(&args, &shared, &access)?);
     // PostgreSQL and HTTP are served on the query runtime: sessions and connections run their
     // statements themselves. At shutdown these get a grace period, then are stopped.
     let mut served = JoinSet::new();
     serve_pg(
         &args,
+        &access,
+        &tls,
         engine.clone(),
         &queries,
         &mut served,
         stop_rx.clone(),
     )?;
-    let app = http_app(&args, engine, shared.clone());
-    serve_http(http, app, &queries, &mut served, stop_rx.clone());
+    let app = http_app(&args, &access, engine, shared.clone());
+    serve_http(
+        http,
+        app,
+        tls.clone(),
+        &queries,
+        &mut served,
+        stop_rx.clone(),
+    );
     eprintln!(
-        "sundial serving: HTTP {}, PostgreSQL {}, ILP/TCP {}{}",
+        "sundial serving: HTTP {}, PostgreSQL {}, ILP/TCP {}{}{}",
         args.http_addr,
         args.pg_addr,
         args.ilp_tcp_addr,
         args.ilp_udp_addr
             .map(|a| format!(", ILP/UDP {a}"))
-            .unwrap_or_default()
+            .unwrap_or_default(),
+        tls.describe()
     );
     tasks.spawn(shared.clone().report_counters(stop_rx.clone()));
+    tasks.spawn(crate::tls::reload_on_sighup(
+        tls.tls.clone(),
+        stop_rx.clone(),
+    ));
 
     shutdown_signal().await;
     tracing::info!("shutting down: committing what was received");
@@ -308,7 +380,7 @@ fn start_udp(args: &ServeArgs, shared: &Arc<Shared>) -> Result<Option<UdpReceive
 }
 
 /// The engine every SQL client shares.
-fn engine(args: &ServeArgs, shared: &Shared) -> Result<Engine, String> {
+fn engine(args: &ServeArgs, shared: &Shared, access: &Access) -> Result<Engine, String> {
     // SQL INSERTs commit through the ILP receivers' table sinks, waiting like ILP senders
     // once a table has four commits' worth of rows pending.
     let inserts = InsertPath {
@@ -317,6 +389,7 @@ fn engine(args: &ServeArgs, shared: &Shared) -> Result<Engine, String> {
     };
     let mut engine = Engine::with_inserts(inserts).map_err(|e| e.to_string())?;
     engine.set_query_memory_bytes_max(args.query_memory_bytes_max);
+    engine.set_users(access.users.clone());
     // Clients share this engine: each keeps its own settings (PostgreSQL sessions) or none
     // past its request (HTTP).
     engine.set_settings(sundial_query::Settings::Fixed);
@@ -330,12 +403,14 @@ fn engine(args: &ServeArgs, shared: &Shared) -> Result<Engine, String> {
 /// Listens for PostgreSQL clients and serves them on the query runtime until `stop`.
 fn serve_pg(
     args: &ServeArgs,
+    access: &Access,
+    tls: &ListenerTls,
     engine: Arc<Engine>,
     queries: &QueryRuntime,
     served: &mut JoinSet<()>,
     stop: watch::Receiver<bool>,
 ) -> Result<(), String> {
-    let pg = pg_server(args, engine)?;
+    let pg = pg_server(args, access, tls, engine)?;
     let listener = listen_on(queries, args.pg_addr)
         .map_err(|e| listen_error(args.pg_addr, "PostgreSQL", "--pg-addr", &e))?;
     tracing::info!("PostgreSQL wire protocol on {}", args.pg_addr);
@@ -347,8 +422,18 @@ fn serve_pg(
 }
 
 /// Every HTTP route: ILP (`/write`, `/api/v2/write`, `/ping`) and SQL (sundial-http).
-fn http_app(args: &ServeArgs, engine: Arc<Engine>, shared: Arc<Shared>) -> Router {
+fn http_app(args: &ServeArgs, access: &Access, engine: Arc<Engine>, shared: Arc<Shared>) -> Router {
     let allowed_origins = AllowedOrigins::parse(&args.http_allowed_origins);
+    let auth = HttpAuth::new(
+        access.users.clone(),
+        access.required,
+        access.throttle.clone(),
+        args.tls_cert.is_some(),
+    );
+    let origin_check = axum::middleware::from_fn_with_state(
+        allowed_origins.clone(),
+        sundial_http::origin::refuse_foreign_pages,
+    );
     let sql = sql_router(HttpSql {
         engine,
         options: HttpOptions {
@@ -366,12 +451,15 @@ fn http_app(args: &ServeArgs, engine: Arc<Engine>, shared: Arc<Shared>) -> Route
         .route("/write", post(ilp_http::write))
         .route("/api/v2/write", post(ilp_http::write))
         .layer(DefaultBodyLimit::max(args.http_body_bytes_max))
-        .layer(axum::middleware::from_fn_with_state(
-            allowed_origins,
-            sundial_http::origin::refuse_foreign_pages,
-        ))
+        .layer(origin_check.clone())
         .with_state(shared)
         .merge(sql)
+        .merge(sundial_http::auth::routes(auth.clone()).layer(origin_check))
+        // Outermost: no route but the exempt ones runs without a checked caller.
+        .layer(axum::middleware::from_fn_with_state(
+            auth,
+            sundial_http::auth::authenticate,
+        ))
 }
 
 /// Serves `app` on the query runtime until `stop`: each connection's task runs its statements
@@ -379,15 +467,23 @@ fn http_app(args: &ServeArgs, engine: Arc<Engine>, shared: Arc<Shared>) -> Route
 fn serve_http(
     http: TcpListener,
     app: Router,
+    tls: ListenerTls,
     queries: &QueryRuntime,
     served: &mut JoinSet<()>,
     mut stop: watch::Receiver<bool>,
 ) {
     served.spawn_on(
         async move {
-            // Counted in sundial_connections_active, with TCP_NODELAY (`ops`); `tap_io` gives
-            // the listener axum's `ConnectInfo<SocketAddr>`.
-            let http = ops::CountedListener(http).tap_io(|_| {});
+            // HTTPS and HTTP on one port, told apart by the first byte, the handshakes run
+            // apart from the accepts; counted in sundial_connections_active, with TCP_NODELAY
+            // (`ops`); `tap_io` gives the listener axum's `ConnectInfo<SocketAddr>`.
+            let http = match ops::CountedListener::new(http, tls) {
+                Ok(http) => http.tap_io(|_| {}),
+                Err(e) => {
+                    tracing::error!("HTTP server failed: {e}");
+                    return;
+                }
+            };
             // The peer's address tells local clients apart (`--http-gzip remote`).
             let app = app.into_make_service_with_connect_info::<SocketAddr>();
             let served = axum::serve(http, app)
@@ -444,6 +540,16 @@ fn sql_file_dir(
         ));
     }
     Ok(Some(resolved))
+}
+
+/// The built-in admin's password when none is given (QuestDB's).
+pub(crate) const DEFAULT_ADMIN_PASSWORD: &str = "quest";
+
+/// `--auth`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum AuthArg {
+    Required,
+    Off,
 }
 
 /// `--http-gzip`.
@@ -550,7 +656,12 @@ fn query_runtime(threads: usize) -> Result<QueryRuntime, String> {
         .map_err(|e| format!("cannot start the query runtime: {e}"))
 }
 
-fn pg_server(args: &ServeArgs, engine: Arc<Engine>) -> Result<PgServer, String> {
+fn pg_server(
+    args: &ServeArgs,
+    access: &Access,
+    tls: &ListenerTls,
+    engine: Arc<Engine>,
+) -> Result<PgServer, String> {
     let method = AuthMethod::parse(&args.pg_auth_method).ok_or_else(|| {
         format!(
             "unknown PostgreSQL auth method '{}': use scram-sha-256, md5 or password",
@@ -563,7 +674,7 @@ fn pg_server(args: &ServeArgs, engine: Arc<Engine>) -> Result<PgServer, String> 
                 .into(),
         );
     }
-    let users = Users::new(method, &[(args.pg_user.clone(), args.pg_password.clone())]);
+    let users = Users::with_store(method, access.users.clone(), access.throttle.clone());
     let options = PgOptions {
         connections_max: args.pg_connections_max,
         unauthenticated_connections_max: args.pg_unauthenticated_connections_max,
@@ -571,6 +682,8 @@ fn pg_server(args: &ServeArgs, engine: Arc<Engine>) -> Result<PgServer, String> 
         message_bytes_max: args.pg_message_bytes_max,
         statement_timeout_ms: args.statement_timeout_ms,
         read_spin_us: args.pg_read_spin_us,
+        tls: tls.tls.clone(),
+        tls_require: tls.require,
         ..PgOptions::default()
     };
     Ok(PgServer::new(engine, users, options))

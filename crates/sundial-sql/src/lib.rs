@@ -21,7 +21,8 @@
 //! Rewrites are AST to AST and build nodes (see [`ast`]), never text to parse again; the one
 //! text pass, [`questdb::extract`], works on tokens because QuestDB's clauses are not SQL the
 //! parser knows. [`names`] holds the names of the engine functions the rewrites call.
-//! [`copy`] parses PostgreSQL's `COPY ... FROM STDIN / TO STDOUT` for the wire protocol.
+//! [`copy`] parses PostgreSQL's `COPY ... FROM STDIN / TO STDOUT` for the wire protocol;
+//! [`users`] parses user management (`CREATE USER`, `GRANT`, ...).
 
 pub mod ast;
 pub mod compat;
@@ -33,12 +34,14 @@ pub mod questdb;
 pub mod result_timestamp;
 pub mod statement;
 mod template;
+pub mod users;
 
 pub use compat::SystemCatalog;
 pub use error::{Result, SqlError, lower_first, parser_message};
 pub use questdb::{Catalog, Clauses};
 pub use sqlparser;
 pub use statement::{Command, CreateTable, Statement, create_table_sql, parse, split_statements};
+pub use users::{Password, TokenType, UserCommand, UserRole};
 
 /// What [`rewrite`] learned of a statement before rewriting it.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

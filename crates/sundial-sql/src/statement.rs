@@ -6,6 +6,7 @@ use sqlparser::tokenizer::{Location, Token, TokenWithSpan, Tokenizer};
 use sundial_storage::{ColumnType, ConvertTo, PartitionBy, Ttl, TtlUnit};
 
 use crate::error::{Result, SqlError};
+use crate::users::UserCommand;
 
 /// A statement Sundial runs itself, or SQL for DataFusion.
 #[derive(Debug, Clone, PartialEq)]
@@ -88,6 +89,9 @@ pub enum Command {
     Backup {
         to: String,
     },
+    /// User management: `CREATE/ALTER/DROP USER`, `GRANT`, `REVOKE`, `SHOW USERS` (see
+    /// [`crate::users`]).
+    User(UserCommand),
     /// Any other statement, for DataFusion.
     Sql,
 }
@@ -236,10 +240,10 @@ fn is_query(sql: &str) -> bool {
     word.eq_ignore_ascii_case("SELECT") || word.eq_ignore_ascii_case("WITH")
 }
 
-struct Parser<'a> {
+pub(crate) struct Parser<'a> {
     sql: &'a str,
     tokens: Vec<TokenWithSpan>,
-    pos: usize,
+    pub(crate) pos: usize,
 }
 
 /// Parses one statement into a [`Command`].
@@ -301,6 +305,18 @@ pub fn parse(sql: &str) -> Result<Command> {
         Command::Backup {
             to: p.string("the backup directory as a quoted string, e.g. '/backups/today'")?,
         }
+    } else if p.reset() && p.eat_kw("CREATE") && p.eat_kw("USER") {
+        Command::User(p.create_user()?)
+    } else if p.reset() && p.eat_kw("ALTER") && p.eat_kw("USER") {
+        Command::User(p.alter_user()?)
+    } else if p.reset() && p.eat_kw("DROP") && p.eat_kw("USER") {
+        Command::User(p.drop_user()?)
+    } else if p.reset() && p.eat_kw("GRANT") {
+        Command::User(p.grant_or_revoke(true)?)
+    } else if p.reset() && p.eat_kw("REVOKE") {
+        Command::User(p.grant_or_revoke(false)?)
+    } else if p.reset() && p.eat_kw("SHOW") && p.eat_kw("USERS") {
+        Command::User(UserCommand::Show)
     } else if p.reset() && (p.eat_kw("DESCRIBE") || p.eat_kw("DESC")) && p.peek_is_name() {
         Command::ShowColumns {
             table: p.name("table name")?,
@@ -318,18 +334,18 @@ impl Parser<'_> {
         true
     }
 
-    fn peek(&self) -> Option<&TokenWithSpan> {
+    pub(crate) fn peek(&self) -> Option<&TokenWithSpan> {
         self.tokens.get(self.pos)
     }
 
-    fn location(&self) -> Location {
+    pub(crate) fn location(&self) -> Location {
         self.peek()
             .map(|t| t.span.start)
             .or_else(|| self.tokens.last().map(|t| t.span.end))
             .unwrap_or(Location { line: 1, column: 1 })
     }
 
-    fn error<T>(&self, message: impl Into<String>) -> Result<T> {
+    pub(crate) fn error<T>(&self, message: impl Into<String>) -> Result<T> {
         let loc = self.location();
         let found = self.peek().map_or_else(
             || "end of statement".to_string(),
@@ -342,11 +358,11 @@ impl Parser<'_> {
         })
     }
 
-    fn peek_kw(&self, kw: &str) -> bool {
+    pub(crate) fn peek_kw(&self, kw: &str) -> bool {
         matches!(self.peek().map(|t| &t.token), Some(Token::Word(w)) if w.quote_style.is_none() && w.value.eq_ignore_ascii_case(kw))
     }
 
-    fn eat_kw(&mut self, kw: &str) -> bool {
+    pub(crate) fn eat_kw(&mut self, kw: &str) -> bool {
         let hit = self.peek_kw(kw);
         if hit {
             self.pos += 1;
@@ -354,7 +370,7 @@ impl Parser<'_> {
         hit
     }
 
-    fn expect_kw(&mut self, kw: &str) -> Result<()> {
+    pub(crate) fn expect_kw(&mut self, kw: &str) -> Result<()> {
         if self.eat_kw(kw) {
             Ok(())
         } else {
@@ -450,7 +466,7 @@ impl Parser<'_> {
     }
 
     /// An optional `IF EXISTS`.
-    fn if_exists(&mut self) -> Result<bool> {
+    pub(crate) fn if_exists(&mut self) -> Result<bool> {
         if !self.eat_kw("IF") {
             return Ok(false);
         }
@@ -459,7 +475,7 @@ impl Parser<'_> {
     }
 
     /// An optional `IF NOT EXISTS`.
-    fn if_not_exists(&mut self) -> Result<bool> {
+    pub(crate) fn if_not_exists(&mut self) -> Result<bool> {
         if !self.eat_kw("IF") {
             return Ok(false);
         }

@@ -75,7 +75,7 @@ impl Session {
                     CopySourceSpec::Table { name, columns } => select_all(&name, &columns),
                     CopySourceSpec::Query(sql) => sql,
                 };
-                let query = self.shared.engine.prepare(&sql).await?;
+                let query = self.shared.engine.prepare_as(&sql, &self.caller).await?;
                 if query.schema.is_none() {
                     return Err(PgError::Query(QueryError::Invalid(
                         "COPY (query) TO needs a query that returns rows".into(),
@@ -93,6 +93,12 @@ impl Session {
         columns: &[String],
         options: &CopyOptions,
     ) -> Result<Completion, PgError> {
+        // Before the target is resolved: a caller that may not write learns nothing of it.
+        self.shared.engine.check_role(
+            &self.caller,
+            sundial_query::Role::Write,
+            "COPY ... FROM STDIN",
+        )?;
         let plan = CopyPlan::resolve(self.shared.engine.db(), table, columns, options.clone())?;
         let (tx, rx) = mpsc::channel(copy_in::CHANNEL_CHUNKS);
         let canceled: CancelFlag = Arc::new(AtomicBool::new(false));

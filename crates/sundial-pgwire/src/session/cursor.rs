@@ -38,7 +38,7 @@ impl Session {
                 hold,
                 query,
             } => {
-                let query = self.shared.engine.prepare(&query).await?;
+                let query = self.shared.engine.prepare_as(&query, &self.caller).await?;
                 if query.schema.is_none() {
                     return Err(PgError::Query(sundial_query::QueryError::Invalid(
                         "DECLARE CURSOR needs a query that returns rows".into(),

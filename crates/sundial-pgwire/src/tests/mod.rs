@@ -6,7 +6,9 @@ mod copy;
 mod fuzz;
 mod pipeline;
 mod portals;
+mod roles;
 mod timestamps;
+mod tls;
 mod wire;
 
 use std::net::SocketAddr;
@@ -46,8 +48,11 @@ impl TestServer {
             ..StorageOptions::default()
         };
         let db = Database::open(dir.path(), storage).expect("open database");
-        let engine = Arc::new(Engine::new(db).expect("engine"));
+        let mut engine = Engine::new(db).expect("engine");
         let users = Users::new(method, &[(USER.into(), PASSWORD.into())]);
+        // The test user is the built-in admin of the store the engine checks roles in.
+        engine.set_users(users.store().clone());
+        let engine = Arc::new(engine);
         let server = Arc::new(PgServer::new(engine, users, options));
         let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
         let addr = listener.local_addr().expect("address");

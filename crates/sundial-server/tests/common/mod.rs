@@ -65,6 +65,9 @@ pub fn start_with(dir: &Path, (http, tcp, udp): (u16, u16, u16), args: &[&str]) 
         .args(args)
         .env("SUNDIAL_DATA_DIR", dir)
         .env("SUNDIAL_DURABILITY", "none")
+        // These tests are about other things than logging in: HTTP and ILP clients send no
+        // credentials (a test passing `--auth required` overrides this).
+        .env("SUNDIAL_AUTH", "off")
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()

@@ -1,8 +1,9 @@
 // End-to-end test of the PostgreSQL JDBC driver (pgjdbc) against a running `sundial serve`.
 //
-// Connection parameters come from PGHOST, PGPORT, PGUSER, PGPASSWORD and PGDATABASE. Every check
-// runs as a named step; a failed step prints why and the run goes on with the next one, and the
-// program exits 1 if any step failed (0 otherwise). Run by tests/clients/test_drivers.py.
+// Connection parameters come from PGHOST, PGPORT, PGUSER, PGPASSWORD and PGDATABASE, and TLS from
+// PGSSLMODE and PGSSLROOTCERT when set. Every check runs as a named step; a failed step prints why
+// and the run goes on with the next one, and the program exits 1 if any step failed (0 otherwise).
+// Run by tests/clients/test_drivers.py and test_tls.py.
 
 import java.math.BigDecimal;
 import java.sql.Connection;
@@ -125,7 +126,20 @@ public final class PgJdbcTest {
         for (int i = 0; i + 1 < extra.length; i += 2) {
             props.setProperty(extra[i], extra[i + 1]);
         }
+        tls(props);
         return DriverManager.getConnection(url(), props);
+    }
+
+    // TLS as libpq's variables ask for it (PGSSLMODE, PGSSLROOTCERT: a PEM file), when set.
+    static void tls(Properties props) {
+        String mode = env("PGSSLMODE", "");
+        if (!mode.isEmpty()) {
+            props.setProperty("sslmode", mode);
+        }
+        String root = env("PGSSLROOTCERT", "");
+        if (!root.isEmpty()) {
+            props.setProperty("sslrootcert", root);
+        }
     }
 
     static String env(String name, String fallback) {
@@ -196,6 +210,7 @@ public final class PgJdbcTest {
         Properties props = new Properties();
         props.setProperty("user", user);
         props.setProperty("password", password + "-wrong");
+        tls(props);
         try {
             DriverManager.getConnection(url(), props).close();
             throw new AssertionError("connected with a wrong password");
