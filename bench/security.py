@@ -42,15 +42,21 @@ ILP_SENDS = int(os.environ.get("ILP_SENDS", "200"))
 ILP_BUFFER_ROWS = 10_000
 
 
-def make_certificate(work: Path) -> tuple[Path, Path]:
-    cert, key = work / "server.pem", work / "server.key"
-    subprocess.run(
-        ["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256",
-         "-nodes", "-keyout", str(key), "-out", str(cert), "-days", "2", "-subj", "/CN=localhost",
-         "-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1"],
-        check=True, capture_output=True,
-    )
-    return cert, key
+def make_certificate(work: Path) -> tuple[Path, Path, Path]:
+    """A CA, and a server certificate for localhost and 127.0.0.1 signed by it."""
+    ca, ca_key = work / "ca.pem", work / "ca.key"
+    cert, key, csr = work / "server.pem", work / "server.key", work / "server.csr"
+    ext = work / "san.ext"
+    ext.write_text("subjectAltName=DNS:localhost,IP:127.0.0.1\n")
+    ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes"]
+    for args in [
+        ["req", "-x509", *ec, "-keyout", ca_key, "-out", ca, "-days", "2", "-subj", "/CN=bench-ca"],
+        ["req", *ec, "-keyout", key, "-out", csr, "-subj", "/CN=localhost"],
+        ["x509", "-req", "-in", csr, "-CA", ca, "-CAkey", ca_key, "-CAcreateserial", "-out", cert,
+         "-days", "2", "-extfile", ext],
+    ]:
+        subprocess.run(["openssl", *map(str, args)], check=True, capture_output=True)
+    return cert, key, ca
 
 
 class Server:
@@ -103,7 +109,7 @@ def main() -> None:
     if shutil.which("openssl") is None:
         sys.exit("openssl is needed to make the test certificate")
     work = Path(tempfile.mkdtemp(prefix="sundial-security-bench."))
-    cert, key = make_certificate(work)
+    cert, key, ca = make_certificate(work)
     print(f"# bench/security.py on {time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())}, "
           f"{os.cpu_count()} cores, release build", flush=True)
     password = ["--admin-password", "bench-password"]
@@ -112,7 +118,7 @@ def main() -> None:
                     ["--auth", "required", "--tls-cert", str(cert), "--tls-key", str(key), *password])
     try:
         basic = {"Authorization": "Basic " + base64.b64encode(b"admin:bench-password").decode()}
-        with pg_connect(closed.pg, False, cert) as conn:
+        with pg_connect(closed.pg, False, ca) as conn:
             conn.execute("CREATE USER bench WITH PASSWORD 'bench-user-password'")
             conn.execute("GRANT ADMIN TO bench")
             (token,) = conn.execute("ALTER USER bench CREATE TOKEN TYPE REST").fetchone()
@@ -126,7 +132,7 @@ def main() -> None:
         conn = http.client.HTTPConnection("127.0.0.1", closed.http)
         runs["basic"] = rate(HTTP_REQUESTS, lambda: http_loop(conn, basic))
         runs["bearer"] = rate(HTTP_REQUESTS, lambda: http_loop(conn, bearer))
-        context = ssl.create_default_context(cafile=str(cert))
+        context = ssl.create_default_context(cafile=str(ca))
         conn = http.client.HTTPSConnection("localhost", closed.http, context=context)
         runs["https_basic"] = rate(HTTP_REQUESTS, lambda: http_loop(conn, basic))
         for mode, value in runs.items():
@@ -135,14 +141,14 @@ def main() -> None:
         # PostgreSQL round trips, COPY out, and logins.
         runs = {}
         for mode, server, tls in [("plain", open_server, False), ("tls", closed, True)]:
-            with pg_connect(server.pg, tls, cert) as conn:
+            with pg_connect(server.pg, tls, ca) as conn:
                 runs[mode] = rate(PG_QUERIES, lambda: [conn.execute("SELECT 1").fetchone()
                                                         for _ in range(PG_QUERIES)])
         for mode, value in runs.items():
             result("pg_small", mode, value, "queries_per_s", runs["plain"])
         runs = {}
         for mode, server, tls in [("plain", open_server, False), ("tls", closed, True)]:
-            with pg_connect(server.pg, tls, cert) as conn:
+            with pg_connect(server.pg, tls, ca) as conn:
                 def copy() -> None:
                     total = 0
                     with conn.cursor().copy(
@@ -159,7 +165,7 @@ def main() -> None:
                    runs["plain"] * runs["plain_bytes"] / 1e6)
         runs = {}
         for mode, server, tls in [("plain", open_server, False), ("tls", closed, True)]:
-            runs[mode] = rate(PG_CONNECTS, lambda: [pg_connect(server.pg, tls, cert).close()
+            runs[mode] = rate(PG_CONNECTS, lambda: [pg_connect(server.pg, tls, ca).close()
                                                      for _ in range(PG_CONNECTS)])
         for mode, value in runs.items():
             result("pg_connect", mode, value, "connections_per_s", runs["plain"])
@@ -170,7 +176,7 @@ def main() -> None:
         for mode, conf, server in [
             ("open", f"tcp::addr=127.0.0.1:{open_server.ilp};", open_server),
             ("signed_key", f"tcp::addr=127.0.0.1:{closed.ilp};{auth}", closed),
-            ("tls_signed_key", f"tcps::addr=localhost:{closed.ilp};{auth}tls_roots={cert};", closed),
+            ("tls_signed_key", f"tcps::addr=localhost:{closed.ilp};{auth}tls_roots={ca};", closed),
         ]:
             table = f"ilp_{mode}"
             with Sender.from_conf(conf) as sender:
@@ -183,7 +189,7 @@ def main() -> None:
                 for _ in range(ILP_SENDS):
                     sender.flush(buffer, clear=False)
             want = ILP_SENDS * ILP_BUFFER_ROWS
-            with pg_connect(server.pg, False, cert) as conn:
+            with pg_connect(server.pg, False, ca) as conn:
                 while conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0] < want:
                     time.sleep(0.01)
             runs[mode] = want / (time.perf_counter() - started)

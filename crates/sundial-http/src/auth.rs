@@ -101,6 +101,11 @@ impl HttpAuth {
             tokio::time::sleep(wait).await;
         }
         let user = match credentials {
+            Credentials::Password { user, password }
+                if self.users.verified_before(&user, &password) =>
+            {
+                Some(user)
+            }
             Credentials::Password { user, password } => {
                 let users = self.users.clone();
                 // The first check of a pair derives the password's key: off the async threads.
