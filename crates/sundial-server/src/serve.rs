@@ -257,6 +257,7 @@ pub struct ServeArgs {
 
 /// Runs the server until Ctrl-C or SIGTERM, then stops it: see the module docs.
 pub async fn run(db: Arc<Database>, args: ServeArgs) -> Result<(), String> {
+    let stop_signals = StopSignals::install()?;
     // Uptime counts from here.
     let _ = sundial_metrics::metrics();
     sundial_metrics::set_slow_query_ms(args.slow_query_ms);
@@ -326,7 +327,7 @@ pub async fn run(db: Arc<Database>, args: ServeArgs) -> Result<(), String> {
         stop_rx.clone(),
     ));
 
-    shutdown_signal().await;
+    stop_signals.wait().await;
     tracing::info!("shutting down: committing what was received");
     let _ = stop_tx.send(true);
     if let Some(receiver) = udp {
@@ -689,25 +690,47 @@ fn pg_server(
     Ok(PgServer::new(engine, users, options))
 }
 
-async fn shutdown_signal() {
-    let ctrl_c = tokio::signal::ctrl_c();
-    #[cfg(unix)]
-    {
-        let mut term =
-            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-                Ok(s) => s,
-                Err(_) => {
-                    let _ = ctrl_c.await;
-                    return;
-                }
-            };
+/// The signals that stop the server gracefully (SIGTERM, Ctrl-C), registered before it says
+/// it is serving: one sent the moment the ready line appears must stop it, not kill it.
+#[cfg(unix)]
+struct StopSignals {
+    terminate: tokio::signal::unix::Signal,
+    interrupt: tokio::signal::unix::Signal,
+}
+
+#[cfg(unix)]
+impl StopSignals {
+    fn install() -> Result<StopSignals, String> {
+        use tokio::signal::unix::{SignalKind, signal};
+        let handle = |kind: SignalKind, name: &str| {
+            signal(kind).map_err(|e| format!("cannot handle {name}: {e}"))
+        };
+        Ok(StopSignals {
+            terminate: handle(SignalKind::terminate(), "SIGTERM")?,
+            interrupt: handle(SignalKind::interrupt(), "SIGINT")?,
+        })
+    }
+
+    async fn wait(mut self) {
         tokio::select! {
-            _ = ctrl_c => {}
-            _ = term.recv() => {}
+            _ = self.terminate.recv() => {}
+            _ = self.interrupt.recv() => {}
         }
     }
-    #[cfg(not(unix))]
-    let _ = ctrl_c.await;
+}
+
+#[cfg(not(unix))]
+struct StopSignals;
+
+#[cfg(not(unix))]
+impl StopSignals {
+    fn install() -> Result<StopSignals, String> {
+        Ok(StopSignals)
+    }
+
+    async fn wait(self) {
+        let _ = tokio::signal::ctrl_c().await;
+    }
 }
 
 #[cfg(test)]
