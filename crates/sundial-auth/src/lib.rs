@@ -33,4 +33,4 @@ pub use ilp_key::{IlpKey, ilp_challenge};
 pub use role::{Caller, Role};
 pub use secret::{SCRAM_ITERATIONS, ScramSecret, equal, hmac, new_session_id};
 pub use store::{USERS_FILE, UserInfo, Users};
-pub use throttle::{DELAY_MAX, FAILURE_DELAY, Throttle};
+pub use throttle::{FAILURE_DELAY, Throttle};

@@ -68,8 +68,4 @@ impl Caller {
     pub fn name(&self) -> Option<&str> {
         self.name.as_deref()
     }
-
-    pub fn is_trusted(&self) -> bool {
-        self.name.is_none()
-    }
 }

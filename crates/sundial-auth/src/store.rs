@@ -172,11 +172,6 @@ impl Users {
         self.state.read().unwrap_or_else(|e| e.into_inner()).clone()
     }
 
-    /// The built-in admin's name, if there is one.
-    pub fn builtin_admin(&self) -> Option<&str> {
-        self.builtin.as_ref().map(|b| b.name.as_str())
-    }
-
     /// Whether any user can log in as an admin (the built-in one or a stored one).
     pub fn has_admin(&self) -> bool {
         self.builtin.is_some()
@@ -272,14 +267,6 @@ impl Users {
             return None;
         }
         self.state().tokens.get(&token_digest(token)).cloned()
-    }
-
-    /// Whether the ILP key `key_id` exists.
-    pub fn has_ilp_key(&self, key_id: &str) -> bool {
-        self.state()
-            .users
-            .get(key_id)
-            .is_some_and(|u| u.ilp_key.is_some())
     }
 
     /// Whether `signature` signs `challenge` with the ILP key `key_id`.
@@ -763,7 +750,7 @@ mod tests {
         assert_eq!(users.role("bob"), Some(Role::Write));
         assert!(users.verify_password("bob", "hunter2-secret"));
         assert_eq!(users.verify_token(&token).as_deref(), Some("bob"));
-        assert!(users.has_ilp_key("bob"));
+        assert!(users.list().iter().any(|u| u.name == "bob" && u.ilp_key));
         // A copy (a backup) opens with the same users.
         let copy = tempfile::tempdir().unwrap();
         users.copy_to(copy.path()).unwrap();

@@ -591,13 +591,13 @@ impl Session {
             .map_or(std::net::IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED), |p| {
                 p.ip()
             });
-        let throttle = self.shared.users.throttle();
+        let shared = self.shared.clone();
+        let throttle = shared.users.throttle();
         let wait = throttle.delay(ip);
         if !wait.is_zero() {
             tokio::time::sleep(wait).await;
         }
         let outcome = self.password_exchange(user).await;
-        let throttle = self.shared.users.throttle();
         match &outcome {
             Ok(()) => throttle.succeeded(ip),
             Err(PgError::Auth(_)) => {
