@@ -83,7 +83,8 @@ def test_converted_partitions_are_parquet_files_other_engines_read(server):
     ]
 
     # DuckDB reads the table's cold files as they are.
-    files = [p["location"] for p in parts if p["format"] == "parquet"]
+    # Locations are relative to the data directory.
+    files = [str(server.data_dir / p["location"]) for p in parts if p["format"] == "parquet"]
     for f in files:
         assert f.endswith("data.parquet"), f
     con = duckdb.connect()

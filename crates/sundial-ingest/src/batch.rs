@@ -484,6 +484,11 @@ impl TableBatch {
         &self.meta.name
     }
 
+    /// Whether DROP TABLE dropped the table these rows are for (see [`Table::is_dropped`]).
+    pub fn is_dropped(&self) -> bool {
+        self.table.is_dropped()
+    }
+
     fn column(&self, name: &str) -> Option<usize> {
         find_column(&self.index, &self.index_lower, name)
     }

@@ -137,8 +137,6 @@ impl BulkLoad {
 
 #[cfg(test)]
 mod tests {
-    use std::time::{Duration, Instant};
-
     use arrow_array::{ArrayRef, Int64Array, StringArray, TimestampNanosecondArray};
     use arrow_schema::{DataType, Field, Schema, TimeUnit};
     use sundial_storage::{
@@ -276,10 +274,9 @@ mod tests {
         let batch_bytes = rows(0, 1000, GOOD).get_array_memory_size();
         let mut load = sinks.bulk(&table, 4 * batch_bytes, 1_000_000);
         load.push(rows(0, 1000, GOOD)).unwrap();
-        // Between chunks: another writer commits at once, the load's rows stay uncommitted.
-        let started = Instant::now();
+        // Between chunks: another writer commits (it would fail, the table busy, if the load
+        // held the writer), the load's rows stay uncommitted.
         assert_eq!(sinks.write(&table, rows(-10, 0, GOOD), 1000).unwrap(), 10);
-        assert!(started.elapsed() < Duration::from_millis(200));
         assert_eq!(count(&table), 10);
         // During chunks: an ILP-style sender on another thread never fails.
         let done = Arc::new(std::sync::atomic::AtomicBool::new(false));

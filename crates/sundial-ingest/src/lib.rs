@@ -30,6 +30,11 @@
 //!   rows in time order ─▶ TableWriter::append_all + commit (one commit per table at a time)
 //! ```
 //!
+//! A table dropped while receivers hold it (DROP TABLE) is let go of by each receiver at its
+//! next line for the table or its next timer call ([`Ingestor::flush_due`], which receivers
+//! make idle or not), and by the sinks, so its directory goes then; rows buffered for it are
+//! discarded, and later lines for the name create a new table.
+//!
 //! Every writer of a table's rows goes through its sink, so the table's writer is only held
 //! during a commit: a bulk load ([`Sinks::bulk`]) commits chunk by chunk, and ILP rows and
 //! INSERTs commit between (or with) its chunks instead of waiting for the load to end.
@@ -159,6 +164,17 @@ pub struct TableCounts {
     pub lines_rejected: u64,
 }
 
+/// Refuses a line whose designated timestamp is too far ahead of the receiver's clock
+/// (`StorageOptions::timestamp_future_ms_max`), as storage would refuse its row.
+fn check_future(
+    db: &Database,
+    table: &str,
+    timestamp: i64,
+    now_ns: i64,
+) -> Result<(), IngestError> {
+    Ok(db.options().check_future(table, timestamp, now_ns)?)
+}
+
 /// Buffers ILP lines per table and commits them. Not shared between threads: each receiver
 /// task has its own; they meet only at the table writers.
 pub struct Ingestor {
@@ -173,6 +189,8 @@ pub struct Ingestor {
     series: SeriesCache,
     /// Names this receiver in the sinks' watermarks.
     id: u64,
+    /// The database refuses rows too far ahead of its clock: lines are checked as they come.
+    future_bounded: bool,
     stats: IngestStats,
     table_counts: HashMap<String, TableCounts>,
     // Per-line scratch space, reused so that steady-state ingestion does not allocate.
@@ -245,6 +263,7 @@ impl Ingestor {
         let parser = LineParser::new(options.line_bytes_max);
         Ingestor {
             id: NEXT_RECEIVER.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
+            future_bounded: sinks.db().options().timestamp_future_ms_max.is_some(),
             db: sinks.db().clone(),
             sinks,
             options,
@@ -371,7 +390,8 @@ impl Ingestor {
     ) -> Option<Result<(), IngestError>> {
         let series = self.series.get(line.get(..series_len)?)?;
         let batch = self.tables.get_mut(series.table)?;
-        if batch.epoch() != series.epoch {
+        // A dropped table: the whole path lets it go and makes the table anew.
+        if batch.epoch() != series.epoch || batch.is_dropped() {
             return None;
         }
         let parsed = self.parser.parse_fields(line, series_len).ok()?;
@@ -379,6 +399,11 @@ impl Ingestor {
             Some(t) => designated_timestamp(t, precision).ok()?,
             None => now_ns,
         };
+        if self.future_bounded
+            && check_future(&self.db, batch.table_name(), timestamp, now_ns).is_err()
+        {
+            return None;
+        }
         self.texts.clear();
         self.known_fields.clear();
         for (position, (key, value)) in parsed.fields().enumerate() {
@@ -422,6 +447,9 @@ impl Ingestor {
             None => now_ns,
         };
         texts.push(parsed.measurement().unescape(unescape));
+        if self.future_bounded {
+            check_future(&self.db, texts.get(0), timestamp, now_ns)?;
+        }
         for (k, v) in parsed.tags() {
             let key = texts.push(k.unescape(unescape));
             let value = texts.push(v.unescape(unescape));
@@ -451,8 +479,13 @@ impl Ingestor {
         series: Option<&[u8]>,
     ) -> Result<(), IngestError> {
         let table_name = texts.get(0);
-        let slot = match self.table_slots.get(table_name) {
-            Some(slot) => *slot,
+        let slot = match self.table_slots.get(table_name).copied() {
+            Some(slot) if !self.tables.get(slot).is_some_and(TableBatch::is_dropped) => slot,
+            Some(_) => {
+                // DROP TABLE since: later rows for the name go to a new table.
+                self.release_dropped();
+                self.open_table(table_name, texts, values)?
+            }
             None => self.open_table(table_name, texts, values)?,
         };
         let batch = self
@@ -517,6 +550,43 @@ impl Ingestor {
         Ok(slot)
     }
 
+    /// Lets go of the tables DROP TABLE dropped, with the rows buffered for them, so that their
+    /// files go now (with the last handle) rather than when this receiver ends; the sinks let
+    /// go of them too. Later lines for such a name create the table anew.
+    fn release_dropped(&mut self) {
+        if !self.tables.iter().any(TableBatch::is_dropped) {
+            return;
+        }
+        let mut moved_to = Vec::with_capacity(self.tables.len());
+        for batch in std::mem::take(&mut self.tables) {
+            if batch.is_dropped() {
+                if batch.rows() > 0 {
+                    tracing::info!(
+                        "{} buffered row(s) for dropped table '{}' discarded",
+                        batch.rows(),
+                        batch.table_name()
+                    );
+                }
+                batch.sink().leave(self.id);
+                moved_to.push(None);
+            } else {
+                moved_to.push(Some(self.tables.len()));
+                self.tables.push(batch);
+            }
+        }
+        self.table_slots
+            .retain(|_, slot| match moved_to.get(*slot).copied().flatten() {
+                Some(to) => {
+                    *slot = to;
+                    true
+                }
+                None => false,
+            });
+        // Series name table slots, which moved.
+        self.series.clear();
+        self.sinks.forget_dropped();
+    }
+
     /// Hands the batch in `slot` to its sink once it holds enough rows or text.
     fn hand_off_if_full(&mut self, slot: usize) -> Result<(), IngestError> {
         let hand_off_rows = self.hand_off_rows();
@@ -540,6 +610,7 @@ impl Ingestor {
     /// Commits every table's buffered rows (and whatever other receivers left pending for the
     /// same tables); returns the rows committed.
     pub fn flush(&mut self) -> Result<u64, IngestError> {
+        self.release_dropped();
         self.hand_off_where(|_| true)?;
         for batch in &self.tables {
             batch.sink().leave(batch.receiver());
@@ -552,13 +623,17 @@ impl Ingestor {
     /// this receiver's newest are committed: rows of other receivers after them wait for their
     /// own receivers, which may still send older rows.
     pub fn commit_paused(&mut self) -> Result<u64, IngestError> {
+        self.release_dropped();
         self.hand_off_where(|_| true)?;
         let receiver = self.id;
         self.commit_sinks(|sink| sink.commit_paused(receiver))
     }
 
     /// Commits the tables whose oldest buffered or pending row has waited `commit_interval_ms`.
+    /// Receivers call it on a timer, idle or not: it is also where they let go of dropped
+    /// tables.
     pub fn flush_due(&mut self, now: Instant) -> Result<u64, IngestError> {
+        self.release_dropped();
         let interval = Duration::from_millis(self.options.commit_interval_ms);
         self.hand_off_where(|batch| {
             batch

@@ -72,6 +72,12 @@ impl SeriesCache {
         self.map.insert(key.into(), Series { table, epoch, tags });
     }
 
+    /// Forgets every series (their table slots changed).
+    pub fn clear(&mut self) {
+        self.map.clear();
+        self.bytes = 0;
+    }
+
     #[cfg(test)]
     pub fn len(&self) -> usize {
         self.map.len()

@@ -113,9 +113,19 @@ impl Sinks {
             .sum()
     }
 
+    /// Lets go of the sinks of dropped tables (whose files go with their last handle). The
+    /// query engine calls it after DROP TABLE, receivers as they find a table dropped.
+    pub fn forget_dropped(&self) {
+        lock(&self.by_table).retain(|_, sink| !sink.table.is_dropped());
+    }
+
     /// The sink of `table`, made on first use (and again if the table was dropped and created
-    /// anew since).
+    /// anew since). A dropped table gets a sink of its own, never kept: its commits refuse
+    /// the rows.
     pub(crate) fn sink(&self, table: &Arc<Table>) -> Arc<TableSink> {
+        if table.is_dropped() {
+            return Arc::new(TableSink::new(table.clone()));
+        }
         let mut sinks = lock(&self.by_table);
         let key = table.name().to_lowercase();
         match sinks.get(&key) {
@@ -529,9 +539,32 @@ impl TableSink {
             pending.rows = 0;
             std::mem::take(&mut pending.batches)
         };
-        let result = self.commit_queued(queued, take);
+        let result = if self.table.is_dropped() {
+            self.discard_dropped(queued)
+        } else {
+            self.commit_queued(queued, take)
+        };
         self.committed.notify_all();
         result
+    }
+
+    /// The rows of a dropped table go nowhere: waiting writers learn it was dropped, rows no
+    /// one waits for (ILP) are discarded.
+    fn discard_dropped(&self, queued: Vec<Queued>) -> Result<u64, IngestError> {
+        let name = self.table.name();
+        let mut discarded = 0;
+        for q in queued {
+            match q.ticket {
+                Some(ticket) => ticket.set(Err(IngestError::Storage(StorageError::NotFound(
+                    format!("table '{name}' was dropped"),
+                )))),
+                None => discarded += q.rows(),
+            }
+        }
+        if discarded > 0 {
+            tracing::info!("{discarded} row(s) for dropped table '{name}' discarded");
+        }
+        Ok(0)
     }
 
     /// Commits the drained batches and tells their waiting writers. When a shared commit fails

@@ -176,20 +176,25 @@ fn precision_and_commit_by_rows() {
         )
         .unwrap();
     }
-    // Rows go to the sink one by one (commit_rows / 8); at 10 pending a commit thread commits
-    // the rows up to the watermark of its only receiver, which sends in order. The watermark
-    // may not yet cover the row just handed over, so each of the two volume commits takes 9
-    // or 10 rows: at least 18 of the 25 go without a flush (and then fewer than 10 are
-    // pending, so no commit is under way), the rest with it.
+    // Rows go to the sink one by one (commit_rows / 8); whenever 10 or more are pending a
+    // commit thread commits them (how many each commit takes depends on when the thread
+    // runs). So, once the commit threads are done, fewer than 10 are pending: at least 16 of
+    // the 25 went without a flush, the rest go with it.
     let rows = || db.table("m").unwrap().snapshot().row_count();
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
-    while rows() < 18 && std::time::Instant::now() < deadline {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while rows() < 16 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{} rows committed by volume",
+            rows()
+        );
         std::thread::sleep(std::time::Duration::from_millis(5));
     }
     let committed = rows();
-    assert!(committed >= 18, "{committed} rows committed by volume");
     assert_eq!(ing.pending_rows(), 0);
-    assert_eq!(ing.flush().unwrap(), 25 - committed);
+    // A commit thread may still be committing when the flush starts: the flush takes at most
+    // what was left.
+    assert!(ing.flush().unwrap() <= 25 - committed);
     assert_eq!(db.table("m").unwrap().snapshot().row_count(), 25);
     let s = db.table("m").unwrap().snapshot();
     let ts = s.read_column(0, 0, 0..1).unwrap();
@@ -364,4 +369,39 @@ fn a_bad_timestamp_in_a_batch_costs_only_its_line() {
         db.table("cpu").unwrap().snapshot().row_count(),
         want.len() as u64 + 1
     );
+}
+
+/// A receiver lets go of a table DROP TABLE dropped at its next timer call, idle or not, so
+/// that the table's directory goes; its next lines for the name create a new table.
+#[test]
+fn a_receiver_lets_go_of_a_dropped_table() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = db(dir.path());
+    let mut ing = Ingestor::new(db.clone(), IngestOptions::default());
+    let lines: String = (0..100)
+        .map(|i| format!("gone,k=a v={i}i {}\n", 1_451_606_400_000_000_000i64 + i))
+        .collect();
+    assert!(ingest(&mut ing, &lines).iter().all(Result::is_ok));
+    assert_eq!(ing.flush().unwrap(), 100);
+    let old = db.table("gone").unwrap();
+    let path = old.path().to_path_buf();
+    drop(old);
+    db.drop_table("gone").unwrap();
+    assert!(
+        path.exists(),
+        "the receiver and its sink still hold the table"
+    );
+    // The receiver's timer, with nothing sent since.
+    ing.flush_due(std::time::Instant::now()).unwrap();
+    assert!(!path.exists(), "{} is still on disk", path.display());
+    // The same receiver's next lines (of a series it knew) make a new table.
+    assert!(
+        ingest(&mut ing, "gone,k=a v=7i 1451606400000000001")
+            .iter()
+            .all(Result::is_ok)
+    );
+    assert_eq!(ing.flush().unwrap(), 1);
+    let new = db.table("gone").unwrap();
+    assert_ne!(new.path(), path);
+    assert_eq!(new.snapshot().row_count(), 1);
 }

@@ -790,9 +790,10 @@ impl Engine {
                     Ok(())
                 })
                 .await;
-                // Kept plans hold their tables, and a dropped table's files go with its
-                // last holder.
+                // Kept plans and the sinks hold their tables, and a dropped table's files go
+                // with its last holder.
                 self.forget_shared_plans();
+                self.inserts.sinks.forget_dropped();
                 dropped?;
                 done("DROP TABLE")
             }

@@ -223,6 +223,7 @@ impl QueryError {
                 StorageError::AlreadyExists(_) => "42P07",
                 StorageError::ResourceExhausted(_) => "53000",
                 StorageError::Locked { .. } => "55006",
+                StorageError::DiskFull { .. } => "53100",
                 StorageError::Io { .. } | StorageError::ColdStore { .. } => "58030",
                 StorageError::Corrupt { .. } => "XX001",
                 StorageError::Internal(_) => "XX000",
@@ -354,5 +355,27 @@ fn datafusion_sqlstate(error: &DataFusionError) -> &'static str {
         DataFusionError::Shared(inner) => datafusion_sqlstate(inner),
         DataFusionError::Execution(_) => "22000",
         _ => "XX000",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A full disk is the server's fault, with PostgreSQL's code for it.
+    #[test]
+    fn a_full_disk_is_53100() {
+        let e = QueryError::Storage(StorageError::DiskFull {
+            path: "t~1/2016-01-01.2/data.parquet".into(),
+            source: std::io::Error::from(std::io::ErrorKind::StorageFull),
+        });
+        assert_eq!(e.sqlstate(), "53100");
+        assert!(!e.is_user_error());
+        // Through DataFusion and back, as errors of a running plan travel.
+        let e = QueryError::from(external(StorageError::DiskFull {
+            path: "x".into(),
+            source: std::io::Error::from(std::io::ErrorKind::StorageFull),
+        }));
+        assert_eq!(e.sqlstate(), "53100");
     }
 }

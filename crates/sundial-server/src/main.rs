@@ -91,6 +91,22 @@ struct DataOptions {
     /// deleted first).
     #[arg(long, env = "SUNDIAL_COLD_CACHE_MB", default_value_t = 10_240)]
     cold_cache_mb: u64,
+    /// TTL and COLD AFTER count back from a table's newest row capped at the wall clock (`on`,
+    /// QuestDB's default), so that one row stamped in the future cannot expire the others;
+    /// `off`: from the newest row alone.
+    #[arg(long, env = "SUNDIAL_TTL_WALL_CLOCK", value_enum, default_value_t = OnOff::On)]
+    ttl_wall_clock: OnOff,
+    /// Refuse rows whose designated timestamp is more than this many milliseconds ahead of the
+    /// server's clock (ILP lines are rejected as bad lines, INSERT and COPY fail); unset: any
+    /// timestamp before 2262 is taken.
+    #[arg(long, env = "SUNDIAL_TIMESTAMP_FUTURE_MS_MAX")]
+    timestamp_future_ms_max: Option<u64>,
+}
+
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+enum OnOff {
+    On,
+    Off,
 }
 
 #[derive(ValueEnum, Clone, Copy, Debug)]
@@ -217,6 +233,8 @@ fn open(data: &DataOptions) -> Result<(Arc<Database>, Engine), String> {
         }),
         decoded_cache_bytes: usize::try_from(data.decoded_cache_mb.saturating_mul(1 << 20))
             .unwrap_or(usize::MAX),
+        ttl_wall_clock: data.ttl_wall_clock == OnOff::On,
+        timestamp_future_ms_max: data.timestamp_future_ms_max,
         ..defaults
     };
     let db = Database::open(&data.data_dir, options).map_err(|e| match e {
@@ -305,6 +323,8 @@ fn run_command(cli: Cli) -> ExitCode {
                     cold_store,
                     cold_store_endpoint,
                     cold_cache_mb: 10_240,
+                    ttl_wall_clock: OnOff::On,
+                    timestamp_future_ms_max: None,
                 });
                 let request = backup::BackupRequest {
                     to,

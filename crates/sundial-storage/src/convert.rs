@@ -125,7 +125,8 @@ impl Table {
 
 impl Table {
     /// Converts to Parquet every partition that `COLD AFTER` has made cold: whose whole time
-    /// range is that much older than the newest row (as a TTL counts), but the newest partition,
+    /// range is that much older than the newest row capped at the wall clock (as a TTL counts,
+    /// see `ttl.rs`), but the newest partition,
     /// unless it is one Parquet part already (late rows beside a Parquet part are merged into
     /// it this way). Returns how many were converted.
     pub fn convert_cold(self: &Arc<Self>, options: &ParquetOptions) -> Result<usize> {
@@ -137,7 +138,8 @@ impl Table {
         let parts = snapshot.partitions();
         let newest = parts.last().map(|p| p.key);
         let mut converted = 0;
-        for key in cold_after.expired(meta.partition_by, parts) {
+        let cap = self.options().ttl_cap_ns();
+        for key in cold_after.expired(meta.partition_by, parts, cap) {
             let of_key: Vec<&PartitionMeta> = parts.iter().filter(|p| p.key == key).collect();
             let parquet = of_key.len() == 1 && of_key[0].format.is_parquet();
             if parquet || Some(key) == newest {
@@ -200,7 +202,8 @@ fn write_version(
             let file_path = path.join(PARQUET_FILE);
             let file = std::fs::File::create(&file_path).at(&file_path)?;
             let mut out = std::io::BufWriter::with_capacity(1 << 20, &file);
-            let written = write_partition(snapshot, key, &mut out, options)?;
+            let written = write_partition(snapshot, key, &mut out, options)
+                .map_err(|e| e.on_output(&file_path))?;
             drop(out);
             file.sync_all().at(&file_path)?;
             if written.rows != part.row_count {

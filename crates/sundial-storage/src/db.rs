@@ -37,11 +37,11 @@ pub struct TableDef {
     /// `DEDUP UPSERT KEYS`: the designated timestamp and the columns that, with it, identify a
     /// row (empty: no deduplication). See [`TableMeta::dedup_keys`].
     pub dedup_keys: Vec<String>,
-    /// Partitions older than this, counted back from the newest row, are dropped (see
-    /// [`Database::enforce_ttl`]).
+    /// Partitions older than this, counted back from the newest row capped at the wall clock
+    /// (see `ttl.rs`), are dropped (see [`Database::enforce_ttl`]).
     pub ttl: Option<Ttl>,
-    /// Partitions older than this, counted back from the newest row, are converted to Parquet
-    /// (see [`Database::convert_cold`]).
+    /// Partitions older than this, counted back as for `ttl`, are converted to Parquet (see
+    /// [`Database::convert_cold`]).
     pub cold_after: Option<Ttl>,
 }
 

@@ -2,6 +2,10 @@
 
 use std::path::PathBuf;
 
+/// The path I/O errors of `write_partition`'s output name (it is given a writer, not a
+/// file): callers that know the file name it instead ([`StorageError::on_output`]).
+pub(crate) const PARQUET_OUTPUT: &str = "the Parquet output";
+
 /// Result alias used throughout the storage crate.
 pub type Result<T, E = StorageError> = std::result::Result<T, E>;
 
@@ -26,6 +30,14 @@ pub enum StorageError {
         "data directory {path} is locked by another process ({holder}); only one process may open it"
     )]
     Locked { path: PathBuf, holder: String },
+    /// The file system is full (ENOSPC) or the user's disk quota is spent (EDQUOT): a write
+    /// failed, and nothing of it was committed.
+    #[error("disk full writing {path}: {source}")]
+    DiskFull {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
     /// The operating system refused an I/O operation.
     #[error("I/O error on {path}: {source}")]
     Io {
@@ -45,10 +57,28 @@ pub enum StorageError {
 }
 
 impl StorageError {
+    /// An I/O error on `path`: [`StorageError::DiskFull`] when the disk is full, by the
+    /// error's kind.
     pub(crate) fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
-        StorageError::Io {
-            path: path.into(),
-            source,
+        let path = path.into();
+        match source.kind() {
+            std::io::ErrorKind::StorageFull | std::io::ErrorKind::QuotaExceeded => {
+                StorageError::DiskFull { path, source }
+            }
+            _ => StorageError::Io { path, source },
+        }
+    }
+
+    /// This error with an I/O error of [`PARQUET_OUTPUT`] naming `path` instead (the file
+    /// the caller had `write_partition` write).
+    pub(crate) fn on_output(self, path: &std::path::Path) -> Self {
+        match self {
+            StorageError::Io { path: p, source } | StorageError::DiskFull { path: p, source }
+                if p.as_os_str() == PARQUET_OUTPUT =>
+            {
+                StorageError::io(path, source)
+            }
+            other => other,
         }
     }
 

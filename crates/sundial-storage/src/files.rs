@@ -225,15 +225,24 @@ impl PartitionDir {
         matches!(self.parquet, Some((_, true, _)))
     }
 
-    /// Where the part's rows are: its Parquet file (in the cold store for a remote part), or
-    /// its directory of column files.
+    /// Where the part's rows are: its Parquet file (a URL in the cold store for a remote
+    /// part), or its directory of column files, relative to the data directory
+    /// (`<table>~<id>/<partition>.<version>[/data.parquet]`): any user may read it, and the
+    /// server's own paths are for its operators to know.
     pub fn location(&self) -> String {
+        let local = || {
+            let root = self.table.path.parent().unwrap_or(Path::new(""));
+            self.path
+                .strip_prefix(root)
+                .unwrap_or(&self.path)
+                .to_path_buf()
+        };
         match (&self.parquet, &self.table.cold) {
             (Some((_, true, _)), Some(cold)) => {
                 cold.location(&cold.key(&self.table.cold_name(), &self.name()))
             }
-            (Some(_), _) => self.path.join(PARQUET_FILE).display().to_string(),
-            (None, _) => self.path.display().to_string(),
+            (Some(_), _) => local().join(PARQUET_FILE).display().to_string(),
+            (None, _) => local().display().to_string(),
         }
     }
 

@@ -38,6 +38,7 @@
 mod backup;
 mod bits;
 mod cache;
+mod clock;
 mod cold_store;
 mod column;
 mod conform;
@@ -63,6 +64,7 @@ mod zone;
 
 pub use backup::{BACKUP_INCOMPLETE, BACKUP_MANIFEST, BackupReport};
 pub use cache::raise_open_files_limit;
+pub use clock::WallClock;
 pub use cold_store::ColdStoreOptions;
 pub use column::parse_uuid;
 pub use conform::{conform, conform_column, to_write_type};

@@ -24,6 +24,7 @@ use arrow_array::{ArrayRef, RecordBatch};
 use arrow_schema::{DataType, Field, Schema, TimeUnit};
 use parquet::arrow::{ArrowWriter, PARQUET_FIELD_ID_META_KEY};
 use parquet::basic::{Compression, Encoding, ZstdLevel};
+use parquet::errors::ParquetError;
 use parquet::file::metadata::ParquetMetaData;
 use parquet::file::properties::{EnabledStatistics, WriterProperties};
 use parquet::schema::types::ColumnPath;
@@ -84,6 +85,18 @@ pub struct ParquetWritten {
 
 fn error(e: impl std::fmt::Display) -> StorageError {
     StorageError::Internal(format!("writing Parquet: {e}"))
+}
+
+/// A failure of the Parquet writer: an I/O error of the output stays one (a full disk is
+/// [`StorageError::DiskFull`]); anything else is the writer's.
+fn write_error(e: ParquetError) -> StorageError {
+    match e {
+        ParquetError::External(inner) => match inner.downcast::<std::io::Error>() {
+            Ok(io) => StorageError::io(crate::error::PARQUET_OUTPUT, *io),
+            Err(inner) => error(inner),
+        },
+        other => error(other),
+    }
 }
 
 /// The Arrow type a column is written as: timestamps carry UTC, SYMBOLs are strings.
@@ -168,7 +181,7 @@ pub fn write_partition<W: Write + Send>(
     };
     let mut writer =
         ArrowWriter::try_new(out, schema.clone(), Some(properties(snapshot, options)?))
-            .map_err(error)?;
+            .map_err(write_error)?;
     let step = options.row_group_rows.max(1) as u64;
     let mut rows = 0;
     for (p, part) in snapshot.partitions().iter().enumerate() {
@@ -190,13 +203,16 @@ pub fn write_partition<W: Write + Send>(
                 columns.push(array);
             }
             let batch = RecordBatch::try_new(schema.clone(), columns).map_err(error)?;
-            writer.write(&batch).map_err(error)?;
+            writer.write(&batch).map_err(write_error)?;
             rows += to - from;
             from = to;
         }
     }
-    let metadata: ParquetMetaData = writer.finish().map_err(error)?;
-    writer.inner_mut().flush().map_err(error)?;
+    let metadata: ParquetMetaData = writer.finish().map_err(write_error)?;
+    writer
+        .inner_mut()
+        .flush()
+        .map_err(|e| StorageError::io(crate::error::PARQUET_OUTPUT, e))?;
     let bytes = writer.inner().bytes;
     let mut column_bytes = vec![0u64; meta.columns.len()];
     for group in metadata.row_groups() {

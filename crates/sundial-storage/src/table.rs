@@ -78,6 +78,48 @@ pub struct StorageOptions {
     pub cold_check_interval_ms: u64,
     /// An object store for Parquet partitions (none: they stay in the data directory).
     pub cold_store: Option<crate::ColdStoreOptions>,
+    /// The wall clock of `ttl_wall_clock` and `timestamp_future_ms_max` (the system's; tests
+    /// set a manual one).
+    pub clock: crate::WallClock,
+    /// TTL and `COLD AFTER` count back from the newest row capped at the wall clock, so that
+    /// one row stamped in the future cannot expire the others (QuestDB's default,
+    /// `cairo.ttl.use.wall.clock=true`, with no tolerance either); `false`: from the newest
+    /// row alone. Default true.
+    pub ttl_wall_clock: bool,
+    /// Rows whose designated timestamp is more than this many milliseconds ahead of the wall
+    /// clock are refused (`append` fails, naming the row's timestamp and the bound). `None`
+    /// (the default): any timestamp in the supported range is taken.
+    pub timestamp_future_ms_max: Option<u64>,
+}
+
+impl StorageOptions {
+    /// The time TTL and `COLD AFTER` may count back from at most (the wall clock), if they are
+    /// capped.
+    pub(crate) fn ttl_cap_ns(&self) -> Option<i64> {
+        self.ttl_wall_clock.then(|| self.clock.now_ns())
+    }
+
+    /// Refuses a row for `table` whose designated timestamp `ts` is more than
+    /// `timestamp_future_ms_max` after `now_ns`, naming both (storage checks every append
+    /// against its clock; receivers may check a line earlier against theirs).
+    pub fn check_future(&self, table: &str, ts: i64, now_ns: i64) -> Result<()> {
+        let Some(max_ms) = self.timestamp_future_ms_max else {
+            return Ok(());
+        };
+        let ahead_ns = i64::try_from(max_ms)
+            .unwrap_or(i64::MAX)
+            .saturating_mul(1_000_000);
+        let bound = now_ns.saturating_add(ahead_ns);
+        if ts <= bound {
+            return Ok(());
+        }
+        Err(StorageError::InvalidInput(format!(
+            "designated timestamp {} of a row for table '{table}' is more than {max_ms} ms \
+             ahead of the server's clock: rows after {} are refused (timestamp_future_ms_max)",
+            crate::clock::rfc3339(ts),
+            crate::clock::rfc3339(bound),
+        )))
+    }
 }
 
 impl Default for StorageOptions {
@@ -93,6 +135,9 @@ impl Default for StorageOptions {
             decoded_cache_bytes: 512 << 20,
             cold_check_interval_ms: 60_000,
             cold_store: None,
+            clock: crate::WallClock::system(),
+            ttl_wall_clock: true,
+            timestamp_future_ms_max: None,
         }
     }
 }
@@ -331,7 +376,7 @@ impl Snapshot {
     }
 
     /// Where part `partition` keeps its rows: its Parquet file (a URL in the cold store for a
-    /// remote part), or its directory of column files.
+    /// remote part), or its directory of column files, relative to the data directory.
     pub fn part_location(&self, partition: usize) -> Result<String> {
         let dir = &self.dirs.get(partition).ok_or_else(|| {
             StorageError::InvalidInput(format!("partition {partition} does not exist"))
@@ -501,6 +546,7 @@ impl Table {
             unsynced_dirs: UnsyncedDirs::default(),
             next_version,
             options: options.clone(),
+            future_row_warned_ns: i64::MIN,
         };
         let snapshot = writer.snapshot();
         Ok(Some(Arc::new(Table {
@@ -528,6 +574,17 @@ impl Table {
     /// The table's directory.
     pub fn path(&self) -> &Path {
         &self.dir.path
+    }
+
+    /// The options of the database the table belongs to.
+    pub fn options(&self) -> &StorageOptions {
+        &self.options
+    }
+
+    /// Whether DROP TABLE dropped this table. Its directory is deleted once the last handle
+    /// goes: holders of a handle (ingestion's sinks) let a dropped one go.
+    pub fn is_dropped(&self) -> bool {
+        self.dir.dropped.load(Ordering::Acquire)
     }
 
     pub fn meta(&self) -> Arc<TableMeta> {
@@ -865,6 +922,9 @@ struct WriterState {
     unsynced_dirs: UnsyncedDirs,
     next_version: u64,
     options: Arc<StorageOptions>,
+    /// The newest row ahead of the wall clock already logged (see
+    /// [`TableWriter::warn_of_future_row`]).
+    future_row_warned_ns: i64,
 }
 
 /// The single writer of a table. Rows appended become visible at `commit`; dropping the writer
@@ -959,9 +1019,13 @@ impl TableWriter {
                 return Err(e);
             }
         };
-        let ttl = snapshot.meta().ttl.is_some();
+        let meta = snapshot.meta();
+        let (ttl, cold_after) = (meta.ttl.is_some(), meta.cold_after.is_some());
         self.table.publish(snapshot);
         sundial_metrics::metrics().commit(rows, started.elapsed());
+        if ttl || cold_after {
+            self.warn_of_future_row();
+        }
         if ttl && let Err(e) = self.drop_expired() {
             tracing::error!(
                 "'{}': dropping expired partitions failed: {e}",
@@ -969,6 +1033,35 @@ impl TableWriter {
             );
         }
         Ok(())
+    }
+
+    /// Logs at WARN, once per newest row, that a table with a TTL or `COLD AFTER` holds a row
+    /// ahead of the wall clock: what its reference time then is.
+    fn warn_of_future_row(&mut self) {
+        let options = self.table.options.clone();
+        let Ok(state) = self.state() else {
+            return;
+        };
+        let Some(newest) = crate::ttl::newest_row(&state.committed.partitions) else {
+            return;
+        };
+        let now = options.clock.now_ns();
+        if newest <= now || newest <= state.future_row_warned_ns {
+            return;
+        }
+        state.future_row_warned_ns = newest;
+        let counts_from = if options.ttl_wall_clock {
+            "they count back from the wall clock instead, until it passes that row"
+        } else {
+            "with ttl_wall_clock off they count back from that row, expiring what is older"
+        };
+        tracing::warn!(
+            "'{}': the newest row, at {}, is ahead of the wall clock ({}); TTL and COLD AFTER: \
+             {counts_from}",
+            state.committed.meta.name,
+            crate::clock::rfc3339(newest),
+            crate::clock::rfc3339(now),
+        );
     }
 
     /// Discards every row appended since the last commit.
@@ -1108,7 +1201,8 @@ impl TableWriter {
     }
 
     /// Sets (or with `None` removes) the table's `COLD AFTER`: partitions that much older than
-    /// the newest row are converted to Parquet by [`Table::convert_cold`].
+    /// the newest row (capped at the wall clock) are converted to Parquet by
+    /// [`Table::convert_cold`].
     pub fn set_cold_after(&mut self, cold_after: Option<Ttl>) -> Result<()> {
         self.change_schema(|state| {
             let mut meta = (*state.meta).clone();
@@ -1127,7 +1221,8 @@ impl TableWriter {
         let Some(ttl) = meta.ttl else {
             return Ok(0);
         };
-        let expired = ttl.expired(meta.partition_by, &state.committed.partitions);
+        let cap = state.options.ttl_cap_ns();
+        let expired = ttl.expired(meta.partition_by, &state.committed.partitions, cap);
         if expired.is_empty() {
             return Ok(0);
         }
@@ -1454,6 +1549,13 @@ impl WriterState {
     /// Appends rows given as the table's columns, in timestamp order (sorted here if need be,
     /// and deduplicated in a table with keys).
     fn append_columns(&mut self, meta: &TableMeta, mut columns: Vec<ColumnBuf>) -> Result<()> {
+        if self.committed.dropped {
+            // A handle kept past DROP TABLE: its rows would go to files about to be deleted.
+            return Err(StorageError::NotFound(format!(
+                "table '{}' was dropped",
+                meta.name
+            )));
+        }
         let rows = columns.first().map_or(0, |c| c.rows);
         check_timestamps_in_range(meta, &columns)?;
         let Some(ts_index) = meta.timestamp_index else {
@@ -1483,6 +1585,12 @@ impl WriterState {
                 columns = columns.iter().map(|c| c.gather(&order)).collect();
                 ts = timestamps(&columns[ts_index]);
             }
+        }
+        if let Some(newest) = ts.last()
+            && self.options.timestamp_future_ms_max.is_some()
+        {
+            let now = self.options.clock.now_ns();
+            self.options.check_future(&meta.name, *newest, now)?;
         }
         let rows = ts.len();
         let partition_by = meta.partition_by;

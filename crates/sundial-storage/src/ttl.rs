@@ -1,16 +1,21 @@
 //! Time to live: which partitions of a table have expired.
 //!
 //! ```text
-//!   partitions:  [ 01-01 ][ 01-02 ][ 01-03 ][ 01-04 ... newest row ]
-//!   TTL 2 DAYS:                cutoff = newest - 2 days
+//!   partitions:  [ 01-01 ][ 01-02 ][ 01-03 ][ 01-04 ... newest row ]        [ 2261-01-01 ]
+//!   reference:   min(newest row, wall clock)           (the 2261 row moves nothing)
+//!   TTL 2 DAYS:                cutoff = reference - 2 days
 //!   expired:     every partition that ends at or before the cutoff (all its rows are older)
 //! ```
 //!
-//! As in QuestDB, the TTL counts back from the table's newest row, not from the clock, so a
-//! table loaded with old data keeps it, and a partition goes only once all of its time range
-//! is older than the TTL. Months and years are calendar ones. Expired partitions are dropped, in
-//! a commit like `DROP PARTITION`'s, right after each commit of rows (only those can move the
-//! newest row), when the TTL is set, and at open (a crash may have come between).
+//! The TTL counts back from the table's newest row, not from the clock, so a table loaded with
+//! old data keeps it; but that reference is capped at the wall clock
+//! (`StorageOptions::ttl_wall_clock`, on by default, as QuestDB's `cairo.ttl.use.wall.clock`),
+//! so one row stamped in the future (a client's unit bug, a typo in an INSERT) cannot expire
+//! every real partition. QuestDB caps at the clock itself, with no tolerance; so does Sundial.
+//! `COLD AFTER` counts from the same reference. A partition goes only once all of its time
+//! range is older than the TTL. Months and years are calendar ones. Expired partitions are
+//! dropped, in a commit like `DROP PARTITION`'s, right after each commit of rows, when the TTL
+//! is set, and at open (a crash may have come between).
 
 use chrono::{DateTime, Months};
 
@@ -107,17 +112,18 @@ impl Ttl {
     }
 
     /// The keys of the partitions of `parts` (a table's, in key order, several parts of a key
-    /// adjacent) that have expired: those that end at or before the cutoff from the newest row.
-    pub fn expired(self, partition_by: PartitionBy, parts: &[PartitionMeta]) -> Vec<i64> {
+    /// adjacent) that have expired: those that end at or before the cutoff from the
+    /// [`reference`] (the newest row, capped at `cap`).
+    pub fn expired(
+        self,
+        partition_by: PartitionBy,
+        parts: &[PartitionMeta],
+        cap: Option<i64>,
+    ) -> Vec<i64> {
         if partition_by == PartitionBy::None {
             return Vec::new();
         }
-        let newest = parts
-            .iter()
-            .filter(|p| p.row_count > 0)
-            .map(|p| p.max_ts)
-            .max();
-        let Some(cutoff) = newest.and_then(|n| self.cutoff(n)) else {
+        let Some(cutoff) = reference(parts, cap).and_then(|r| self.cutoff(r)) else {
             return Vec::new();
         };
         let mut keys: Vec<i64> = parts
@@ -128,6 +134,22 @@ impl Ttl {
         keys.dedup();
         keys
     }
+}
+
+/// The newest row of `parts`, never later than `cap` (the wall clock, when TTL is capped by
+/// it); `None` when no part holds a row.
+pub fn reference(parts: &[PartitionMeta], cap: Option<i64>) -> Option<i64> {
+    let newest = newest_row(parts)?;
+    Some(cap.map_or(newest, |cap| newest.min(cap)))
+}
+
+/// The designated timestamp of the newest row of `parts`.
+pub(crate) fn newest_row(parts: &[PartitionMeta]) -> Option<i64> {
+    parts
+        .iter()
+        .filter(|p| p.row_count > 0)
+        .map(|p| p.max_ts)
+        .max()
 }
 
 /// A TTL drops whole partitions by time: it needs a designated timestamp and partitions.
@@ -202,7 +224,7 @@ mod tests {
         // Newest row: Jan 5 01:00; cutoff Jan 3 01:00: Jan 1 and Jan 2 end before it, Jan 3
         // still holds rows after it.
         assert_eq!(
-            ttl.expired(PartitionBy::Day, &days),
+            ttl.expired(PartitionBy::Day, &days, None),
             vec![JAN_1_2016, JAN_1_2016 + DAY_NS]
         );
         // A partition ending exactly at the cutoff has expired.
@@ -210,16 +232,48 @@ mod tests {
             part(JAN_1_2016, JAN_1_2016),
             part(JAN_1_2016 + 2 * DAY_NS, JAN_1_2016 + 3 * DAY_NS),
         ];
-        assert_eq!(ttl.expired(PartitionBy::Day, &exact), vec![JAN_1_2016]);
+        assert_eq!(
+            ttl.expired(PartitionBy::Day, &exact, None),
+            vec![JAN_1_2016]
+        );
         // Parts of one partition give its key once.
         let parts = [
             part(JAN_1_2016, JAN_1_2016),
             part(JAN_1_2016, JAN_1_2016 + HOUR_NS),
             part(JAN_1_2016 + 9 * DAY_NS, JAN_1_2016 + 9 * DAY_NS),
         ];
-        assert_eq!(ttl.expired(PartitionBy::Day, &parts), vec![JAN_1_2016]);
-        assert!(ttl.expired(PartitionBy::None, &days).is_empty());
-        assert!(ttl.expired(PartitionBy::Day, &[]).is_empty());
+        assert_eq!(
+            ttl.expired(PartitionBy::Day, &parts, None),
+            vec![JAN_1_2016]
+        );
+        assert!(ttl.expired(PartitionBy::None, &days, None).is_empty());
+        assert!(ttl.expired(PartitionBy::Day, &[], None).is_empty());
+    }
+
+    /// One row far in the future moves the reference only as far as the wall clock.
+    #[test]
+    fn the_reference_is_the_newest_row_capped_at_the_clock() {
+        let ttl = Ttl {
+            count: 1,
+            unit: TtlUnit::Day,
+        };
+        let year_2261 = 9_183_110_400_000_000_000;
+        let mut days: Vec<PartitionMeta> = (0..3)
+            .map(|d| part(JAN_1_2016 + d * DAY_NS, JAN_1_2016 + d * DAY_NS + HOUR_NS))
+            .collect();
+        days.push(part(year_2261, year_2261));
+        let now = JAN_1_2016 + 2 * DAY_NS + 2 * HOUR_NS;
+        assert_eq!(reference(&days, Some(now)), Some(now));
+        // Capped: cutoff Jan 2 02:00, only Jan 1 has expired.
+        assert_eq!(
+            ttl.expired(PartitionBy::Day, &days, Some(now)),
+            vec![JAN_1_2016]
+        );
+        // Uncapped (`ttl_wall_clock` off): the 2261 row expires every other partition.
+        assert_eq!(ttl.expired(PartitionBy::Day, &days, None).len(), 3);
+        // A clock ahead of the newest row changes nothing.
+        assert_eq!(reference(&days[..3], Some(year_2261)), Some(days[2].max_ts));
+        assert_eq!(reference(&[], Some(now)), None);
     }
 
     #[test]

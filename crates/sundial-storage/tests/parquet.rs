@@ -173,3 +173,47 @@ fn partitions_read_back_from_parquet_as_stored() {
         assert_rows(&read, &expected(&all), &format!("variant {n}"));
     }
 }
+
+/// Writing a partition to a full disk (`/dev/full`: every write fails with ENOSPC) is a
+/// disk-full error, which the protocols answer as such (SQLSTATE 53100), not an internal one.
+#[test]
+fn a_full_disk_is_a_disk_full_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Database::open(dir.path(), options()).unwrap();
+    let table = db
+        .create_table(
+            TableDef {
+                name: "t".into(),
+                columns: columns(),
+                timestamp: Some("ts".into()),
+                partition_by: PartitionBy::Day,
+                indexed: Vec::new(),
+                dedup_keys: Vec::new(),
+                ttl: None,
+                cold_after: None,
+            },
+            false,
+        )
+        .unwrap();
+    let mut rng = Rng(22);
+    let rows: Vec<Row> = (0..5000)
+        .map(|k| random_row(&mut rng, BASE_TS, k))
+        .collect();
+    commit(&table, &rows);
+    let snapshot = table.snapshot();
+    let full = std::fs::OpenOptions::new()
+        .write(true)
+        .open("/dev/full")
+        .unwrap();
+    let e = write_partition(
+        &snapshot,
+        snapshot.partitions()[0].key,
+        full,
+        &ParquetOptions::default(),
+    )
+    .unwrap_err();
+    assert!(
+        matches!(e, sundial_storage::StorageError::DiskFull { .. }),
+        "{e:?}"
+    );
+}

@@ -1,10 +1,15 @@
 //! TTL: partitions whose whole time range is older than the TTL, counted back from the newest
-//! row, are dropped; the setting survives reopening; tables it cannot apply to refuse it.
+//! row capped at the wall clock, are dropped; the setting survives reopening; tables it cannot
+//! apply to refuse it. One row stamped in the future expires nothing (COLD AFTER likewise), and
+//! rows too far ahead of the clock can be refused.
 
 mod common;
 
 use common::*;
-use sundial_storage::{Database, PartitionBy, TableDef, Ttl, TtlUnit};
+use sundial_storage::{
+    Database, ParquetOptions, PartFormat, PartitionBy, StorageError, StorageOptions, TableDef, Ttl,
+    TtlUnit, WallClock,
+};
 
 const DAY_NS: i64 = 24 * HOUR_NS;
 const BASE_TS: i64 = 1_451_606_400_000_000_000; // 2016-01-01
@@ -133,6 +138,155 @@ fn a_ttl_needs_a_table_partitioned_by_time() {
     let e = table.writer().unwrap().set_ttl(days(3)).unwrap_err();
     assert!(e.to_string().contains("TTL 3 DAYS needs"), "{e}");
     assert_eq!(table.meta().ttl, None);
+}
+
+/// 2261-01-01T00:00:00Z: a client with a unit bug, or a typo in an INSERT.
+const YEAR_2261: i64 = 9_183_110_400_000_000_000;
+
+fn at_clock(clock: &WallClock, ttl_wall_clock: bool) -> StorageOptions {
+    StorageOptions {
+        clock: clock.clone(),
+        ttl_wall_clock,
+        // COLD AFTER converts only when a test asks.
+        cold_check_interval_ms: 0,
+        ..options()
+    }
+}
+
+fn row_at(rng: &mut Rng, ts: i64, serial: u64) -> Row {
+    let mut row = random_row(rng, BASE_TS, serial);
+    row.ts = ts;
+    row
+}
+
+/// One row stamped 2261 moves the TTL's reference only as far as the wall clock: the real
+/// partitions stay, and go as the clock passes them, not before.
+#[test]
+fn a_future_row_expires_nothing_the_clock_has_not_expired() {
+    let dir = tempfile::tempdir().unwrap();
+    // The clock: an hour after the newest row of five days of rows.
+    let clock = WallClock::manual(BASE_TS + 4 * DAY_NS + 12 * HOUR_NS);
+    let db = Database::open(dir.path(), at_clock(&clock, true)).unwrap();
+    let table = db
+        .create_table(def(PartitionBy::Day, days(2)), false)
+        .unwrap();
+    let mut rng = Rng(21);
+    let mut model = rows_over_days(5, &mut rng);
+    commit(&table, &model);
+    assert_eq!(partition_days(&table), vec![2, 3, 4]);
+    model.retain(|r| r.ts >= BASE_TS + 2 * DAY_NS);
+    let future = row_at(&mut rng, YEAR_2261, 50_000);
+    commit(&table, std::slice::from_ref(&future));
+    model.push(future.clone());
+    let future_day = (YEAR_2261 - BASE_TS) / DAY_NS;
+    assert_eq!(partition_days(&table), vec![2, 3, 4, future_day]);
+    assert_rows(&read_all(&table.snapshot()), &expected(&model), "2261 row");
+    // Two days later by the clock (01-07 12:00): 01-03 and 01-04 have expired, by the next
+    // commit or at open.
+    clock.set_ns(BASE_TS + 6 * DAY_NS + 12 * HOUR_NS);
+    assert_eq!(table.writer().unwrap().drop_expired().unwrap(), 2);
+    assert_eq!(partition_days(&table), vec![4, future_day]);
+    drop(table);
+    drop(db);
+    // With the cap off (QuestDB's legacy behaviour), the 2261 row expires everything else.
+    let db = Database::open(dir.path(), at_clock(&clock, false)).unwrap();
+    let table = db.table("t").unwrap();
+    assert_eq!(partition_days(&table), vec![future_day]);
+    assert_rows(
+        &read_all(&table.snapshot()),
+        &expected(&[future]),
+        "uncapped",
+    );
+}
+
+/// `COLD AFTER` counts from the same reference: a future row makes cold only what the clock
+/// has made cold.
+#[test]
+fn a_future_row_makes_cold_only_what_the_clock_made_cold() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = WallClock::manual(BASE_TS + 4 * DAY_NS + 12 * HOUR_NS);
+    let db = Database::open(dir.path(), at_clock(&clock, true)).unwrap();
+    let mut cold = def(PartitionBy::Day, None);
+    cold.cold_after = days(1);
+    let table = db.create_table(cold, false).unwrap();
+    let mut rng = Rng(22);
+    let mut model = rows_over_days(5, &mut rng);
+    model.push(row_at(&mut rng, YEAR_2261, 60_000));
+    commit(&table, &model);
+    // Cutoff 01-04 12:00: days 0 to 2 end before it, day 3 and 4 not.
+    assert_eq!(table.convert_cold(&ParquetOptions::default()).unwrap(), 3);
+    let parquet: Vec<bool> = table
+        .snapshot()
+        .partitions()
+        .iter()
+        .map(|p| matches!(p.format, PartFormat::Parquet { .. }))
+        .collect();
+    assert_eq!(parquet, vec![true, true, true, false, false, false]);
+    assert_rows(&read_all(&table.snapshot()), &expected(&model), "cold");
+}
+
+/// With `timestamp_future_ms_max`, a row further ahead of the clock is refused (the whole
+/// append, nothing of it kept), naming its timestamp and the bound; rows within it are taken.
+#[test]
+fn rows_too_far_ahead_of_the_clock_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let now = BASE_TS + 12 * HOUR_NS;
+    let options = StorageOptions {
+        timestamp_future_ms_max: Some(3_600_000),
+        ..at_clock(&WallClock::manual(now), true)
+    };
+    let db = Database::open(dir.path(), options).unwrap();
+    let table = db.create_table(def(PartitionBy::Day, None), false).unwrap();
+    let mut rng = Rng(23);
+    let near = [row_at(&mut rng, now, 1), row_at(&mut rng, now + HOUR_NS, 2)];
+    commit(&table, &near);
+    let far = [
+        row_at(&mut rng, now, 3),
+        row_at(&mut rng, now + 2 * HOUR_NS, 4),
+    ];
+    let mut w = table.writer().unwrap();
+    let e = w.append(&batch(&far)).unwrap_err();
+    assert!(matches!(e, StorageError::InvalidInput(_)), "{e:?}");
+    let message = e.to_string();
+    for part in [
+        "2016-01-01T14:00:00Z",
+        "table 't'",
+        "3600000 ms",
+        "2016-01-01T13:00:00Z",
+    ] {
+        assert!(message.contains(part), "{message}");
+    }
+    assert_eq!(w.pending_rows(), 0);
+    w.commit().unwrap();
+    drop(w);
+    assert_rows(
+        &read_all(&table.snapshot()),
+        &expected(&near),
+        "near rows only",
+    );
+}
+
+/// A handle kept past DROP TABLE refuses rows (its files are about to go), and its directory
+/// goes with the last handle.
+#[test]
+fn a_dropped_table_refuses_rows_and_its_files_go_with_its_last_handle() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Database::open(dir.path(), options()).unwrap();
+    let table = db.create_table(def(PartitionBy::Day, None), false).unwrap();
+    let mut rng = Rng(24);
+    commit(&table, &rows_over_days(2, &mut rng));
+    let path = table.path().to_path_buf();
+    db.drop_table("t").unwrap();
+    assert!(table.is_dropped());
+    let e = table
+        .writer()
+        .unwrap()
+        .append(&batch(&rows_over_days(1, &mut rng)))
+        .unwrap_err();
+    assert!(e.to_string().contains("was dropped"), "{e}");
+    assert!(path.exists());
+    drop(table);
+    assert!(!path.exists());
 }
 
 // ---- Killed mid-way ---------------------------------------------------------------------------
