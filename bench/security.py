@@ -30,7 +30,7 @@ import time
 from pathlib import Path
 
 import psycopg
-from questdb.ingress import Sender, TimestampNanos
+from questdb import Sender, TimestampNanos
 
 ROOT = Path(__file__).resolve().parents[1]
 BIN = ROOT / "target" / "release" / "sundial"

@@ -6,13 +6,30 @@ import { el, fill, formatCount } from './dom.js';
 
 const PARTITIONS = ['NONE', 'HOUR', 'DAY', 'WEEK', 'MONTH', 'YEAR'];
 
+/** The refused rows and values an import's JSON answer lists, each with its line (as the
+ * text answer of /imp), then how many more there were. */
+export function badLineTexts(j) {
+  const errors = j.errors ?? [];
+  const lines = errors.map((e) => `line ${e.line}: ${e.column ? `${e.column}: ` : ''}${e.reason} (${e.action})`);
+  const more = (j.errorsTotal ?? errors.length) - errors.length;
+  if (more > 0) lines.push(`… and ${formatCount(more)} more`);
+  return lines;
+}
+
+function badLines(j) {
+  const lines = badLineTexts(j);
+  return lines.length ? el('ul', { class: 'detail', id: 'upload-errors' }, lines.map((t) => el('li', {}, t))) : null;
+}
+
 /** The upload form in `parent`; `onImported(table)` runs after a successful import. */
 export function createUpload(parent, onImported) {
   const file = el('input', { type: 'file', name: 'data', accept: '.csv,.tsv,.txt,text/csv', id: 'upload-file' });
   const name = el('input', { type: 'text', id: 'upload-name', placeholder: 'table (default: file name)', spellcheck: false });
   const timestamp = el('input', { type: 'text', id: 'upload-timestamp', placeholder: 'timestamp column (optional)', spellcheck: false });
+  // The server's default: DAY for a table with a timestamp column, else none.
   const partitionBy = el('select', { id: 'upload-partition', title: 'partitionBy' },
-    PARTITIONS.map((p) => el('option', { value: p === 'NONE' ? '' : p }, p === 'NONE' ? 'partition: none' : `partition: ${p}`)));
+    el('option', { value: '' }, 'partition: default'),
+    PARTITIONS.map((p) => el('option', { value: p }, `partition: ${p}`)));
   const header = el('select', { id: 'upload-header', title: 'header line' },
     el('option', { value: '' }, 'header: detect'), el('option', { value: 'true' }, 'header: first line'));
   const atomicity = el('select', { id: 'upload-atomicity', title: 'atomicity: what a bad value does' },
@@ -56,7 +73,8 @@ export function createUpload(parent, onImported) {
       el('div', { class: 'ok' }, `${formatCount(j.rowsImported)} rows imported into ${j.location}`,
         j.rowsRejected ? `, ${formatCount(j.rowsRejected)} rejected` : ''),
       el('div', { class: 'detail' }, `partition by ${j.partitionBy}, timestamp ${j.timestamp ?? 'none'}, header ${j.header ? 'yes' : 'no'}`),
-      withErrors.length ? el('ul', { class: 'detail' }, withErrors.map((c) => el('li', {}, `${c.name} (${c.type}): ${formatCount(c.errors)} bad values`))) : null);
+      withErrors.length ? el('ul', { class: 'detail' }, withErrors.map((c) => el('li', {}, `${c.name} (${c.type}): ${formatCount(c.errors)} bad values`))) : null,
+      badLines(j));
     onImported(j.location);
   }
 }

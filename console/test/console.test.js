@@ -7,6 +7,7 @@ import assert from 'node:assert/strict';
 import { statementRanges, statementAt } from '../src/statements.js';
 import { chartPlan, chartData, epochSeconds, SERIES_MAX } from '../src/chartdata.js';
 import { sessionView, userLabel, loginFailure } from '../src/session.js';
+import { badLineTexts } from '../src/upload.js';
 
 test('statements split at semicolons outside quotes and comments', () => {
   const text = "SELECT ';' AS a; -- no; split\nSELECT \"x;y\" /* ; */ FROM t;";
@@ -125,4 +126,21 @@ test('what a failed login says', () => {
   assert.equal(loginFailure(400, 'send {"user": ...} as JSON'), 'send {"user": ...} as JSON');
   assert.equal(loginFailure(503, null), 'login failed: HTTP 503');
   assert.equal(loginFailure(500, 'x'.repeat(10_000)).length, 500);
+});
+
+test('an import names the line of each refused value', () => {
+  const answer = {
+    errorsTotal: 3,
+    errors: [
+      { line: 4, column: 'temp', action: 'skipCol', reason: "'warm' is not a DOUBLE" },
+      { line: 7, column: null, action: 'skipRow', reason: 'expected 3 fields, found 2' },
+    ],
+  };
+  assert.deepEqual(badLineTexts(answer), [
+    "line 4: temp: 'warm' is not a DOUBLE (skipCol)",
+    'line 7: expected 3 fields, found 2 (skipRow)',
+    '… and 1 more',
+  ]);
+  assert.deepEqual(badLineTexts({ errors: [], errorsTotal: 0 }), []);
+  assert.deepEqual(badLineTexts({}), []);
 });

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Runs the end-to-end client tests (tests/clients) against the built `sundial` binary
-# ($SUNDIAL_BIN, default target/debug/sundial). Extra arguments go to pytest.
+# ($SUNDIAL_BIN, default target/debug/sundial). Extra arguments go to pytest. The tests' data
+# directories live in a temporary directory removed at exit (pytest would otherwise keep the
+# last runs' under the system temp directory, about a gigabyte each).
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -13,4 +15,6 @@ esac
 
 bash "$here/setup.sh"
 cd "$root"
-exec "$venv/bin/python" -m pytest -q -p no:cacheprovider "$here" "$@"
+scratch="$(mktemp -d "${TMPDIR:-/tmp}/sundial-clients.XXXXXX")"
+trap 'rm -rf "$scratch"' EXIT
+"$venv/bin/python" -m pytest -q -p no:cacheprovider --basetemp "$scratch/pytest" "$here" "$@"

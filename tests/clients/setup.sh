@@ -72,8 +72,12 @@ setup_java() {
     rm -rf "$stamp" "$out/lib" "$out/classes"
     local mvn_args=(-q -B -f "$here/java/pom.xml" "-Dlib.dir=$out/lib" dependency:copy-dependencies)
     # Offline first: no registry round trips when the local repository (~/.m2) has everything.
-    if ! mvn -o "${mvn_args[@]}" >/dev/null 2>&1; then
-        mvn "${mvn_args[@]}"
+    # Maven writes terminal escape codes even in batch mode: its output is shown only when it
+    # fails.
+    mkdir -p "$out"
+    if ! mvn -o "${mvn_args[@]}" >/dev/null 2>&1 && ! mvn "${mvn_args[@]}" >"$out/mvn.log" 2>&1; then
+        cat "$out/mvn.log" >&2
+        return 1
     fi
     javac -encoding UTF-8 -d "$out/classes" -cp "$out/lib/*" "$here"/java/src/*.java
     echo "$want" >"$stamp"
@@ -134,9 +138,10 @@ setup_browser() {
         return 0
     fi
     echo "setup.sh: installing Chromium and chromedriver with apt-get" >&2
-    "${sudo[@]}" apt-get update -qq >&2
+    # Quiet: dpkg's progress goes to standard output even with -qq; errors still show.
+    "${sudo[@]}" apt-get update -qq >/dev/null
     "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive \
-        apt-get install -y -qq --no-install-recommends chromium chromium-driver >&2
+        apt-get install -y -qq --no-install-recommends chromium chromium-driver >/dev/null
 }
 
 setup_python

@@ -21,7 +21,7 @@ import psycopg
 import pytest
 from influxdb_client import InfluxDBClient
 from influxdb_client.client.write_api import SYNCHRONOUS
-from questdb.ingress import IngressError, Sender, TimestampNanos
+from questdb import QuestDBError as IngressError, Sender, TimestampNanos
 
 from conftest import sundial_bin, free_ports
 

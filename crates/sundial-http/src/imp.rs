@@ -19,7 +19,9 @@
 //! chunks before the bad line's stay). Without `forceHeader=true` the first line is taken as a
 //! header when it does not look like data (see `CsvOptions::detect_header`); when it was taken
 //! as data and the `timestamp` column is therefore missing, the error says so. Without
-//! `delimiter` it is guessed from the first lines. The answer is QuestDB's text table followed
+//! `delimiter` it is guessed from the first lines. A new table with a `timestamp` is
+//! partitioned by `DAY` unless `partitionBy` says otherwise (as `sundial import`; QuestDB's
+//! default is `NONE`). The answer is QuestDB's text table followed
 //! by the first `maxErrors` (default 10, at most 1000) refused rows and values, each with its
 //! line and reason, and the columns left as text although most of their values are typed; or
 //! with `fmt=json` `{"status":"OK","location":..,"rowsRejected":..,"rowsImported":..,"header":..,
@@ -123,7 +125,10 @@ impl Params {
                 .map(|v| v.trim().to_string())
                 .filter(|v| !v.is_empty())
         };
+        let timestamp = text("timestamp");
+        // As `sundial import`: a new table with a designated timestamp is partitioned by day.
         let partition_by = match text("partitionBy") {
+            None if timestamp.is_some() => PartitionBy::Day,
             None => PartitionBy::None,
             Some(p) => PartitionBy::parse(&p).ok_or_else(|| {
                 Error::BadRequest(format!(
@@ -131,7 +136,6 @@ impl Params {
                 ))
             })?,
         };
-        let timestamp = text("timestamp");
         if partition_by != PartitionBy::None && timestamp.is_none() {
             return Err(Error::BadRequest(
                 "when specifying partitionBy you must also specify timestamp".into(),
@@ -636,6 +640,13 @@ mod tests {
         let p = Params::parse(&map(&[("partitionBy", "day"), ("timestamp", "ts")])).unwrap();
         assert_eq!(p.partition_by, PartitionBy::Day);
         assert_eq!(p.atomicity, Atomicity::SkipColumn);
+        // Without partitionBy: by day with a timestamp (as `sundial import`), else none.
+        let p = Params::parse(&map(&[("timestamp", "ts")])).unwrap();
+        assert_eq!(p.partition_by, PartitionBy::Day);
+        let p = Params::parse(&map(&[("name", "t")])).unwrap();
+        assert_eq!(p.partition_by, PartitionBy::None);
+        let p = Params::parse(&map(&[("timestamp", "ts"), ("partitionBy", "NONE")])).unwrap();
+        assert_eq!(p.partition_by, PartitionBy::None);
         assert!(Params::parse(&map(&[("atomicity", "sometimes")])).is_err());
     }
 }

@@ -69,7 +69,7 @@ pub(crate) struct Shared {
     pub(crate) ingest: IngestOptions,
     /// A TCP connection that sent nothing for this long is closed.
     pub(crate) tcp_idle_timeout_ms: u64,
-    /// TCP connections served at once; more are closed as they are accepted.
+    /// TCP connections served at once; more are closed once they have spoken.
     pub(crate) tcp_connections_max: usize,
     /// Largest accepted HTTP `/write` body, after gzip decoding.
     pub(crate) http_body_bytes_max: usize,

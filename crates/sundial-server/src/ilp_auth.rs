@@ -22,6 +22,11 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
 /// Time a client has from connecting to the end of its signature line.
 pub(crate) const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+/// What a sender without a key is told (in the server's log).
+const NO_KEY_HINT: &str = "ILP over TCP needs a signed key while --auth is required (QuestDB \
+     clients' username=<key id>;token=<private key>; `ALTER USER name CREATE TOKEN TYPE JWK` \
+     makes one); nothing it sent was stored. Start the server with --auth off to take lines \
+     without credentials";
 /// The longest key id line.
 const KEY_ID_BYTES_MAX: usize = 256;
 /// The longest signature line.
@@ -55,6 +60,14 @@ pub(crate) async fn authenticate<S: AsyncRead + AsyncWrite + Unpin>(
         let key_id =
             String::from_utf8(key_id).map_err(|_| "the key id is not UTF-8 text".to_string())?;
         let key_id = key_id.trim_end_matches('\r').to_string();
+        // A key id is a user name: never a space, comma or '='; an ILP line always has them.
+        // No challenge for a sender that sends lines without a key (`nc`, a client without
+        // `username` and `token`).
+        if key_id.contains([' ', ',', '=']) {
+            return Err(format!(
+                "sent lines but no key id and no signature: {NO_KEY_HINT}"
+            ));
+        }
         let mut challenge = ilp_challenge();
         challenge.push(b'\n');
         stream
@@ -120,7 +133,7 @@ async fn read_line<S: AsyncRead + Unpin>(
             .await
             .map_err(|e| format!("cannot read the {what}: {e}"))?;
         if n == 0 {
-            return Err(format!("closed before sending its {what}"));
+            return Err(format!("closed before sending its {what}: {NO_KEY_HINT}"));
         }
         buf.extend_from_slice(&chunk[..n]);
     }
@@ -234,5 +247,19 @@ mod tests {
             authenticate(&mut server, peer(), &users, &throttle).await,
             Ok(None)
         ));
+        // Lines without a key (`nc`): refused without a challenge, saying what to do.
+        let (mut server, mut side) = tokio::io::duplex(4096);
+        side.write_all(b"cpu,host=a v=1 1\n").await.unwrap();
+        let e = authenticate(&mut server, peer(), &users, &throttle)
+            .await
+            .unwrap_err();
+        assert!(e.contains("no key id and no signature"), "{e}");
+        assert!(
+            e.contains("--auth off") && e.contains("CREATE TOKEN"),
+            "{e}"
+        );
+        let mut got = [0u8; 1];
+        use futures::FutureExt;
+        assert!(side.read(&mut got).now_or_never().is_none(), "no challenge");
     }
 }

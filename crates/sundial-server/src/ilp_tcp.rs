@@ -1,10 +1,22 @@
 //! ILP over TCP: one task per connection, each with its own [`Ingestor`].
 //!
 //! ```text
-//!  listener ─accept─▶ task per connection: read ─▶ LineSplitter ─▶ Ingestor ─▶ table sinks
-//!                       pause (pause_commit_ms without a byte): commit what it sent
-//!                       tick (commit_interval_ms / 2): commit what is due, close when idle
+//!  listener ─accept─▶ task per connection:
+//!    arriving (≤ --ilp-tcp-unauthenticated-connections-max, the oldest evicted past it;
+//!              within --ilp-tcp-auth-timeout-ms): TLS or plain, signature exchange or a
+//!              first byte
+//!    served (a slot of --ilp-tcp-connections-max, or closed):
+//!      read ─▶ LineSplitter ─▶ Ingestor ─▶ table sinks
+//!      pause (pause_commit_ms without a byte): commit what it sent
+//!      tick (commit_interval_ms / 2): commit what is due, close when idle
 //! ```
+//!
+//! Invariants: a connection is *arriving* from accept until it has sent its first byte (with
+//! credentials required: until its signature is verified); only then does it take one of the
+//! slots of connections served, so sockets that send nothing never hold a slot. Arriving
+//! connections have their own budget: when it is full, a new connection evicts the oldest
+//! arriving one (closed) rather than being refused, and each arrives within the auth timeout
+//! or is closed. A connection that finds every slot taken is closed, with a WARN line.
 //!
 //! With a certificate (`--tls-cert`), each connection's first byte tells TLS (`tcps::` senders:
 //! 0x16, a handshake record) from plain ILP (a line never starts with it); a plain connection
@@ -18,6 +30,7 @@
 
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use futures::FutureExt;
@@ -26,12 +39,13 @@ use sundial_ingest::{IngestError, Ingestor};
 use sundial_tls::MaybeTls;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::watch;
+use tokio::sync::{Semaphore, watch};
 use tokio::task::JoinSet;
 
 use sundial_auth::{Caller, Role};
 
 use crate::access::Access;
+use crate::admission::{Arrival, Arrivals};
 use crate::ilp::{Shared, Transport, feed_lines};
 use crate::ilp_auth;
 use crate::tls::ListenerTls;
@@ -54,36 +68,65 @@ impl IlpStream for MaybeTls {
     }
 }
 
+/// The ILP/TCP listener's two budgets (see the module docs): connections still arriving, and
+/// slots of connections served.
+pub(crate) struct TcpAdmission {
+    arrivals: Arc<Arrivals>,
+    slots: Arc<Semaphore>,
+    slots_max: usize,
+    /// Time from accept to the first byte, or to the end of the signature exchange.
+    auth_timeout: Duration,
+    /// Connections refused for want of a slot, so far.
+    refused: AtomicU64,
+}
+
+impl TcpAdmission {
+    /// `arriving_max` connections may be arriving at once (`--ilp-tcp-unauthenticated-
+    /// connections-max`), each for `auth_timeout`; `slots_max` are served at once.
+    pub(crate) fn new(arriving_max: usize, auth_timeout: Duration, slots_max: usize) -> Self {
+        TcpAdmission {
+            arrivals: Arrivals::new(
+                arriving_max,
+                "ILP/TCP",
+                "--ilp-tcp-unauthenticated-connections-max",
+            ),
+            slots: Arc::new(Semaphore::new(slots_max)),
+            slots_max,
+            auth_timeout,
+            refused: AtomicU64::new(0),
+        }
+    }
+}
+
 /// Accepts connections until `stop`, then waits for every connection to commit.
 pub(crate) async fn accept_tcp(
     listener: TcpListener,
     shared: Arc<Shared>,
     access: Arc<Access>,
     tls: ListenerTls,
+    admission: TcpAdmission,
     mut stop: watch::Receiver<bool>,
 ) {
+    let admission = Arc::new(admission);
+    // Arriving connections are evicted past their budget and served ones hold a slot, so this
+    // holds at most both budgets of live tasks (plus ones ending).
     let mut connections = JoinSet::new();
     let connection_stop = stop.clone();
-    let mut refused: u64 = 0;
     loop {
         tokio::select! {
             accepted = listener.accept() => match accepted {
                 Ok((stream, peer)) => {
                     while connections.try_join_next().is_some() {}
-                    if connections.len() >= shared.tcp_connections_max {
-                        refused += 1;
-                        // One line per refusal would let a flood of connections flood the log.
-                        if refused.is_power_of_two() {
-                            tracing::warn!(
-                                "ILP/TCP {peer}: connection refused: {} connections are open \
-                                 (--ilp-tcp-connections-max); {refused} refused so far",
-                                connections.len()
-                            );
-                        }
-                        drop(stream);
-                        continue;
-                    }
-                    connections.spawn(tcp_connection(stream, peer, shared.clone(), access.clone(), tls.clone(), connection_stop.clone()));
+                    // In accept order: the oldest arrival is the one evicted.
+                    let arrival = admission.arrivals.arrive();
+                    connections.spawn(tcp_connection(
+                        Accepted { stream, peer, arrival },
+                        shared.clone(),
+                        access.clone(),
+                        tls.clone(),
+                        admission.clone(),
+                        connection_stop.clone(),
+                    ));
                 }
                 Err(e) => tracing::warn!("ILP/TCP accept failed: {e}"),
             },
@@ -94,8 +137,21 @@ pub(crate) async fn accept_tcp(
     while connections.join_next().await.is_some() {}
 }
 
+/// A connection just accepted, with its place among the arriving ones.
+struct Accepted {
+    stream: TcpStream,
+    peer: SocketAddr,
+    arrival: Arrival,
+}
+
+/// What a connection that proved itself brings: its stream, who it is (with credentials
+/// required), and the first bytes of lines it sent.
+type Arrived = (MaybeTls, Option<Caller>, Vec<u8>);
+
 /// Bytes read from a socket per read call.
 const READ_BYTES: usize = 64 << 10;
+/// Bytes taken by the first read of a connection without credentials.
+const FIRST_READ_BYTES: usize = 8 << 10;
 
 /// One TCP connection's state: its ingestor, and the bytes after the last complete line.
 struct TcpConnection {
@@ -214,54 +270,62 @@ impl TcpConnection {
 }
 
 async fn tcp_connection(
-    stream: TcpStream,
-    peer: SocketAddr,
+    accepted: Accepted,
     shared: Arc<Shared>,
     access: Arc<Access>,
     tls: ListenerTls,
+    admission: Arc<TcpAdmission>,
     mut stop: watch::Receiver<bool>,
 ) {
     let _open = sundial_metrics::metrics().connection(sundial_metrics::Connection::IlpTcp);
-    // TLS or plain, by the first byte (it stays unread on a plain connection).
-    let mut stream = tokio::select! {
-        accepted = sundial_tls::accept(stream, tls.tls.as_deref(), tls.handshake_timeout) => {
-            match accepted {
-                Ok(stream) => stream,
-                Err(e) => {
-                    tracing::info!("ILP/TCP {peer}: {e}");
-                    return;
-                }
-            }
+    let Accepted {
+        stream,
+        peer,
+        arrival,
+    } = accepted;
+    let arriving = arrive(stream, peer, &access, &tls);
+    let arrived = tokio::select! {
+        arrived = tokio::time::timeout(admission.auth_timeout, arriving) => arrived,
+        _ = arrival.evicted() => {
+            tracing::info!(
+                "ILP/TCP {peer}: closed before it sent a line, to make room for newer \
+                 connections (--ilp-tcp-unauthenticated-connections-max)"
+            );
+            return;
         }
         _ = stop.wait_for(|s| *s) => return,
     };
-    if !stream.is_tls() && !tls.allows_plain(&peer) {
-        tracing::warn!(
-            "ILP/TCP {peer}: connection refused: TLS is required for connections from {peer} \
-             (--tls-require {}); senders connect with tcps::",
-            tls.require
-        );
-        return;
-    }
-    // With credentials required, a sender signs a challenge before its first line (see
-    // `ilp_auth`), and its role is checked again at each read: a user dropped or revoked
-    // while connected is cut off.
-    let mut caller = None;
-    let mut first_bytes = Vec::new();
-    if access.required {
-        match ilp_auth::authenticate(&mut stream, peer, &access.users, &access.throttle).await {
-            Ok(None) => return,
-            Ok(Some((user, rest))) => {
-                tracing::debug!("ILP/TCP {peer}: authenticated as '{user}'");
-                caller = Some(Caller::user(user));
-                first_bytes = rest;
-            }
-            Err(why) => {
-                tracing::warn!("ILP/TCP {peer}: refused: {why}");
-                return;
-            }
+    drop(arrival);
+    let (mut stream, caller, first_bytes) = match arrived {
+        Ok(Some(arrived)) => arrived,
+        Ok(None) => return,
+        Err(_elapsed) => {
+            tracing::info!(
+                "ILP/TCP {peer}: closed: sent no line{} within {} ms \
+                 (--ilp-tcp-auth-timeout-ms)",
+                if access.required {
+                    " and did not authenticate"
+                } else {
+                    ""
+                },
+                admission.auth_timeout.as_millis()
+            );
+            return;
         }
-    }
+    };
+    // Only a connection that has spoken (and logged in) takes a slot.
+    let Ok(_slot) = admission.slots.clone().try_acquire_owned() else {
+        let refused = admission.refused.fetch_add(1, Ordering::Relaxed) + 1;
+        // One line per refusal would let a flood of connections flood the log.
+        if refused.is_power_of_two() {
+            tracing::warn!(
+                "ILP/TCP {peer}: connection refused: {} connections are open \
+                 (--ilp-tcp-connections-max); {refused} refused so far",
+                admission.slots_max
+            );
+        }
+        return;
+    };
     let idle = Duration::from_millis(shared.tcp_idle_timeout_ms);
     let mut tick = tokio::time::interval(Duration::from_millis(
         (shared.ingest.commit_interval_ms / 2).max(10),
@@ -333,6 +397,63 @@ async fn tcp_connection(
         }
     };
     conn.finish(closed_by_peer);
+}
+
+/// A connection's arrival: TLS or plain by its first byte (it stays unread on a plain
+/// connection), the TLS policy, then, with credentials required, the signature exchange (see
+/// `ilp_auth`), else its first bytes. `None`: it closed without a byte, or was refused (logged).
+async fn arrive(
+    stream: TcpStream,
+    peer: SocketAddr,
+    access: &Access,
+    tls: &ListenerTls,
+) -> Option<Arrived> {
+    let mut stream =
+        match sundial_tls::accept(stream, tls.tls.as_deref(), tls.handshake_timeout).await {
+            Ok(stream) => stream,
+            Err(e) => {
+                tracing::info!("ILP/TCP {peer}: {e}");
+                return None;
+            }
+        };
+    if !stream.is_tls() && !tls.allows_plain(&peer) {
+        tracing::warn!(
+            "ILP/TCP {peer}: connection refused: TLS is required for connections from {peer} \
+             (--tls-require {}); senders connect with tcps::",
+            tls.require
+        );
+        return None;
+    }
+    // With credentials required, a sender signs a challenge before its first line, and its
+    // role is checked again at each read: a user dropped or revoked while connected is cut
+    // off.
+    if access.required {
+        return match ilp_auth::authenticate(&mut stream, peer, &access.users, &access.throttle)
+            .await
+        {
+            Ok(None) => None,
+            Ok(Some((user, rest))) => {
+                tracing::debug!("ILP/TCP {peer}: authenticated as '{user}'");
+                Some((stream, Some(Caller::user(user)), rest))
+            }
+            Err(why) => {
+                tracing::warn!("ILP/TCP {peer}: refused: {why}");
+                None
+            }
+        };
+    }
+    let mut first = vec![0u8; FIRST_READ_BYTES];
+    match stream.read(&mut first).await {
+        Ok(0) => None,
+        Ok(n) => {
+            first.truncate(n);
+            Some((stream, None, first))
+        }
+        Err(e) => {
+            tracing::info!("ILP/TCP {peer}: connection failed: {e}");
+            None
+        }
+    }
 }
 
 /// [`feed_lines`] from a connection task, on the runtime thread itself. Ingesting may commit

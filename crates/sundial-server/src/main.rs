@@ -15,8 +15,10 @@
 //! Settings of `serve` come from flags, `SUNDIAL_*` variables and a TOML file (`config`).
 
 mod access;
+mod admission;
 mod backup;
 mod config;
+mod http_conn;
 mod ilp;
 mod ilp_auth;
 mod ilp_http;
@@ -205,6 +207,15 @@ enum Command {
 }
 
 fn open(data: &DataOptions) -> Result<(Arc<Database>, Engine), String> {
+    open_for(data, None)
+}
+
+/// Opens the data directory; `server`: the settings of the `serve` that opens it, which name
+/// where a server already running on it probably listens.
+fn open_for(
+    data: &DataOptions,
+    server: Option<&serve::ServeArgs>,
+) -> Result<(Arc<Database>, Engine), String> {
     let durability = match data.durability {
         DurabilityArg::Sync => Durability::Sync,
         DurabilityArg::Periodic => Durability::Periodic { interval_ms: 1_000 },
@@ -238,16 +249,41 @@ fn open(data: &DataOptions) -> Result<(Arc<Database>, Engine), String> {
         ..defaults
     };
     let db = Database::open(&data.data_dir, options).map_err(|e| match e {
-        sundial_storage::StorageError::Locked { .. } => format!(
-            "{e}\nIf `sundial serve` runs on it, talk to that server instead: the web console \
-             at http://127.0.0.1:9000/, `psql -h 127.0.0.1 -p 8812 -U admin` (password quest \
-             by default), or `curl -G http://127.0.0.1:9000/exec --data-urlencode \
-             'query=SELECT ...'`"
-        ),
+        sundial_storage::StorageError::Locked { .. } => format!("{e}\n{}", locked_hint(server)),
         e => e.to_string(),
     })?;
     let engine = Engine::new(db.clone()).map_err(|e| e.to_string())?;
     Ok((db, engine))
+}
+
+/// How to reach the server that holds a data directory instead: its addresses are this
+/// `serve`'s settings, or (other commands) those `SUNDIAL_HTTP_ADDR` and `SUNDIAL_PG_ADDR` give,
+/// or the defaults.
+fn locked_hint(server: Option<&serve::ServeArgs>) -> String {
+    let setting = |var: &str, default: &str| {
+        std::env::var(var)
+            .ok()
+            .and_then(|a| a.parse::<std::net::SocketAddr>().ok())
+            .unwrap_or_else(|| default.parse().unwrap_or(([127, 0, 0, 1], 0).into()))
+    };
+    let (http, pg, admin) = match server {
+        Some(args) => (args.http_addr, args.pg_addr, args.admin_user.clone()),
+        None => (
+            setting("SUNDIAL_HTTP_ADDR", "127.0.0.1:9000"),
+            setting("SUNDIAL_PG_ADDR", "127.0.0.1:8812"),
+            std::env::var("SUNDIAL_ADMIN_USER").unwrap_or_else(|_| "admin".into()),
+        ),
+    };
+    format!(
+        "If `sundial serve` runs on it, talk to that server instead: the web console at \
+         http://{http}/, `psql -h {} -p {} -U {admin}`, or `curl -u {admin}:PASSWORD -G \
+         http://{http}/exec --data-urlencode 'query=SELECT 1'` (the password is {} unless the \
+         server was given --admin-password). The lock is held only while that process runs: a \
+         `.lock` file a stopped process left behind is harmless.",
+        pg.ip(),
+        pg.port(),
+        serve::DEFAULT_ADMIN_PASSWORD
+    )
 }
 
 fn main() -> ExitCode {
@@ -294,8 +330,16 @@ fn run_command(cli: Cli) -> ExitCode {
     let result = runtime.block_on(async move {
         match cli.command {
             Command::Serve { data, serve, .. } => {
-                let (db, _engine) = open(&data)?;
-                serve::run(db, *serve).await
+                let (db, _engine) = open_for(&data, Some(&*serve))?;
+                let lock = data.data_dir.join(".lock");
+                let served = serve::run(db.clone(), *serve).await;
+                if served.is_err() {
+                    // A start that failed leaves no lock file behind. Removed while this
+                    // process still holds the lock (`db`), so no other process's lock is lost.
+                    let _ = std::fs::remove_file(lock);
+                }
+                drop(db);
+                served
             }
             Command::Shell { data } => {
                 let (_db, engine) = open(&data)?;

@@ -4,9 +4,10 @@
 //! connection counted while open.
 //!
 //! ```text
-//!  TCP accept ─▶ handshake task (≤ 256 at once, each within --tls-handshake-timeout-ms):
+//!  TCP accept ─▶ handshake task (≤ --http-handshakes-max at once, the oldest evicted past
+//!                 it; each within --tls-handshake-timeout-ms):
 //!                  first byte 0x16 ─▶ TLS handshake ─┐
-//!                  anything else   ─▶ plain ─────────┼─▶ bounded queue ─▶ axum
+//!                  anything else   ─▶ plain ─────────┼─▶ bounded queue ─▶ http_conn (hyper)
 //!                  plain, refused by --tls-require ─▶ 403, closed
 //!  GET /metrics ─▶ blocking task: one scrape at a time
 //!                    tables: rows, partitions, bytes on disk (cached per table snapshot and
@@ -39,6 +40,7 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::mpsc;
 use tokio::task::JoinSet;
 
+use crate::admission::{Arrival, Arrivals};
 use crate::ilp::Shared;
 use crate::tls::ListenerTls;
 
@@ -161,36 +163,41 @@ fn scrape(shared: &Shared) -> String {
 
 /// The HTTP listener: HTTPS and plain HTTP on one port, told apart by each connection's first
 /// byte (`sundial_tls::accept`). A background task accepts TCP connections and runs their
-/// handshakes, at most [`HANDSHAKES_MAX`] at once and each within the handshake timeout, so a
-/// slow client never holds up the accepts of others; [`accept`](axum::serve::Listener::accept)
-/// takes the finished ones from a bounded queue. Each connection is counted in
-/// `sundial_connections_active` until it closes, and gets TCP_NODELAY: answers are small and
-/// written once, so Nagle must not hold them for the peer's ACK. A plain connection that the
-/// TLS policy refuses for its peer gets a plain-text 403 and is closed.
+/// handshakes apart, so a slow client never holds up the accepts of others: each within the
+/// handshake timeout, and at most `--http-handshakes-max` at once, past which the oldest
+/// still under way is closed to make room (see `admission`), so silent sockets cannot lock
+/// clients out. [`next`](CountedListener::next) takes the finished ones from a bounded queue.
+/// Each connection is counted in `sundial_connections_active` until it closes, and gets
+/// TCP_NODELAY: answers are small and written once, so Nagle must not hold them for the
+/// peer's ACK. A plain connection that the TLS policy refuses for its peer gets a plain-text
+/// 403 and is closed.
 pub(crate) struct CountedListener {
     ready: mpsc::Receiver<(Counted, SocketAddr)>,
-    local: SocketAddr,
     /// The accepting task, stopped when the listener is dropped (with every handshake).
     acceptor: tokio::task::JoinHandle<()>,
 }
 
-/// TLS handshakes (and waits for a first byte) under way at once; past it, accepting waits.
-const HANDSHAKES_MAX: usize = 256;
-/// Connections ready for axum that it has not taken yet.
+/// Connections ready to serve that have not been taken yet.
 const READY_MAX: usize = 64;
 /// The most of a refused plain request read before the 403 (the rest is not waited for).
 const REFUSED_REQUEST_BYTES_MAX: usize = 16 << 10;
 
 impl CountedListener {
-    pub(crate) fn new(listener: TcpListener, tls: ListenerTls) -> std::io::Result<Self> {
-        let local = listener.local_addr()?;
+    /// `handshakes_max`: first bytes and TLS handshakes awaited at once.
+    pub(crate) fn new(listener: TcpListener, tls: ListenerTls, handshakes_max: usize) -> Self {
         let (send, ready) = mpsc::channel(READY_MAX);
-        let acceptor = tokio::spawn(accept_connections(listener, tls, send));
-        Ok(CountedListener {
-            ready,
-            local,
-            acceptor,
-        })
+        let arrivals = Arrivals::new(handshakes_max, "HTTP", "--http-handshakes-max");
+        let acceptor = tokio::spawn(accept_connections(listener, tls, arrivals, send));
+        CountedListener { ready, acceptor }
+    }
+
+    /// The next connection, TLS or plain; pending forever once the acceptor is gone.
+    pub(crate) async fn next(&mut self) -> (Counted, SocketAddr) {
+        match self.ready.recv().await {
+            Some(accepted) => accepted,
+            // The acceptor ended (it does not, short of a panic): nothing more to serve.
+            None => std::future::pending().await,
+        }
     }
 }
 
@@ -200,40 +207,20 @@ impl Drop for CountedListener {
     }
 }
 
-impl axum::serve::Listener for CountedListener {
-    type Io = Counted;
-    type Addr = SocketAddr;
-
-    async fn accept(&mut self) -> (Counted, SocketAddr) {
-        match self.ready.recv().await {
-            Some(accepted) => accepted,
-            // The acceptor ended (it does not, short of a panic): nothing more to serve.
-            None => std::future::pending().await,
-        }
-    }
-
-    fn local_addr(&self) -> std::io::Result<SocketAddr> {
-        Ok(self.local)
-    }
-}
-
 /// Accepts TCP connections (axum's accept loop: errors such as too many open files are
-/// waited out) and hands each to a handshake task, at most [`HANDSHAKES_MAX`] at once. Without
-/// a certificate there is nothing to tell apart: connections go to axum at once.
+/// waited out) and hands each to a handshake task holding an [`Arrival`] place. Without a
+/// certificate there is nothing to tell apart: connections are handed on at once.
 async fn accept_connections(
     mut listener: TcpListener,
     tls: ListenerTls,
+    arrivals: Arc<Arrivals>,
     ready: mpsc::Sender<(Counted, SocketAddr)>,
 ) {
+    // Finished and evicted handshakes end at once, so this holds at most the budget of live
+    // tasks (plus ones ending).
     let mut handshakes = JoinSet::new();
     loop {
         while handshakes.try_join_next().is_some() {}
-        if handshakes.len() >= HANDSHAKES_MAX {
-            tokio::select! {
-                _ = handshakes.join_next() => continue,
-                _ = ready.closed() => return,
-            }
-        }
         let (stream, peer) = tokio::select! {
             accepted = axum::serve::Listener::accept(&mut listener) => accepted,
             _ = ready.closed() => return,
@@ -249,19 +236,30 @@ async fn accept_connections(
             }
             continue;
         }
-        handshakes.spawn(handshake(stream, peer, tls.clone(), ready.clone()));
+        let arrival = arrivals.arrive();
+        handshakes.spawn(handshake(stream, peer, tls.clone(), arrival, ready.clone()));
     }
 }
 
-/// Tells HTTPS from HTTP on one connection and hands it on, or refuses it by the TLS policy.
+/// Tells HTTPS from HTTP on one connection and hands it on, or refuses it by the TLS policy;
+/// closes it if newer connections evict it first.
 async fn handshake(
     stream: TcpStream,
     peer: SocketAddr,
     tls: ListenerTls,
+    arrival: Arrival,
     ready: mpsc::Sender<(Counted, SocketAddr)>,
 ) {
-    let stream = match sundial_tls::accept(stream, tls.tls.as_deref(), tls.handshake_timeout).await
-    {
+    let accepted = tokio::select! {
+        accepted = sundial_tls::accept(stream, tls.tls.as_deref(), tls.handshake_timeout) => {
+            accepted
+        }
+        _ = arrival.evicted() => {
+            tracing::debug!("HTTP {peer}: closed before its first request, for newer connections");
+            return;
+        }
+    };
+    let stream = match accepted {
         Ok(stream) => stream,
         Err(e) => {
             // Browsers abandon handshakes with certificates they do not trust, scanners probe:
@@ -271,9 +269,13 @@ async fn handshake(
         }
     };
     if !stream.is_tls() && !tls.allows_plain(&peer) {
-        refuse_plain(stream, peer, tls.handshake_timeout).await;
+        tokio::select! {
+            _ = refuse_plain(stream, peer, tls.handshake_timeout) => {}
+            _ = arrival.evicted() => {}
+        }
         return;
     }
+    drop(arrival);
     let _ = ready.send((Counted::new(stream), peer)).await;
 }
 

@@ -35,7 +35,6 @@ use std::time::Duration;
 use axum::Router;
 use axum::extract::DefaultBodyLimit;
 use axum::routing::{get, post};
-use axum::serve::ListenerExt;
 use sundial_http::auth::HttpAuth;
 use sundial_http::{AllowedOrigins, HttpOptions, HttpSql, sql_router};
 use sundial_ingest::{IngestOptions, Sinks};
@@ -49,7 +48,7 @@ use tokio::task::JoinSet;
 use crate::access::Access;
 use crate::ilp::Shared;
 use crate::ilp_http;
-use crate::ilp_tcp::accept_tcp;
+use crate::ilp_tcp::{TcpAdmission, accept_tcp};
 use crate::ilp_udp::{UdpOptions, UdpReceiver};
 use crate::ops;
 use crate::tls::ListenerTls;
@@ -60,6 +59,15 @@ pub struct ServeArgs {
     /// HTTP listener: ILP `/write` and the SQL API (`/exec`, `/exp`, `/imp`).
     #[arg(long, env = "SUNDIAL_HTTP_ADDR", default_value = "127.0.0.1:9000")]
     pub http_addr: SocketAddr,
+    /// Time an HTTP client has to send a request's head (request line and headers), counted
+    /// from the connection's start or the end of the previous answer, in milliseconds: a
+    /// connection idle or this slow is closed.
+    #[arg(long, env = "SUNDIAL_HTTP_HEADER_TIMEOUT_MS", default_value_t = 30_000)]
+    pub http_header_timeout_ms: u64,
+    /// HTTP connections whose first byte or TLS handshake is awaited, at once (with a
+    /// certificate); past it, the oldest is closed to make room for the newcomer.
+    #[arg(long, env = "SUNDIAL_HTTP_HANDSHAKES_MAX", default_value_t = 256)]
+    pub http_handshakes_max: usize,
     /// ILP over TCP listener.
     #[arg(long, env = "SUNDIAL_ILP_TCP_ADDR", default_value = "127.0.0.1:9009")]
     pub ilp_tcp_addr: SocketAddr,
@@ -128,6 +136,24 @@ pub struct ServeArgs {
     /// a batch per table and its remembered series), so more are closed as they are accepted.
     #[arg(long, env = "SUNDIAL_ILP_TCP_CONNECTIONS_MAX", default_value_t = 256)]
     pub ilp_tcp_connections_max: usize,
+    /// ILP/TCP connections that have not sent a byte yet (or not finished authenticating), at
+    /// once; they hold no slot of --ilp-tcp-connections-max. Past it, the oldest is closed to
+    /// make room for the newcomer.
+    #[arg(
+        long,
+        env = "SUNDIAL_ILP_TCP_UNAUTHENTICATED_CONNECTIONS_MAX",
+        default_value_t = 64
+    )]
+    pub ilp_tcp_unauthenticated_connections_max: usize,
+    /// Time an ILP/TCP connection has from accept to its first byte (with credentials
+    /// required: to the end of its signature exchange), TLS handshake included, in
+    /// milliseconds; past it, it is closed.
+    #[arg(
+        long,
+        env = "SUNDIAL_ILP_TCP_AUTH_TIMEOUT_MS",
+        default_value_t = 10_000
+    )]
+    pub ilp_tcp_auth_timeout_ms: u64,
     /// Designated timestamp column of tables created by ILP.
     #[arg(
         long,
@@ -269,7 +295,12 @@ pub async fn run(db: Arc<Database>, args: ServeArgs) -> Result<(), String> {
         args.http_body_bytes_max,
     ));
     let access = Access::open(&args, shared.sinks.db())?;
-    let tls = ListenerTls::from_args(&args)?;
+    let tls = ListenerTls::new(
+        args.tls_cert.as_deref(),
+        args.tls_key.as_deref(),
+        args.tls_require,
+        args.tls_handshake_timeout_ms,
+    )?;
     let (stop_tx, stop_rx) = watch::channel(false);
     let mut tasks = JoinSet::new();
 
@@ -281,11 +312,13 @@ pub async fn run(db: Arc<Database>, args: ServeArgs) -> Result<(), String> {
         .map_err(|e| listen_error(args.http_addr, "HTTP", "--http-addr", &e))?;
     tracing::info!("ILP over TCP on {}", args.ilp_tcp_addr);
     tracing::info!("HTTP on {}", args.http_addr);
+    let admission = tcp_admission(&args, &shared)?;
     tasks.spawn(accept_tcp(
         tcp,
         shared.clone(),
         access.clone(),
         tls.clone(),
+        admission,
         stop_rx.clone(),
     ));
     let udp = start_udp(&args, &shared)?;
@@ -303,23 +336,26 @@ pub async fn run(db: Arc<Database>, args: ServeArgs) -> Result<(), String> {
         stop_rx.clone(),
     )?;
     let app = http_app(&args, &access, engine, shared.clone());
+    crate::tls::warn_cleartext_http(args.http_addr, access.required, &tls);
     serve_http(
         http,
         app,
+        &args,
         tls.clone(),
         &queries,
         &mut served,
         stop_rx.clone(),
-    );
+    )?;
     eprintln!(
-        "sundial serving: HTTP {}, PostgreSQL {}, ILP/TCP {}{}{}",
+        "sundial serving: HTTP {}, PostgreSQL {}, ILP/TCP {}{}{}; {}",
         args.http_addr,
         args.pg_addr,
         args.ilp_tcp_addr,
         args.ilp_udp_addr
             .map(|a| format!(", ILP/UDP {a}"))
             .unwrap_or_default(),
-        tls.describe()
+        tls.describe(),
+        console_hint(&args, &tls)
     );
     tasks.spawn(shared.clone().report_counters(stop_rx.clone()));
     tasks.spawn(crate::tls::reload_on_sighup(
@@ -339,6 +375,22 @@ pub async fn run(db: Arc<Database>, args: ServeArgs) -> Result<(), String> {
     drop(queries);
     shared.log_counters();
     Ok(())
+}
+
+/// The ILP/TCP listener's budgets, from the `--ilp-tcp-*` flags.
+fn tcp_admission(args: &ServeArgs, shared: &Shared) -> Result<TcpAdmission, String> {
+    if args.ilp_tcp_unauthenticated_connections_max == 0 || args.ilp_tcp_auth_timeout_ms == 0 {
+        return Err(
+            "--ilp-tcp-unauthenticated-connections-max and --ilp-tcp-auth-timeout-ms must be \
+             at least 1"
+                .into(),
+        );
+    }
+    Ok(TcpAdmission::new(
+        args.ilp_tcp_unauthenticated_connections_max,
+        Duration::from_millis(args.ilp_tcp_auth_timeout_ms),
+        shared.tcp_connections_max,
+    ))
 }
 
 /// How the ILP receivers ingest, from the `--ilp-*` flags.
@@ -468,36 +520,57 @@ fn http_app(args: &ServeArgs, access: &Access, engine: Arc<Engine>, shared: Arc<
 fn serve_http(
     http: TcpListener,
     app: Router,
+    args: &ServeArgs,
     tls: ListenerTls,
     queries: &QueryRuntime,
     served: &mut JoinSet<()>,
-    mut stop: watch::Receiver<bool>,
-) {
+    stop: watch::Receiver<bool>,
+) -> Result<(), String> {
+    if args.http_header_timeout_ms == 0 || args.http_handshakes_max == 0 {
+        return Err("--http-header-timeout-ms and --http-handshakes-max must be at least 1".into());
+    }
+    let header_timeout = Duration::from_millis(args.http_header_timeout_ms);
+    let handshakes_max = args.http_handshakes_max;
     served.spawn_on(
         async move {
             // HTTPS and HTTP on one port, told apart by the first byte, the handshakes run
             // apart from the accepts; counted in sundial_connections_active, with TCP_NODELAY
-            // (`ops`); `tap_io` gives the listener axum's `ConnectInfo<SocketAddr>`.
-            let http = match ops::CountedListener::new(http, tls) {
-                Ok(http) => http.tap_io(|_| {}),
-                Err(e) => {
-                    tracing::error!("HTTP server failed: {e}");
-                    return;
-                }
-            };
-            // The peer's address tells local clients apart (`--http-gzip remote`).
-            let app = app.into_make_service_with_connect_info::<SocketAddr>();
-            let served = axum::serve(http, app)
-                .with_graceful_shutdown(async move {
-                    let _ = stop.wait_for(|stop| *stop).await;
-                })
-                .await;
-            if let Err(e) = served {
-                tracing::error!("HTTP server failed: {e}");
-            }
+            // (`ops`); each request knows its peer's address (`--http-gzip remote`).
+            let http = ops::CountedListener::new(http, tls, handshakes_max);
+            crate::http_conn::serve(http, app, header_timeout, stop).await;
         },
         queries.handle(),
     );
+    Ok(())
+}
+
+/// The end of the ready line: where the web console is, and how to log in.
+fn console_hint(args: &ServeArgs, tls: &ListenerTls) -> String {
+    let scheme = if tls.tls.is_some() { "https" } else { "http" };
+    // A wildcard address is reached on loopback from this machine.
+    let host = match args.http_addr.ip() {
+        std::net::IpAddr::V4(ip) if ip.is_unspecified() => "127.0.0.1".to_string(),
+        std::net::IpAddr::V6(ip) if ip.is_unspecified() => "[::1]".to_string(),
+        std::net::IpAddr::V4(ip) => ip.to_string(),
+        std::net::IpAddr::V6(ip) => format!("[{ip}]"),
+    };
+    let login = if args.auth == AuthArg::Off {
+        "no login needed: --auth off".to_string()
+    } else if args.admin_password == DEFAULT_ADMIN_PASSWORD {
+        format!(
+            "log in as {} with password {DEFAULT_ADMIN_PASSWORD}, the default: change it with \
+             --admin-password",
+            args.admin_user
+        )
+    } else if args.admin_password.is_empty() {
+        "log in as a stored admin".to_string()
+    } else {
+        format!("log in as {} with --admin-password", args.admin_user)
+    };
+    format!(
+        "web console {scheme}://{host}:{}/ ({login})",
+        args.http_addr.port()
+    )
 }
 
 /// Lets requests and statements under way finish within `grace_ms`; then they are dropped

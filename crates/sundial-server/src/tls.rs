@@ -13,13 +13,12 @@
 //! every listener, so a reload reaches them all at once.
 
 use std::net::SocketAddr;
+use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
 use sundial_tls::{Tls, TlsRequire};
 use tokio::sync::watch;
-
-use crate::serve::ServeArgs;
 
 /// What a listener needs to serve TLS: the certificate (none: plain TCP only), the policy for
 /// plain connections, and how long a handshake may take.
@@ -31,13 +30,19 @@ pub(crate) struct ListenerTls {
 }
 
 impl ListenerTls {
-    /// From the `--tls-*` flags: loads the certificate, or says which flag is missing or what
-    /// is wrong with which file.
-    pub fn from_args(args: &ServeArgs) -> Result<ListenerTls, String> {
-        if args.tls_handshake_timeout_ms == 0 {
+    /// From the `--tls-*` flags (`--tls-cert`, `--tls-key`, `--tls-require`,
+    /// `--tls-handshake-timeout-ms`): loads the certificate, or says which flag is missing or
+    /// what is wrong with which file.
+    pub fn new(
+        cert: Option<&Path>,
+        key: Option<&Path>,
+        require: TlsRequire,
+        handshake_timeout_ms: u64,
+    ) -> Result<ListenerTls, String> {
+        if handshake_timeout_ms == 0 {
             return Err("--tls-handshake-timeout-ms must be at least 1".into());
         }
-        let tls = match (&args.tls_cert, &args.tls_key) {
+        let tls = match (cert, key) {
             (Some(cert), Some(key)) => Some(Tls::load(cert, key).map_err(|e| e.to_string())?),
             (None, None) => None,
             (Some(_), None) => {
@@ -53,16 +58,15 @@ impl ListenerTls {
                 );
             }
         };
-        if tls.is_none() && args.tls_require != TlsRequire::Off {
+        if tls.is_none() && require != TlsRequire::Off {
             return Err(format!(
-                "--tls-require {} needs a certificate: give --tls-cert and --tls-key",
-                args.tls_require
+                "--tls-require {require} needs a certificate: give --tls-cert and --tls-key"
             ));
         }
         Ok(ListenerTls {
             tls,
-            require: args.tls_require,
-            handshake_timeout: Duration::from_millis(args.tls_handshake_timeout_ms),
+            require,
+            handshake_timeout: Duration::from_millis(handshake_timeout_ms),
         })
     }
 
@@ -79,6 +83,19 @@ impl ListenerTls {
             (Some(_), TlsRequire::Remote) => " (TLS, required of remote clients)",
             (Some(_), TlsRequire::All) => " (TLS, required)",
         }
+    }
+}
+
+/// A WARN line when HTTP clients beyond this machine would send their credentials (Basic
+/// passwords, tokens, console session cookies) in clear: credentials required, no
+/// certificate, and an HTTP address that is not loopback.
+pub(crate) fn warn_cleartext_http(http_addr: SocketAddr, auth_required: bool, tls: &ListenerTls) {
+    if auth_required && tls.tls.is_none() && !http_addr.ip().to_canonical().is_loopback() {
+        tracing::warn!(
+            "HTTP on {http_addr} is plain HTTP beyond loopback: passwords (Basic), tokens and \
+             console sessions travel in clear; give --tls-cert and --tls-key (and \
+             --tls-require remote)"
+        );
     }
 }
 
@@ -138,11 +155,23 @@ mod tests {
     use clap::Parser;
 
     use super::*;
+    use crate::serve::ServeArgs;
 
     #[derive(Parser)]
     struct Cli {
         #[command(flatten)]
         serve: ServeArgs,
+    }
+
+    impl ListenerTls {
+        fn from_args(args: &ServeArgs) -> Result<ListenerTls, String> {
+            ListenerTls::new(
+                args.tls_cert.as_deref(),
+                args.tls_key.as_deref(),
+                args.tls_require,
+                args.tls_handshake_timeout_ms,
+            )
+        }
     }
 
     fn parse(args: &[&str]) -> Result<ServeArgs, clap::Error> {

@@ -146,11 +146,38 @@ fn a_second_process_gets_a_clear_lock_error() {
         "{}",
         stderr(&o)
     );
-    // It says what to use next to a running server.
+    // It says what to use next to a running server, with credentials.
     assert!(stderr(&o).contains("web console"), "{}", stderr(&o));
+    assert!(stderr(&o).contains("curl -u admin:"), "{}", stderr(&o));
+    assert!(stderr(&o).contains("is harmless"), "{}", stderr(&o));
+    // At the addresses configured, not fixed ports.
+    let o = Command::new(env!("CARGO_BIN_EXE_sundial"))
+        .args(["sql", "SELECT 1"])
+        .env("SUNDIAL_DATA_DIR", dir.path())
+        .env("SUNDIAL_HTTP_ADDR", "127.0.0.1:9555")
+        .env("SUNDIAL_PG_ADDR", "127.0.0.1:8855")
+        .output()
+        .unwrap();
+    let err = stderr(&o);
+    assert!(err.contains("http://127.0.0.1:9555/exec"), "{err}");
+    assert!(err.contains("-p 8855"), "{err}");
+    assert!(!err.contains("9000") && !err.contains("8812"), "{err}");
     drop(holder.stdin.take());
     holder.wait().unwrap();
     assert!(sundial(dir.path(), &["sql", "SELECT 1"]).status.success());
+}
+
+/// A server that cannot start (its port is taken) leaves no `.lock` file behind.
+#[test]
+fn a_failed_start_leaves_no_lock_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = taken.local_addr().unwrap().to_string();
+    let o = sundial(dir.path(), &["serve", "--ilp-tcp-addr", &addr]);
+    assert!(!o.status.success());
+    assert!(stderr(&o).contains("cannot listen on"), "{}", stderr(&o));
+    assert!(dir.path().is_dir());
+    assert!(!dir.path().join(".lock").exists(), "a .lock file was left");
 }
 
 #[test]

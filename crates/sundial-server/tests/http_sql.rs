@@ -434,6 +434,29 @@ fn imp_loads_csv_uploads() {
         r#"{"status":"OK","location":"weather","rowsRejected":0,"rowsImported":3,"header":true,"partitionBy":"DAY","timestamp":"ts","columns":[{"name":"ts","type":"TIMESTAMP","size":8,"errors":0},{"name":"visMiles","type":"DOUBLE","size":8,"errors":0},{"name":"tempF","type":"LONG","size":8,"errors":0},{"name":"station","type":"VARCHAR","size":-1,"errors":0}],"errorsTotal":0,"errors":[],"warnings":[]}"#
     );
     assert!(exec_ok(&server, "SHOW PARTITIONS FROM weather").contains(r#""count":2}"#));
+    // Without partitionBy, a new table with a timestamp is partitioned by day, as `sundial
+    // import` does; without a timestamp, not at all.
+    let reply = imp(
+        &server,
+        "name=weather_day&timestamp=ts&fmt=json",
+        &[("data", Some("weather.csv"), weather)],
+    );
+    assert!(
+        reply.text().contains(r#""partitionBy":"DAY""#),
+        "{}",
+        reply.text()
+    );
+    assert!(exec_ok(&server, "SHOW PARTITIONS FROM weather_day").contains(r#""count":2}"#));
+    let reply = imp(
+        &server,
+        "name=weather_none&fmt=json",
+        &[("data", Some("weather.csv"), weather)],
+    );
+    assert!(
+        reply.text().contains(r#""partitionBy":"NONE""#),
+        "{}",
+        reply.text()
+    );
     assert!(exec_ok(&server, "SELECT * FROM weather").contains(r#""timestamp":0,"#));
     // Appending to the existing table parses by the table's types.
     let reply = imp(

@@ -8,6 +8,27 @@ use sundial_storage::{ColumnType, ConvertTo, PartitionBy, Ttl, TtlUnit};
 use crate::error::{Result, SqlError};
 use crate::users::UserCommand;
 
+/// Words that start a column constraint, which no column takes: they end a column's type.
+const COLUMN_CONSTRAINTS: &[&str] = &[
+    "PRIMARY",
+    "UNIQUE",
+    "REFERENCES",
+    "CHECK",
+    "DEFAULT",
+    "CONSTRAINT",
+    "GENERATED",
+    "COLLATE",
+];
+/// PostgreSQL's auto-incrementing types, which need sequences.
+const SERIAL_TYPES: &[&str] = &[
+    "SERIAL",
+    "BIGSERIAL",
+    "SMALLSERIAL",
+    "SERIAL2",
+    "SERIAL4",
+    "SERIAL8",
+];
+
 /// A statement Sundial runs itself, or SQL for DataFusion.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Command {
@@ -559,13 +580,15 @@ impl Parser<'_> {
         Ok(self.sql[offset(self.sql, start)..end].trim().to_string())
     }
 
-    /// A column's type and whether it is declared `INDEX`.
+    /// A column's type and whether it is declared `INDEX`; a SERIAL type or a column
+    /// constraint is refused as not supported, naming it.
     fn column_type(&mut self) -> Result<(ColumnType, bool)> {
         let loc = self.location();
         let mut words = Vec::new();
         while let Some(Token::Word(w)) = self.peek().map(|t| &t.token) {
             if ["CAPACITY", "CACHE", "NOCACHE", "INDEX", "NULL", "NOT"]
                 .iter()
+                .chain(COLUMN_CONSTRAINTS)
                 .any(|k| w.value.eq_ignore_ascii_case(k))
             {
                 break;
@@ -590,6 +613,13 @@ impl Parser<'_> {
         };
         let column_type = match parsed {
             Some(t) => t,
+            None if SERIAL_TYPES.contains(&joined.as_str()) => {
+                return Err(SqlError::NotSupported(format!(
+                    "column type {joined} (Sundial has no sequences): use LONG and send the \
+                     values, and key rows by a designated timestamp, TIMESTAMP(ts), with DEDUP \
+                     UPSERT KEYS(ts, ...) to replace rows with equal keys"
+                )));
+            }
             None => {
                 let names: Vec<_> = ColumnType::ALL.iter().map(|t| t.name()).collect();
                 return Err(SqlError::Syntax {
@@ -603,6 +633,18 @@ impl Parser<'_> {
             }
         };
         let indexed = self.symbol_options()?;
+        if let Some(Token::Word(w)) = self.peek().map(|t| &t.token)
+            && COLUMN_CONSTRAINTS
+                .iter()
+                .any(|k| w.value.eq_ignore_ascii_case(k))
+        {
+            return Err(SqlError::NotSupported(format!(
+                "column constraint {}: a table has no PRIMARY KEY, UNIQUE, REFERENCES, CHECK or \
+                 DEFAULT; key rows by a designated timestamp, TIMESTAMP(ts), with DEDUP UPSERT \
+                 KEYS(ts, ...) to replace rows with equal keys",
+                w.value.to_ascii_uppercase()
+            )));
+        }
         Ok((column_type, indexed))
     }
 
@@ -1225,5 +1267,33 @@ mod tests {
         assert_eq!(e.position(), Some((1, 19)), "{e}");
         let e = parse("CREATE TABLE t (a INT) PARTITION BY FORTNIGHT").unwrap_err();
         assert_eq!(e.position(), Some((1, 37)), "{e}");
+    }
+
+    /// SERIAL and column constraints are refused by name, never glued into a type name.
+    #[test]
+    fn serial_and_constraints_say_they_are_not_supported() {
+        let e = parse("CREATE TABLE t (id serial PRIMARY KEY, ts TIMESTAMP)").unwrap_err();
+        assert!(matches!(e, SqlError::NotSupported(_)), "{e:?}");
+        let e = e.to_string();
+        assert!(e.contains("column type SERIAL ("), "{e}");
+        assert!(e.contains("DEDUP UPSERT KEYS"), "{e}");
+        let e = parse("CREATE TABLE t (id LONG PRIMARY KEY)")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("column constraint PRIMARY:"), "{e}");
+        let e = parse("CREATE TABLE t (id INT UNIQUE, v DOUBLE)")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("column constraint UNIQUE:"), "{e}");
+        let e = parse("CREATE TABLE t (id INT DEFAULT 0)")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("column constraint DEFAULT:"), "{e}");
+        let e = parse("CREATE TABLE t (a FANCY PRIMARY KEY)")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("unknown column type 'FANCY';"), "{e}");
+        // Multi-word types still parse.
+        parse("CREATE TABLE t (a DOUBLE PRECISION, ts TIMESTAMP)").unwrap();
     }
 }
