@@ -10,9 +10,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use common::*;
-use sundial_storage::{
-    ColdStoreOptions, ConvertTo, Database, PartitionBy, StorageOptions, Table, TableDef,
-};
+use sundial_storage::{ColdStoreOptions, ConvertTo, PartitionBy, StorageOptions, Table, TableDef};
 
 const BASE_TS: i64 = 1_451_606_400_000_000_000; // 2016-01-01
 const DAY_NS: i64 = 24 * HOUR_NS;
@@ -130,7 +128,7 @@ fn remote_partitions_are_uploaded_cached_in_bounds_and_deleted_with_their_versio
     // Room for about one local copy.
     let cache_bytes = 150_000;
     {
-        let db = Database::open(&data, store_options(&store, cache_bytes)).unwrap();
+        let db = open_db(&data, store_options(&store, cache_bytes));
         let table = db.create_table(def(), false).unwrap();
         commit(&table, &model);
         for d in 0..3 {
@@ -191,7 +189,7 @@ fn remote_partitions_are_uploaded_cached_in_bounds_and_deleted_with_their_versio
         std::fs::create_dir_all(stray.parent().unwrap()).unwrap();
         std::fs::write(&stray, b"not a partition").unwrap();
     }
-    let db = Database::open(&data, store_options(&store, cache_bytes)).unwrap();
+    let db = open_db(&data, store_options(&store, cache_bytes));
     let table = db.table("t").unwrap();
     drop_local_copies(&table);
     assert_rows(&read_all(&table.snapshot()), &expected(&model), "reopened");
@@ -218,7 +216,7 @@ fn an_unreachable_cold_store_fails_only_its_partitions() {
     let (data, store) = (dir.path().join("data"), dir.path().join("store"));
     let model = rows(2, 3, 6_000);
     {
-        let db = Database::open(&data, store_options(&store, 1 << 30)).unwrap();
+        let db = open_db(&data, store_options(&store, 1 << 30));
         let table = db.create_table(def(), false).unwrap();
         commit(&table, &model);
         table
@@ -241,7 +239,7 @@ fn an_unreachable_cold_store_fails_only_its_partitions() {
         }),
         ..options()
     };
-    let db = Database::open(&data, unreachable).unwrap();
+    let db = open_db(&data, unreachable);
     let table = db.table("t").unwrap();
     let snapshot = table.snapshot();
     let n = snapshot.partitions()[0].row_count;
@@ -275,7 +273,7 @@ fn cold_store_crash_child() {
     };
     use std::io::Write;
     let dir = PathBuf::from(dir);
-    let db = Database::open(dir.join("data"), store_options(&dir.join("store"), 1 << 30)).unwrap();
+    let db = open_db(dir.join("data"), store_options(&dir.join("store"), 1 << 30));
     let table = db.table("t").unwrap();
     let mut out = std::io::stdout().lock();
     for i in 0u64.. {
@@ -301,7 +299,7 @@ fn killed_while_uploading_reopens_with_every_row_and_no_orphans() {
     let (data, store) = (dir.path().join("data"), dir.path().join("store"));
     let model = rows(4, 4, 30_000);
     {
-        let db = Database::open(&data, store_options(&store, 1 << 30)).unwrap();
+        let db = open_db(&data, store_options(&store, 1 << 30));
         let table = db.create_table(def(), false).unwrap();
         commit(&table, &model);
     }
@@ -313,7 +311,7 @@ fn killed_while_uploading_reopens_with_every_row_and_no_orphans() {
         if run_and_kill("cold_store_crash_child", &env, delay).is_some() {
             finished += 1;
         }
-        let db = Database::open(&data, store_options(&store, 1 << 30)).unwrap();
+        let db = open_db(&data, store_options(&store, 1 << 30));
         let table = db.table("t").unwrap();
         if iteration % 2 == 0 {
             drop_local_copies(&table);

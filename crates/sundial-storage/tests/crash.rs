@@ -347,8 +347,7 @@ fn killed_ddl_reopens_to_the_state_before_or_after_it() {
                 acknowledged = Some(i);
             }
         }
-        let db = Database::open(dir.path(), StorageOptions::default())
-            .unwrap_or_else(|e| panic!("iteration {iteration}: the data directory opens: {e}"));
+        let db = open_db(dir.path(), StorageOptions::default());
         let on_disk = ddl_disk_state(&db);
         let before = ddl_model(acknowledged);
         let after = ddl_model(Some(acknowledged.map_or(0, |a| a + 1)));

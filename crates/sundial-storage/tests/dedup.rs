@@ -10,7 +10,7 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 use common::*;
-use sundial_storage::{Database, PartitionBy, TableDef};
+use sundial_storage::{PartitionBy, TableDef};
 
 const MINUTE_NS: i64 = 60_000_000_000;
 const BASE_TS: i64 = 1_451_606_400_000_000_000; // 2016-01-01
@@ -84,7 +84,7 @@ fn the_last_row_of_each_key_stands_in_any_order() {
         let mut rng = Rng(seed * 7919);
         let mut model = Model::default();
         for round in 0..3 {
-            let db = Database::open(dir.path(), options()).unwrap();
+            let db = open_db(dir.path(), options());
             let table = db.create_table(def(partition_by), true).unwrap();
             assert_rows(
                 &read_all(&table.snapshot()),
@@ -150,7 +150,7 @@ fn dedup_crash_child() {
     let Ok(dir) = std::env::var(CHILD_ENV) else {
         return;
     };
-    let db = Database::open(std::path::Path::new(&dir), options()).unwrap();
+    let db = open_db(std::path::Path::new(&dir), options());
     let table = db.create_table(def(PartitionBy::Hour), true).unwrap();
     let start = read_all(&table.snapshot())
         .iter()
@@ -172,7 +172,7 @@ fn killed_mid_merge_keeps_every_acknowledged_row_once() {
         if let Some(i) = run_and_kill("dedup_crash_child", &env, delay) {
             acknowledged = Some(i);
         }
-        let db = Database::open(dir.path(), options()).unwrap();
+        let db = open_db(dir.path(), options());
         let table = db.create_table(def(PartitionBy::Hour), true).unwrap();
         let stored = read_all(&table.snapshot());
         // Every acknowledged batch, perhaps the one in flight, nothing else.

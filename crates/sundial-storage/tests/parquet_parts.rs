@@ -13,9 +13,7 @@ use arrow_array::{
 };
 use arrow_schema::{DataType, Field, Schema, TimeUnit};
 use common::*;
-use sundial_storage::{
-    ColumnType, ConvertTo, Database, PartFormat, PartitionBy, Snapshot, Table, TableDef,
-};
+use sundial_storage::{ColumnType, ConvertTo, PartFormat, PartitionBy, Snapshot, Table, TableDef};
 
 const BASE_TS: i64 = 1_451_606_400_000_000_000; // 2016-01-01
 const DAY_NS: i64 = 24 * HOUR_NS;
@@ -129,7 +127,7 @@ fn parquet_partitions_read_as_native_ones_and_convert_back() {
     let mut rng = Rng(0x5EED);
     let mut model = Vec::new();
     {
-        let db = Database::open(&path, options()).unwrap();
+        let db = open_db(&path, options());
         let table = db.create_table(def("t"), false).unwrap();
         // Four days in several commits, in random order; the last one's rows fall among
         // each day's rows late in the day: partitions of several parts.
@@ -170,7 +168,7 @@ fn parquet_partitions_read_as_native_ones_and_convert_back() {
         assert!(format!("{}", newest.unwrap_err()).contains("newest"));
     }
     // Reopened: the Parquet parts are committed, the native versions gone.
-    let db = Database::open(&path, options()).unwrap();
+    let db = open_db(&path, options());
     let table = db.table("t").unwrap();
     check_reads(&table.snapshot(), &model, "reopened");
     let old_dirs = std::fs::read_dir(table.path())
@@ -242,7 +240,7 @@ fn parquet_partitions_read_as_native_ones_and_convert_back() {
     drop(snapshot);
     drop(table);
     drop(db);
-    let db = Database::open(&path, options()).unwrap();
+    let db = open_db(&path, options());
     check_reads(
         &db.table("t").unwrap().snapshot(),
         &model,
@@ -254,7 +252,7 @@ fn parquet_partitions_read_as_native_ones_and_convert_back() {
 #[test]
 fn every_column_type_survives_the_round_trip() {
     let dir = tempfile::tempdir().unwrap();
-    let db = Database::open(dir.path(), options()).unwrap();
+    let db = open_db(dir.path(), options());
     let types = [
         ("ts", ColumnType::Timestamp),
         ("bo", ColumnType::Boolean),
@@ -374,7 +372,7 @@ fn a_damaged_parquet_file_fails_only_its_partition() {
         let mut rng = Rng(9);
         let model = rows(&mut rng, 3, 4000, 0);
         {
-            let db = Database::open(dir.path(), options()).unwrap();
+            let db = open_db(dir.path(), options());
             let table = db.create_table(def("t"), false).unwrap();
             commit(&table, &model);
             table
@@ -400,7 +398,7 @@ fn a_damaged_parquet_file_fails_only_its_partition() {
                 _ => std::fs::remove_file(&file).unwrap(),
             }
         }
-        let db = Database::open(dir.path(), options()).unwrap();
+        let db = open_db(dir.path(), options());
         let table = db.table("t").unwrap();
         let snapshot = table.snapshot();
         let first = snapshot.partitions()[0].row_count;
@@ -424,7 +422,7 @@ fn parquet_crash_child() {
         return;
     };
     use std::io::Write;
-    let db = Database::open(std::path::Path::new(&dir), options()).unwrap();
+    let db = open_db(std::path::Path::new(&dir), options());
     let table = db.table("t").unwrap();
     let mut out = std::io::stdout().lock();
     for i in 0u64.. {
@@ -450,7 +448,7 @@ fn killed_while_converting_reopens_with_every_row() {
     let mut rng = Rng(0xC0FFEE);
     let model = rows(&mut rng, 4, 30_000, 0);
     {
-        let db = Database::open(dir.path(), options()).unwrap();
+        let db = open_db(dir.path(), options());
         let table = db.create_table(def("t"), false).unwrap();
         commit(&table, &model);
     }
@@ -461,7 +459,7 @@ fn killed_while_converting_reopens_with_every_row() {
         if run_and_kill("parquet_crash_child", &env, delay).is_some() {
             converted += 1;
         }
-        let db = Database::open(dir.path(), options()).unwrap();
+        let db = open_db(dir.path(), options());
         let table = db.table("t").unwrap();
         let snapshot = table.snapshot();
         check_reads(&snapshot, &model, &format!("iteration {iteration}"));
@@ -495,7 +493,7 @@ fn cold_after_converts_old_partitions_and_merges_late_rows() {
         unit: sundial_storage::TtlUnit::Day,
     };
     {
-        let db = Database::open(dir.path(), options()).unwrap();
+        let db = open_db(dir.path(), options());
         let table = db
             .create_table(
                 TableDef {
@@ -524,7 +522,7 @@ fn cold_after_converts_old_partitions_and_merges_late_rows() {
         check_reads(&snapshot, &model, "cold");
         assert_eq!(table.convert_cold(&small_row_groups()).unwrap(), 0);
     }
-    let db = Database::open(dir.path(), options()).unwrap();
+    let db = open_db(dir.path(), options());
     let table = db.table("t").unwrap();
     assert_eq!(table.meta().cold_after, Some(one_day));
     // Late rows after day 1's newest row: a native part beside its Parquet one, merged back.

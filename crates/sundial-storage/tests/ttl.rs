@@ -7,8 +7,8 @@ mod common;
 
 use common::*;
 use sundial_storage::{
-    Database, ParquetOptions, PartFormat, PartitionBy, StorageError, StorageOptions, TableDef, Ttl,
-    TtlUnit, WallClock,
+    ParquetOptions, PartFormat, PartitionBy, StorageError, StorageOptions, TableDef, Ttl, TtlUnit,
+    WallClock,
 };
 
 const DAY_NS: i64 = 24 * HOUR_NS;
@@ -57,7 +57,7 @@ fn partition_days(table: &sundial_storage::Table) -> Vec<i64> {
 #[test]
 fn commits_drop_the_partitions_the_ttl_expires() {
     let dir = tempfile::tempdir().unwrap();
-    let db = Database::open(dir.path(), options()).unwrap();
+    let db = open_db(dir.path(), options());
     let table = db
         .create_table(def(PartitionBy::Day, days(2)), false)
         .unwrap();
@@ -89,7 +89,7 @@ fn commits_drop_the_partitions_the_ttl_expires() {
     model.push(old);
     drop(table);
     drop(db);
-    let db = Database::open(dir.path(), options()).unwrap();
+    let db = open_db(dir.path(), options());
     let table = db.table("t").unwrap();
     assert_eq!(table.meta().ttl, None);
     assert_eq!(partition_days(&table), vec![0, 4, 6]);
@@ -104,7 +104,7 @@ fn opening_drops_what_a_ttl_set_before_a_crash_expires() {
     let mut rng = Rng(12);
     let mut model = rows_over_days(5, &mut rng);
     {
-        let db = Database::open(dir.path(), options()).unwrap();
+        let db = open_db(dir.path(), options());
         let table = db.create_table(def(PartitionBy::Day, None), false).unwrap();
         commit(&table, &model);
         table.writer().unwrap().set_ttl(days(1)).unwrap();
@@ -114,7 +114,7 @@ fn opening_drops_what_a_ttl_set_before_a_crash_expires() {
             "set_ttl drops nothing"
         );
     }
-    let db = Database::open(dir.path(), options()).unwrap();
+    let db = open_db(dir.path(), options());
     let table = db.table("t").unwrap();
     assert_eq!(table.meta().ttl, days(1));
     assert_eq!(partition_days(&table), vec![3, 4]);
@@ -127,7 +127,7 @@ fn opening_drops_what_a_ttl_set_before_a_crash_expires() {
 #[test]
 fn a_ttl_needs_a_table_partitioned_by_time() {
     let dir = tempfile::tempdir().unwrap();
-    let db = Database::open(dir.path(), options()).unwrap();
+    let db = open_db(dir.path(), options());
     let e = db
         .create_table(def(PartitionBy::None, days(3)), false)
         .unwrap_err();
@@ -166,7 +166,7 @@ fn a_future_row_expires_nothing_the_clock_has_not_expired() {
     let dir = tempfile::tempdir().unwrap();
     // The clock: an hour after the newest row of five days of rows.
     let clock = WallClock::manual(BASE_TS + 4 * DAY_NS + 12 * HOUR_NS);
-    let db = Database::open(dir.path(), at_clock(&clock, true)).unwrap();
+    let db = open_db(dir.path(), at_clock(&clock, true));
     let table = db
         .create_table(def(PartitionBy::Day, days(2)), false)
         .unwrap();
@@ -189,7 +189,7 @@ fn a_future_row_expires_nothing_the_clock_has_not_expired() {
     drop(table);
     drop(db);
     // With the cap off (QuestDB's legacy behaviour), the 2261 row expires everything else.
-    let db = Database::open(dir.path(), at_clock(&clock, false)).unwrap();
+    let db = open_db(dir.path(), at_clock(&clock, false));
     let table = db.table("t").unwrap();
     assert_eq!(partition_days(&table), vec![future_day]);
     assert_rows(
@@ -205,7 +205,7 @@ fn a_future_row_expires_nothing_the_clock_has_not_expired() {
 fn a_future_row_makes_cold_only_what_the_clock_made_cold() {
     let dir = tempfile::tempdir().unwrap();
     let clock = WallClock::manual(BASE_TS + 4 * DAY_NS + 12 * HOUR_NS);
-    let db = Database::open(dir.path(), at_clock(&clock, true)).unwrap();
+    let db = open_db(dir.path(), at_clock(&clock, true));
     let mut cold = def(PartitionBy::Day, None);
     cold.cold_after = days(1);
     let table = db.create_table(cold, false).unwrap();
@@ -235,7 +235,7 @@ fn rows_too_far_ahead_of_the_clock_are_refused() {
         timestamp_future_ms_max: Some(3_600_000),
         ..at_clock(&WallClock::manual(now), true)
     };
-    let db = Database::open(dir.path(), options).unwrap();
+    let db = open_db(dir.path(), options);
     let table = db.create_table(def(PartitionBy::Day, None), false).unwrap();
     let mut rng = Rng(23);
     let near = [row_at(&mut rng, now, 1), row_at(&mut rng, now + HOUR_NS, 2)];
@@ -271,7 +271,7 @@ fn rows_too_far_ahead_of_the_clock_are_refused() {
 #[test]
 fn a_dropped_table_refuses_rows_and_its_files_go_with_its_last_handle() {
     let dir = tempfile::tempdir().unwrap();
-    let db = Database::open(dir.path(), options()).unwrap();
+    let db = open_db(dir.path(), options());
     let table = db.create_table(def(PartitionBy::Day, None), false).unwrap();
     let mut rng = Rng(24);
     commit(&table, &rows_over_days(2, &mut rng));
@@ -343,7 +343,7 @@ fn ttl_crash_child() {
     let Ok(dir) = std::env::var(CHILD_ENV) else {
         return;
     };
-    let db = Database::open(std::path::Path::new(&dir), options()).unwrap();
+    let db = open_db(std::path::Path::new(&dir), options());
     let table = db.create_table(crash_def(), true).unwrap();
     let start = read_all(&table.snapshot())
         .iter()
@@ -367,7 +367,7 @@ fn killed_while_dropping_expired_partitions_reopens_to_the_model() {
         if let Some(i) = run_and_kill("ttl_crash_child", &env, delay) {
             acknowledged = Some(i);
         }
-        let db = Database::open(dir.path(), options()).unwrap();
+        let db = open_db(dir.path(), options());
         let table = db.create_table(crash_def(), true).unwrap();
         let stored = read_all(&table.snapshot());
         let batches = stored

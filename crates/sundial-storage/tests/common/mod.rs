@@ -255,3 +255,27 @@ pub fn small_row_groups() -> ParquetOptions {
         ..ParquetOptions::default()
     }
 }
+
+/// `Database::open`, waiting (30 s at most) while this process itself holds the directory's
+/// lock: a child process that another test of the binary is starting holds a copy of every
+/// open file until it executes, the lock file of a database just dropped included, so a
+/// reopen can find the lock still held by a process that no longer holds the database.
+pub fn open_db(
+    dir: impl AsRef<std::path::Path>,
+    options: StorageOptions,
+) -> Arc<sundial_storage::Database> {
+    let dir = dir.as_ref();
+    let ourselves = format!("pid {}", std::process::id());
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        match sundial_storage::Database::open(dir, options.clone()) {
+            Ok(db) => return db,
+            Err(sundial_storage::StorageError::Locked { holder, .. })
+                if holder == ourselves && std::time::Instant::now() < deadline =>
+            {
+                std::thread::sleep(std::time::Duration::from_millis(10));
+            }
+            Err(e) => panic!("opening {}: {e}", dir.display()),
+        }
+    }
+}
