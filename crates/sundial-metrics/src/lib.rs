@@ -198,6 +198,8 @@ pub struct Metrics {
     auth_failures: [IntCounter; 3],
     /// `sundial_query_memory_bytes`, set at scrape time.
     pub query_memory: IntGauge,
+    /// `sundial_memory_bytes_max`, set at start (0: no bound).
+    pub memory_bytes_max: IntGauge,
     /// `sundial_tables`, set at scrape time.
     pub tables: IntGauge,
     /// `sundial_table_disk_bytes{table}`, set at scrape time.
@@ -353,6 +355,12 @@ impl Metrics {
             "Memory that running queries' operators (sorts, joins, aggregations) hold from their \
              memory pools.",
         );
+        let memory_bytes_max = gauge(
+            &r,
+            "sundial_memory_bytes_max",
+            "Memory all running queries' operators may hold together (--memory-bytes-max; 0: \
+             no bound).",
+        );
         let tables = gauge(&r, "sundial_tables", "Tables in the catalog.");
         let table_disk_bytes = gauge_vec(
             &r,
@@ -408,6 +416,7 @@ impl Metrics {
             connections,
             auth_failures,
             query_memory,
+            memory_bytes_max,
             tables,
             table_disk_bytes,
             table_partitions,
@@ -593,6 +602,7 @@ mod tests {
             "sundial_connections_active",
             "sundial_auth_failures_total",
             "sundial_query_memory_bytes",
+            "sundial_memory_bytes_max",
             "sundial_tables",
             "sundial_table_disk_bytes",
             "sundial_table_partitions",

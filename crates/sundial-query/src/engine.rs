@@ -8,7 +8,6 @@ use datafusion::common::TableReference;
 use datafusion::execution::SendableRecordBatchStream;
 use datafusion::execution::TaskContext;
 use datafusion::execution::context::{SQLOptions, SessionConfig, SessionContext};
-use datafusion::execution::runtime_env::RuntimeEnv;
 use datafusion::execution::session_state::SessionState;
 use datafusion::logical_expr::{DmlStatement, LogicalPlan, WriteOp, ident, lit};
 use datafusion::physical_plan::memory::MemoryStream;
@@ -288,8 +287,8 @@ pub struct Engine {
     current: RwLock<Arc<Current>>,
     /// Key indexes for point lookups and indexed symbols, shared by all sessions.
     key_indexes: Arc<KeyIndexes>,
-    /// Memory one query's operators may reserve (0: no limit).
-    query_memory_bytes_max: usize,
+    /// Each query's memory limit, the budget queries share, where they spill.
+    memory: crate::memory_use::MemoryLimits,
     /// Plans shared by queries of the same shape (see `plan_cache`).
     plans: PlanCache<SharedPlan>,
     /// How texts of the same shape fill a shared plan without being parsed (see `text_shape`).
@@ -336,8 +335,9 @@ impl Current {
             .await?)
     }
 
-    /// A context whose queries may reserve at most `bytes`, used by no other query.
-    fn bounded_task(&self, bytes: usize) -> Arc<TaskContext> {
+    /// A context whose queries reserve memory and spill as `memory` says, used by no other
+    /// query.
+    fn bounded_task(&self, memory: &crate::memory_use::MemoryLimits) -> Arc<TaskContext> {
         let mut kept = self.bounded_tasks.lock().unwrap_or_else(|e| e.into_inner());
         // The lock keeps another query from taking an idle context between the check and the
         // clone.
@@ -345,13 +345,7 @@ impl Current {
             return idle.clone();
         }
         let task = self.task.clone();
-        let base = task.runtime_env();
-        let runtime = RuntimeEnv {
-            memory_pool: Arc::new(crate::memory_use::CountedPool::new(bytes)),
-            disk_manager: base.disk_manager.clone(),
-            cache_manager: base.cache_manager.clone(),
-            object_store_registry: base.object_store_registry.clone(),
-        };
+        let runtime = memory.runtime(&task.runtime_env());
         let bounded = Arc::new(TaskContext::new(
             task.task_id(),
             task.session_id(),
@@ -504,7 +498,7 @@ impl Engine {
             current: RwLock::new(Current::of(&ctx)),
             ctx,
             key_indexes,
-            query_memory_bytes_max: 0,
+            memory: Default::default(),
             plans: PlanCache::new(PLAN_CACHE_ENTRIES_MAX),
             text_shapes: PlanCache::new(PLAN_CACHE_ENTRIES_MAX),
             result_bound,
@@ -560,8 +554,30 @@ impl Engine {
     /// Bounds the memory each query's operators may reserve (0: no limit). A query needing
     /// more fails with a resources-exhausted error (SQLSTATE 53200); other queries go on.
     pub fn set_query_memory_bytes_max(&mut self, bytes: usize) {
-        self.query_memory_bytes_max = bytes;
+        self.memory.query_bytes_max = bytes;
         self.result_bound.set_query_memory_bytes_max(bytes);
+        self.forget_query_contexts();
+    }
+
+    /// Makes every query also reserve its memory from `server`, the budget all queries of the
+    /// server share: a reservation must fit both the query's limit and what `server` has left
+    /// (else 53200, after operators that can spill have spilled).
+    pub fn set_server_memory(&mut self, server: Arc<crate::memory_use::ServerMemory>) {
+        self.memory.server = Some(server);
+        self.forget_query_contexts();
+    }
+
+    /// Makes queries spill through `disk` (see [`crate::spill_disk_manager`]) instead of into
+    /// the system's temporary directory.
+    pub fn set_spill(&mut self, disk: Arc<datafusion::execution::disk_manager::DiskManager>) {
+        self.memory.spill = Some(disk);
+        self.forget_query_contexts();
+    }
+
+    /// Drops the query contexts kept for reuse, made with the memory settings before a change.
+    fn forget_query_contexts(&mut self) {
+        let current = self.current.get_mut().unwrap_or_else(|e| e.into_inner());
+        *current = Current::of(&self.ctx);
     }
 
     /// The session as it is now.
@@ -622,10 +638,10 @@ impl Engine {
     /// queries are bounded.
     fn query_task(&self) -> Arc<TaskContext> {
         let current = self.current();
-        if self.query_memory_bytes_max == 0 {
+        if !self.memory.is_bounded() {
             return current.task.clone();
         }
-        current.bounded_task(self.query_memory_bytes_max)
+        current.bounded_task(&self.memory)
     }
 
     /// Where this engine's writes go: the tables' sinks, shared with the ILP receivers.

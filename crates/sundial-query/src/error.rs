@@ -324,6 +324,10 @@ fn datafusion_sqlstate(error: &DataFusionError) -> &'static str {
     if matches!(error.find_root(), DataFusionError::ResourcesExhausted(_)) {
         return "53200";
     }
+    // PostgreSQL's temp_file_limit: configuration_limit_exceeded.
+    if crate::messages::is_spill_limit(error) {
+        return "53400";
+    }
     match error {
         DataFusionError::SQL(..) => "42601",
         DataFusionError::SchemaError(e, _) => match e.as_ref() {

@@ -103,7 +103,7 @@ pub use datafusion::execution::SendableRecordBatchStream;
 pub use datafusion::scalar::ScalarValue;
 pub use engine::{Collected, Engine, INSERT_PENDING_ROWS_MAX, Output, Prepared, collect, conform};
 pub use error::{QueryError, Result};
-pub use memory_use::query_memory_in_use;
+pub use memory_use::{ServerMemory, query_memory_in_use, spill_disk_manager};
 pub use permissions::Settings;
 pub use provider::{InsertPath, SundialSchema, SundialSink, SundialTable};
 pub use sundial_auth::{Caller, Role, Users};

@@ -21,6 +21,11 @@ use sundial_sql::lower_first;
 
 /// The sentence a person reads for `error` (see the module docs).
 pub(crate) fn describe(error: &DataFusionError) -> String {
+    if is_spill_limit(error) {
+        return "the query would spill more to disk than all queries may at once (the server's \
+                --spill-bytes-max)"
+            .into();
+    }
     let text = match fault(error) {
         DataFusionError::SQL(e, _) => sundial_sql::parser_message(&e.to_string()),
         DataFusionError::SchemaError(e, _) => schema_message(e),
@@ -56,6 +61,25 @@ fn fault(error: &DataFusionError) -> &DataFusionError {
         },
         DataFusionError::Collection(errors) if errors.len() == 1 => fault(&errors[0]),
         other => other,
+    }
+}
+
+/// Whether `error` is DataFusion's disk manager refusing a spill past its size bound
+/// (`--spill-bytes-max`). DataFusion reports it only as an I/O error of kind `Other` inside
+/// the spill writer's Arrow error, so its text is what tells it apart.
+pub(crate) fn is_spill_limit(error: &DataFusionError) -> bool {
+    const SPILL_LIMIT: &str = "spilling process has exceeded the allowable limit";
+    let io = |e: &std::io::Error| {
+        e.kind() == std::io::ErrorKind::Other && e.to_string().contains(SPILL_LIMIT)
+    };
+    match fault(error) {
+        DataFusionError::IoError(e) => io(e),
+        DataFusionError::ArrowError(e, _) => match e.as_ref() {
+            ArrowError::IoError(_, e) => io(e),
+            other => other.to_string().contains(SPILL_LIMIT),
+        },
+        DataFusionError::External(e) => e.to_string().contains(SPILL_LIMIT),
+        _ => false,
     }
 }
 

@@ -26,6 +26,7 @@ mod ilp_tcp;
 mod ilp_udp;
 mod import;
 mod logging;
+mod memory;
 mod ops;
 mod output;
 mod serve;

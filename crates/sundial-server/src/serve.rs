@@ -229,6 +229,19 @@ pub struct ServeArgs {
     /// limit); past it the query fails with SQLSTATE 53200 and the server goes on.
     #[arg(long, env = "SUNDIAL_QUERY_MEMORY_BYTES_MAX", default_value_t = 4 << 30)]
     pub query_memory_bytes_max: usize,
+    /// Memory all queries' operators may hold together, in bytes (0: no bound); a query
+    /// that would go past it spills or fails with SQLSTATE 53200. Default: half the memory
+    /// the server may use (physical memory, or its cgroup's memory.max when lower).
+    #[arg(long, env = "SUNDIAL_MEMORY_BYTES_MAX")]
+    pub memory_bytes_max: Option<usize>,
+    /// The directory sorts, aggregations and joins spill into when out of memory; files of
+    /// an earlier process there are removed at start. Default: `.spill` in the data directory.
+    #[arg(long, env = "SUNDIAL_SPILL_DIR")]
+    pub spill_dir: Option<std::path::PathBuf>,
+    /// Bytes all queries may spill at once; a query that would spill more fails with
+    /// SQLSTATE 53400.
+    #[arg(long, env = "SUNDIAL_SPILL_BYTES_MAX", default_value_t = 16 << 30)]
+    pub spill_bytes_max: u64,
     /// The only directory SQL may write server files in (`COPY (query) TO 'file'`, relative
     /// to it or absolute under it); unless given, SQL cannot read or write server files.
     #[arg(long, env = "SUNDIAL_SQL_FILE_DIR")]
@@ -442,6 +455,13 @@ fn engine(args: &ServeArgs, shared: &Shared, access: &Access) -> Result<Engine, 
     };
     let mut engine = Engine::with_inserts(inserts).map_err(|e| e.to_string())?;
     engine.set_query_memory_bytes_max(args.query_memory_bytes_max);
+    crate::memory::bound_queries(
+        &mut engine,
+        args.memory_bytes_max,
+        args.spill_dir.as_deref(),
+        args.spill_bytes_max,
+        shared.sinks.db().root(),
+    )?;
     engine.set_users(access.users.clone());
     // Clients share this engine: each keeps its own settings (PostgreSQL sessions) or none
     // past its request (HTTP).

@@ -1,4 +1,10 @@
 //! Zero-copy reads: committed rows of a column become Arrow arrays over the mapped files.
+//!
+//! Each array's buffers cover only its rows: a buffer over rows `[lo, hi)` of a mapped file is
+//! an allocation of its own (that keeps the mapping alive), so its capacity is the bytes of
+//! those rows. Memory accounting that counts a buffer's capacity (DataFusion's sort does) thus
+//! charges a batch for its rows, not for the whole file it was cut from; the mapped pages are
+//! the page cache's, not the query's.
 
 use std::sync::Arc;
 
@@ -83,8 +89,7 @@ pub(crate) fn read_array(
                 }
                 ColumnType::Date => primitive::<Date64Type>(buf, start, len, nulls),
                 ColumnType::Symbol => {
-                    let keys =
-                        PrimitiveArray::<Int32Type>::new(ScalarBuffer::new(buf, start, len), nulls);
+                    let keys = PrimitiveArray::<Int32Type>::new(rows_of(&buf, start, len), nulls);
                     symbol_array(keys, column, symbols.map(|s| s.values()), &path())?
                 }
                 ColumnType::Uuid => {
@@ -101,20 +106,25 @@ pub(crate) fn read_array(
             let buf = dir
                 .map(&data_file(id), (start + len).div_ceil(8))?
                 .ok_or_else(missing)?;
-            Arc::new(BooleanArray::new(
-                BooleanBuffer::new(buf, start, len),
-                nulls,
-            ))
+            Arc::new(BooleanArray::new(bits_of(&buf, start, len), nulls))
         }
         Layout::Var => {
             let o = dir
                 .map(&offsets_file(id), (start + len + 1) * 8)?
                 .ok_or_else(missing)?;
-            let offsets: ScalarBuffer<i64> = ScalarBuffer::new(o, start, len + 1);
+            let offsets: ScalarBuffer<i64> = rows_of(&o, start, len + 1);
             check_offsets(&offsets, &dir.path.join(offsets_file(id)))?;
-            let end = offsets[len] as usize;
-            let data = dir.map(&data_file(id), end)?.ok_or_else(missing)?;
-            // SAFETY: check_offsets verified the offsets are non-negative and monotonic.
+            let (first, end) = (offsets[0], offsets[len]);
+            let data = dir.map(&data_file(id), end as usize)?.ok_or_else(missing)?;
+            let data = own_range(&data, first as usize, (end - first) as usize);
+            // The file's offsets count from its start, the array's from its first value.
+            let offsets = if first == 0 {
+                offsets
+            } else {
+                offsets.iter().map(|o| o - first).collect()
+            };
+            // SAFETY: check_offsets verified the offsets are non-negative and monotonic, so
+            // they still are less the first.
             let offsets = unsafe { OffsetBuffer::new_unchecked(offsets) };
             if column.column_type == ColumnType::Binary {
                 Arc::new(LargeBinaryArray::try_new(offsets, data, nulls).map_err(corrupt)?)
@@ -169,9 +179,7 @@ fn file_path(dir: &PartitionDir) -> std::path::PathBuf {
 /// The validity of rows `[start, start + len)` of column `id`, if any is NULL.
 fn validity(dir: &PartitionDir, id: u32, start: usize, len: usize) -> Result<Option<NullBuffer>> {
     Ok(match dir.map_validity(id, start + len)? {
-        Some(b) => {
-            Some(NullBuffer::new(BooleanBuffer::new(b, start, len))).filter(|n| n.null_count() > 0)
-        }
+        Some(b) => Some(NullBuffer::new(bits_of(&b, start, len))).filter(|n| n.null_count() > 0),
         None => None,
     })
 }
@@ -252,9 +260,42 @@ fn primitive<T: ArrowPrimitiveType>(
     nulls: Option<NullBuffer>,
 ) -> ArrayRef {
     Arc::new(PrimitiveArray::<T>::new(
-        ScalarBuffer::new(buf, start, len),
+        rows_of::<T::Native>(&buf, start, len),
         nulls,
     ))
+}
+
+/// Elements `[start, start + len)` of `buf` (a mapped file's values) as a buffer of their own.
+fn rows_of<T: arrow_buffer::ArrowNativeType>(
+    buf: &Buffer,
+    start: usize,
+    len: usize,
+) -> ScalarBuffer<T> {
+    let width = std::mem::size_of::<T>();
+    ScalarBuffer::new(own_range(buf, start * width, len * width), 0, len)
+}
+
+/// Bits `[start, start + len)` of `buf` as a buffer of their own (whole bytes, the bit offset
+/// kept).
+fn bits_of(buf: &Buffer, start: usize, len: usize) -> BooleanBuffer {
+    let first = start / 8;
+    let bytes = (start + len).div_ceil(8) - first;
+    BooleanBuffer::new(own_range(buf, first, bytes), start % 8, len)
+}
+
+/// Bytes `[from, from + len)` of `buf`, zero-copy, as an allocation of their own: the new
+/// buffer's capacity is `len`, and it holds `buf` (so the mapping) for as long as it lives.
+fn own_range(buf: &Buffer, from: usize, len: usize) -> Buffer {
+    let range = buf.slice_with_length(from, len);
+    if range.capacity() == len {
+        return range;
+    }
+    let Some(ptr) = std::ptr::NonNull::new(range.as_ptr().cast_mut()) else {
+        return range;
+    };
+    // SAFETY: `ptr` points to `len` readable bytes of `range`'s allocation, which the new
+    // buffer owns (an `Arc` of it) and which is never written to while shared.
+    unsafe { Buffer::from_custom_allocation(ptr, len, Arc::new(range)) }
 }
 
 fn check_offsets(offsets: &ScalarBuffer<i64>, path: &std::path::Path) -> Result<()> {

@@ -22,6 +22,8 @@ pub struct Server {
     pub http: u16,
     pub tcp: u16,
     pub udp: u16,
+    /// The PostgreSQL port.
+    pub pg: u16,
     /// Every line the server wrote to stderr so far.
     pub log: Arc<Mutex<Vec<String>>>,
 }
@@ -58,7 +60,8 @@ pub fn start_on_free_ports(dir: &Path, args: impl Fn((u16, u16, u16)) -> Vec<Str
 /// Starts a server with `args`; it may have exited (see [`start_on_free_ports`]) if it could
 /// not serve.
 pub fn start_with(dir: &Path, (http, tcp, udp): (u16, u16, u16), args: &[&str]) -> Server {
-    let pg = format!("127.0.0.1:{}", free_port());
+    let pg_port = free_port();
+    let pg = format!("127.0.0.1:{pg_port}");
     let mut child = Command::new(env!("CARGO_BIN_EXE_sundial"))
         .arg("serve")
         .args(["--pg-addr", &pg])
@@ -103,6 +106,7 @@ pub fn start_with(dir: &Path, (http, tcp, udp): (u16, u16, u16), args: &[&str]) 
         http,
         tcp,
         udp,
+        pg: pg_port,
         log,
     }
 }
