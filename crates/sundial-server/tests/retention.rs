@@ -147,7 +147,7 @@ fn table_dirs(dir: &Path, table: &str) -> Vec<String> {
     let prefix = format!("{table}~");
     let mut found: Vec<String> = std::fs::read_dir(dir)
         .unwrap()
-        .filter_map(|e| e.ok())
+        .flatten()
         .map(|e| e.file_name().to_string_lossy().into_owned())
         .filter(|name| name.starts_with(&prefix))
         .collect();
