@@ -2,9 +2,9 @@
 //!
 //! ```text
 //!  listener ─accept─▶ task per connection:
-//!    arriving (≤ --ilp-tcp-unauthenticated-connections-max, the oldest evicted past it;
-//!              within --ilp-tcp-auth-timeout-ms): TLS or plain, signature exchange or a
-//!              first byte
+//!    arriving (≤ --ilp-tcp-unauthenticated-connections-max, the oldest evicted past it):
+//!              TLS or plain (--tls-handshake-timeout-ms), then the signature exchange
+//!              (10 s) or a first byte (--ilp-tcp-first-byte-timeout-ms)
 //!    served (a slot of --ilp-tcp-connections-max, or closed):
 //!      read ─▶ LineSplitter ─▶ Ingestor ─▶ table sinks
 //!      pause (pause_commit_ms without a byte): commit what it sent
@@ -15,8 +15,8 @@
 //! credentials required: until its signature is verified); only then does it take one of the
 //! slots of connections served, so sockets that send nothing never hold a slot. Arriving
 //! connections have their own budget: when it is full, a new connection evicts the oldest
-//! arriving one (closed) rather than being refused, and each arrives within the auth timeout
-//! or is closed. A connection that finds every slot taken is closed, with a WARN line.
+//! arriving one (closed) rather than being refused, and each arrives within its timeouts or
+//! is closed. A connection that finds every slot taken is closed, with a WARN line.
 //!
 //! With a certificate (`--tls-cert`), each connection's first byte tells TLS (`tcps::` senders:
 //! 0x16, a handshake record) from plain ILP (a line never starts with it); a plain connection
@@ -74,16 +74,18 @@ pub(crate) struct TcpAdmission {
     arrivals: Arc<Arrivals>,
     slots: Arc<Semaphore>,
     slots_max: usize,
-    /// Time from accept to the first byte, or to the end of the signature exchange.
-    auth_timeout: Duration,
+    /// Time from accept to the first byte, without credentials (the signature exchange has a
+    /// time of its own: `ilp_auth`).
+    first_byte_timeout: Duration,
     /// Connections refused for want of a slot, so far.
     refused: AtomicU64,
 }
 
 impl TcpAdmission {
     /// `arriving_max` connections may be arriving at once (`--ilp-tcp-unauthenticated-
-    /// connections-max`), each for `auth_timeout`; `slots_max` are served at once.
-    pub(crate) fn new(arriving_max: usize, auth_timeout: Duration, slots_max: usize) -> Self {
+    /// connections-max`); one without credentials has `first_byte_timeout` for its first byte;
+    /// `slots_max` are served at once.
+    pub(crate) fn new(arriving_max: usize, first_byte_timeout: Duration, slots_max: usize) -> Self {
         TcpAdmission {
             arrivals: Arrivals::new(
                 arriving_max,
@@ -92,7 +94,7 @@ impl TcpAdmission {
             ),
             slots: Arc::new(Semaphore::new(slots_max)),
             slots_max,
-            auth_timeout,
+            first_byte_timeout,
             refused: AtomicU64::new(0),
         }
     }
@@ -283,9 +285,9 @@ async fn tcp_connection(
         peer,
         arrival,
     } = accepted;
-    let arriving = arrive(stream, peer, &access, &tls);
+    let arriving = arrive(stream, peer, &access, &tls, admission.first_byte_timeout);
     let arrived = tokio::select! {
-        arrived = tokio::time::timeout(admission.auth_timeout, arriving) => arrived,
+        arrived = arriving => arrived,
         _ = arrival.evicted() => {
             tracing::info!(
                 "ILP/TCP {peer}: closed before it sent a line, to make room for newer \
@@ -296,22 +298,8 @@ async fn tcp_connection(
         _ = stop.wait_for(|s| *s) => return,
     };
     drop(arrival);
-    let (mut stream, caller, first_bytes) = match arrived {
-        Ok(Some(arrived)) => arrived,
-        Ok(None) => return,
-        Err(_elapsed) => {
-            tracing::info!(
-                "ILP/TCP {peer}: closed: sent no line{} within {} ms \
-                 (--ilp-tcp-auth-timeout-ms)",
-                if access.required {
-                    " and did not authenticate"
-                } else {
-                    ""
-                },
-                admission.auth_timeout.as_millis()
-            );
-            return;
-        }
+    let Some((mut stream, caller, first_bytes)) = arrived else {
+        return;
     };
     // Only a connection that has spoken (and logged in) takes a slot.
     let Ok(_slot) = admission.slots.clone().try_acquire_owned() else {
@@ -401,12 +389,14 @@ async fn tcp_connection(
 
 /// A connection's arrival: TLS or plain by its first byte (it stays unread on a plain
 /// connection), the TLS policy, then, with credentials required, the signature exchange (see
-/// `ilp_auth`), else its first bytes. `None`: it closed without a byte, or was refused (logged).
+/// `ilp_auth`, within its own time), else its first bytes within `first_byte_timeout`. `None`:
+/// it closed without a byte, or was refused or timed out (logged).
 async fn arrive(
     stream: TcpStream,
     peer: SocketAddr,
     access: &Access,
     tls: &ListenerTls,
+    first_byte_timeout: Duration,
 ) -> Option<Arrived> {
     let mut stream =
         match sundial_tls::accept(stream, tls.tls.as_deref(), tls.handshake_timeout).await {
@@ -443,14 +433,22 @@ async fn arrive(
         };
     }
     let mut first = vec![0u8; FIRST_READ_BYTES];
-    match stream.read(&mut first).await {
-        Ok(0) => None,
-        Ok(n) => {
+    match tokio::time::timeout(first_byte_timeout, stream.read(&mut first)).await {
+        Ok(Ok(0)) => None,
+        Ok(Ok(n)) => {
             first.truncate(n);
             Some((stream, None, first))
         }
-        Err(e) => {
+        Ok(Err(e)) => {
             tracing::info!("ILP/TCP {peer}: connection failed: {e}");
+            None
+        }
+        Err(_elapsed) => {
+            tracing::info!(
+                "ILP/TCP {peer}: closed: sent no line within {} ms \
+                 (--ilp-tcp-first-byte-timeout-ms)",
+                first_byte_timeout.as_millis()
+            );
             None
         }
     }

@@ -145,15 +145,15 @@ pub struct ServeArgs {
         default_value_t = 64
     )]
     pub ilp_tcp_unauthenticated_connections_max: usize,
-    /// Time an ILP/TCP connection has from accept to its first byte (with credentials
-    /// required: to the end of its signature exchange), TLS handshake included, in
-    /// milliseconds; past it, it is closed.
+    /// Time an ILP/TCP connection without credentials has for its first byte, in milliseconds
+    /// (after its TLS handshake, if any); past it, it is closed. With --auth required, the
+    /// signature exchange has 10 s.
     #[arg(
         long,
-        env = "SUNDIAL_ILP_TCP_AUTH_TIMEOUT_MS",
+        env = "SUNDIAL_ILP_TCP_FIRST_BYTE_TIMEOUT_MS",
         default_value_t = 10_000
     )]
-    pub ilp_tcp_auth_timeout_ms: u64,
+    pub ilp_tcp_first_byte_timeout_ms: u64,
     /// Designated timestamp column of tables created by ILP.
     #[arg(
         long,
@@ -392,16 +392,17 @@ pub async fn run(db: Arc<Database>, args: ServeArgs) -> Result<(), String> {
 
 /// The ILP/TCP listener's budgets, from the `--ilp-tcp-*` flags.
 fn tcp_admission(args: &ServeArgs, shared: &Shared) -> Result<TcpAdmission, String> {
-    if args.ilp_tcp_unauthenticated_connections_max == 0 || args.ilp_tcp_auth_timeout_ms == 0 {
+    if args.ilp_tcp_unauthenticated_connections_max == 0 || args.ilp_tcp_first_byte_timeout_ms == 0
+    {
         return Err(
-            "--ilp-tcp-unauthenticated-connections-max and --ilp-tcp-auth-timeout-ms must be \
-             at least 1"
+            "--ilp-tcp-unauthenticated-connections-max and --ilp-tcp-first-byte-timeout-ms \
+             must be at least 1"
                 .into(),
         );
     }
     Ok(TcpAdmission::new(
         args.ilp_tcp_unauthenticated_connections_max,
-        Duration::from_millis(args.ilp_tcp_auth_timeout_ms),
+        Duration::from_millis(args.ilp_tcp_first_byte_timeout_ms),
         shared.tcp_connections_max,
     ))
 }

@@ -119,7 +119,7 @@ fn silent_sockets_do_not_lock_clients_out_of_https() {
 }
 
 /// ILP/TCP connections that have not sent a byte hold no connection slot, have a budget of
-/// their own whose oldest member a newcomer evicts, and are closed past the auth timeout.
+/// their own whose oldest member a newcomer evicts, and are closed past the first-byte timeout.
 #[test]
 fn silent_sockets_do_not_lock_ilp_senders_out() {
     let dir = tempfile::tempdir().unwrap();
@@ -130,7 +130,7 @@ fn silent_sockets_do_not_lock_ilp_senders_out() {
             "8",
             "--ilp-tcp-unauthenticated-connections-max",
             "20",
-            "--ilp-tcp-auth-timeout-ms",
+            "--ilp-tcp-first-byte-timeout-ms",
             "600000",
         ],
     );
@@ -167,9 +167,9 @@ fn silent_sockets_do_not_lock_ilp_senders_out() {
     silent.clear();
     stop(server);
 
-    // A connection that sends nothing is closed at the auth timeout.
+    // A connection that sends nothing is closed at the first-byte timeout.
     let dir = tempfile::tempdir().unwrap();
-    let server = serve(dir.path(), &["--ilp-tcp-auth-timeout-ms", "200"]);
+    let server = serve(dir.path(), &["--ilp-tcp-first-byte-timeout-ms", "200"]);
     let mut idle = connect(server.tcp);
     assert!(read_until_closed(&mut idle).is_empty());
     assert!(wait_for_log(
