@@ -7,6 +7,8 @@ mod fuzz;
 mod pipeline;
 mod portals;
 mod roles;
+mod sql_prepare;
+mod credentials;
 mod timestamps;
 mod tls;
 mod wire;
