@@ -300,7 +300,10 @@ mod tests {
             t.succeeded(a, "reader");
             let now = t.delay(a, "admin");
             if i >= FREE_FAILURES as usize {
-                assert!(now > last || now == DELAY_MAX, "guess {i}: {now:?} after {last:?}");
+                assert!(
+                    now > last || now == DELAY_MAX,
+                    "guess {i}: {now:?} after {last:?}"
+                );
             }
             last = now;
         }

@@ -329,8 +329,8 @@ impl Session {
         let Some((user, credential)) = self.login(&ticket).await? else {
             return Ok(());
         };
-        // Held until the session ends.
         self.login_heard = None;
+        // Held until the session ends.
         let _slot = ticket.admit()?;
         // Every statement checks the user's credentials are still those it logged in with.
         self.caller = Caller::session(user.as_str(), credential);
@@ -928,7 +928,9 @@ impl Session {
             return Err(PgError::DuplicateStatement(name));
         }
         if !name.is_empty() && self.statements.len() >= sundial_query::SESSION_STATEMENTS_MAX {
-            return Err(PgError::TooManyStatements(sundial_query::SESSION_STATEMENTS_MAX));
+            return Err(PgError::TooManyStatements(
+                sundial_query::SESSION_STATEMENTS_MAX,
+            ));
         }
         let started = Instant::now();
         let mut statement = match self.prepare_statement(&sql, &declared).await {

@@ -26,7 +26,6 @@ use sundial_sql::names::{CATALOG, SCHEMA, placeholder_index};
 use sundial_sql::statement::{self as ddl, Command, CreateTable, Statement};
 
 use crate::access::{self, Needed};
-use crate::session_statements::{Deallocate, Named, argument_values, parse_deallocate};
 use crate::error::{QueryError, Result};
 use crate::exec::bind;
 use crate::key_index::KeyIndexes;
@@ -34,6 +33,7 @@ use crate::plans::lookup::PointLookup;
 use crate::plans::plan_cache::{self, PlanCache, PlannedTables, Shape};
 use crate::plans::text_shape::{Learned, TextShape};
 use crate::provider::{InsertPath, SundialSchema};
+use crate::session_statements::{Deallocate, Named, argument_values, parse_deallocate};
 
 /// What a statement produced.
 pub enum Output {
@@ -691,7 +691,8 @@ impl Engine {
         statements: &SessionStatements,
     ) -> Result<Output> {
         if parse_deallocate(sql).is_some() {
-            let prepared = self.prepare_in(sql, caller, statements).await?;
+            // Boxed: preparing may run a statement (a SHOW, to learn its shape).
+            let prepared = Box::pin(self.prepare_in(sql, caller, statements)).await?;
             return self.run_prepared_as(&prepared, Vec::new(), caller).await;
         }
         let command = ddl::parse(sql)?;
@@ -993,7 +994,8 @@ impl Engine {
             }
             Plan::Execute(e) => {
                 let statement = statements.get(&e.name)?;
-                let values = argument_values(&e.name, e.parameters.clone(), &statement.param_types)?;
+                let values =
+                    argument_values(&e.name, e.parameters.clone(), &statement.param_types)?;
                 return Ok(Prepared {
                     schema: statement.schema.clone(),
                     designated_timestamp: statement.designated_timestamp.clone(),

@@ -103,15 +103,16 @@ pub mod copy {
 pub use datafusion::execution::SendableRecordBatchStream;
 pub use datafusion::scalar::ScalarValue;
 pub use engine::{
-    Collected, Engine, INSERT_PENDING_ROWS_MAX, Output, Prepared, SessionStatements, collect, conform,
+    Collected, Engine, INSERT_PENDING_ROWS_MAX, Output, Prepared, SessionStatements, collect,
+    conform,
 };
 pub use error::{QueryError, Result, StatementFault};
-pub use session_statements::{
-    Deallocate, SESSION_STATEMENTS_MAX, parse_deallocate, unknown_statement,
-};
 pub use memory_use::query_memory_in_use;
 pub use permissions::Settings;
 pub use provider::{InsertPath, SundialSchema, SundialSink, SundialTable};
+pub use session_statements::{
+    Deallocate, SESSION_STATEMENTS_MAX, parse_deallocate, unknown_statement,
+};
 pub use sundial_auth::{Caller, Role, Users};
 pub use sundial_pgcatalog::{SERVER_VERSION, pg_setting, pg_type_for_arrow, pg_type_of, table_oid};
 pub use sundial_sql::names::{CATALOG, SCHEMA};

@@ -262,8 +262,14 @@ mod tests {
         let parsed = |sql: &str| parse_deallocate(sql).map(|r| r.map_err(|e| e.to_string()));
         let is = |sql: &str, d: Deallocate| assert_eq!(parsed(sql), Some(Ok(d)), "{sql}");
         is("DEALLOCATE a", Deallocate::Name("a".into()));
-        is("deallocate prepare Stmt1;", Deallocate::Name("stmt1".into()));
-        is("-- tag\nDEALLOCATE \"My \"\"S\"\"\"", Deallocate::Name("My \"S\"".into()));
+        is(
+            "deallocate prepare Stmt1;",
+            Deallocate::Name("stmt1".into()),
+        );
+        is(
+            "-- tag\nDEALLOCATE \"My \"\"S\"\"\"",
+            Deallocate::Name("My \"S\"".into()),
+        );
         is("DEALLOCATE ALL", Deallocate::All);
         is("/* x */ DEALLOCATE PREPARE all", Deallocate::All);
         assert!(matches!(parsed("DEALLOCATE"), Some(Err(_))));

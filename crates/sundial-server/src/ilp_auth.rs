@@ -110,7 +110,8 @@ async fn read_key_id<S: AsyncRead + Unpin>(
     }
     buf.push(first[0]);
     let key_id = read_line(stream, buf, KEY_ID_BYTES_MAX, "key id").await?;
-    let key_id = String::from_utf8(key_id).map_err(|_| "the key id is not UTF-8 text".to_string())?;
+    let key_id =
+        String::from_utf8(key_id).map_err(|_| "the key id is not UTF-8 text".to_string())?;
     Ok(Some(key_id.trim_end_matches('\r').to_string()))
 }
 

@@ -416,7 +416,10 @@ mod tests {
         let c = parse("-- tag\n  /* a /* nested */ comment */ COPY t FROM STDIN");
         assert_eq!(c.direction, CopyDirection::FromStdin);
         assert_eq!(parse_copy("-- COPY t FROM STDIN\nSELECT 1").unwrap(), None);
-        assert_eq!(parse_copy("/* unterminated COPY t FROM STDIN").unwrap(), None);
+        assert_eq!(
+            parse_copy("/* unterminated COPY t FROM STDIN").unwrap(),
+            None
+        );
     }
 
     #[test]

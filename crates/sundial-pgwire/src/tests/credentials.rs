@@ -57,15 +57,15 @@ async fn sessions_end_when_their_users_credentials_change() {
         .expect("alter");
     ended(&old).await;
     assert!(connect(&server, "s", "first").await.is_err());
-    let new = connect(&server, "s", "second").await.expect("the new password");
+    let new = connect(&server, "s", "second")
+        .await
+        .expect("the new password");
     new.simple_query("SELECT 1").await.expect("works");
 
     // DROP USER, then a user of the same name made again, even an admin: the old session is
     // not its.
     admin
-        .batch_execute(
-            "DROP USER s; CREATE USER s WITH PASSWORD 'third'; GRANT ADMIN TO s",
-        )
+        .batch_execute("DROP USER s; CREATE USER s WITH PASSWORD 'third'; GRANT ADMIN TO s")
         .await
         .expect("drop and create");
     let e = new

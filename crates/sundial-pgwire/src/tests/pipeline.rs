@@ -338,7 +338,11 @@ async fn a_bind_with_the_wrong_number_of_parameters_is_08p01_and_the_session_goe
         ["ParseComplete", "Error 08P01", "ReadyForQuery I"]
     );
     let pipeline = Messages::new()
-        .bind("", "ins", &[Some("2024-01-01 00:00:00"), Some("1"), Some("2")])
+        .bind(
+            "",
+            "ins",
+            &[Some("2024-01-01 00:00:00"), Some("1"), Some("2")],
+        )
         .execute("", 0)
         .sync();
     assert_eq!(
@@ -347,7 +351,8 @@ async fn a_bind_with_the_wrong_number_of_parameters_is_08p01_and_the_session_goe
     );
     // The session and its statement are still there.
     assert_eq!(
-        wire.round_trip(insert(Messages::new(), 0, "7").sync()).await,
+        wire.round_trip(insert(Messages::new(), 0, "7").sync())
+            .await,
         [
             "BindComplete",
             "CommandComplete INSERT 0 1",

@@ -142,8 +142,15 @@ async fn statements_run_as_the_logged_in_user() {
         .expect("revoke");
     let e = reader.query(&select, &[&1i64]).await.expect_err("revoked");
     let db = e.as_db_error().expect("a server error");
-    assert_eq!(db.code(), &SqlState::INVALID_AUTHORIZATION_SPECIFICATION, "{db:?}");
-    assert!(reader.simple_query("SELECT 1").await.is_err(), "the session ended");
+    assert_eq!(
+        db.code(),
+        &SqlState::INVALID_AUTHORIZATION_SPECIFICATION,
+        "{db:?}"
+    );
+    assert!(
+        reader.simple_query("SELECT 1").await.is_err(),
+        "the session ended"
+    );
     // Logged in again without a role, a user may change its own password, and nothing else.
     let reader = connect(&server, "reader", "r'pw").await;
     refused(reader.simple_query("SELECT 1").await.expect_err("no role"));

@@ -101,7 +101,12 @@ async fn prepared_statements_belong_to_their_session() {
     assert_eq!(simple(&admin, "EXECUTE a(9)").await.1, [["10"]]);
     assert_eq!(simple(&reader, "EXECUTE a").await.1, [["mine"]]);
     assert_eq!(
-        code(nobody.batch_execute("PREPARE x AS SELECT 1").await.unwrap_err()),
+        code(
+            nobody
+                .batch_execute("PREPARE x AS SELECT 1")
+                .await
+                .unwrap_err()
+        ),
         SqlState::INSUFFICIENT_PRIVILEGE
     );
     // The role check applies to the prepared statement's plan, at each EXECUTE.
@@ -126,7 +131,12 @@ async fn prepared_statements_belong_to_their_session() {
     );
     // A name in use in the session is refused; DEALLOCATE removes it.
     assert_eq!(
-        code(admin.batch_execute("PREPARE a AS SELECT 2").await.unwrap_err()),
+        code(
+            admin
+                .batch_execute("PREPARE a AS SELECT 2")
+                .await
+                .unwrap_err()
+        ),
         SqlState::DUPLICATE_PSTATEMENT
     );
     admin
@@ -162,7 +172,10 @@ async fn a_session_holds_a_bounded_number_of_prepared_statements() {
     let script: String = (0..sundial_query::SESSION_STATEMENTS_MAX)
         .map(|i| format!("PREPARE p{i} AS SELECT {i};"))
         .collect();
-    client.batch_execute(&script).await.expect("up to the bound");
+    client
+        .batch_execute(&script)
+        .await
+        .expect("up to the bound");
     let e = client
         .batch_execute("PREPARE one_more AS SELECT 1")
         .await
