@@ -334,10 +334,14 @@ def test_a_dropped_or_revoked_user_loses_access_at_the_next_statement(start_serv
         with pytest.raises(psycopg.Error) as e:
             bob.execute(prepared, (2,), prepare=True)
         assert e.value.sqlstate == "28000" and "bob" in str(e.value), e.value
+        # A role change ends carol's session too (28000); logged in again, she reads only.
+        with pytest.raises(psycopg.Error) as e:
+            carol.execute("SELECT count(*) FROM t")
+        assert e.value.sqlstate == "28000", e.value
+    with pg(srv, "carol", "pw-carol") as carol:
         with pytest.raises(psycopg.Error) as e:
             carol.execute("INSERT INTO t VALUES ('2024-01-01T00:00:01Z', 3)")
         assert e.value.sqlstate == "42501", e.value
-        # Carol still reads.
         assert carol.execute("SELECT count(*) FROM t").fetchone() == (1,)
     with pytest.raises(psycopg.OperationalError):
         pg(srv, "bob", "pw-bob")
@@ -392,7 +396,7 @@ def test_failed_logins_are_counted_and_slowed(start_server):
         with pytest.raises(psycopg.OperationalError) as e:
             pg(srv, "admin", "guess")
         assert "password authentication failed" in str(e.value)
-    # A success clears the address's record.
+    # A success clears the record of its (address, user), not another user's.
     assert request(srv, "GET", "/exec", {"query": "SELECT 1"}, basic(*ADMIN))[0] == 200
     started = time.monotonic()
     assert request(srv, "GET", "/exec", {"query": "SELECT 1"}, basic("admin", "guess"))[0] == 401

@@ -16,6 +16,12 @@ pub enum AuthError {
     /// A logged-in user that no longer exists (dropped while connected).
     #[error("user '{0}' no longer exists")]
     Gone(String),
+    /// A session whose user's password or role changed since it logged in.
+    #[error(
+        "the credentials of user '{0}' changed since this session logged in (a new password \
+         or role): log in again"
+    )]
+    Expired(String),
     #[error("user '{0}' does not exist")]
     NoSuchUser(String),
     #[error("user '{0}' already exists")]
@@ -26,6 +32,12 @@ pub enum AuthError {
          flags; SQL cannot change or drop it"
     )]
     Builtin(String),
+    /// Too many logins from one address are waiting for their turn (see `throttle`).
+    #[error(
+        "too many logins in progress from {0}; try again once the ones under way have \
+         been answered"
+    )]
+    TooManyAttempts(String),
     /// A bad name, password or argument.
     #[error("{0}")]
     Invalid(String),
@@ -54,10 +66,11 @@ impl AuthError {
     pub fn sqlstate(&self) -> &'static str {
         match self {
             AuthError::Denied { .. } => "42501",
-            AuthError::Gone(_) => "28000",
+            AuthError::Gone(_) | AuthError::Expired(_) => "28000",
             AuthError::NoSuchUser(_) => "42704",
             AuthError::UserExists(_) => "42710",
             AuthError::Builtin(_) => "55000",
+            AuthError::TooManyAttempts(_) => "53300",
             AuthError::Invalid(_) => "22023",
             AuthError::Io(_) => "58030",
             AuthError::Corrupt(_) => "XX001",
@@ -68,10 +81,11 @@ impl AuthError {
     pub fn http_status(&self) -> u16 {
         match self {
             AuthError::Denied { .. } => 403,
-            AuthError::Gone(_) => 401,
+            AuthError::Gone(_) | AuthError::Expired(_) => 401,
             AuthError::NoSuchUser(_) => 404,
             AuthError::UserExists(_) | AuthError::Builtin(_) => 409,
             AuthError::Invalid(_) => 400,
+            AuthError::TooManyAttempts(_) => 429,
             AuthError::Io(_) | AuthError::Corrupt(_) => 500,
         }
     }

@@ -7,7 +7,7 @@
 //!   ILP/TCP challenge ────▶ Users::verify_ilp ────┘        ▲                 (temp, fsync,
 //!   every statement ──────▶ Users::authorize(Caller, Role) │                  rename, fsync)
 //!   SQL CREATE/ALTER/GRANT ───────────────────────────────┘
-//!   failed logins ────────▶ Throttle (per address, bounded)
+//!   failed logins ────────▶ Throttle (per address and user, bounded; turns per address)
 //! ```
 //!
 //! * A [`Role`] is read < write < admin; a user holds at most one (or none: it may log in and
@@ -33,4 +33,4 @@ pub use ilp_key::{IlpKey, ilp_challenge};
 pub use role::{Caller, Role};
 pub use secret::{SCRAM_ITERATIONS, ScramSecret, equal, hmac, new_session_id};
 pub use store::{USERS_FILE, UserInfo, Users};
-pub use throttle::{FAILURE_DELAY, Throttle};
+pub use throttle::{ATTEMPTS_IN_PROGRESS_MAX, Attempt, FAILURE_DELAY, Throttle};

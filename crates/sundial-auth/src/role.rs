@@ -48,20 +48,41 @@ impl Role {
 pub struct Caller {
     /// `None`: the trusted caller.
     name: Option<Arc<str>>,
+    /// For a session: the user's credential version at login (see `Users::credential`).
+    credential: Option<u64>,
 }
 
 impl Caller {
-    /// A logged-in user, whose current role is looked up at each check.
+    /// A logged-in user, whose current role is looked up at each check (a request that
+    /// presented its credentials itself).
     pub fn user(name: impl Into<Arc<str>>) -> Caller {
         Caller {
             name: Some(name.into()),
+            credential: None,
+        }
+    }
+
+    /// A user logged in for a session (a PostgreSQL connection) with the credentials of
+    /// version `credential`: each check also refuses it once they changed.
+    pub fn session(name: impl Into<Arc<str>>, credential: u64) -> Caller {
+        Caller {
+            name: Some(name.into()),
+            credential: Some(credential),
         }
     }
 
     /// Allowed everything: the command line on a data directory it holds, tests, and a server
     /// running with `--auth off` for requests without credentials.
     pub fn trusted() -> Caller {
-        Caller { name: None }
+        Caller {
+            name: None,
+            credential: None,
+        }
+    }
+
+    /// The credential version a session logged in with.
+    pub fn credential(&self) -> Option<u64> {
+        self.credential
     }
 
     /// The user's name; `None` for the trusted caller.

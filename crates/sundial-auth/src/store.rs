@@ -47,6 +47,11 @@ const VERIFIED_MAX: usize = 4096;
 /// One user, as stored.
 #[derive(Debug, Clone)]
 struct User {
+    /// The version of the user's credentials: drawn at random when the user is made (or the
+    /// store opened), drawn again at each password or role change. Sessions and connections
+    /// remember it at login and end when it differs (see [`Users::credential`]); a user made
+    /// again under a dropped one's name draws a new one. Kept in memory only, as sessions are.
+    credential: u64,
     role: Option<Role>,
     password: Option<ScramSecret>,
     /// SHA-256 digests (hex) of the user's bearer tokens.
@@ -84,6 +89,8 @@ pub struct UserInfo {
 struct Builtin {
     name: String,
     password: ScramSecret,
+    /// Its credential version: SQL cannot change the built-in admin, so this never changes.
+    credential: u64,
 }
 
 /// Every user; shared by all listeners.
@@ -155,6 +162,7 @@ impl Users {
                 Some(Builtin {
                     password: ScramSecret::new(&password),
                     name,
+                    credential: rand::random(),
                 })
             }
             None => None,
@@ -198,11 +206,32 @@ impl Users {
         self.builtin.as_ref().is_some_and(|b| b.name == user)
     }
 
-    /// Whether `caller` may do what needs `needed`, by its role now.
+    /// The version of the user's credentials now (`None` for an unknown user): it changes
+    /// with the user's password or role and when the user is dropped, so a session that
+    /// remembers it from its login ([`Caller::session`]) can tell it is out of date.
+    pub fn credential(&self, user: &str) -> Option<u64> {
+        if let Some(b) = self.builtin.as_ref().filter(|b| b.name == user) {
+            return Some(b.credential);
+        }
+        self.state().users.get(user).map(|u| u.credential)
+    }
+
+    /// Whether `caller` may do what needs `needed`, by its role now; a session whose user's
+    /// credentials changed since its login is refused ([`AuthError::Expired`]).
     pub fn authorize(&self, caller: &Caller, needed: Role) -> Result<()> {
         let Some(user) = caller.name() else {
             return Ok(());
         };
+        if let Some(logged_in) = caller.credential()
+            && self.credential(user) != Some(logged_in)
+        {
+            let user = user.to_string();
+            return Err(if self.exists(&user) {
+                AuthError::Expired(user)
+            } else {
+                AuthError::Gone(user)
+            });
+        }
         if self.is_builtin(user) {
             return Ok(());
         }
@@ -338,6 +367,7 @@ impl Users {
             state.users.insert(
                 name.to_string(),
                 User {
+                    credential: rand::random(),
                     role: None,
                     password: secret,
                     tokens: Vec::new(),
@@ -366,6 +396,7 @@ impl Users {
         let secret = password.map(ScramSecret::new);
         self.change_user(name, |user| {
             user.password = secret;
+            user.credential = rand::random();
             Ok(())
         })
     }
@@ -374,7 +405,11 @@ impl Users {
     pub fn grant(&self, name: &str, role: Role) -> Result<()> {
         self.not_builtin(name)?;
         self.change_user(name, |user| {
-            user.role = Some(user.role.map_or(role, |r| r.max(role)));
+            let new = Some(user.role.map_or(role, |r| r.max(role)));
+            if user.role != new {
+                user.role = new;
+                user.credential = rand::random();
+            }
             Ok(())
         })
     }
@@ -385,6 +420,7 @@ impl Users {
         self.change_user(name, |user| {
             if user.role.is_some_and(|r| r >= role) {
                 user.role = role.below();
+                user.credential = rand::random();
             }
             Ok(())
         })
@@ -599,6 +635,7 @@ fn decode(text: &str) -> std::result::Result<State, String> {
             state.tokens.insert(t.clone(), name.to_string());
         }
         let user = User {
+            credential: rand::random(),
             role,
             password,
             tokens,

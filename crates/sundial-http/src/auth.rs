@@ -13,9 +13,12 @@
 //!
 //! Invariants: no handler but the exempt ones runs without a [`Caller`] extension; a session
 //! cookie is HttpOnly, SameSite=Strict (and Secure when TLS is on), and lives at most
-//! [`SESSION_TTL`]; at most [`SESSIONS_MAX`] sessions are kept (the oldest goes first); every
-//! failed login costs the client [`sundial_auth::FAILURE_DELAY`] plus its address's throttle
-//! delay, and counts in `sundial_auth_failures_total{protocol="http"}`.
+//! [`SESSION_TTL`], and ends when its user's credentials change (password, role, DROP USER);
+//! at most [`SESSIONS_MAX`] sessions are kept (the oldest goes first); every credential check
+//! takes a turn of its address (a queue past [`sundial_auth::ATTEMPTS_IN_PROGRESS_MAX`], 429
+//! past its bound); every failed login costs the client [`sundial_auth::FAILURE_DELAY`] plus
+//! its (address, user) throttle delay, and counts in
+//! `sundial_auth_failures_total{protocol="http"}`.
 
 use std::collections::HashMap;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
@@ -54,6 +57,8 @@ pub struct HttpAuth {
 
 struct Session {
     user: String,
+    /// The user's credential version at login (see `sundial_auth::Users::credential`).
+    credential: u64,
     started: Instant,
 }
 
@@ -63,6 +68,19 @@ impl std::fmt::Debug for HttpAuth {
             .field("required", &self.required)
             .field("secure_cookie", &self.secure_cookie)
             .finish_non_exhaustive()
+    }
+}
+
+/// How long a request waits for its address's turn to have its credentials checked (see
+/// `sundial_auth::Throttle::attempt`).
+const ATTEMPT_WAIT: Duration = Duration::from_secs(30);
+
+/// Too many logins from the request's address are in progress (HTTP 429); the message says so.
+struct Busy(String);
+
+impl Busy {
+    fn response(self) -> Response {
+        error(StatusCode::TOO_MANY_REQUESTS, &self.0)
     }
 }
 
@@ -95,8 +113,25 @@ impl HttpAuth {
 
     /// The user the credentials name, after the throttle's delay; a failure is counted,
     /// remembered for the address and delayed.
-    async fn check(&self, credentials: Credentials, ip: IpAddr) -> Option<String> {
-        let wait = self.throttle.delay(ip);
+    async fn check(&self, credentials: Credentials, ip: IpAddr) -> Result<Option<String>, Busy> {
+        // Tokens and session ids name no user: their failures count under the empty name.
+        let name = match &credentials {
+            Credentials::Password { user, .. } => user.clone(),
+            Credentials::Token(_) | Credentials::Session(_) => String::new(),
+        };
+        // The delay is served within the address's turn: parallel guesses queue.
+        let turn = tokio::time::timeout(ATTEMPT_WAIT, self.throttle.attempt(ip)).await;
+        let _turn = match turn {
+            Ok(Ok(turn)) => turn,
+            Ok(Err(e)) => return Err(Busy(e.to_string())),
+            Err(_) => {
+                return Err(Busy(format!(
+                    "too many logins in progress from {ip}; none could be checked within {} s",
+                    ATTEMPT_WAIT.as_secs()
+                )));
+            }
+        };
+        let wait = self.throttle.delay(ip, &name);
         if !wait.is_zero() {
             tokio::time::sleep(wait).await;
         }
@@ -120,29 +155,33 @@ impl HttpAuth {
             Credentials::Session(id) => self.session_user(&id),
         };
         match &user {
-            Some(_) => self.throttle.succeeded(ip),
+            Some(_) => self.throttle.succeeded(ip, &name),
             None => {
-                self.throttle.failed(ip);
+                self.throttle.failed(ip, &name);
                 metrics().auth_failed(Connection::Http);
                 tokio::time::sleep(FAILURE_DELAY).await;
             }
         }
-        user
+        Ok(user)
     }
 
     fn session_user(&self, id: &str) -> Option<String> {
         let mut sessions = self.sessions.lock().unwrap_or_else(|e| e.into_inner());
         let session = sessions.get(id)?;
-        // A session ends with its time, or with its user.
-        if session.started.elapsed() > SESSION_TTL || !self.users.exists(&session.user) {
+        // A session ends with its time, or with its user's credentials: a password or role
+        // change, or a DROP USER (a user created again under the name has new ones).
+        if session.started.elapsed() > SESSION_TTL
+            || self.users.credential(&session.user) != Some(session.credential)
+        {
             sessions.remove(id);
             return None;
         }
         Some(session.user.clone())
     }
 
-    /// A new session for `user`; returns its id.
-    fn start_session(&self, user: String) -> String {
+    /// A new session for `user`, logged in with the credentials of version `credential`;
+    /// returns its id.
+    fn start_session(&self, user: String, credential: u64) -> String {
         let id = sundial_auth::new_session_id();
         let mut sessions = self.sessions.lock().unwrap_or_else(|e| e.into_inner());
         if sessions.len() >= SESSIONS_MAX {
@@ -160,6 +199,7 @@ impl HttpAuth {
             id.clone(),
             Session {
                 user,
+                credential,
                 started: Instant::now(),
             },
         );
@@ -230,10 +270,11 @@ pub async fn authenticate(
         Ok(Some(credentials)) => {
             let ip = peer_ip(&request);
             match auth.check(credentials, ip).await {
-                Some(user) => Caller::user(user),
-                None => {
+                Ok(Some(user)) => Caller::user(user),
+                Ok(None) => {
                     return unauthorized("wrong user name, password, token or session", console);
                 }
+                Err(busy) => return busy.response(),
             }
         }
     };
@@ -344,7 +385,10 @@ pub async fn whoami(
     headers: HeaderMap,
 ) -> Response {
     let user = match credentials(&headers) {
-        Ok(Some(c)) => auth.check(c, peer.ip()).await,
+        Ok(Some(c)) => match auth.check(c, peer.ip()).await {
+            Ok(user) => user,
+            Err(busy) => return busy.response(),
+        },
         _ => None,
     };
     let role = user.as_deref().and_then(|u| auth.users.role(u));
@@ -379,14 +423,18 @@ pub async fn login(
             "send {\"user\": \"...\", \"password\": \"...\"} as JSON",
         );
     };
-    let Some(user) = auth
+    // Read before the password is checked: a change in between ends the session at once.
+    let credential = auth.users.credential(&user);
+    let checked = auth
         .check(Credentials::Password { user, password }, peer.ip())
-        .await
-    else {
-        return unauthorized("wrong user name or password", true);
+        .await;
+    let (user, credential) = match (checked, credential) {
+        (Ok(Some(user)), Some(credential)) => (user, credential),
+        (Err(busy), _) => return busy.response(),
+        _ => return unauthorized("wrong user name or password", true),
     };
     let role = auth.users.role(&user);
-    let id = auth.start_session(user.clone());
+    let id = auth.start_session(user.clone(), credential);
     let body = serde_json::json!({ "user": user, "role": role.map(Role::name) });
     let mut response = (
         [(header::CONTENT_TYPE, "application/json; charset=utf-8")],
@@ -463,15 +511,36 @@ mod tests {
     }
 
     #[test]
+    fn sessions_end_with_their_users_credentials() {
+        let users = Users::in_memory(Some(("admin".into(), "quest".into())));
+        users.create_user("s", Some("first-pass"), false).unwrap();
+        let auth = HttpAuth::new(users.clone(), true, Arc::new(Throttle::new(16)), false);
+        let session = || auth.start_session("s".into(), users.credential("s").unwrap());
+        let id = session();
+        assert_eq!(auth.session_user(&id).as_deref(), Some("s"));
+        users.set_password("s", Some("second-pass")).unwrap();
+        assert_eq!(auth.session_user(&id), None, "a password change ends it");
+        let id = session();
+        users.grant("s", Role::Read).unwrap();
+        assert_eq!(auth.session_user(&id), None, "a role change ends it");
+        let id = session();
+        users.drop_user("s", false).unwrap();
+        users.create_user("s", Some("first-pass"), false).unwrap();
+        users.grant("s", Role::Admin).unwrap();
+        assert_eq!(auth.session_user(&id), None, "a user made again is another");
+    }
+
+    #[test]
     fn sessions_expire_and_are_bounded() {
         let users = Users::in_memory(Some(("admin".into(), "quest".into())));
         let auth = HttpAuth::new(users, true, Arc::new(Throttle::new(16)), false);
-        let id = auth.start_session("admin".into());
+        let credential = auth.users.credential("admin").unwrap();
+        let id = auth.start_session("admin".into(), credential);
         assert_eq!(auth.session_user(&id).as_deref(), Some("admin"));
         auth.end_session(&id);
         assert_eq!(auth.session_user(&id), None);
         for _ in 0..SESSIONS_MAX + 10 {
-            auth.start_session("admin".into());
+            auth.start_session("admin".into(), credential);
         }
         assert_eq!(auth.sessions.lock().unwrap().len(), SESSIONS_MAX);
         let cookie = auth.cookie("abc", 60);

@@ -36,7 +36,8 @@ const AUTH_SASL_FINAL: i32 = 12;
 /// How clients prove who they are.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum AuthMethod {
-    /// The password travels in clear text (only sensible over TLS or a trusted network).
+    /// The password travels in clear text: taken only over TLS or from a loopback peer (a
+    /// plain login from another host is refused with SQLSTATE 28000).
     Password,
     /// Asked for as MD5, served as SCRAM-SHA-256 (see the module docs).
     Md5,
@@ -52,6 +53,16 @@ impl AuthMethod {
             _ => None,
         }
     }
+}
+
+/// Whether a login by `method` may go on over this connection: a cleartext password only
+/// over TLS or from a loopback peer (an unknown peer counts as remote).
+pub(crate) fn password_may_travel(
+    method: AuthMethod,
+    over_tls: bool,
+    peer: Option<std::net::SocketAddr>,
+) -> bool {
+    method != AuthMethod::Password || over_tls || peer.is_some_and(|p| p.ip().is_loopback())
 }
 
 /// The user store and the method clients log in with.
@@ -89,6 +100,10 @@ impl Users {
             store,
             throttle,
         }
+    }
+
+    pub fn method(&self) -> AuthMethod {
+        self.method
     }
 
     pub fn store(&self) -> &Arc<sundial_auth::Users> {
@@ -260,6 +275,20 @@ fn attribute(message: &str, name: char) -> Option<&str> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn cleartext_passwords_travel_only_over_tls_or_loopback() {
+        let remote = Some("10.1.2.3:5000".parse().unwrap());
+        let local = Some("127.0.0.1:5000".parse().unwrap());
+        let local6 = Some("[::1]:5000".parse().unwrap());
+        assert!(!password_may_travel(AuthMethod::Password, false, remote));
+        assert!(!password_may_travel(AuthMethod::Password, false, None));
+        assert!(password_may_travel(AuthMethod::Password, true, remote));
+        assert!(password_may_travel(AuthMethod::Password, false, local));
+        assert!(password_may_travel(AuthMethod::Password, false, local6));
+        assert!(password_may_travel(AuthMethod::ScramSha256, false, remote));
+        assert!(password_may_travel(AuthMethod::Md5, false, remote));
+    }
 
     #[test]
     fn scram_round_trip_with_a_client_computation() {

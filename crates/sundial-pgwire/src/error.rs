@@ -7,6 +7,11 @@ pub enum PgError {
     /// The client broke the protocol: the connection cannot continue.
     #[error("protocol violation: {0}")]
     Protocol(String),
+    /// A well-framed message whose content does not fit its statement (a Bind with the wrong
+    /// number of parameters): SQLSTATE 08P01 as [`PgError::Protocol`], but the session goes on,
+    /// skipping to the next Sync, as PostgreSQL's does.
+    #[error("{0}")]
+    BadMessage(String),
     /// A message longer than the configured bound.
     #[error("message of {bytes} bytes exceeds the limit of {limit} bytes")]
     TooLarge { bytes: usize, limit: usize },
@@ -28,6 +33,12 @@ pub enum PgError {
     /// Parse of a prepared statement name already in use.
     #[error("prepared statement \"{0}\" already exists")]
     DuplicateStatement(String),
+    /// Parse of a named statement when the session holds as many as it may.
+    #[error(
+        "this session already holds {0} named prepared statements, the most one may; close \
+         those it no longer needs"
+    )]
+    TooManyStatements(usize),
     /// A setting name that does not exist.
     #[error("unrecognized configuration parameter \"{0}\"")]
     UnknownSetting(String),
@@ -108,7 +119,7 @@ pub enum PgError {
 impl PgError {
     pub fn sqlstate(&self) -> &'static str {
         match self {
-            PgError::Protocol(_) => "08P01",
+            PgError::Protocol(_) | PgError::BadMessage(_) => "08P01",
             PgError::TooLarge { .. } => "54000",
             PgError::Auth(_) => "28P01",
             PgError::Query(e) => e.sqlstate(),
@@ -116,6 +127,7 @@ impl PgError {
             PgError::Undefined(_) => "26000",
             PgError::UndefinedPortal(_) => "34000",
             PgError::DuplicateStatement(_) => "42P05",
+            PgError::TooManyStatements(_) => "54000",
             PgError::UnknownSetting(_) => "42704",
             PgError::NotSupported(_) => "0A000",
             PgError::TooManyConnections(_) => "53300",
@@ -152,11 +164,14 @@ impl PgError {
         }
     }
 
-    /// Whether the session must end after reporting this error.
+    /// Whether the session must end after reporting this error: the protocol is broken, or the
+    /// logged-in user was dropped or its credentials changed (28000).
     pub fn is_fatal(&self) -> bool {
+        use sundial_auth::AuthError;
         matches!(
             self,
-            PgError::Protocol(_)
+            PgError::Query(QueryError::Auth(AuthError::Gone(_) | AuthError::Expired(_)))
+                | PgError::Protocol(_)
                 | PgError::TooLarge { .. }
                 | PgError::Auth(_)
                 | PgError::Io(_)

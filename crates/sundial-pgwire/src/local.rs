@@ -1,4 +1,5 @@
-//! Statements the session answers itself: transaction control, session settings and cursors.
+//! Statements the session answers itself: transaction control, session settings, cursors and
+//! DEALLOCATE.
 //!
 //! Drivers send these on every connection (`SET extra_float_digits = 3`, `BEGIN`,
 //! `SHOW transaction isolation level`, ...). Sundial commits each statement on its own, so
@@ -24,6 +25,9 @@ pub enum LocalCommand {
     },
     ResetAll,
     Show(String),
+    /// `DEALLOCATE [PREPARE] name | ALL`: of the session's SQL-level and protocol-level
+    /// prepared statements.
+    Deallocate(sundial_query::Deallocate),
     /// Accepted and ignored, answering with this command tag.
     Ignored(&'static str),
 }
@@ -40,7 +44,8 @@ pub fn classify(sql: &str) -> Option<LocalCommand> {
         "savepoint" => LocalCommand::Ignored("SAVEPOINT"),
         "release" => LocalCommand::Ignored("RELEASE"),
         "discard" => LocalCommand::Ignored("DISCARD ALL"),
-        "deallocate" => LocalCommand::Ignored("DEALLOCATE"),
+        // A malformed one is the engine's to report.
+        "deallocate" => LocalCommand::Deallocate(sundial_query::parse_deallocate(sql)?.ok()?),
         "listen" => LocalCommand::Ignored("LISTEN"),
         "unlisten" => LocalCommand::Ignored("UNLISTEN"),
         "set" => return parse_set(sql),

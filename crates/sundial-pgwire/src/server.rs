@@ -23,7 +23,7 @@ use tokio::sync::watch;
 use tokio::task::JoinSet;
 
 use crate::admission::Ticket;
-use crate::auth::Users;
+use crate::auth::{AuthMethod, Users};
 use crate::session::Session;
 use crate::shared::{PgOptions, Shared, stopped};
 
@@ -44,6 +44,9 @@ impl PgServer {
     /// Accepts connections until `stop` turns true, then waits for open sessions to end their
     /// current round trip.
     pub async fn serve(&self, listener: TcpListener, stop: watch::Receiver<bool>) {
+        if let Ok(addr) = listener.local_addr() {
+            self.warn_of_cleartext(addr);
+        }
         let threads = tokio::runtime::Handle::current().metrics().num_workers();
         self.shared.spinners.set_threads(threads);
         let mut sessions = JoinSet::new();
@@ -71,6 +74,29 @@ impl PgServer {
         }
         while let Some(ended) = sessions.join_next().await {
             self.shared.note_ended(ended);
+        }
+    }
+}
+
+impl PgServer {
+    /// Says at start what `--pg-auth-method password` means on a listener other hosts reach:
+    /// their plain logins are refused (the password would cross the network in clear).
+    fn warn_of_cleartext(&self, addr: SocketAddr) {
+        if self.shared.users.method() != AuthMethod::Password || addr.ip().is_loopback() {
+            return;
+        }
+        if self.shared.options.tls.is_none() {
+            tracing::warn!(
+                "PostgreSQL on {addr} takes passwords in clear text (--pg-auth-method password) \
+                 and has no TLS certificate: only loopback clients can log in; configure TLS or \
+                 use --pg-auth-method scram-sha-256"
+            );
+        } else {
+            tracing::warn!(
+                "PostgreSQL on {addr} takes passwords in clear text (--pg-auth-method password): \
+                 clients on other hosts must connect with TLS (sslmode=require); their plain \
+                 logins are refused"
+            );
         }
     }
 }

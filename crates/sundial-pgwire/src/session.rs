@@ -41,7 +41,9 @@ use arrow::array::{ArrayRef, RecordBatch};
 use arrow::datatypes::{DataType, SchemaRef};
 use futures::stream::{self, BoxStream, StreamExt};
 use sundial_query::copy::CopyOptions;
-use sundial_query::{Caller, Engine, Output, Prepared, QueryError, ScalarValue};
+use sundial_query::{
+    Caller, Deallocate, Engine, Output, Prepared, QueryError, ScalarValue, SessionStatements,
+};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::sync::watch;
@@ -71,7 +73,10 @@ pub(crate) struct Session {
     input: Vec<u8>,
     out: Writer,
     stop: watch::Receiver<bool>,
+    /// Protocol-level prepared statements (Parse), by name.
     statements: HashMap<String, Arc<Statement>>,
+    /// SQL-level prepared statements (PREPARE), the session's own; gone with it.
+    sql_statements: SessionStatements,
     portals: HashMap<String, Portal>,
     transaction: Transaction,
     /// Set by an error in the extended protocol: messages are skipped until Sync.
@@ -93,6 +98,8 @@ pub(crate) struct Session {
     reply_due: bool,
     /// The client's address, for the statement log.
     peer: Option<std::net::SocketAddr>,
+    /// While logging in: marks the connection heard from at each read (see `admission`).
+    login_heard: Option<admission::Heard>,
     /// Who runs the session's statements: the logged-in user, whose role the engine checks
     /// at every statement. Until login, a name no user store holds.
     caller: Caller,
@@ -286,6 +293,7 @@ impl Session {
             out: Writer::default(),
             stop,
             statements: HashMap::new(),
+            sql_statements: SessionStatements::new(),
             portals: HashMap::new(),
             transaction: Transaction::Idle,
             skipping: false,
@@ -298,6 +306,7 @@ impl Session {
             implicit_block: false,
             reply_due: false,
             peer,
+            login_heard: None,
             caller: Caller::user(""),
         }
     }
@@ -317,12 +326,14 @@ impl Session {
     }
 
     async fn serve(&mut self, ticket: Ticket) -> Result<(), PgError> {
-        let Some(user) = self.login(&ticket).await? else {
+        let Some((user, credential)) = self.login(&ticket).await? else {
             return Ok(());
         };
+        self.login_heard = None;
         // Held until the session ends.
         let _slot = ticket.admit()?;
-        self.caller = Caller::user(user.as_str());
+        // Every statement checks the user's credentials are still those it logged in with.
+        self.caller = Caller::session(user.as_str(), credential);
         self.settings
             .insert("session_authorization".into(), (user, true));
         for (name, (value, reportable)) in &self.settings {
@@ -365,7 +376,13 @@ impl Session {
 
     async fn read_more(&mut self) -> Result<usize, PgError> {
         self.input.reserve(READ_CHUNK_BYTES);
-        Ok(self.reader.read_buf(&mut self.input).await?)
+        let n = self.reader.read_buf(&mut self.input).await?;
+        if n > 0
+            && let Some(heard) = &self.login_heard
+        {
+            heard.now();
+        }
+        Ok(n)
     }
 
     async fn flush(&mut self) -> Result<(), PgError> {
@@ -427,11 +444,14 @@ impl Session {
     }
 
     /// Startup and authentication, within the authentication timeout and while no newer
-    /// connection evicts this one (see [`crate::admission`]). Returns the authenticated user, or
-    /// `None` when the connection carried a cancel or the server is stopping.
-    async fn login(&mut self, ticket: &Ticket) -> Result<Option<String>, PgError> {
+    /// connection evicts this one (see [`crate::admission`]). Returns the authenticated user and
+    /// its credential version, or `None` when the connection carried a cancel or the server is
+    /// stopping.
+    async fn login(&mut self, ticket: &Ticket) -> Result<Option<(String, u64)>, PgError> {
         let ms = self.shared.options.auth_timeout_ms.max(1);
         let stop = stopped(self.stop.clone());
+        // Bytes arriving during the login tell the admission this connection is no silent one.
+        self.login_heard = Some(ticket.heard());
         let exchange = async {
             let Some(user) = self.startup().await? else {
                 return Ok(None);
@@ -439,8 +459,14 @@ impl Session {
             if !ticket.has_room() {
                 return Err(admission::too_many_clients());
             }
+            // Read before the password is checked: a change in between ends the session at
+            // its first statement.
+            let credential = self.shared.users.store().credential(&user);
             self.authenticate(&user).await?;
-            Ok(Some(user))
+            let credential = credential.ok_or_else(|| {
+                PgError::Query(sundial_auth::AuthError::Expired(user.clone()).into())
+            })?;
+            Ok(Some((user, credential)))
         };
         tokio::select! {
             done = tokio::time::timeout(Duration::from_millis(ms), exchange) => {
@@ -554,6 +580,20 @@ impl Session {
         )))
     }
 
+    /// Fails a cleartext-password login over plain TCP from another host: the password would
+    /// cross the network in clear.
+    fn check_cleartext_allowed(&self) -> Result<(), PgError> {
+        let method = self.shared.users.method();
+        if crate::auth::password_may_travel(method, self.reader.is_tls(), self.peer) {
+            return Ok(());
+        }
+        Err(PgError::TlsRequired(
+            "this server takes passwords in clear text (--pg-auth-method password), which it \
+             accepts only over TLS from other hosts: connect with sslmode=require"
+                .into(),
+        ))
+    }
+
     fn startup_parameters(&mut self, mut r: Reader<'_>) -> Result<String, PgError> {
         let mut user = None;
         while !r.is_empty() {
@@ -583,25 +623,32 @@ impl Session {
         user.ok_or_else(|| PgError::Protocol("startup packet names no user".into()))
     }
 
-    /// The password exchange, slowed for an address that failed before; a failure is
-    /// counted, remembered and delayed before the client hears of it.
+    /// The password exchange, in the address's turn (see `sundial_auth::Throttle`) and slowed
+    /// for an (address, user) that failed before; a failure is counted, remembered and delayed
+    /// before the client hears of it.
     async fn authenticate(&mut self, user: &str) -> Result<(), PgError> {
         let ip = self
             .peer
             .map_or(std::net::IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED), |p| {
                 p.ip()
             });
+        self.check_cleartext_allowed()?;
         let shared = self.shared.clone();
         let throttle = shared.users.throttle();
-        let wait = throttle.delay(ip);
+        // The delay is served within the address's turn: parallel guesses queue.
+        let _turn = throttle
+            .attempt(ip)
+            .await
+            .map_err(|e| PgError::Query(e.into()))?;
+        let wait = throttle.delay(ip, user);
         if !wait.is_zero() {
             tokio::time::sleep(wait).await;
         }
         let outcome = self.password_exchange(user).await;
         match &outcome {
-            Ok(()) => throttle.succeeded(ip),
+            Ok(()) => throttle.succeeded(ip, user),
             Err(PgError::Auth(_)) => {
-                throttle.failed(ip);
+                throttle.failed(ip, user);
                 sundial_metrics::metrics().auth_failed(sundial_metrics::Connection::Pg);
                 tokio::time::sleep(sundial_auth::FAILURE_DELAY).await;
             }
@@ -880,6 +927,11 @@ impl Session {
         if !name.is_empty() && self.statements.contains_key(&name) {
             return Err(PgError::DuplicateStatement(name));
         }
+        if !name.is_empty() && self.statements.len() >= sundial_query::SESSION_STATEMENTS_MAX {
+            return Err(PgError::TooManyStatements(
+                sundial_query::SESSION_STATEMENTS_MAX,
+            ));
+        }
         let started = Instant::now();
         let mut statement = match self.prepare_statement(&sql, &declared).await {
             Ok(statement) => statement,
@@ -918,7 +970,12 @@ impl Session {
         } else if let Some(copy) = sundial_query::copy::parse_copy(sql)? {
             self.prepare_copy(copy).await?
         } else {
-            StatementKind::Engine(self.shared.engine.prepare_as(sql, &self.caller).await?)
+            StatementKind::Engine(
+                self.shared
+                    .engine
+                    .prepare_in(sql, &self.caller, &self.sql_statements)
+                    .await?,
+            )
         };
         let inferred: &[Option<DataType>] = match &kind {
             StatementKind::Engine(p) | StatementKind::Declare { query: p, .. } => &p.param_types,
@@ -954,10 +1011,13 @@ impl Session {
         }
         let count = r.count()?;
         if count != statement.param_oids.len() {
-            return Err(PgError::Protocol(format!(
-                "bind message supplies {count} parameters, but the prepared statement requires {}",
+            let e = PgError::BadMessage(format!(
+                "bind message supplies {count} parameters, but prepared statement \"{name}\" \
+                 requires {}",
                 statement.param_oids.len()
-            )));
+            ));
+            self.log_statement(&statement.text, Duration::ZERO, Err(&e));
+            return Err(e);
         }
         let mut params = Vec::with_capacity(count);
         for i in 0..count {
@@ -1304,6 +1364,27 @@ impl Session {
         }
     }
 
+    /// `DEALLOCATE`: SQL-level and protocol-level prepared statements share one namespace
+    /// here, as in PostgreSQL (psycopg deallocates its protocol-level ones this way).
+    fn deallocate(&mut self, what: Deallocate) -> Result<&'static str, PgError> {
+        match what {
+            Deallocate::All => {
+                self.sql_statements.clear();
+                self.statements.retain(|name, _| name.is_empty());
+                Ok("DEALLOCATE ALL")
+            }
+            Deallocate::Name(name) => {
+                let protocol = !name.is_empty() && self.statements.remove(&name).is_some();
+                let sql = self.sql_statements.remove(&name);
+                if protocol || sql {
+                    Ok("DEALLOCATE")
+                } else {
+                    Err(PgError::Query(sundial_query::unknown_statement(&name)))
+                }
+            }
+        }
+    }
+
     fn run_local(&mut self, command: LocalCommand) -> Result<Completion, PgError> {
         let tag = match command {
             LocalCommand::Begin => {
@@ -1351,6 +1432,7 @@ impl Session {
                 self.out.end(at);
                 return Ok(Completion::Complete("SHOW".into()));
             }
+            LocalCommand::Deallocate(what) => self.deallocate(what)?,
             LocalCommand::Ignored(tag) => tag,
         };
         Ok(Completion::Complete(tag.into()))

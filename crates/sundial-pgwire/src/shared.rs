@@ -22,8 +22,9 @@ use crate::cancel::Cancels;
 pub struct PgOptions {
     /// Authenticated sessions at once; more are refused with SQLSTATE 53300.
     pub connections_max: usize,
-    /// Connections that have not finished logging in, at once; past it, the oldest of them is
-    /// closed (SQLSTATE 53300) to make room for the newcomer. At least 1.
+    /// Connections that have not finished logging in, at once, before silent ones are closed
+    /// (SQLSTATE 53300) to make room for newcomers; a burst of clients that talk promptly may
+    /// exceed it up to `admission::BURST_FACTOR` times (see `admission`). At least 1.
     pub unauthenticated_connections_max: usize,
     /// How long a connection may take from accept to the end of its login before it is
     /// closed. At least 1.
@@ -85,6 +86,7 @@ impl Shared {
             admission: Arc::new(Admission::new(
                 options.connections_max,
                 options.unauthenticated_connections_max,
+                options.auth_timeout_ms,
             )),
             panics: AtomicU64::new(0),
             options,

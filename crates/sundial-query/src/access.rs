@@ -7,8 +7,9 @@
 //!   subqueries included: an INSERT (or another write) needs write; `COPY (query) TO 'file'`,
 //!   DDL and `CREATE TABLE AS` need admin; queries, SET, transactions need read. `EXPLAIN`
 //!   (without ANALYZE) runs nothing and needs read whatever it explains; `EXPLAIN ANALYZE`
-//!   runs its statement and needs what that needs. `EXECUTE` of an SQL-level prepared
-//!   statement needs write: the plan it runs is only known when it runs.
+//!   runs its statement and needs what that needs. `PREPARE` and `DEALLOCATE` need read;
+//!   `EXECUTE` of an SQL-level prepared statement needs what the prepared statement's plan
+//!   needs (see `session_statements`), checked at every EXECUTE.
 //!
 //! Invariant: the check ([`check`]) runs at every run of a statement, prepared or not, and
 //! asks the user store for the caller's role *now*; a [`crate::Prepared`] carries what it
@@ -16,7 +17,7 @@
 //! user on an engine without a user store passes none.
 
 use datafusion::common::tree_node::TreeNodeRecursion;
-use datafusion::logical_expr::{DmlStatement, LogicalPlan, Statement, WriteOp};
+use datafusion::logical_expr::{DmlStatement, LogicalPlan, WriteOp};
 use sundial_auth::{AuthError, Caller, Role, Users};
 use sundial_sql::{Command, UserCommand, UserRole};
 
@@ -114,9 +115,6 @@ pub(crate) fn of_plan(plan: &LogicalPlan) -> Needed {
             },
             LogicalPlan::Copy(_) => Needed::new(Role::Admin, "COPY ... TO a server file"),
             LogicalPlan::Ddl(_) => Needed::new(Role::Admin, "DDL"),
-            LogicalPlan::Statement(Statement::Execute(_)) => {
-                Needed::new(Role::Write, "EXECUTE of an SQL prepared statement")
-            }
             _ => return Ok(TreeNodeRecursion::Continue),
         };
         if this.role > needed.role {

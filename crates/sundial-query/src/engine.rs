@@ -32,6 +32,7 @@ use crate::plans::lookup::PointLookup;
 use crate::plans::plan_cache::{self, PlanCache, PlannedTables, Shape};
 use crate::plans::text_shape::{Learned, TextShape};
 use crate::provider::{InsertPath, SundialSchema};
+use crate::session_statements::{Deallocate, Named, argument_values, parse_deallocate};
 
 /// What a statement produced.
 pub enum Output {
@@ -59,6 +60,9 @@ pub struct Collected {
     pub tag: Option<String>,
     pub rows_affected: Option<u64>,
 }
+
+/// A session's SQL-level prepared statements (see `session_statements`).
+pub type SessionStatements = Named<Prepared>;
 
 /// A statement planned once by [`Engine::prepare`].
 #[derive(Debug, Clone)]
@@ -152,6 +156,28 @@ enum PreparedKind {
     Optimized(LogicalPlan),
     /// A lookup by key equalities, run without DataFusion's executor.
     Lookup(PointLookup),
+    /// PREPARE, EXECUTE or DEALLOCATE on the session's statements (see `session_statements`).
+    Session(SessionOp),
+}
+
+/// What a statement on the session's SQL-level prepared statements does when it runs.
+#[derive(Debug, Clone)]
+enum SessionOp {
+    /// Keeps `statement` under `name`.
+    Prepare {
+        name: String,
+        statement: Arc<Prepared>,
+        into: SessionStatements,
+    },
+    /// Runs `statement` with `values` (EXECUTE's arguments, cast to its parameters' types).
+    Execute {
+        statement: Arc<Prepared>,
+        values: Vec<ScalarValue>,
+    },
+    Deallocate {
+        what: Deallocate,
+        from: SessionStatements,
+    },
 }
 
 impl Prepared {
@@ -667,14 +693,30 @@ impl Engine {
         self.run_as(sql, &Caller::trusted()).await
     }
 
-    /// Runs one statement for `caller`, if its role allows (SQLSTATE 42501 if not).
+    /// Runs one statement for `caller`, if its role allows (SQLSTATE 42501 if not). SQL-level
+    /// prepared statements live for this statement only (see [`Engine::run_in`]).
     pub async fn run_as(&self, sql: &str, caller: &Caller) -> Result<Output> {
+        self.run_in(sql, caller, &SessionStatements::new()).await
+    }
+
+    /// [`Engine::run_as`] in a session: PREPARE, EXECUTE and DEALLOCATE use `statements`.
+    pub async fn run_in(
+        &self,
+        sql: &str,
+        caller: &Caller,
+        statements: &SessionStatements,
+    ) -> Result<Output> {
+        if parse_deallocate(sql).is_some() {
+            // Boxed: preparing may run a statement (a SHOW, to learn its shape).
+            let prepared = Box::pin(self.prepare_in(sql, caller, statements)).await?;
+            return self.run_prepared_as(&prepared, Vec::new(), caller).await;
+        }
         let command = ddl::parse(sql)?;
         if command == Command::Sql {
             // Every such statement needs read at least: a caller without it learns nothing
             // from planning it (which tables exist, which columns).
             self.authorize(caller, &access::READ)?;
-            return self.run_datafusion(sql, caller).await;
+            return self.run_datafusion(sql, caller, statements).await;
         }
         self.authorize(caller, &access::of_command(&command))?;
         self.run_command(command).await
@@ -854,9 +896,15 @@ impl Engine {
         })
     }
 
-    async fn run_datafusion(&self, sql: &str, caller: &Caller) -> Result<Output> {
+    async fn run_datafusion(
+        &self,
+        sql: &str,
+        caller: &Caller,
+        statements: &SessionStatements,
+    ) -> Result<Output> {
         let run = async {
             let prepared = self.prepare_sql(sql).await?;
+            let prepared = self.in_session(prepared, statements)?;
             self.run_prepared_as(&prepared, Vec::new(), caller).await
         };
         run.await
@@ -875,7 +923,36 @@ impl Engine {
     /// user management statements (its own password), so that planning errors tell it
     /// nothing of the tables. The role the statement needs is checked when it runs
     /// ([`Engine::run_prepared_as`]).
+    /// SQL-level prepared statements live for this statement only (see [`Engine::prepare_in`]).
     pub async fn prepare_as(&self, sql: &str, caller: &Caller) -> Result<Prepared> {
+        self.prepare_in(sql, caller, &SessionStatements::new())
+            .await
+    }
+
+    /// [`Engine::prepare_as`] in a session: a PREPARE keeps its statement in `statements` when
+    /// it runs, an EXECUTE takes one from there now (its result's shape is known at once), a
+    /// DEALLOCATE removes from there when it runs.
+    pub async fn prepare_in(
+        &self,
+        sql: &str,
+        caller: &Caller,
+        statements: &SessionStatements,
+    ) -> Result<Prepared> {
+        if let Some(what) = parse_deallocate(sql) {
+            self.authorize(caller, &access::READ)?;
+            return Ok(Prepared {
+                kind: PreparedKind::Session(SessionOp::Deallocate {
+                    what: what?,
+                    from: statements.clone(),
+                }),
+                param_types: Vec::new(),
+                schema: None,
+                literals: Vec::new(),
+                physical: Default::default(),
+                designated_timestamp: None,
+                needed: access::READ,
+            });
+        }
         let command = ddl::parse(sql)?;
         if !matches!(command, Command::User(_)) {
             self.authorize(caller, &access::READ)?;
@@ -884,6 +961,7 @@ impl Engine {
             return self
                 .prepare_sql(sql)
                 .await
+                .and_then(|prepared| self.in_session(prepared, statements))
                 .map_err(|e| crate::bad_value::locate(e, sql, &self.db));
         }
         let schema = match command {
@@ -907,6 +985,59 @@ impl Engine {
             physical: Default::default(),
             designated_timestamp: None,
             needed: access::of_command(&command),
+        })
+    }
+
+    /// `prepared` bound to the session's statements if it is a PREPARE or an EXECUTE (which
+    /// DataFusion would otherwise run against its one store, shared by every caller).
+    fn in_session(&self, prepared: Prepared, statements: &SessionStatements) -> Result<Prepared> {
+        use datafusion::logical_expr::Statement as Plan;
+        let PreparedKind::Plan(LogicalPlan::Statement(statement)) = &prepared.kind else {
+            return Ok(prepared);
+        };
+        let op = match statement {
+            Plan::Prepare(p) => {
+                // The statement's parameters, typed by PREPARE's list where it gives one.
+                let mut inner = self.prepare_plan(p.input.as_ref().clone(), p.fields.len())?;
+                for (i, field) in p.fields.iter().enumerate() {
+                    inner.param_types[i] = Some(field.data_type().clone());
+                }
+                inner.designated_timestamp = prepared.designated_timestamp.clone();
+                SessionOp::Prepare {
+                    name: p.name.clone(),
+                    statement: Arc::new(inner),
+                    into: statements.clone(),
+                }
+            }
+            Plan::Execute(e) => {
+                let statement = statements.get(&e.name)?;
+                let values =
+                    argument_values(&e.name, e.parameters.clone(), &statement.param_types)?;
+                return Ok(Prepared {
+                    schema: statement.schema.clone(),
+                    designated_timestamp: statement.designated_timestamp.clone(),
+                    // The role the prepared statement's plan needs, checked at each run.
+                    needed: statement.needed.clone(),
+                    kind: PreparedKind::Session(SessionOp::Execute { statement, values }),
+                    param_types: Vec::new(),
+                    literals: Vec::new(),
+                    physical: Default::default(),
+                });
+            }
+            Plan::Deallocate(d) => SessionOp::Deallocate {
+                what: Deallocate::Name(d.name.clone()),
+                from: statements.clone(),
+            },
+            _ => return Ok(prepared),
+        };
+        Ok(Prepared {
+            kind: PreparedKind::Session(op),
+            param_types: Vec::new(),
+            schema: None,
+            literals: Vec::new(),
+            physical: Default::default(),
+            designated_timestamp: None,
+            needed: access::READ,
         })
     }
 
@@ -1112,6 +1243,29 @@ impl Engine {
         let values = parameter_values(prepared, &params)?;
         match &prepared.kind {
             PreparedKind::Own(sql) => Box::pin(self.run_command(ddl::parse(sql)?)).await,
+            PreparedKind::Session(op) => match op {
+                SessionOp::Prepare {
+                    name,
+                    statement,
+                    into,
+                } => {
+                    into.insert(name, statement.clone())?;
+                    done("PREPARE")
+                }
+                SessionOp::Execute { statement, values } => {
+                    Box::pin(self.run_prepared_as(statement, values.clone(), caller)).await
+                }
+                SessionOp::Deallocate { what, from } => match what {
+                    Deallocate::All => {
+                        from.clear();
+                        done("DEALLOCATE ALL")
+                    }
+                    Deallocate::Name(name) if from.remove(name) => done("DEALLOCATE"),
+                    Deallocate::Name(name) => {
+                        Err(crate::session_statements::unknown_statement(name))
+                    }
+                },
+            },
             PreparedKind::Plan(plan) => self.run_plan(with_values(plan, values)?).await,
             PreparedKind::Lookup(lookup) => {
                 let batches = lookup
@@ -1249,6 +1403,15 @@ impl Engine {
     }
 
     async fn run_plan(&self, plan: LogicalPlan) -> Result<Output> {
+        use datafusion::logical_expr::Statement as Plan;
+        if let LogicalPlan::Statement(Plan::Prepare(_) | Plan::Execute(_) | Plan::Deallocate(_)) =
+            &plan
+        {
+            // DataFusion keeps these in one store for every caller: they belong to sessions.
+            return Err(crate::error::internal(
+                "an SQL prepared statement reached DataFusion's shared store".into(),
+            ));
+        }
         let insert = is_insert(&plan);
         let sets = matches!(
             plan,

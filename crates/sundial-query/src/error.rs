@@ -36,6 +36,12 @@ pub enum QueryError {
     /// Valid SQL that Sundial does not implement yet.
     #[error("not supported: {0}")]
     NotSupported(String),
+    /// An SQL-level prepared statement by name (see `session_statements`).
+    #[error("{message}")]
+    Statement {
+        fault: StatementFault,
+        message: String,
+    },
     #[error(transparent)]
     Storage(#[from] StorageError),
     /// The user store refused a user management statement (unknown or duplicate user, the
@@ -58,6 +64,17 @@ pub enum QueryError {
         error: DataFusionError,
         position: Option<(u64, u64)>,
     },
+}
+
+/// What is wrong with a prepared statement's name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StatementFault {
+    /// The session holds no statement of that name: SQLSTATE 26000.
+    Unknown,
+    /// The session already holds one: SQLSTATE 42P05.
+    Duplicate,
+    /// The session holds as many as it may: SQLSTATE 54000.
+    TooMany,
 }
 
 /// ` at line l, column c` for a known position.
@@ -208,6 +225,11 @@ impl QueryError {
             QueryError::TooManyColumns(_) => "54011",
             QueryError::PermissionDenied(_) | QueryError::Unauthorized(_) => "42501",
             QueryError::Auth(e) => e.sqlstate(),
+            QueryError::Statement { fault, .. } => match fault {
+                StatementFault::Unknown => "26000",
+                StatementFault::Duplicate => "42P05",
+                StatementFault::TooMany => "54000",
+            },
             QueryError::BadValue { datetime: true, .. } => "22007",
             QueryError::BadValue { .. } => "22P02",
             QueryError::Storage(e) => match e {

@@ -79,6 +79,7 @@ mod permissions;
 mod plans;
 mod provider;
 mod result_names;
+mod session_statements;
 mod snapshot;
 pub mod text;
 mod users;
@@ -101,11 +102,17 @@ pub mod copy {
 
 pub use datafusion::execution::SendableRecordBatchStream;
 pub use datafusion::scalar::ScalarValue;
-pub use engine::{Collected, Engine, INSERT_PENDING_ROWS_MAX, Output, Prepared, collect, conform};
-pub use error::{QueryError, Result};
+pub use engine::{
+    Collected, Engine, INSERT_PENDING_ROWS_MAX, Output, Prepared, SessionStatements, collect,
+    conform,
+};
+pub use error::{QueryError, Result, StatementFault};
 pub use memory_use::{ServerMemory, query_memory_in_use, spill_disk_manager};
 pub use permissions::Settings;
 pub use provider::{InsertPath, SundialSchema, SundialSink, SundialTable};
+pub use session_statements::{
+    Deallocate, SESSION_STATEMENTS_MAX, parse_deallocate, unknown_statement,
+};
 pub use sundial_auth::{Caller, Role, Users};
 pub use sundial_pgcatalog::{SERVER_VERSION, pg_setting, pg_type_for_arrow, pg_type_of, table_oid};
 pub use sundial_sql::names::{CATALOG, SCHEMA};

@@ -8,8 +8,9 @@
 //! ```
 //!
 //! Invariants: the exchange is bounded in bytes (key id and signature lines) and in time
-//! ([`HANDSHAKE_TIMEOUT`]); a failure is counted, delayed,
-//! remembered for the address (the shared throttle) and closes the connection, which then has
+//! ([`HANDSHAKE_TIMEOUT`] for the key id, again for the signature; the throttle's delay for the
+//! key id, served in the address's turn, comes between); a failure is counted, delayed,
+//! remembered for the address and key id (the shared throttle) and closes the connection, which then has
 //! sent nothing the database took. Bytes a client sent after its signature line are lines and
 //! are handed back.
 
@@ -41,7 +42,34 @@ pub(crate) async fn authenticate<S: AsyncRead + AsyncWrite + Unpin>(
     users: &Users,
     throttle: &Throttle,
 ) -> Result<Option<(String, Vec<u8>)>, String> {
-    let wait = throttle.delay(peer.ip());
+    let timed_out = || {
+        format!(
+            "did not authenticate within {} s",
+            HANDSHAKE_TIMEOUT.as_secs()
+        )
+    };
+    let mut buf = Vec::with_capacity(1024);
+    let key_id = match tokio::time::timeout(HANDSHAKE_TIMEOUT, read_key_id(stream, &mut buf)).await
+    {
+        Ok(Ok(Some(key_id))) => key_id,
+        Ok(Ok(None)) => return Ok(None),
+        Ok(Err(why)) => return Err(refuse(peer, "", throttle, why).await),
+        Err(_) => return Err(refuse(peer, "", throttle, timed_out()).await),
+    };
+    // A key id is a user name: never a space, comma or '='; an ILP line always has them. No
+    // challenge for a sender that sends lines without a key (`nc`, a client without `username`
+    // and `token`).
+    if key_id.contains([' ', ',', '=']) {
+        let why = format!("sent lines but no key id and no signature: {NO_KEY_HINT}");
+        return Err(refuse(peer, "", throttle, why).await);
+    }
+    // The delay is served within the address's turn: parallel guesses queue.
+    let _turn = match tokio::time::timeout(HANDSHAKE_TIMEOUT, throttle.attempt(peer.ip())).await {
+        Ok(Ok(turn)) => turn,
+        Ok(Err(e)) => return Err(e.to_string()),
+        Err(_) => return Err(timed_out()),
+    };
+    let wait = throttle.delay(peer.ip(), &key_id);
     if !wait.is_zero() {
         tokio::time::sleep(wait).await;
     }
@@ -82,32 +110,51 @@ pub(crate) async fn authenticate<S: AsyncRead + AsyncWrite + Unpin>(
                 key_id.escape_default()
             ));
         }
-        Ok(Some((key_id, buf)))
+        Ok(())
     };
     let outcome = match tokio::time::timeout(HANDSHAKE_TIMEOUT, exchange).await {
         Ok(outcome) => outcome,
-        Err(_) => Err(format!(
-            "did not authenticate within {} s",
-            HANDSHAKE_TIMEOUT.as_secs()
-        )),
+        Err(_) => Err(timed_out()),
     };
     let refused = match outcome {
-        Ok(None) => return Ok(None),
-        Ok(Some((user, rest))) => {
-            match users.authorize(&Caller::user(user.as_str()), Role::Write) {
-                Ok(()) => {
-                    throttle.succeeded(peer.ip());
-                    return Ok(Some((user, rest)));
-                }
-                Err(e) => e.to_string(),
+        Ok(()) => match users.authorize(&Caller::user(key_id.as_str()), Role::Write) {
+            Ok(()) => {
+                throttle.succeeded(peer.ip(), &key_id);
+                return Ok(Some((key_id, buf)));
             }
-        }
+            Err(e) => e.to_string(),
+        },
         Err(why) => why,
     };
-    throttle.failed(peer.ip());
+    Err(refuse(peer, &key_id, throttle, refused).await)
+}
+
+/// Reads the key id line; `None` when the client closed without sending a byte.
+async fn read_key_id<S: AsyncRead + Unpin>(
+    stream: &mut S,
+    buf: &mut Vec<u8>,
+) -> Result<Option<String>, String> {
+    let mut first = [0u8; 1];
+    let n = stream
+        .read(&mut first)
+        .await
+        .map_err(|e| format!("cannot read the key id: {e}"))?;
+    if n == 0 {
+        return Ok(None);
+    }
+    buf.push(first[0]);
+    let key_id = read_line(stream, buf, KEY_ID_BYTES_MAX, "key id").await?;
+    let key_id =
+        String::from_utf8(key_id).map_err(|_| "the key id is not UTF-8 text".to_string())?;
+    Ok(Some(key_id.trim_end_matches('\r').to_string()))
+}
+
+/// Counts and remembers a failed login as `key_id` from `peer`, and delays its answer.
+async fn refuse(peer: SocketAddr, key_id: &str, throttle: &Throttle, why: String) -> String {
+    throttle.failed(peer.ip(), key_id);
     metrics().auth_failed(Connection::IlpTcp);
     tokio::time::sleep(FAILURE_DELAY).await;
-    Err(refused)
+    why
 }
 
 /// Reads up to the next newline, keeping what follows it in `buf`; returns the line without
@@ -239,7 +286,8 @@ mod tests {
             .await
             .unwrap_err();
         assert!(e.contains("longer than"), "{e}");
-        assert_eq!(throttle.addresses(), 1);
+        // The failures of one address under several key ids: (address, id) pairs and the address.
+        assert!(throttle.entries() >= 2);
         // A client that closes at once is no failed login.
         let (mut server, side) = tokio::io::duplex(64);
         drop(side);

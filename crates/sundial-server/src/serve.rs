@@ -199,7 +199,8 @@ pub struct ServeArgs {
     #[arg(long, env = "SUNDIAL_PG_CONNECTIONS_MAX", default_value_t = 256)]
     pub pg_connections_max: usize,
     /// PostgreSQL connections still logging in, at once (they hold no session slot); past it,
-    /// the one waiting longest is closed (SQLSTATE 53300) to make room for the newcomer.
+    /// one silent for a quarter of the auth timeout is closed (SQLSTATE 53300) to make room for
+    /// a newcomer, else the newcomer is let in, up to four times this many.
     #[arg(
         long,
         env = "SUNDIAL_PG_UNAUTHENTICATED_CONNECTIONS_MAX",

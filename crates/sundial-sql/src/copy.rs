@@ -160,9 +160,45 @@ pub fn parse_copy(sql: &str) -> Result<Option<CopyStatement>> {
 }
 
 fn first_word_is_copy(sql: &str) -> bool {
-    let sql = sql.trim_start();
+    let sql = after_comments(sql);
     sql.get(..4).is_some_and(|w| w.eq_ignore_ascii_case("copy"))
         && sql[4..].starts_with(|c: char| c.is_whitespace() || c == '(' || c == '"')
+}
+
+/// `sql` after its leading whitespace and comments (`-- ...` to the line's end, `/* ... */`,
+/// nested as PostgreSQL nests them): drivers prefix statements with comments.
+fn after_comments(mut sql: &str) -> &str {
+    loop {
+        sql = sql.trim_start();
+        if let Some(rest) = sql.strip_prefix("--") {
+            sql = rest.split_once('\n').map_or("", |(_, after)| after);
+        } else if sql.starts_with("/*") {
+            let mut depth = 0usize;
+            let mut end = sql.len();
+            let bytes = sql.as_bytes();
+            let mut i = 0;
+            while i + 1 < bytes.len() {
+                match &bytes[i..i + 2] {
+                    b"/*" => {
+                        depth += 1;
+                        i += 2;
+                    }
+                    b"*/" => {
+                        depth -= 1;
+                        i += 2;
+                        if depth == 0 {
+                            end = i;
+                            break;
+                        }
+                    }
+                    _ => i += 1,
+                }
+            }
+            sql = &sql[end..];
+        } else {
+            return sql;
+        }
+    }
 }
 
 /// Whether a statement that did not parse still means the client stream (so its syntax error
@@ -372,6 +408,17 @@ mod tests {
         assert_eq!(
             c.source,
             CopySourceSpec::Query("SELECT a, b FROM t WHERE a > 1".into())
+        );
+    }
+
+    #[test]
+    fn comments_before_copy() {
+        let c = parse("-- tag\n  /* a /* nested */ comment */ COPY t FROM STDIN");
+        assert_eq!(c.direction, CopyDirection::FromStdin);
+        assert_eq!(parse_copy("-- COPY t FROM STDIN\nSELECT 1").unwrap(), None);
+        assert_eq!(
+            parse_copy("/* unterminated COPY t FROM STDIN").unwrap(),
+            None
         );
     }
 

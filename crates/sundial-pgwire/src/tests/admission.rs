@@ -6,6 +6,7 @@ use tokio::io::AsyncWriteExt;
 use tokio_postgres::error::SqlState;
 
 use super::*;
+use crate::admission::BURST_FACTOR;
 use crate::codec::{CANCEL_REQUEST, GSSENC_REQUEST, SSL_REQUEST};
 
 const PROMPTLY: Duration = Duration::from_secs(10);
@@ -50,7 +51,7 @@ async fn a_flood_of_silent_sockets_does_not_lock_a_client_out() {
     let (got, closed) = read_until_closed(&mut flood[0], PROMPTLY).await;
     assert!(closed, "the oldest silent socket is closed");
     assert_eq!(error_code(&got).as_deref(), Some("53300"));
-    assert!(server.server.shared.admission.pending_count() <= 8);
+    assert!(server.server.shared.admission.pending_count() <= 8 * BURST_FACTOR);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -145,5 +146,37 @@ async fn encryption_and_cancel_requests_are_bounded() {
     let (_, closed) = read_until_closed(&mut flood[0], PROMPTLY).await;
     assert!(closed, "a connection that carried a cancel is closed");
     server.select_one_within(PROMPTLY).await;
-    assert!(server.server.shared.admission.pending_count() <= 4);
+    assert!(server.server.shared.admission.pending_count() <= 4 * BURST_FACTOR);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_burst_of_clients_all_log_in() {
+    // The default budgets: 64 logins in progress, 256 sessions.
+    let server = TestServer::start(PgOptions::default()).await;
+    let clients: Vec<_> = (0..100)
+        .map(|_| {
+            let config = format!(
+                "host={} port={} user={USER} password={PASSWORD} dbname=qdb connect_timeout=60",
+                server.addr.ip(),
+                server.addr.port()
+            );
+            tokio::spawn(async move {
+                let (client, connection) =
+                    tokio_postgres::connect(&config, tokio_postgres::NoTls).await?;
+                tokio::spawn(connection);
+                let row = client.query_one("SELECT 1", &[]).await?;
+                Ok::<_, tokio_postgres::Error>((client, row.get::<_, i64>(0)))
+            })
+        })
+        .collect();
+    let mut held = Vec::new();
+    for (i, client) in clients.into_iter().enumerate() {
+        let (client, one) = client
+            .await
+            .expect("the client task")
+            .unwrap_or_else(|e| panic!("client {i} of the burst: {e}"));
+        assert_eq!(one, 1);
+        held.push(client);
+    }
+    assert_eq!(held.len(), 100);
 }

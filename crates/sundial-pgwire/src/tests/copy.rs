@@ -239,3 +239,28 @@ async fn a_client_copies_in_and_out_over_the_extended_protocol() {
         .get(0);
     assert_eq!(n, 2);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_copy_after_a_comment_runs_over_the_extended_protocol() {
+    let server = wire_server().await;
+    let client = server.client().await.expect("log in");
+    client
+        .batch_execute(CREATE)
+        .await
+        .expect("create the table");
+    let sink = client
+        .copy_in::<_, Cursor<Vec<u8>>>("-- tag\n/* more */ COPY c FROM STDIN (FORMAT csv)")
+        .await
+        .expect("COPY after a comment starts");
+    futures::pin_mut!(sink);
+    sink.send(Cursor::new(b"2024-01-01 00:00:00,1,a\n".to_vec()))
+        .await
+        .expect("send");
+    assert_eq!(sink.finish().await.expect("COPY"), 1);
+    let out = client
+        .copy_out("/* tag */ COPY c TO STDOUT (FORMAT csv)")
+        .await
+        .expect("COPY TO after a comment");
+    let chunks: Vec<_> = out.try_collect().await.expect("rows");
+    assert_eq!(chunks.concat(), b"2024-01-01 00:00:00,1,a\n");
+}

@@ -3,10 +3,12 @@
 mod admission;
 mod cancel;
 mod copy;
+mod credentials;
 mod fuzz;
 mod pipeline;
 mod portals;
 mod roles;
+mod sql_prepare;
 mod timestamps;
 mod tls;
 mod wire;

@@ -323,3 +323,40 @@ async fn commit_of_a_failed_block_answers_rollback() {
         ]
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bind_with_the_wrong_number_of_parameters_is_08p01_and_the_session_goes_on() {
+    let server = wire_server().await;
+    let mut wire = with_table(&server).await;
+    let pipeline = Messages::new()
+        .parse("ins", "INSERT INTO t VALUES ($1, $2)")
+        .bind("", "ins", &[Some("2024-01-01 00:00:00")])
+        .execute("", 0)
+        .sync();
+    assert_eq!(
+        wire.round_trip(pipeline).await,
+        ["ParseComplete", "Error 08P01", "ReadyForQuery I"]
+    );
+    let pipeline = Messages::new()
+        .bind(
+            "",
+            "ins",
+            &[Some("2024-01-01 00:00:00"), Some("1"), Some("2")],
+        )
+        .execute("", 0)
+        .sync();
+    assert_eq!(
+        wire.round_trip(pipeline).await,
+        ["Error 08P01", "ReadyForQuery I"]
+    );
+    // The session and its statement are still there.
+    assert_eq!(
+        wire.round_trip(insert(Messages::new(), 0, "7").sync())
+            .await,
+        [
+            "BindComplete",
+            "CommandComplete INSERT 0 1",
+            "ReadyForQuery I"
+        ]
+    );
+}

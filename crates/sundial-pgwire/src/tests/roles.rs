@@ -1,6 +1,6 @@
 //! Roles over the wire: every statement of a session runs as its logged-in user, a refusal
 //! is an ErrorResponse with SQLSTATE 42501 after which the session goes on, and a role
-//! revoked while connected is gone at the next statement.
+//! revoked while connected ends the session at its next statement (28000).
 
 use futures::{SinkExt, TryStreamExt};
 use sundial_auth::Role;
@@ -134,24 +134,36 @@ async fn statements_run_as_the_logged_in_user() {
             .expect_err("DDL"),
     );
 
-    // Revoked while connected: the next run of a prepared statement is refused.
+    // Revoked while connected: a role change ends the session at its next statement (28000),
+    // a prepared statement's run included.
     admin
         .batch_execute("REVOKE READ FROM reader")
         .await
         .expect("revoke");
-    refused(reader.query(&select, &[&1i64]).await.expect_err("revoked"));
-    refused(reader.simple_query("SELECT 1").await.expect_err("revoked"));
-    // Without a role, a user may still change its own password, and nothing else.
-    reader
-        .batch_execute("ALTER USER reader WITH PASSWORD 'new'")
-        .await
-        .expect("own password");
+    let e = reader.query(&select, &[&1i64]).await.expect_err("revoked");
+    let db = e.as_db_error().expect("a server error");
+    assert_eq!(
+        db.code(),
+        &SqlState::INVALID_AUTHORIZATION_SPECIFICATION,
+        "{db:?}"
+    );
+    assert!(
+        reader.simple_query("SELECT 1").await.is_err(),
+        "the session ended"
+    );
+    // Logged in again without a role, a user may change its own password, and nothing else.
+    let reader = connect(&server, "reader", "r'pw").await;
+    refused(reader.simple_query("SELECT 1").await.expect_err("no role"));
     refused(
         reader
             .batch_execute("ALTER USER writer WITH PASSWORD 'new'")
             .await
             .expect_err("another's password"),
     );
+    reader
+        .batch_execute("ALTER USER reader WITH PASSWORD 'new'")
+        .await
+        .expect("own password");
     assert!(store.verify_password("reader", "new"));
     connect(&server, "reader", "new").await;
 }
