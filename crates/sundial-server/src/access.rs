@@ -18,7 +18,25 @@ use std::sync::Arc;
 use sundial_auth::{Throttle, Users};
 use sundial_storage::Database;
 
-use crate::serve::{AuthArg, ServeArgs};
+/// The built-in admin's password when none is given (QuestDB's).
+pub(crate) const DEFAULT_ADMIN_PASSWORD: &str = "quest";
+
+/// `--auth`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum AuthArg {
+    Required,
+    Off,
+}
+
+/// What [`Access::open`] reads of the server's flags.
+pub(crate) struct AccessFlags<'a> {
+    pub admin_user: &'a str,
+    pub admin_password: &'a str,
+    pub auth: AuthArg,
+    /// The HTTP, PostgreSQL and ILP/TCP listen addresses.
+    pub listen: [SocketAddr; 3],
+    pub ilp_udp_addr: Option<SocketAddr>,
+}
 
 /// Addresses the login throttle remembers at most.
 const THROTTLE_ADDRESSES_MAX: usize = 10_000;
@@ -32,10 +50,10 @@ pub(crate) struct Access {
 
 impl Access {
     /// Opens the data directory's user store with the built-in admin of the flags.
-    pub fn open(args: &ServeArgs, db: &Database) -> Result<Arc<Access>, String> {
+    pub fn open(args: &AccessFlags<'_>, db: &Database) -> Result<Arc<Access>, String> {
         check_exposure(args)?;
         let builtin = (!args.admin_password.is_empty())
-            .then(|| (args.admin_user.clone(), args.admin_password.clone()));
+            .then(|| (args.admin_user.to_string(), args.admin_password.to_string()));
         let users = Users::open(db.root(), builtin).map_err(|e| e.to_string())?;
         let required = args.auth == AuthArg::Required;
         if required && !users.has_admin() {
@@ -66,16 +84,12 @@ impl Access {
 }
 
 /// Refuses settings that expose the server to anyone who reaches a non-loopback port.
-fn check_exposure(args: &ServeArgs) -> Result<(), String> {
-    let exposed: Vec<SocketAddr> = [
-        Some(args.http_addr),
-        Some(args.pg_addr),
-        Some(args.ilp_tcp_addr),
-    ]
-    .into_iter()
-    .flatten()
-    .filter(|a| !a.ip().is_loopback())
-    .collect();
+fn check_exposure(args: &AccessFlags<'_>) -> Result<(), String> {
+    let exposed: Vec<SocketAddr> = args
+        .listen
+        .into_iter()
+        .filter(|a| !a.ip().is_loopback())
+        .collect();
     let Some(first) = exposed.first() else {
         return Ok(());
     };
@@ -85,7 +99,7 @@ fn check_exposure(args: &ServeArgs) -> Result<(), String> {
              only (127.0.0.1), or use --auth required"
         ));
     }
-    if args.admin_password == crate::serve::DEFAULT_ADMIN_PASSWORD {
+    if args.admin_password == DEFAULT_ADMIN_PASSWORD {
         return Err(format!(
             "the built-in admin '{}' still has the default password and the server listens on \
              {first}: set --admin-password (or SUNDIAL_ADMIN_PASSWORD), or listen on loopback \

@@ -283,7 +283,7 @@ fn locked_hint(server: Option<&serve::ServeArgs>) -> String {
          `.lock` file a stopped process left behind is harmless.",
         pg.ip(),
         pg.port(),
-        serve::DEFAULT_ADMIN_PASSWORD
+        access::DEFAULT_ADMIN_PASSWORD
     )
 }
 

@@ -45,7 +45,7 @@ use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio::task::JoinSet;
 
-use crate::access::Access;
+use crate::access::{Access, AccessFlags, AuthArg, DEFAULT_ADMIN_PASSWORD};
 use crate::ilp::Shared;
 use crate::ilp_http;
 use crate::ilp_tcp::{TcpAdmission, accept_tcp};
@@ -308,7 +308,14 @@ pub async fn run(db: Arc<Database>, args: ServeArgs) -> Result<(), String> {
         args.ilp_tcp_connections_max,
         args.http_body_bytes_max,
     ));
-    let access = Access::open(&args, shared.sinks.db())?;
+    let flags = AccessFlags {
+        admin_user: &args.admin_user,
+        admin_password: &args.admin_password,
+        auth: args.auth,
+        listen: [args.http_addr, args.pg_addr, args.ilp_tcp_addr],
+        ilp_udp_addr: args.ilp_udp_addr,
+    };
+    let access = Access::open(&flags, shared.sinks.db())?;
     let tls = ListenerTls::new(
         args.tls_cert.as_deref(),
         args.tls_key.as_deref(),
@@ -636,16 +643,6 @@ fn sql_file_dir(
         ));
     }
     Ok(Some(resolved))
-}
-
-/// The built-in admin's password when none is given (QuestDB's).
-pub(crate) const DEFAULT_ADMIN_PASSWORD: &str = "quest";
-
-/// `--auth`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum AuthArg {
-    Required,
-    Off,
 }
 
 /// `--http-gzip`.

@@ -22,7 +22,8 @@
 //! text pass, [`questdb::extract`], works on tokens because QuestDB's clauses are not SQL the
 //! parser knows. [`names`] holds the names of the engine functions the rewrites call.
 //! [`copy`] parses PostgreSQL's `COPY ... FROM STDIN / TO STDOUT` for the wire protocol;
-//! [`users`] parses user management (`CREATE USER`, `GRANT`, ...).
+//! [`users`] parses user management (`CREATE USER`, `GRANT`, ...). Both Sundial's own
+//! statements and user management are parsed over one token cursor (`tokens`).
 
 pub mod ast;
 pub mod compat;
@@ -34,6 +35,7 @@ pub mod questdb;
 pub mod result_timestamp;
 pub mod statement;
 mod template;
+mod tokens;
 pub mod users;
 
 pub use compat::SystemCatalog;

@@ -1,11 +1,11 @@
 //! Sundial's own statements — QuestDB-style DDL, SHOW and DESCRIBE — parsed from sqlparser's
 //! tokens. Everything else is left to DataFusion's SQL planner.
 
-use sqlparser::dialect::GenericDialect;
-use sqlparser::tokenizer::{Location, Token, TokenWithSpan, Tokenizer};
+use sqlparser::tokenizer::Token;
 use sundial_storage::{ColumnType, ConvertTo, PartitionBy, Ttl, TtlUnit};
 
 use crate::error::{Result, SqlError};
+use crate::tokens::{Parser, offset, tokenize};
 use crate::users::UserCommand;
 
 /// Words that start a column constraint, which no column takes: they end a column's type.
@@ -182,37 +182,6 @@ pub struct Statement {
     pub column: u64,
 }
 
-pub(crate) fn tokenize(sql: &str) -> Result<Vec<TokenWithSpan>> {
-    Tokenizer::new(&GenericDialect {}, sql)
-        .tokenize_with_location()
-        .map_err(|e| SqlError::Syntax {
-            message: e.message,
-            line: e.location.line,
-            column: e.location.column,
-        })
-}
-
-/// Byte offset of a token location in `sql`.
-pub(crate) fn offset(sql: &str, loc: Location) -> usize {
-    let mut line = 1;
-    let mut line_start = 0;
-    if loc.line > 1 {
-        for (i, c) in sql.char_indices() {
-            if c == '\n' {
-                line += 1;
-                if line == loc.line {
-                    line_start = i + 1;
-                    break;
-                }
-            }
-        }
-    }
-    sql[line_start..]
-        .char_indices()
-        .nth(loc.column.saturating_sub(1) as usize)
-        .map_or(sql.len(), |(i, _)| line_start + i)
-}
-
 /// Splits a script at top-level semicolons.
 pub fn split_statements(sql: &str) -> Result<Vec<Statement>> {
     let tokens = tokenize(sql)?;
@@ -261,26 +230,12 @@ fn is_query(sql: &str) -> bool {
     word.eq_ignore_ascii_case("SELECT") || word.eq_ignore_ascii_case("WITH")
 }
 
-pub(crate) struct Parser<'a> {
-    sql: &'a str,
-    tokens: Vec<TokenWithSpan>,
-    pub(crate) pos: usize,
-}
-
 /// Parses one statement into a [`Command`].
 pub fn parse(sql: &str) -> Result<Command> {
     if is_query(sql) {
         return Ok(Command::Sql);
     }
-    let tokens = tokenize(sql)?
-        .into_iter()
-        .filter(|t| !matches!(t.token, Token::Whitespace(_) | Token::EOF))
-        .collect();
-    let mut p = Parser {
-        sql,
-        tokens,
-        pos: 0,
-    };
+    let mut p = Parser::new(sql)?;
     let command = if p.eat_kw("CREATE") && p.eat_kw("TABLE") {
         Command::CreateTable(p.create_table()?)
     } else if p.reset() && p.eat_kw("ALTER") && p.eat_kw("TABLE") {
@@ -350,161 +305,6 @@ pub fn parse(sql: &str) -> Result<Command> {
 }
 
 impl Parser<'_> {
-    fn reset(&mut self) -> bool {
-        self.pos = 0;
-        true
-    }
-
-    pub(crate) fn peek(&self) -> Option<&TokenWithSpan> {
-        self.tokens.get(self.pos)
-    }
-
-    pub(crate) fn location(&self) -> Location {
-        self.peek()
-            .map(|t| t.span.start)
-            .or_else(|| self.tokens.last().map(|t| t.span.end))
-            .unwrap_or(Location { line: 1, column: 1 })
-    }
-
-    pub(crate) fn error<T>(&self, message: impl Into<String>) -> Result<T> {
-        let loc = self.location();
-        let found = self.peek().map_or_else(
-            || "end of statement".to_string(),
-            |t| format!("'{}'", t.token),
-        );
-        Err(SqlError::Syntax {
-            message: format!("{}, found {found}", message.into()),
-            line: loc.line,
-            column: loc.column,
-        })
-    }
-
-    pub(crate) fn peek_kw(&self, kw: &str) -> bool {
-        matches!(self.peek().map(|t| &t.token), Some(Token::Word(w)) if w.quote_style.is_none() && w.value.eq_ignore_ascii_case(kw))
-    }
-
-    pub(crate) fn eat_kw(&mut self, kw: &str) -> bool {
-        let hit = self.peek_kw(kw);
-        if hit {
-            self.pos += 1;
-        }
-        hit
-    }
-
-    pub(crate) fn expect_kw(&mut self, kw: &str) -> Result<()> {
-        if self.eat_kw(kw) {
-            Ok(())
-        } else {
-            self.error(format!("expected {kw}"))
-        }
-    }
-
-    fn expect_from(&mut self) -> Result<()> {
-        if self.eat_kw("FROM") || self.eat_kw("IN") {
-            Ok(())
-        } else {
-            self.error("expected FROM")
-        }
-    }
-
-    fn eat(&mut self, token: &Token) -> bool {
-        let hit = self.peek().is_some_and(|t| &t.token == token);
-        if hit {
-            self.pos += 1;
-        }
-        hit
-    }
-
-    fn expect(&mut self, token: &Token) -> Result<()> {
-        if self.eat(token) {
-            Ok(())
-        } else {
-            self.error(format!("expected '{token}'"))
-        }
-    }
-
-    fn end(&self) -> Result<()> {
-        if self.pos < self.tokens.len() {
-            self.error("expected end of statement")
-        } else {
-            Ok(())
-        }
-    }
-
-    fn peek_is_name(&self) -> bool {
-        matches!(
-            self.peek().map(|t| &t.token),
-            Some(Token::Word(_) | Token::SingleQuotedString(_))
-        )
-    }
-
-    /// An identifier: quoted names keep their case, unquoted ones are folded to lower case
-    /// (as DataFusion folds identifiers in queries). QuestDB's `'quoted'` table names work too.
-    fn name(&mut self, what: &str) -> Result<String> {
-        let name = match self.peek().map(|t| &t.token) {
-            Some(Token::Word(w)) if w.quote_style.is_some() => w.value.clone(),
-            Some(Token::Word(w)) => w.value.to_lowercase(),
-            Some(Token::SingleQuotedString(s)) => s.clone(),
-            _ => return self.error(format!("expected {what}")),
-        };
-        self.pos += 1;
-        // schema-qualified names: public.t
-        if matches!(name.as_str(), "public" | "sundial") && self.eat(&Token::Period) {
-            return self.name(what);
-        }
-        Ok(name)
-    }
-
-    fn name_list(&mut self, what: &str) -> Result<Vec<String>> {
-        let mut names = vec![self.name(what)?];
-        while self.eat(&Token::Comma) {
-            names.push(self.name(what)?);
-        }
-        Ok(names)
-    }
-
-    fn string(&mut self, what: &str) -> Result<String> {
-        match self.peek().map(|t| &t.token) {
-            Some(Token::SingleQuotedString(s)) => {
-                let s = s.clone();
-                self.pos += 1;
-                Ok(s)
-            }
-            _ => self.error(format!("expected {what}")),
-        }
-    }
-
-    /// Source text from the current token to the end of the statement.
-    fn rest(&mut self) -> String {
-        let text = match self.peek() {
-            Some(t) => self.sql[offset(self.sql, t.span.start)..]
-                .trim()
-                .to_string(),
-            None => String::new(),
-        };
-        self.pos = self.tokens.len();
-        text
-    }
-
-    /// An optional `IF EXISTS`.
-    pub(crate) fn if_exists(&mut self) -> Result<bool> {
-        if !self.eat_kw("IF") {
-            return Ok(false);
-        }
-        self.expect_kw("EXISTS")?;
-        Ok(true)
-    }
-
-    /// An optional `IF NOT EXISTS`.
-    pub(crate) fn if_not_exists(&mut self) -> Result<bool> {
-        if !self.eat_kw("IF") {
-            return Ok(false);
-        }
-        self.expect_kw("NOT")?;
-        self.expect_kw("EXISTS")?;
-        Ok(true)
-    }
-
     fn create_table(&mut self) -> Result<CreateTable> {
         let if_not_exists = self.if_not_exists()?;
         let name = self.name("table name")?;

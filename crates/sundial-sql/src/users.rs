@@ -22,7 +22,7 @@
 use sqlparser::tokenizer::Token;
 
 use crate::error::{Result, SqlError};
-use crate::statement::Parser;
+use crate::tokens::Parser;
 
 /// A role a user may be granted, weakest first.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]

@@ -158,7 +158,7 @@ impl ColdStore {
     /// The key of a part's file: `<prefix>/<table>/<part dir>/data.parquet`.
     pub fn key(&self, table_dir: &str, part_dir: &str) -> ObjectPath {
         let mut key = self.prefix.clone();
-        for part in [table_dir, part_dir, crate::files::PARQUET_FILE] {
+        for part in [table_dir, part_dir, crate::parquet_read::PARQUET_FILE] {
             key = key.join(part);
         }
         key

@@ -26,8 +26,7 @@
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
-use crate::error::Result;
-use crate::files::sync_dir;
+use crate::error::{IoContext, Result};
 
 /// The directories of one table whose entries changed since they were last fsynced.
 #[derive(Debug, Default)]
@@ -74,6 +73,13 @@ impl UnsyncedDirs {
         self.dirs.clear();
         Ok(())
     }
+}
+
+/// Flushes a directory entry list to stable storage.
+pub(crate) fn sync_dir(path: &Path) -> Result<()> {
+    std::fs::File::open(path)
+        .and_then(|f| f.sync_all())
+        .at(path)
 }
 
 /// Test-only record of the directories each `sync` commit fsynced, per thread (a commit runs

@@ -27,6 +27,7 @@ use crate::cache::{FileCache, Mapped};
 use crate::cold_store::ColdStore;
 use crate::column::{ColumnBuf, Values};
 use crate::dir_sync::UnsyncedDirs;
+pub(crate) use crate::dir_sync::sync_dir;
 use crate::error::{IoContext, Result, StorageError};
 use crate::parquet_read::{OpenedParquet, ParquetPart};
 use crate::txn::{ColumnMeta, PartFormat};
@@ -173,8 +174,7 @@ pub(crate) fn validity_file(id: u32) -> String {
     format!("{id}.v")
 }
 
-/// The file of a Parquet part, in its version directory.
-pub(crate) const PARQUET_FILE: &str = "data.parquet";
+pub(crate) use crate::parquet_read::PARQUET_FILE;
 
 pub(crate) fn partition_dir_name(stem: &str, version: u64) -> String {
     format!("{stem}.{version}")
@@ -651,11 +651,6 @@ fn write_bits(
     }
     fill(&mut buf, bit);
     file.write_all_at(&buf, byte).at(path)
-}
-
-/// Flushes a directory entry list to stable storage.
-pub(crate) fn sync_dir(path: &Path) -> Result<()> {
-    File::open(path).and_then(|f| f.sync_all()).at(path)
 }
 
 /// Creates directory `path` unless it exists; whether this call created it.

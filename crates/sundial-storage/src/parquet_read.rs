@@ -37,6 +37,9 @@ use crate::symbol_index::PublishedSymbols;
 use crate::txn::ColumnMeta;
 use crate::types::ColumnType;
 
+/// The file of a Parquet part, in its version directory.
+pub(crate) const PARQUET_FILE: &str = "data.parquet";
+
 /// A Parquet part's file once opened, shared by its directory and (for a local copy of a
 /// remote part) the cold store's cache, which closes it on eviction.
 pub(crate) type OpenedParquet = std::sync::Mutex<Option<Arc<ParquetPart>>>;

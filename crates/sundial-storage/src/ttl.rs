@@ -21,7 +21,16 @@ use chrono::{DateTime, Months};
 
 use crate::error::{Result, StorageError};
 use crate::partition::PartitionBy;
-use crate::txn::PartitionMeta;
+
+/// What expiry reads of one part of a partition (the transaction's `PartitionMeta`).
+pub trait PartSpan {
+    /// The partition's key (the start of its time range).
+    fn key(&self) -> i64;
+    /// Whether the part holds any row.
+    fn has_rows(&self) -> bool;
+    /// The designated timestamp of the part's newest row.
+    fn max_ts(&self) -> i64;
+}
 
 /// A unit of [`Ttl`]. The discriminant is the on-disk code (never renumber; 0 means none).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -117,7 +126,7 @@ impl Ttl {
     pub fn expired(
         self,
         partition_by: PartitionBy,
-        parts: &[PartitionMeta],
+        parts: &[impl PartSpan],
         cap: Option<i64>,
     ) -> Vec<i64> {
         if partition_by == PartitionBy::None {
@@ -128,7 +137,7 @@ impl Ttl {
         };
         let mut keys: Vec<i64> = parts
             .iter()
-            .map(|p| p.key)
+            .map(|p| p.key())
             .filter(|key| partition_by.next(*key) <= cutoff)
             .collect();
         keys.dedup();
@@ -138,17 +147,17 @@ impl Ttl {
 
 /// The newest row of `parts`, never later than `cap` (the wall clock, when TTL is capped by
 /// it); `None` when no part holds a row.
-pub fn reference(parts: &[PartitionMeta], cap: Option<i64>) -> Option<i64> {
+pub fn reference(parts: &[impl PartSpan], cap: Option<i64>) -> Option<i64> {
     let newest = newest_row(parts)?;
     Some(cap.map_or(newest, |cap| newest.min(cap)))
 }
 
 /// The designated timestamp of the newest row of `parts`.
-pub(crate) fn newest_row(parts: &[PartitionMeta]) -> Option<i64> {
+pub(crate) fn newest_row(parts: &[impl PartSpan]) -> Option<i64> {
     parts
         .iter()
-        .filter(|p| p.row_count > 0)
-        .map(|p| p.max_ts)
+        .filter(|p| p.has_rows())
+        .map(|p| p.max_ts())
         .max()
 }
 
@@ -195,7 +204,7 @@ impl std::fmt::Display for Ttl {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::txn::PartFormat;
+    use crate::txn::{PartFormat, PartitionMeta};
 
     const DAY_NS: i64 = 24 * HOUR_NS;
     const JAN_1_2016: i64 = 1_451_606_400_000_000_000;

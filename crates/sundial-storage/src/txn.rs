@@ -15,7 +15,7 @@ use std::sync::Arc;
 
 use crate::error::{Result, StorageError};
 use crate::partition::PartitionBy;
-use crate::ttl::{Ttl, TtlUnit};
+use crate::ttl::{PartSpan, Ttl, TtlUnit};
 use crate::types::ColumnType;
 
 const MAGIC: &[u8; 4] = b"SDTX";
@@ -124,6 +124,18 @@ pub struct PartitionMeta {
     /// Columns added after rows already existed: `(column id, rows before the column existed)`.
     pub tops: Vec<(u32, u64)>,
     pub format: PartFormat,
+}
+
+impl PartSpan for PartitionMeta {
+    fn key(&self) -> i64 {
+        self.key
+    }
+    fn has_rows(&self) -> bool {
+        self.row_count > 0
+    }
+    fn max_ts(&self) -> i64 {
+        self.max_ts
+    }
 }
 
 /// How a part of a partition keeps its rows.

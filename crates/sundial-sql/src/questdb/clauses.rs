@@ -23,7 +23,7 @@ use std::borrow::Cow;
 use sqlparser::tokenizer::{Location, Token, TokenWithSpan};
 
 use crate::error::{Result, SqlError};
-use crate::statement::{offset, tokenize};
+use crate::tokens::{offset, tokenize};
 
 pub(crate) const SAMPLE_MARKER: &str = "__sundial_sample_by";
 pub(crate) const LATEST_MARKER: &str = "__sundial_latest";
