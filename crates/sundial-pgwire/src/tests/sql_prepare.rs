@@ -6,6 +6,7 @@
 use tokio_postgres::SimpleQueryMessage;
 use tokio_postgres::error::SqlState;
 
+use super::wire::{Messages, Wire};
 use super::*;
 
 async fn connect(server: &TestServer, user: &str, password: &str) -> tokio_postgres::Client {
@@ -189,16 +190,24 @@ async fn a_session_holds_a_bounded_number_of_prepared_statements() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn deallocate_closes_protocol_level_statements_too() {
-    let server = TestServer::start(PgOptions::default()).await;
-    let client = server.client().await.expect("log in");
-    // tokio-postgres names its statements s0, s1, ...; psycopg deallocates its own by name.
-    let statement = client.prepare("SELECT 1").await.expect("prepare");
-    let name = statement.name().to_string();
-    client
-        .batch_execute(&format!("DEALLOCATE {name}"))
-        .await
-        .expect("deallocate a protocol-level statement");
-    assert!(client.query(&statement, &[]).await.is_err(), "it is gone");
+    // psycopg deallocates its own (Parse-made) statements by name.
+    let server = super::pipeline::wire_server().await;
+    let mut wire = Wire::connect(server.addr).await;
+    assert_eq!(
+        wire.round_trip(Messages::new().parse("st", "SELECT 1").sync())
+            .await,
+        ["ParseComplete", "ReadyForQuery I"]
+    );
+    assert_eq!(
+        wire.round_trip(Messages::new().query("DEALLOCATE st"))
+            .await,
+        ["CommandComplete DEALLOCATE", "ReadyForQuery I"]
+    );
+    assert_eq!(
+        wire.round_trip(Messages::new().bind("", "st", &[]).execute("", 0).sync())
+            .await,
+        ["Error 26000", "ReadyForQuery I"]
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
