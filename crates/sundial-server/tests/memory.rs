@@ -153,10 +153,16 @@ fn load_table(pg: &mut Pg) {
     pg.ok(
         "CREATE TABLE big (ts TIMESTAMP, k LONG, i LONG, s VARCHAR) TIMESTAMP(ts) PARTITION BY DAY",
     );
-    pg.ok(&format!(
-        "INSERT INTO big SELECT to_timestamp_micros(value), value, value % 7, \
-         'sym-' || CAST(value % 1000 AS VARCHAR) FROM generate_series(1, {ROWS})"
-    ));
+    // In chunks of about 400 KB: an INSERT's rows are held in its memory pool until it
+    // commits.
+    let chunk = 10_000;
+    for first in (1..=ROWS).step_by(chunk) {
+        pg.ok(&format!(
+            "INSERT INTO big SELECT to_timestamp_micros(value), value, value % 7, \
+             'sym-' || CAST(value % 1000 AS VARCHAR) FROM generate_series({first}, {})",
+            first + chunk as u64 - 1
+        ));
+    }
     assert_eq!(pg.ok("SELECT count(*) FROM big"), [[ROWS.to_string()]]);
 }
 
@@ -269,14 +275,15 @@ fn sorts_spill_under_the_data_directory() {
     assert!(spill_dirs[0].starts_with("datafusion-"), "{spill_dirs:?}");
     stop(server);
 
-    // 8 MB per query: the sort of about 10 MB of rows spills.
-    let sort = "SELECT count(*) FROM (SELECT k, s FROM big ORDER BY s, k DESC)";
+    // 20 MB per query, 10 MB of it kept for merging: the sort of about 13 MB of rows spills (a window over all rows, so that
+    // the sort is not optimized away).
+    let sort = "SELECT max(r) FROM (SELECT row_number() OVER (ORDER BY s, k DESC) AS r FROM big)";
     let with_spill_bytes_max = |bytes: &str| {
         serve(
             dir.path(),
             &[
                 "--query-memory-bytes-max",
-                "8000000",
+                "20000000",
                 "--spill-bytes-max",
                 bytes,
                 "--pg-auth-method",
