@@ -74,28 +74,6 @@ pub(crate) async fn authenticate<S: AsyncRead + AsyncWrite + Unpin>(
         tokio::time::sleep(wait).await;
     }
     let exchange = async {
-        let mut buf = Vec::with_capacity(1024);
-        let mut first = [0u8; 1];
-        let n = stream
-            .read(&mut first)
-            .await
-            .map_err(|e| format!("cannot read the key id: {e}"))?;
-        if n == 0 {
-            return Ok(None);
-        }
-        buf.push(first[0]);
-        let key_id = read_line(stream, &mut buf, KEY_ID_BYTES_MAX, "key id").await?;
-        let key_id =
-            String::from_utf8(key_id).map_err(|_| "the key id is not UTF-8 text".to_string())?;
-        let key_id = key_id.trim_end_matches('\r').to_string();
-        // A key id is a user name: never a space, comma or '='; an ILP line always has them.
-        // No challenge for a sender that sends lines without a key (`nc`, a client without
-        // `username` and `token`).
-        if key_id.contains([' ', ',', '=']) {
-            return Err(format!(
-                "sent lines but no key id and no signature: {NO_KEY_HINT}"
-            ));
-        }
         let mut challenge = ilp_challenge();
         challenge.push(b'\n');
         stream

@@ -1,7 +1,7 @@
 //! Sundial's own statements — QuestDB-style DDL, SHOW and DESCRIBE — parsed from sqlparser's
 //! tokens. Everything else is left to DataFusion's SQL planner.
 
-use sqlparser::tokenizer::Token;
+use sqlparser::tokenizer::{Location, Token};
 use sundial_storage::{ColumnType, ConvertTo, PartitionBy, Ttl, TtlUnit};
 
 use crate::error::{Result, SqlError};

@@ -256,7 +256,10 @@ mod tests {
             vec![JAN_1_2016]
         );
         assert!(ttl.expired(PartitionBy::None, &days, None).is_empty());
-        assert!(ttl.expired(PartitionBy::Day, &[], None).is_empty());
+        assert!(
+            ttl.expired(PartitionBy::Day, &[] as &[PartitionMeta], None)
+                .is_empty()
+        );
     }
 
     /// One row far in the future moves the reference only as far as the wall clock.
@@ -282,7 +285,7 @@ mod tests {
         assert_eq!(ttl.expired(PartitionBy::Day, &days, None).len(), 3);
         // A clock ahead of the newest row changes nothing.
         assert_eq!(reference(&days[..3], Some(year_2261)), Some(days[2].max_ts));
-        assert_eq!(reference(&[], Some(now)), None);
+        assert_eq!(reference(&[] as &[PartitionMeta], Some(now)), None);
     }
 
     #[test]
