@@ -100,6 +100,20 @@ impl Drop for TestServer {
     }
 }
 
+/// A tokio-postgres client logged in as `user` (the connection runs on its own task).
+pub async fn connect(server: &TestServer, user: &str, password: &str) -> tokio_postgres::Client {
+    let config = format!(
+        "host={} port={} user={user} password={password} dbname=qdb connect_timeout=10",
+        server.addr.ip(),
+        server.addr.port()
+    );
+    let (client, connection) = tokio_postgres::connect(&config, tokio_postgres::NoTls)
+        .await
+        .expect("log in");
+    tokio::spawn(connection);
+    client
+}
+
 /// A startup packet for protocol 3.0 naming `user`.
 pub fn startup_packet(user: &str) -> Vec<u8> {
     let mut body = Vec::new();

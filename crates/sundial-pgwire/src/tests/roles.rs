@@ -8,19 +8,6 @@ use tokio_postgres::error::SqlState;
 
 use super::*;
 
-async fn connect(server: &TestServer, user: &str, password: &str) -> tokio_postgres::Client {
-    let config = format!(
-        "host={} port={} user={user} password={password} dbname=qdb connect_timeout=10",
-        server.addr.ip(),
-        server.addr.port()
-    );
-    let (client, connection) = tokio_postgres::connect(&config, tokio_postgres::NoTls)
-        .await
-        .expect("log in");
-    tokio::spawn(connection);
-    client
-}
-
 fn refused(e: tokio_postgres::Error) -> String {
     let db = e.as_db_error().expect("a server error");
     assert_eq!(db.code(), &SqlState::INSUFFICIENT_PRIVILEGE, "{db:?}");
