@@ -7,15 +7,18 @@
 set -uo pipefail
 cd "$(dirname "$0")"
 failed=()
-# Builds target/debug/sundial too (the integration tests run it), with the features the tests
-# unify: the client tests below use that binary, so nothing is built twice.
+# `cargo build --all-targets` resolves the same features as the tests, so this builds every
+# binary the client tests below run (target/debug/sundial, target/debug/sundial-bench) and every
+# test binary once; `cargo test` then only runs them. (`cargo test` alone links a package's
+# binaries only when that package has integration tests, and sundial-bench has none.)
+cargo build --workspace --all-targets || failed+=("cargo build")
 cargo test --workspace --all-targets --no-fail-fast || failed+=("cargo test")
 # The web console's bundle checked in under crates/sundial-http/console is what console/ builds.
 console/check.sh || failed+=("console/check.sh")
-if [[ -x target/debug/sundial ]]; then
+if [[ -x target/debug/sundial && -x target/debug/sundial-bench ]]; then
     SUNDIAL_BIN="$PWD/target/debug/sundial" tests/clients/run.sh || failed+=("tests/clients")
 else
-    failed+=("tests/clients (target/debug/sundial was not built)")
+    failed+=("tests/clients (target/debug/sundial or sundial-bench was not built)")
 fi
 if ((${#failed[@]})); then
     printf 'test.sh: FAILED: %s\n' "${failed[@]}" >&2
