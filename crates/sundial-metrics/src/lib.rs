@@ -200,6 +200,12 @@ pub struct Metrics {
     pub query_memory: IntGauge,
     /// `sundial_memory_bytes_max`, set at start (0: no bound).
     pub memory_bytes_max: IntGauge,
+    /// `sundial_queries_running`, set at scrape time.
+    pub queries_running: IntGauge,
+    /// `sundial_queries_waiting`, set at scrape time.
+    pub queries_waiting: IntGauge,
+    /// `sundial_queries_running_max`, set at start (0: no bound).
+    pub queries_running_max: IntGauge,
     /// `sundial_tables`, set at scrape time.
     pub tables: IntGauge,
     /// `sundial_table_disk_bytes{table}`, set at scrape time.
@@ -361,6 +367,22 @@ impl Metrics {
             "Memory all running queries' operators may hold together (--memory-bytes-max; 0: \
              no bound).",
         );
+        let queries_running = gauge(
+            &r,
+            "sundial_queries_running",
+            "Heavy queries executing now (those that read more than a few rows; see \
+             --queries-running-max).",
+        );
+        let queries_waiting = gauge(
+            &r,
+            "sundial_queries_waiting",
+            "Heavy queries waiting for their turn to execute (--queries-running-max).",
+        );
+        let queries_running_max = gauge(
+            &r,
+            "sundial_queries_running_max",
+            "Heavy queries that may execute at once (--queries-running-max; 0: no bound).",
+        );
         let tables = gauge(&r, "sundial_tables", "Tables in the catalog.");
         let table_disk_bytes = gauge_vec(
             &r,
@@ -417,6 +439,9 @@ impl Metrics {
             auth_failures,
             query_memory,
             memory_bytes_max,
+            queries_running,
+            queries_waiting,
+            queries_running_max,
             tables,
             table_disk_bytes,
             table_partitions,
@@ -603,6 +628,9 @@ mod tests {
             "sundial_auth_failures_total",
             "sundial_query_memory_bytes",
             "sundial_memory_bytes_max",
+            "sundial_queries_running",
+            "sundial_queries_waiting",
+            "sundial_queries_running_max",
             "sundial_tables",
             "sundial_table_disk_bytes",
             "sundial_table_partitions",

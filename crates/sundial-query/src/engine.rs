@@ -10,8 +10,8 @@ use datafusion::execution::TaskContext;
 use datafusion::execution::context::{SQLOptions, SessionConfig, SessionContext};
 use datafusion::execution::session_state::SessionState;
 use datafusion::logical_expr::{DmlStatement, LogicalPlan, WriteOp, ident, lit};
+use datafusion::physical_plan::ExecutionPlan;
 use datafusion::physical_plan::memory::MemoryStream;
-use datafusion::physical_plan::{ExecutionPlan, collect as collect_physical, execute_stream};
 use datafusion::scalar::ScalarValue;
 use datafusion::sql::parser::Statement as DFStatement;
 use futures::StreamExt;
@@ -32,6 +32,7 @@ use crate::plans::lookup::PointLookup;
 use crate::plans::plan_cache::{self, PlanCache, PlannedTables, Shape};
 use crate::plans::text_shape::{Learned, TextShape};
 use crate::provider::{InsertPath, SundialSchema};
+use crate::running::QueryGate;
 use crate::session_statements::{Deallocate, Named, argument_values, parse_deallocate};
 
 /// What a statement produced.
@@ -329,6 +330,8 @@ pub struct Engine {
     /// The user store statements of logged-in users are checked against, and user
     /// management statements change (none: only the trusted caller may run statements).
     users: Option<Arc<Users>>,
+    /// The gate heavy queries wait at (see `running`; None: they run at once).
+    gate: Option<Arc<QueryGate>>,
 }
 
 /// The session as statements plan and run in it.
@@ -531,6 +534,7 @@ impl Engine {
             sql_file_dir: None,
             settings: crate::permissions::Settings::Session,
             users: None,
+            gate: None,
         })
     }
 
@@ -591,6 +595,17 @@ impl Engine {
     pub fn set_server_memory(&mut self, server: Arc<crate::memory_use::ServerMemory>) {
         self.memory.server = Some(server);
         self.forget_query_contexts();
+    }
+
+    /// Lets at most `running_max` heavy queries execute at once, the others waiting their
+    /// turn (see `running`); 0: no bound.
+    pub fn set_queries_running_max(&mut self, running_max: usize) {
+        self.gate = (running_max > 0).then(|| Arc::new(QueryGate::new(running_max)));
+    }
+
+    /// The gate heavy queries pass (None: no bound), for its counts.
+    pub fn query_gate(&self) -> Option<&Arc<QueryGate>> {
+        self.gate.as_ref()
     }
 
     /// Makes queries spill through `disk` (see [`crate::spill_disk_manager`]) instead of into
@@ -668,6 +683,16 @@ impl Engine {
             return current.task.clone();
         }
         current.bounded_task(&self.memory)
+    }
+
+    /// The rows `physical` yields, executed in a query context of its own once the gate lets
+    /// it (see `running`).
+    fn stream(&self, physical: Arc<dyn ExecutionPlan>) -> Result<SendableRecordBatchStream> {
+        Ok(QueryGate::execute(
+            self.gate.as_ref(),
+            physical,
+            self.query_task(),
+        )?)
     }
 
     /// Where this engine's writes go: the tables' sinks, shared with the ILP receivers.
@@ -1279,7 +1304,7 @@ impl Engine {
                     && let Some(physical) =
                         self.reused_plan(plan, values, &prepared.physical).await?
                 {
-                    return Ok(Output::Rows(execute_stream(physical, self.query_task())?));
+                    return Ok(Output::Rows(self.stream(physical)?));
                 }
                 self.run_optimized(with_values(plan, values)?).await
             }
@@ -1351,13 +1376,14 @@ impl Engine {
         let insert = is_insert(&plan);
         let physical = self.current().physical_plan(&plan).await?;
         if insert {
-            let batches = collect_physical(physical, self.query_task()).await?;
+            let batches =
+                datafusion::physical_plan::common::collect(self.stream(physical)?).await?;
             return Ok(Output::Done {
                 tag: "INSERT".into(),
                 rows: Some(single_count(&batches)),
             });
         }
-        Ok(Output::Rows(execute_stream(physical, self.query_task())?))
+        Ok(Output::Rows(self.stream(physical)?))
     }
 
     /// Parses and rewrites the statement into SQL DataFusion plans (see `sundial_sql`). Also
@@ -1426,14 +1452,15 @@ impl Engine {
         }
         let physical = df.create_physical_plan().await?;
         if insert {
-            let batches = collect_physical(physical, self.query_task()).await?;
+            let batches =
+                datafusion::physical_plan::common::collect(self.stream(physical)?).await?;
             let rows = single_count(&batches);
             return Ok(Output::Done {
                 tag: "INSERT".into(),
                 rows: Some(rows),
             });
         }
-        Ok(Output::Rows(execute_stream(physical, self.query_task())?))
+        Ok(Output::Rows(self.stream(physical)?))
     }
 
     async fn create_table(&self, c: CreateTable) -> Result<Output> {

@@ -158,6 +158,10 @@ fn scrape(shared: &Shared) -> String {
         .set(i64::try_from(shared.sinks.pending_rows()).unwrap_or(i64::MAX));
     m.query_memory
         .set(i64::try_from(sundial_query::query_memory_in_use()).unwrap_or(i64::MAX));
+    m.queries_running
+        .set(i64::try_from(sundial_query::queries_running()).unwrap_or(i64::MAX));
+    m.queries_waiting
+        .set(i64::try_from(sundial_query::queries_waiting()).unwrap_or(i64::MAX));
     m.render()
 }
 

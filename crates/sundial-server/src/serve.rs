@@ -226,6 +226,11 @@ pub struct ServeArgs {
     /// receiving ILP (0: one per core).
     #[arg(long, env = "SUNDIAL_QUERY_THREADS", default_value_t = 0)]
     pub query_threads: usize,
+    /// Heavy queries (those reading more than about 100,000 rows, or joining without keys)
+    /// that execute at once; the others wait their turn in arrival order, so statements that
+    /// read a few rows are never stuck behind them (0: no bound). Default: two per core.
+    #[arg(long, env = "SUNDIAL_QUERIES_RUNNING_MAX")]
+    pub queries_running_max: Option<usize>,
     /// Memory one query's operators (sorts, joins, aggregations) may hold, in bytes (0: no
     /// limit); past it the query fails with SQLSTATE 53200 and the server goes on.
     #[arg(long, env = "SUNDIAL_QUERY_MEMORY_BYTES_MAX", default_value_t = 4 << 30)]
@@ -464,6 +469,13 @@ fn engine(args: &ServeArgs, shared: &Shared, access: &Access) -> Result<Engine, 
     };
     let mut engine = Engine::with_inserts(inserts).map_err(|e| e.to_string())?;
     engine.set_query_memory_bytes_max(args.query_memory_bytes_max);
+    let running_max = args.queries_running_max.unwrap_or_else(|| {
+        2 * std::thread::available_parallelism().map_or(2, std::num::NonZeroUsize::get)
+    });
+    engine.set_queries_running_max(running_max);
+    sundial_metrics::metrics()
+        .queries_running_max
+        .set(i64::try_from(running_max).unwrap_or(i64::MAX));
     crate::memory::bound_queries(
         &mut engine,
         args.memory_bytes_max,

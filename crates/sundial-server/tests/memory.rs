@@ -1,5 +1,6 @@
-//! End-to-end: the memory all queries share (`--memory-bytes-max`) and where they spill
-//! (`<data-dir>/.spill`), against the real server over the PostgreSQL protocol.
+//! End-to-end: what all queries share, against the real server over the PostgreSQL protocol:
+//! memory (`--memory-bytes-max`), where they spill (`<data-dir>/.spill`), and turns on the
+//! query threads (`--queries-running-max`).
 
 mod common;
 
@@ -7,6 +8,7 @@ use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::path::Path;
 use std::sync::{Arc, Barrier};
+use std::time::{Duration, Instant};
 
 use common::*;
 
@@ -310,5 +312,75 @@ fn sorts_spill_under_the_data_directory() {
         .expect_err("past the spill bound");
     assert!(code.starts_with("53"), "{code}: {message}");
     assert!(message.contains("--spill-bytes-max"), "{message}");
+    stop(server);
+}
+
+/// Waits until `/metrics` shows `running` heavy queries executing and `waiting` waiting.
+fn wait_for_turns(server: &Server, running: u64, waiting: u64) {
+    let deadline = Instant::now() + Duration::from_secs(120);
+    loop {
+        let now = (
+            metric(server, "sundial_queries_running"),
+            metric(server, "sundial_queries_waiting"),
+        );
+        if now == (running, waiting) {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "running and waiting heavy queries: {now:?}, expected {:?}",
+            (running, waiting)
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// With one heavy query executing at a time, two more wait their turn (as /metrics shows),
+/// while statements that read a few rows (SELECT 1, the catalog, a LIMIT over the big table)
+/// are answered at once: the heavy queries are still running and waiting after them. The
+/// heavy ones end at their statement timeout, the waiting one too, and nothing stays
+/// counted.
+#[test]
+fn light_statements_do_not_wait_behind_heavy_queries() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = serve(
+        dir.path(),
+        &["--queries-running-max", "1", "--pg-auth-method", "password"],
+    );
+    assert_eq!(metric(&server, "sundial_queries_running_max"), 1);
+    let mut pg = Pg::connect(server.pg);
+    load_table(&mut pg);
+    wait_for_turns(&server, 0, 0);
+
+    // A self-join without keys: hours of work, ended by the statement timeout.
+    let heavy = "SELECT count(*) FROM big a, big b WHERE a.k + b.k = 0";
+    let heavies: Vec<_> = (0..3)
+        .map(|_| {
+            let port = server.pg;
+            std::thread::spawn(move || {
+                let mut pg = Pg::connect(port);
+                pg.ok("SET statement_timeout = 30000");
+                pg.query(heavy)
+            })
+        })
+        .collect();
+    wait_for_turns(&server, 1, 2);
+
+    let mut light = Pg::connect(server.pg);
+    assert_eq!(light.ok("SELECT 1"), [["1"]]);
+    assert_eq!(
+        light.ok("SELECT count(*) FROM pg_catalog.pg_class WHERE relname = 'big'"),
+        [["1"]]
+    );
+    assert_eq!(light.ok("SELECT k FROM big LIMIT 2"), [["1"], ["2"]]);
+    // The light statements were not queued: the heavy ones still hold and wait for the turn.
+    wait_for_turns(&server, 1, 2);
+
+    for handle in heavies {
+        let (code, message) = handle.join().unwrap().expect_err("ended by its timeout");
+        assert_eq!(code, "57014", "{message}");
+    }
+    wait_for_turns(&server, 0, 0);
+    assert_eq!(pg.ok("SELECT count(*) FROM big"), [[ROWS.to_string()]]);
     stop(server);
 }
