@@ -378,7 +378,7 @@ impl Current {
         let bounded = Arc::new(TaskContext::new(
             task.task_id(),
             task.session_id(),
-            task.session_config().clone(),
+            memory.config(task.session_config()),
             task.scalar_functions().clone(),
             task.higher_order_functions().clone(),
             task.aggregate_functions().clone(),

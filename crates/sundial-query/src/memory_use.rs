@@ -3,7 +3,7 @@
 //! server's budget (`--memory-bytes-max`), shared by all queries of the engine.
 //!
 //! ```text
-//!  operator ─reserve─▶ QueryPool ─▶ GreedyMemoryPool (the query's limit)   ─fails─▶ 53200
+//!  operator ─reserve─▶ QueryPool ─▶ FairSpillPool (the query's limit)      ─fails─▶ 53200
 //!                          └─▶ ServerMemory (the server's budget, shared)  ─fails─▶ 53200
 //!                          └─ on success: IN_USE += bytes     (shrink: IN_USE -= bytes)
 //! ```
@@ -30,9 +30,10 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use datafusion::error::{DataFusionError, Result};
 use datafusion::execution::disk_manager::{DiskManager, DiskManagerBuilder, DiskManagerMode};
 use datafusion::execution::memory_pool::{
-    GreedyMemoryPool, MemoryConsumer, MemoryLimit, MemoryPool, MemoryReservation,
+    FairSpillPool, MemoryConsumer, MemoryLimit, MemoryPool, MemoryReservation,
 };
 use datafusion::execution::runtime_env::RuntimeEnv;
+use datafusion::prelude::SessionConfig;
 
 static IN_USE: AtomicUsize = AtomicUsize::new(0);
 
@@ -92,6 +93,9 @@ impl ServerMemory {
     }
 }
 
+/// The part of a query's limit its sorts' merge reserves may take together (1/8).
+const SORT_MERGE_SHARE_OF_LIMIT: usize = 8;
+
 /// How the engine bounds its queries' memory and where they spill.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct MemoryLimits {
@@ -108,6 +112,26 @@ impl MemoryLimits {
     /// the session's.
     pub(crate) fn is_bounded(&self) -> bool {
         self.query_bytes_max > 0 || self.server.is_some() || self.spill.is_some()
+    }
+
+    /// `base` with each sort's merge reserve scaled to the query's limit.
+    ///
+    /// A sort that may spill keeps `sort_spill_reservation_bytes` (DataFusion's default:
+    /// 10 MB) reserved per partition for merging its spilled runs. Several partitions' reserves
+    /// could take all of a small limit, or the rest of one that its batches filled, and the
+    /// sort would fail where it should spill: so each partition's reserve is at most an
+    /// eighth of the limit shared by the partitions (for two partitions, 20 MB yields 1.25 MB
+    /// each; merging with less memory merges fewer runs at once, spilling more).
+    pub(crate) fn config(&self, base: &SessionConfig) -> SessionConfig {
+        let mut config = base.clone();
+        if self.query_bytes_max == 0 {
+            return config;
+        }
+        let partitions = config.target_partitions().max(1);
+        let share = self.query_bytes_max / SORT_MERGE_SHARE_OF_LIMIT / partitions;
+        let execution = &mut config.options_mut().execution;
+        execution.sort_spill_reservation_bytes = execution.sort_spill_reservation_bytes.min(share);
+        config
     }
 
     /// `base` with a memory pool for one query, and this engine's spill directory.
@@ -127,11 +151,18 @@ impl MemoryLimits {
     }
 }
 
-/// A query's memory pool: a [`GreedyMemoryPool`] of the query's limit whose reservations also
+/// A query's memory pool: a [`FairSpillPool`] of the query's limit whose reservations also
 /// come from the server's budget, and are counted in [`query_memory_in_use`].
+///
+/// Fair, not greedy: each operator that can spill (a sort's or an aggregation's partition, a
+/// repartition) may hold at most an even share of what the operators that cannot spill
+/// leave. A greedy pool let one sort partition fill the limit to the last byte, and then an
+/// operator that cannot spill (a merge, another partition that had spilled everything) failed
+/// the query for want of room for one batch. The share must still take a batch: a limit
+/// below about (spilling operators) x (twice a batch of 65,536 rows) fails such queries.
 #[derive(Debug)]
 pub(crate) struct QueryPool {
-    query: GreedyMemoryPool,
+    query: FairSpillPool,
     server: Arc<ServerMemory>,
 }
 
@@ -144,7 +175,7 @@ impl QueryPool {
             query_bytes_max
         };
         QueryPool {
-            query: GreedyMemoryPool::new(bytes),
+            query: FairSpillPool::new(bytes),
             server,
         }
     }
