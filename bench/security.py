@@ -33,7 +33,7 @@ import psycopg
 from questdb import Sender, TimestampNanos
 
 ROOT = Path(__file__).resolve().parents[1]
-BIN = ROOT / "target" / "release" / "sundial"
+BIN = Path(os.environ.get("SUNDIAL_BIN", ROOT / "target" / "release" / "sundial"))
 HTTP_REQUESTS = int(os.environ.get("HTTP_REQUESTS", "3000"))
 PG_QUERIES = int(os.environ.get("PG_QUERIES", "3000"))
 PG_CONNECTS = int(os.environ.get("PG_CONNECTS", "200"))
