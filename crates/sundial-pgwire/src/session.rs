@@ -232,6 +232,9 @@ struct Running {
     /// The batch being sent and the next row of it.
     current: Option<(Vec<ArrayRef>, usize, usize)>,
     deadline: Option<Instant>,
+    /// The statement sets the session user's own password: once it is done, the session
+    /// goes on with the credential version it made (see `renew_credential`).
+    sets_own_password: bool,
 }
 
 /// Where a running statement's items come from.
@@ -1197,6 +1200,8 @@ impl Session {
     }
 
     fn start(&self, prepared: Prepared, params: Vec<ScalarValue>) -> Running {
+        let sets_own_password =
+            self.caller.name().is_some() && prepared.sets_password_of() == self.caller.name();
         let source = match self
             .shared
             .engine
@@ -1216,6 +1221,7 @@ impl Session {
             source,
             current: None,
             deadline: self.deadline(),
+            sets_own_password,
         }
     }
 
@@ -1302,10 +1308,26 @@ impl Session {
             match self.next_item(&mut running).await? {
                 None => return Ok(Completion::Complete(select_tag(sent_now))),
                 Some(Item::Done { tag, rows }) => {
+                    if running.sets_own_password {
+                        self.renew_credential();
+                    }
                     return Ok(Completion::Complete(command_tag(&tag, rows)));
                 }
                 Some(item) => self.take_item(item, &mut running)?,
             }
+        }
+    }
+
+    /// After the session's user set its own password: the session goes on with the new
+    /// credential version (as PostgreSQL's sessions outlive their own password change), while
+    /// the user's other sessions and console cookies end. Whoever changes the password next
+    /// (an admin, a DROP USER) ends this session too.
+    fn renew_credential(&mut self) {
+        let Some(user) = self.caller.name().map(str::to_string) else {
+            return;
+        };
+        if let Some(credential) = self.shared.users.store().credential(&user) {
+            self.caller = Caller::session(user.as_str(), credential);
         }
     }
 

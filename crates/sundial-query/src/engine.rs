@@ -188,6 +188,12 @@ impl Prepared {
         self.needed.role
     }
 
+    /// The user whose password the statement sets (`ALTER USER <name> WITH PASSWORD`), if
+    /// it does: a session that sets its own goes on with the new credentials.
+    pub fn sets_password_of(&self) -> Option<&str> {
+        self.needed.own_password.as_deref()
+    }
+
     /// Whether runs take the point-lookup path (see `lookup`) rather than DataFusion's executor.
     pub fn is_point_lookup(&self) -> bool {
         matches!(self.kind, PreparedKind::Lookup(_))

@@ -1,6 +1,7 @@
 //! A connection remembers the credentials its user logged in with: after a password or role
 //! change, or a DROP USER (and a CREATE USER of the same name), its next statement fails with
-//! 28000 and the connection ends; a new login works with the new credentials.
+//! 28000 and the connection ends; a new login works with the new credentials. A session that
+//! sets its own password goes on (as in PostgreSQL); the user's other sessions end.
 
 use tokio_postgres::error::SqlState;
 
@@ -82,4 +83,39 @@ async fn sessions_end_when_their_users_credentials_change() {
         .batch_execute("CREATE TABLE mine (ts TIMESTAMP) TIMESTAMP(ts)")
         .await
         .expect("the new admin works");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_that_sets_its_own_password_goes_on() {
+    let server = TestServer::start(PgOptions::default()).await;
+    let admin = server.client().await.expect("admin");
+    admin
+        .batch_execute("CREATE USER s WITH PASSWORD 'first'; GRANT READ TO s")
+        .await
+        .expect("setup");
+    let changing = connect(&server, "s", "first").await.expect("log in");
+    let other = connect(&server, "s", "first").await.expect("log in");
+    changing
+        .batch_execute("ALTER USER s WITH PASSWORD 'second'")
+        .await
+        .expect("own password");
+    changing
+        .simple_query("SELECT 1")
+        .await
+        .expect("the session that changed it goes on");
+    ended(&other).await;
+    // The extended protocol too, and a later change by the admin still ends it.
+    changing
+        .execute("ALTER USER s WITH PASSWORD 'third'", &[])
+        .await
+        .expect("own password, extended protocol");
+    changing.query("SELECT 1", &[]).await.expect("goes on");
+    admin
+        .batch_execute("ALTER USER s WITH PASSWORD 'fourth'")
+        .await
+        .expect("the admin's change");
+    ended(&changing).await;
+    connect(&server, "s", "fourth")
+        .await
+        .expect("the admin's password");
 }
