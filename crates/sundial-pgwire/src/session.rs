@@ -964,7 +964,7 @@ impl Session {
         {
             return Err(PgError::InFailedTransaction);
         }
-        let kind = if sql.trim().trim_end_matches(';').trim().is_empty() {
+        let kind = if is_empty_statement(sql) {
             StatementKind::Empty
         } else if let Some(command) = local::classify(sql) {
             StatementKind::Local(command)
@@ -1575,4 +1575,14 @@ async fn sleep_until(deadline: Option<Instant>) {
         Some(d) => tokio::time::sleep_until(d.into()).await,
         None => std::future::pending().await,
     }
+}
+
+/// Whether `sql` holds no statement: only whitespace, semicolons and comments (`-- ping`,
+/// which drivers send to check a connection). PostgreSQL answers such a statement with
+/// EmptyQueryResponse in both protocols. Text without a comment marker needs no tokenizing.
+fn is_empty_statement(sql: &str) -> bool {
+    if !sql.contains("--") && !sql.contains("/*") {
+        return sql.trim().trim_end_matches(';').trim().is_empty();
+    }
+    Engine::split(sql).is_ok_and(|statements| statements.is_empty())
 }

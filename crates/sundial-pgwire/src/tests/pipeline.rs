@@ -360,3 +360,44 @@ async fn a_bind_with_the_wrong_number_of_parameters_is_08p01_and_the_session_goe
         ]
     );
 }
+
+/// A statement of nothing but comments or semicolons, parsed and run over the extended
+/// protocol, is an EmptyQueryResponse, as in PostgreSQL (drivers ping with `-- ping`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn comment_only_statements_are_empty_in_the_extended_protocol() {
+    let server = wire_server().await;
+    let mut wire = Wire::connect(server.addr).await;
+    for sql in ["-- ping", "/* nothing */ ;", " ; ", "-- a\n-- b\n"] {
+        let messages = Messages::new()
+            .parse("", sql)
+            .bind("", "", &[])
+            .execute("", 0)
+            .sync();
+        assert_eq!(
+            wire.round_trip(messages).await,
+            [
+                "ParseComplete",
+                "BindComplete",
+                "EmptyQueryResponse",
+                "ReadyForQuery I"
+            ],
+            "{sql:?}"
+        );
+    }
+    // A comment before a statement leaves the statement.
+    let messages = Messages::new()
+        .parse("", "-- tag\nSELECT 1 AS one")
+        .bind("", "", &[])
+        .execute("", 0)
+        .sync();
+    assert_eq!(
+        wire.round_trip(messages).await,
+        [
+            "ParseComplete",
+            "BindComplete",
+            "DataRow 1",
+            "CommandComplete SELECT 1",
+            "ReadyForQuery I"
+        ]
+    );
+}
