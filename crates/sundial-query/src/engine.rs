@@ -2,7 +2,7 @@
 
 use std::sync::{Arc, Mutex, RwLock};
 
-use datafusion::arrow::array::{BooleanArray, Int64Array, RecordBatch, StringArray, UInt64Array};
+use datafusion::arrow::array::{Int64Array, RecordBatch, StringArray, UInt64Array};
 use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use datafusion::common::TableReference;
 use datafusion::execution::SendableRecordBatchStream;
@@ -524,6 +524,7 @@ impl Engine {
         sundial_pgcatalog::register(&ctx, db.clone())?;
         crate::functions::register(&ctx);
         crate::partitions::register(&ctx, db.clone());
+        crate::meta::register(&ctx, db.clone());
         crate::bounded::install(&ctx, result_bound.clone());
         ctx.register_udf(crate::asof::marker_function());
         ctx.register_udf(crate::latest::marker_function());
@@ -764,13 +765,13 @@ impl Engine {
                 crate::users::Answer::Done(tag) => done(tag),
             },
             Command::CreateTable(c) => self.create_table(c).await,
-            Command::ShowTables => rows(show_tables(&self.db)),
+            Command::ShowTables => rows(crate::meta::show_tables(&self.db)),
             Command::Backup { to } => {
                 rows(crate::backup::run(self.db.clone(), to, self.users.clone()).await?)
             }
             Command::ShowColumns { table } => {
                 let t = self.table(&table)?;
-                rows(show_columns(&t.meta()))
+                rows(crate::meta::show_columns(&t.snapshot()))
             }
             Command::ShowPartitions { table } => {
                 let t = self.table(&table)?;
@@ -1745,50 +1746,11 @@ pub fn conform(batch: &RecordBatch, meta: &TableMeta) -> Result<RecordBatch> {
     Ok(sundial_storage::conform(batch, meta)?)
 }
 
-fn show_tables(db: &Database) -> RecordBatch {
-    let names = db.table_names();
-    let schema = Arc::new(Schema::new(vec![Field::new(
-        "table_name",
-        DataType::Utf8,
-        false,
-    )]));
-    RecordBatch::try_new(schema, vec![Arc::new(StringArray::from(names))])
-        .unwrap_or_else(|_| RecordBatch::new_empty(Arc::new(Schema::empty())))
-}
-
 fn show_create_table(meta: &TableMeta) -> RecordBatch {
     let schema = Arc::new(Schema::new(vec![Field::new("ddl", DataType::Utf8, false)]));
     let ddl = sundial_sql::create_table_sql(meta);
     RecordBatch::try_new(schema, vec![Arc::new(StringArray::from(vec![ddl]))])
         .unwrap_or_else(|_| RecordBatch::new_empty(Arc::new(Schema::empty())))
-}
-
-fn show_columns(meta: &TableMeta) -> RecordBatch {
-    let schema = Arc::new(Schema::new(vec![
-        Field::new("column", DataType::Utf8, false),
-        Field::new("type", DataType::Utf8, false),
-        Field::new("indexed", DataType::Boolean, false),
-        Field::new("designated", DataType::Boolean, false),
-        Field::new("upsertKey", DataType::Boolean, false),
-    ]));
-    let names: Vec<&str> = meta.columns.iter().map(|c| c.name.as_str()).collect();
-    let types: Vec<&str> = meta.columns.iter().map(|c| c.column_type.name()).collect();
-    let indexed: Vec<bool> = meta.columns.iter().map(|c| c.indexed).collect();
-    let designated: Vec<bool> = (0..names.len())
-        .map(|i| meta.timestamp_index == Some(i))
-        .collect();
-    let upsert_key: Vec<bool> = meta.columns.iter().map(|c| c.dedup_key).collect();
-    RecordBatch::try_new(
-        schema,
-        vec![
-            Arc::new(StringArray::from(names)),
-            Arc::new(StringArray::from(types)),
-            Arc::new(BooleanArray::from(indexed)),
-            Arc::new(BooleanArray::from(designated)),
-            Arc::new(BooleanArray::from(upsert_key)),
-        ],
-    )
-    .unwrap_or_else(|_| RecordBatch::new_empty(Arc::new(Schema::empty())))
 }
 
 /// Runs `work` (which may wait for a table's writer or fsync) on the blocking pool, so that

@@ -74,6 +74,7 @@ mod latest;
 mod marker;
 mod memory_use;
 mod messages;
+mod meta;
 mod partitions;
 mod permissions;
 mod plans;

@@ -223,7 +223,7 @@ fn import_detects_types_and_streams_rows() {
         ],
     );
     let out = stdout(&o);
-    assert!(out.contains("ts,TIMESTAMP,false,true,false\nhost,SYMBOL,false,false,false\nusage,DOUBLE,false,false,false\nok,BOOLEAN,false,false,false\nnote,VARCHAR,false,false,false"), "{out}");
+    assert!(out.contains("ts,TIMESTAMP,false,0,false,0,0,true,false\nhost,SYMBOL,false,256,true,256,7,false,false\nusage,DOUBLE,false,0,false,0,0,false,false\nok,BOOLEAN,false,0,false,0,0,false,false\nnote,VARCHAR,false,0,false,0,0,false,false"), "{out}");
     assert!(out.contains("20000,7,1000000"), "{out}");
     assert!(out.contains("2016-01-03"), "{out}");
 }

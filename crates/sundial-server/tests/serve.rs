@@ -109,7 +109,12 @@ fn ilp_over_tcp_udp_and_http_is_committed_by_shutdown() {
         "v\n1.0\n2.0\n"
     );
     let columns = sql(dir.path(), "SHOW COLUMNS FROM cpu");
-    assert!(columns.contains("timestamp,TIMESTAMP,false,true,false\nhost,SYMBOL,false,false,false\nusage_user,LONG,false,false,false\nnote,VARCHAR,false,false,false"), "{columns}");
+    assert!(
+        columns.contains(
+            "timestamp,TIMESTAMP,false,0,false,0,0,true,false\nhost,SYMBOL,false,256,true,256,"
+        ),
+        "{columns}"
+    );
 }
 
 #[test]

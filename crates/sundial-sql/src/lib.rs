@@ -69,6 +69,7 @@ pub fn rewrite(
         None
     };
     let parameters = compat::rewrite(statement, system);
+    questdb::quote_meta_columns(statement);
     questdb::rewrite(statement, clauses, tables)?;
     Ok(Rewritten {
         parameters,

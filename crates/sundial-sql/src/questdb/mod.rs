@@ -29,6 +29,7 @@
 mod clauses;
 mod fill;
 mod interval;
+mod meta_names;
 pub mod stride;
 mod time_join;
 
@@ -49,6 +50,7 @@ use clauses::{
     TIME_JOIN_MARKER,
 };
 pub use clauses::{Clauses, extract};
+pub(crate) use meta_names::quote_meta_columns;
 
 use crate::ast::{call, cast, null};
 use crate::error::{Result, SqlError};
