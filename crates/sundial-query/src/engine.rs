@@ -1680,6 +1680,14 @@ impl sundial_sql::Catalog for Engine {
                 .is_some_and(|i| meta.columns[i].column_type == ColumnType::Symbol)
         })
     }
+
+    fn is_timestamp(&self, table: &str, column: &str) -> bool {
+        self.db.table(table).is_some_and(|t| {
+            let meta = t.meta();
+            meta.column_index(column)
+                .is_some_and(|i| meta.columns[i].column_type == ColumnType::Timestamp)
+        })
+    }
 }
 
 fn done(tag: &str) -> Result<Output> {

@@ -25,11 +25,15 @@
 //!   (`time_join`).
 //! - `first`/`last` are `first_value`/`last_value` in designated-timestamp order;
 //!   `count_distinct(x)` is `count(DISTINCT x)`; `hour(ts)` & co. are `date_part`.
+//! - An integer literal that meets a TIMESTAMP (compared, or cast) is microseconds
+//!   (`micros`); unquoted names match the camelCase columns of `tables()` & co.
+//!   (`meta_names`).
 
 mod clauses;
 mod fill;
 mod interval;
 mod meta_names;
+mod micros;
 pub mod stride;
 mod time_join;
 
@@ -65,6 +69,10 @@ pub trait Catalog {
     fn is_aggregate(&self, function: &str) -> bool;
     /// Whether `column` of `table` is a SYMBOL column.
     fn is_symbol(&self, table: &str, column: &str) -> bool;
+    /// Whether `column` of `table` is a TIMESTAMP column (see `micros`).
+    fn is_timestamp(&self, _table: &str, _column: &str) -> bool {
+        false
+    }
 }
 
 /// More rows than any query returns.
@@ -72,6 +80,7 @@ const ROWS_MAX: i64 = 1 << 62;
 
 /// Rewrites the marked SELECTs of `statement` (see the module docs) into standard SQL.
 pub fn rewrite(statement: &mut Statement, clauses: &Clauses, catalog: &dyn Catalog) -> Result<()> {
+    micros::rewrite(statement, catalog);
     let mut rewriter = Rewriter { clauses, catalog };
     if let ControlFlow::Break(e) = statement.visit(&mut rewriter) {
         return Err(e);
