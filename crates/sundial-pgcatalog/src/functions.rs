@@ -191,6 +191,28 @@ const RESERVED: &[&str] = &[
     "unique", "user", "using", "variadic", "when", "where", "window", "with",
 ];
 
+/// `parse_ident('public."My Table"')`: the parts of a qualified name, unquoted parts in lower
+/// case, as a text array (`{public,"My Table"}`); an empty part is an error, as in PostgreSQL.
+fn parse_ident(name: Option<&str>) -> DfResult<ScalarValue> {
+    let Some(name) = name else {
+        return ScalarValue::try_from(&DataType::new_list(DataType::Utf8, true));
+    };
+    let parts = super::split_qualified(name);
+    if parts.iter().any(String::is_empty) {
+        return Err(datafusion::error::DataFusionError::Execution(format!(
+            "string is not a valid identifier: \"{name}\""
+        )));
+    }
+    let parts: Vec<ScalarValue> = parts
+        .into_iter()
+        .map(|p| ScalarValue::Utf8(Some(p)))
+        .collect();
+    Ok(ScalarValue::List(ScalarValue::new_list_nullable(
+        &parts,
+        &DataType::Utf8,
+    )))
+}
+
 fn quote_ident(s: &str) -> String {
     let plain = s
         .chars()
@@ -352,6 +374,13 @@ pub(super) fn functions(c: &Arc<Catalog>) -> Vec<PgFunction> {
             function("quote_ident", A, Volatility::Immutable, utf8.clone(), |a| {
                 Ok(str_arg(a, 0).map_or_else(null_text, |s| text(quote_ident(s))))
             }),
+            function(
+                "parse_ident",
+                A,
+                Volatility::Immutable,
+                DataType::new_list(DataType::Utf8, true),
+                |a| parse_ident(str_arg(a, 0)),
+            ),
             function(
                 "pg_size_pretty",
                 A,

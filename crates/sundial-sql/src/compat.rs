@@ -140,7 +140,7 @@ impl VisitorMut for Compat<'_> {
 
     fn post_visit_select(&mut self, select: &mut Select) -> ControlFlow<()> {
         name_repeated_literals(&mut select.projection);
-        if select.from.is_empty() {
+        if reads_only_functions(select) {
             for item in &mut select.projection {
                 if let SelectItem::UnnamedExpr(e) | SelectItem::ExprWithAlias { expr: e, .. } = item
                 {
@@ -461,8 +461,19 @@ fn is_catalog_factor(factor: &TableFactor, catalog: &dyn SystemCatalog) -> bool 
     }
 }
 
-/// In a SELECT without FROM, PostgreSQL's bare `user` and `current_schema` (no parentheses) are
-/// the session functions; with a FROM they could be column names, so they are left alone there.
+/// Whether `select` has no FROM, or one of table functions only (`generate_series(...) i`,
+/// as Grafana's table list has): no relation there has a column named `user`.
+fn reads_only_functions(select: &Select) -> bool {
+    let function = |f: &TableFactor| matches!(f, TableFactor::Table { args: Some(_), .. });
+    select
+        .from
+        .iter()
+        .all(|from| function(&from.relation) && from.joins.iter().all(|j| function(&j.relation)))
+}
+
+/// In a SELECT without FROM, or of table functions only, PostgreSQL's bare `user` and
+/// `current_schema` (no parentheses) are the session functions; with tables they could be
+/// column names (QuestDB lets a table have a column `user`), so they are left alone there.
 fn bare_session_function(expr: &mut Expr) {
     match expr {
         Expr::Function(f)

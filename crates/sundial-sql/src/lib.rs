@@ -29,6 +29,7 @@ pub mod ast;
 pub mod compat;
 pub mod copy;
 mod error;
+mod from_functions;
 pub mod limits;
 pub mod names;
 pub mod questdb;
@@ -69,6 +70,7 @@ pub fn rewrite(
         None
     };
     let parameters = compat::rewrite(statement, system);
+    from_functions::rewrite(statement);
     questdb::quote_meta_columns(statement);
     questdb::rewrite(statement, clauses, tables)?;
     Ok(Rewritten {
