@@ -23,6 +23,8 @@
 //! - `ts IN '2016-01-01;2h'` becomes `ts >= lo AND ts < hi`, which the scan prunes by.
 //! - `ASOF JOIN` / `LT JOIN` become a `LEFT JOIN` marked for the `asof` plan rule
 //!   (`time_join`).
+//! - A SELECT with aggregates and other items but no GROUP BY groups by the other items
+//!   (QuestDB's implicit GROUP BY).
 //! - `first`/`last` are `first_value`/`last_value` in designated-timestamp order;
 //!   `count_distinct(x)` is `count(DISTINCT x)`; `hour(ts)` & co. are `date_part`.
 //! - An integer literal that meets a TIMESTAMP (compared, or cast) is microseconds
@@ -369,6 +371,7 @@ impl Rewriter<'_> {
                 }
                 fill = fill_plan;
             }
+            self.implicit_group_by(select);
             self.first_and_last(select);
             if let Some(plan) = fill {
                 *query = fill::fill_query(query, &plan)?;
@@ -461,6 +464,72 @@ impl Rewriter<'_> {
                 }
                 _ => false,
             })
+    }
+
+    /// QuestDB's implicit GROUP BY: a SELECT with aggregates and other items but no GROUP BY
+    /// groups by those other items (`SELECT city, count(*) FROM t` counts per city). Left
+    /// alone: a select list with `*` or a window function, where the intent is unclear.
+    fn implicit_group_by(&self, select: &mut Select) {
+        let GroupByExpr::Expressions(groups, modifiers) = &select.group_by else {
+            return;
+        };
+        if !groups.is_empty() || !modifiers.is_empty() {
+            return;
+        }
+        let mut keys = Vec::new();
+        let mut aggregates = false;
+        for (i, item) in select.projection.iter().enumerate() {
+            let (SelectItem::UnnamedExpr(e) | SelectItem::ExprWithAlias { expr: e, .. }) = item
+            else {
+                return;
+            };
+            if has_window(e) {
+                return;
+            }
+            if self.has_own_aggregate(e) {
+                aggregates = true;
+            } else {
+                keys.push(crate::ast::number(i as i64 + 1));
+            }
+        }
+        if aggregates && !keys.is_empty() {
+            select.group_by = GroupByExpr::Expressions(keys, Vec::new());
+        }
+    }
+
+    /// Whether `e` calls an aggregate outside the subqueries in it (whose aggregates are
+    /// theirs).
+    fn has_own_aggregate(&self, e: &Expr) -> bool {
+        struct Own<'a, 'b> {
+            rewriter: &'a Rewriter<'b>,
+            depth: usize,
+            found: bool,
+        }
+        impl sqlparser::ast::Visitor for Own<'_, '_> {
+            type Break = ();
+            fn pre_visit_query(&mut self, _: &Query) -> ControlFlow<()> {
+                self.depth += 1;
+                ControlFlow::Continue(())
+            }
+            fn post_visit_query(&mut self, _: &Query) -> ControlFlow<()> {
+                self.depth -= 1;
+                ControlFlow::Continue(())
+            }
+            fn pre_visit_expr(&mut self, e: &Expr) -> ControlFlow<()> {
+                if self.depth == 0 && self.rewriter.is_aggregate_call(e) {
+                    self.found = true;
+                    return ControlFlow::Break(());
+                }
+                ControlFlow::Continue(())
+            }
+        }
+        let mut own = Own {
+            rewriter: self,
+            depth: 0,
+            found: false,
+        };
+        let _ = sqlparser::ast::Visit::visit(e, &mut own);
+        own.found
     }
 
     /// Whether `e` calls an aggregate anywhere.
@@ -1252,6 +1321,19 @@ fn offset_ns(text: &str) -> Option<i64> {
 }
 
 /// QuestDB aggregates under names DataFusion does not know.
+/// Whether `e` calls a window function anywhere.
+fn has_window(e: &Expr) -> bool {
+    let mut found = false;
+    let _ = visit_expressions(e, |e| {
+        if matches!(e, Expr::Function(f) if f.over.is_some()) {
+            found = true;
+            return ControlFlow::Break(());
+        }
+        ControlFlow::Continue(())
+    });
+    found
+}
+
 fn is_questdb_aggregate(name: &str) -> bool {
     matches!(name, "first" | "last" | "count_distinct")
 }
