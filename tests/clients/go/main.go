@@ -193,6 +193,7 @@ func main() {
 		nonUTCText)
 	step("parameter types of $1::BIGINT, CAST($1 AS INT), $1::timestamp", castParams)
 	step("UUID column scans into pgtype.UUID", uuidColumn)
+	grafanaSteps()
 
 	if failures == 0 {
 		fmt.Println("pgx: all steps passed")
