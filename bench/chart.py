@@ -17,6 +17,8 @@ with each bar's value, and where both servers have a value the ratio between the
 - ilp-*       (bench/ilp.sh): rows/s per file and protocol; Sundial / QuestDB.
 - query-*     (bench/query.sh): queries/s per protocol and client count; Sundial / QuestDB.
 - udp-*       (bench/udp.sh): share of lines captured per sending rate; Sundial / QuestDB.
+- fairness-*  (bench/fairness.sh): light statements' p50 ms (--metric p99, max) beside heavy
+               clients, and heavy queries/s; without (unbounded) and with (default) turns.
 
 Values that span more than CHART_LOG_SPAN times (smallest to largest) are drawn on a log
 scale unless --linear is given. Writes OUT (default: the results file with .svg for .txt).
@@ -234,7 +236,27 @@ def chart_udp(records, metric):
                 ratios=[("sundial", "questdb", "Sundial ÷ QuestDB")])
 
 
+def chart_fairness(records, metric):
+    recs = [r for r in records if r.get("bench") == "latency_ms" and "mode" in r]
+    stat = metric or "p50"
+    mine = [r for r in recs if r.get("stat") == stat]
+    panels = [("%s latency of each light statement beside 100 heavy clients" % stat,
+               grouped(mine, lambda r: r["query"], lambda r: r["mode"],
+                       lambda r: number(r.get("ms"))))]
+    heavy = [r for r in records if r.get("bench") == "heavy"]
+    panels.append(("heavy queries completed per second (higher is better)",
+                   grouped(heavy, lambda r: "heavy GROUP BY", lambda r: r["mode"],
+                           lambda r: number(r.get("queries_per_s")))))
+    return dict(kind="fairness", higher=False, unit="ms (heavy: queries/s)",
+                title="Light statements beside heavy ones (bench/fairness.sh): %s ms" % stat,
+                note="Ratio: unbounded ÷ default --queries-running-max (above 1: turns help).",
+                series=["unbounded", "default"], panels=panels,
+                ratios=[("unbounded", "default", "unbounded ÷ default")])
+
+
 KINDS = [  # (name, test on one record, builder): the first kind any record passes wins
+    ("fairness", lambda r: r.get("bench") in ("latency_ms", "heavy") and "mode" in r,
+     chart_fairness),
     ("tsbs", lambda r: "type" in r and "protocol" in r and "label" in r, chart_tsbs),
     ("ingest", lambda r: "server" in r and "set" in r, chart_ingest),
     ("cold", lambda r: r.get("label") in ("hot", "cold", "uncached"), chart_cold),

@@ -66,7 +66,8 @@ class Server:
 
 
 def connect(server: Server) -> psycopg.Connection:
-    return psycopg.connect(host="127.0.0.1", port=server.pg, user="admin", dbname="qdb",
+    return psycopg.connect(host="127.0.0.1", port=server.pg, user="admin", password="quest",
+                           dbname="qdb",
                            autocommit=True)
 
 
