@@ -1,4 +1,4 @@
-// The side panel of tables: SHOW TABLES, and for a table opened SHOW COLUMNS FROM t (type,
+// The side panel of tables: SHOW TABLES, and for a table opened table_columns('t') (type,
 // designated timestamp, index, dedup key) and SHOW CREATE TABLE t (partitioning). Columns are
 // fetched when a table is opened, and again on refresh for the tables left open.
 
@@ -22,7 +22,8 @@ export function createSchema(parent, { onPick, onSchema }) {
     const box = item.querySelector('.columns');
     try {
       const [cols, ddl] = await Promise.all([
-        rows(`SHOW COLUMNS FROM ${quoteIdent(name)}`),
+        // By name, not position: QuestDB's SHOW COLUMNS has more columns than these.
+        rows(`SELECT "column", type, indexed, designated, upsertKey FROM table_columns('${name.replaceAll("'", "''")}')`),
         rows(`SHOW CREATE TABLE ${quoteIdent(name)}`),
       ]);
       columns.set(name, cols.map((c) => c[0]));

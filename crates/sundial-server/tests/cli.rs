@@ -119,7 +119,7 @@ fn shell_reads_multi_line_statements_and_dot_commands() {
     let out = stdout(&o);
     assert!(out.contains("| t "), "{out}");
     assert!(
-        out.contains("| ts     | TIMESTAMP | false   | true       |"),
+        out.contains("| ts     | TIMESTAMP | false   | 0                  | false        |"),
         "{out}"
     );
     assert!(out.contains("v\n7\n"), "{out}");

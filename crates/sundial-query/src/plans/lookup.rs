@@ -104,6 +104,18 @@ impl PointLookup {
                 };
                 let (input, sort) = strip_timestamp_sort(input, &mut fetch);
                 inner_sort = sort;
+                // Ordered by a column the select list leaves out (QuestDB's table order adds
+                // `ORDER BY ts` to `SELECT name FROM t WHERE ...`): the sort reads a
+                // projection of plain columns, which names them as the scan does.
+                let input = match input {
+                    LogicalPlan::Projection(inner)
+                        if sort.is_some()
+                            && inner.expr.iter().all(|e| matches!(e, Expr::Column(_))) =>
+                    {
+                        inner.input.as_ref()
+                    }
+                    input => input,
+                };
                 let filter = filtered_scan(input)?;
                 let columns = p
                     .expr

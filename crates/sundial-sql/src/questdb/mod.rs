@@ -23,6 +23,8 @@
 //! - `ts IN '2016-01-01;2h'` becomes `ts >= lo AND ts < hi`, which the scan prunes by.
 //! - `ASOF JOIN` / `LT JOIN` become a `LEFT JOIN` marked for the `asof` plan rule
 //!   (`time_join`).
+//! - A statement selecting rows of one table with a designated timestamp, without ORDER BY,
+//!   returns them in timestamp order (`table_order`).
 //! - A SELECT with aggregates and other items but no GROUP BY groups by the other items
 //!   (QuestDB's implicit GROUP BY).
 //! - `first`/`last` are `first_value`/`last_value` in designated-timestamp order;
@@ -87,6 +89,7 @@ pub fn rewrite(statement: &mut Statement, clauses: &Clauses, catalog: &dyn Catal
     if let ControlFlow::Break(e) = statement.visit(&mut rewriter) {
         return Err(e);
     }
+    rewriter.table_order(statement);
     leftover_marker(statement)
 }
 
@@ -1003,6 +1006,35 @@ impl Rewriter<'_> {
     }
 
     /// The designated timestamp's order, for a plain SELECT over one table.
+    /// QuestDB returns a table's rows in designated-timestamp order: a statement that selects
+    /// rows of one such table (no aggregates, DISTINCT, joins or set operations) and says
+    /// no order gets `ORDER BY ts`. The scan reads each partition in that order, so what it
+    /// costs is a merge of the partitions' streams; pages of a result (the console's) are
+    /// stable. Only the outermost query: a subquery's order is lost to what uses it.
+    fn table_order(&self, statement: &mut Statement) {
+        let query = match statement {
+            Statement::Query(query) => query,
+            Statement::Explain { statement, .. } => {
+                if let Statement::Query(query) = statement.as_mut() {
+                    query
+                } else {
+                    return;
+                }
+            }
+            _ => return,
+        };
+        if query.order_by.is_some() || query.limit_clause.is_some() || query.with.is_some() {
+            return;
+        }
+        let at = Position { line: 0, column: 0 };
+        if let Ok(order) = self.natural_order(query, at) {
+            query.order_by = Some(OrderBy {
+                kind: OrderByKind::Expressions(order),
+                interpolate: None,
+            });
+        }
+    }
+
     fn natural_order(&self, query: &Query, at: Position) -> Result<Vec<OrderByExpr>> {
         let missing = || {
             SqlError::Invalid(format!(
@@ -1506,7 +1538,24 @@ mod tests {
     fn intervals_become_ranges() {
         assert_eq!(
             rewritten("SELECT * FROM cpu WHERE timestamp IN '2016-01-01T10;2h'").unwrap(),
-            "SELECT * FROM cpu WHERE (timestamp >= CAST('2016-01-01T10:00:00' AS TIMESTAMP) AND timestamp < CAST('2016-01-01T13:00:00' AS TIMESTAMP))"
+            "SELECT * FROM cpu WHERE (timestamp >= CAST('2016-01-01T10:00:00' AS TIMESTAMP) AND timestamp < CAST('2016-01-01T13:00:00' AS TIMESTAMP)) ORDER BY timestamp"
         );
+    }
+
+    #[test]
+    fn rows_of_one_table_come_in_timestamp_order() {
+        assert_eq!(
+            rewritten("SELECT usage FROM cpu c WHERE usage > 1").unwrap(),
+            "SELECT usage FROM cpu c WHERE usage > 1 ORDER BY c.timestamp"
+        );
+        for sql in [
+            "SELECT usage FROM cpu ORDER BY usage",
+            "SELECT count(*) FROM cpu",
+            "SELECT DISTINCT usage FROM cpu",
+            "SELECT * FROM (SELECT usage FROM cpu) AS s",
+            "SELECT 1",
+        ] {
+            assert_eq!(rewritten(sql).unwrap(), sql);
+        }
     }
 }
