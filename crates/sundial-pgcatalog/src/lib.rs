@@ -4,6 +4,7 @@
 //!
 //! ```text
 //!  register(ctx, db) ─▶ schema sundial.pg_catalog: CatalogTable per relation ─▶ rows from db
+//!                   └─▶ schema sundial.information_schema: DataFusion's, PostgreSQL's `columns`
 //!                   └─▶ functions (format_type, pg_get_userbyid, ...) ─▶ ScalarUDFs
 //!  Names ─▶ what the dialect's PostgreSQL rewrites ask (sundial_sql::SystemCatalog)
 //! ```
@@ -46,6 +47,7 @@ use sundial_storage::{ColumnType, Database};
 use sundial_sql::names::{CATALOG, SCHEMA};
 
 mod functions;
+mod information_schema;
 
 /// The PostgreSQL version Sundial presents itself as.
 pub const SERVER_VERSION: &str = "15.0";
@@ -1241,6 +1243,12 @@ pub fn register(ctx: &SessionContext, db: Arc<Database>) -> DfResult<()> {
         return internal_err!("the session has no catalog {CATALOG}");
     };
     sundial.register_schema("pg_catalog", Arc::new(PgCatalogSchema { catalog }))?;
+    // In place of DataFusion's own (which the engine turns off): see `information_schema`.
+    let catalogs = ctx.state().catalog_list().clone();
+    sundial.register_schema(
+        "information_schema",
+        Arc::new(information_schema::InformationSchema::new(catalogs)),
+    )?;
     Ok(())
 }
 

@@ -482,7 +482,9 @@ impl Engine {
     pub fn with_inserts(inserts: InsertPath) -> Result<Engine> {
         let db = inserts.sinks.db().clone();
         let config = SessionConfig::new()
-            .with_information_schema(true)
+            // sundial_pgcatalog registers information_schema in its place, with PostgreSQL's
+            // type names.
+            .with_information_schema(false)
             .with_default_catalog_and_schema(CATALOG, SCHEMA)
             .with_create_default_catalog_and_schema(true);
         let mut config = config;
