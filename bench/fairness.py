@@ -19,9 +19,7 @@ Needs target/test-venv (tests/clients/setup.sh makes it).
 from __future__ import annotations
 
 import os
-import signal
 import statistics
-import subprocess
 import sys
 import tempfile
 import threading
@@ -30,8 +28,10 @@ from pathlib import Path
 
 import psycopg
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from release_server import BIN, Server  # noqa: E402
+
 ROOT = Path(__file__).resolve().parents[1]
-BIN = Path(os.environ.get("SUNDIAL_BIN", ROOT / "target" / "release" / "sundial"))
 ROWS = int(os.environ.get("ROWS", "10000000"))
 HEAVY = int(os.environ.get("HEAVY", "100"))
 WARMUP_S = float(os.environ.get("WARMUP_S", "5"))
@@ -43,26 +43,6 @@ LIGHT = {
     "limit_1": "SELECT k FROM big LIMIT 1",
     "slice_count": "SELECT count(*) FROM big WHERE ts < '1970-01-01T00:00:00.001Z'",
 }
-
-
-class Server:
-    def __init__(self, work: Path, name: str, ports: tuple[int, int, int], flags: list[str]):
-        self.http, self.pg, self.ilp = ports
-        self.log = work / f"{name}.log"
-        args = [str(BIN), "serve", "--data-dir", str(work / name), "--http-addr",
-                f"127.0.0.1:{self.http}", "--pg-addr", f"127.0.0.1:{self.pg}", "--ilp-tcp-addr",
-                f"127.0.0.1:{self.ilp}", "--durability", "none", "--auth", "off",
-                "--pg-connections-max", str(HEAVY + 16), *flags]
-        self.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=open(self.log, "wb"))
-        deadline = time.monotonic() + 30
-        while "sundial serving" not in self.log.read_text(errors="replace"):
-            if self.proc.poll() is not None or time.monotonic() > deadline:
-                sys.exit(f"server {name} did not start:\n{self.log.read_text()}")
-            time.sleep(0.05)
-
-    def stop(self) -> None:
-        self.proc.send_signal(signal.SIGTERM)
-        self.proc.wait(timeout=60)
 
 
 def connect(server: Server) -> psycopg.Connection:
@@ -138,9 +118,10 @@ def main() -> None:
           f"{os.cpu_count()} cores, release build; {ROWS} rows, {HEAVY} heavy clients "
           f"({HEAVY_SQL}), {DURATION_S:.0f} s measured after {WARMUP_S:.0f} s", flush=True)
     runs = {}
+    connections = ["--pg-connections-max", str(HEAVY + 16)]
     for mode, flags, ports in [("unbounded", ["--queries-running-max", "0"], (29200, 29201, 29202)),
                                ("default", [], (29210, 29211, 29212))]:
-        server = Server(work, mode, ports, flags)
+        server = Server(work, mode, ports, [*connections, *flags])
         try:
             load(server)
             runs[mode] = run(server)

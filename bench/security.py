@@ -21,7 +21,6 @@ import base64
 import http.client
 import os
 import shutil
-import signal
 import ssl
 import subprocess
 import sys
@@ -30,10 +29,12 @@ import time
 from pathlib import Path
 
 import psycopg
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from release_server import BIN, Server  # noqa: E402
 from questdb import Sender, TimestampNanos
 
 ROOT = Path(__file__).resolve().parents[1]
-BIN = Path(os.environ.get("SUNDIAL_BIN", ROOT / "target" / "release" / "sundial"))
 HTTP_REQUESTS = int(os.environ.get("HTTP_REQUESTS", "3000"))
 PG_QUERIES = int(os.environ.get("PG_QUERIES", "3000"))
 PG_CONNECTS = int(os.environ.get("PG_CONNECTS", "200"))
@@ -57,25 +58,6 @@ def make_certificate(work: Path) -> tuple[Path, Path, Path]:
     ]:
         subprocess.run(["openssl", *map(str, args)], check=True, capture_output=True)
     return cert, key, ca
-
-
-class Server:
-    def __init__(self, work: Path, name: str, ports: tuple[int, int, int], flags: list[str]):
-        self.http, self.pg, self.ilp = ports
-        self.log = work / f"{name}.log"
-        args = [str(BIN), "serve", "--data-dir", str(work / name), "--http-addr",
-                f"127.0.0.1:{self.http}", "--pg-addr", f"127.0.0.1:{self.pg}", "--ilp-tcp-addr",
-                f"127.0.0.1:{self.ilp}", "--durability", "none", *flags]
-        self.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=open(self.log, "wb"))
-        deadline = time.monotonic() + 30
-        while "sundial serving" not in self.log.read_text(errors="replace"):
-            if self.proc.poll() is not None or time.monotonic() > deadline:
-                sys.exit(f"server {name} did not start:\n{self.log.read_text()}")
-            time.sleep(0.05)
-
-    def stop(self) -> None:
-        self.proc.send_signal(signal.SIGTERM)
-        self.proc.wait(timeout=60)
 
 
 def rate(n: int, f) -> float:
