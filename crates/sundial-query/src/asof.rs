@@ -354,8 +354,14 @@ fn designated_time(plan: &LogicalPlan) -> Option<Column> {
     match plan {
         LogicalPlan::TableScan(scan) => {
             let provider = source_as_provider(&scan.source).ok()?;
-            let table = provider.downcast_ref::<SundialTable>()?;
-            let column = Column::new(Some(scan.table_name.clone()), table.timestamp_name()?);
+            // A table, or the latest rows of one (LATEST ON), which keep its timestamp.
+            let name = match provider.downcast_ref::<SundialTable>() {
+                Some(table) => table.timestamp_name()?,
+                None => provider
+                    .downcast_ref::<crate::exec::latest::LatestTable>()?
+                    .timestamp_name()?,
+            };
+            let column = Column::new(Some(scan.table_name.clone()), name);
             scan.projected_schema.has_column(&column).then_some(column)
         }
         LogicalPlan::SubqueryAlias(a) => {

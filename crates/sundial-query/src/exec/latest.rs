@@ -61,6 +61,11 @@ pub(crate) struct LatestTable {
 }
 
 impl LatestTable {
+    /// The designated timestamp's name (a latest row keeps its table's timestamp).
+    pub(crate) fn timestamp_name(&self) -> Option<&str> {
+        self.planned.timestamp_column().map(|c| c.name.as_str())
+    }
+
     /// The latest rows per `keys` (SYMBOL columns) of `table` among those `filter` keeps.
     pub(crate) fn new(
         table: Arc<Table>,
