@@ -371,7 +371,9 @@ fn light_statements_do_not_wait_behind_heavy_queries() {
             let port = server.pg;
             std::thread::spawn(move || {
                 let mut pg = Pg::connect(port);
-                pg.ok("SET statement_timeout = 30000");
+                // Long enough for the light statements to run meanwhile, however loaded the
+                // machine.
+                pg.ok("SET statement_timeout = 60000");
                 pg.query(heavy)
             })
         })
