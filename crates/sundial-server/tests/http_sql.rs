@@ -5,26 +5,12 @@ mod common;
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
-use std::path::Path;
 use std::time::{Duration, Instant};
 
 use common::*;
 
 const LONG_QUERY: &str =
     "SELECT count(*) FROM generate_series(1, 20000000000) AS g(x) WHERE x % 7 = 3";
-
-fn serve(dir: &Path, extra: &[&str]) -> Server {
-    start_on_free_ports(dir, |(http, tcp, _)| {
-        let mut args = vec![
-            "--http-addr".to_string(),
-            format!("127.0.0.1:{http}"),
-            "--ilp-tcp-addr".to_string(),
-            format!("127.0.0.1:{tcp}"),
-        ];
-        args.extend(extra.iter().map(|s| s.to_string()));
-        args
-    })
-}
 
 fn exec(server: &Server, query: &str, extra: &str) -> Reply {
     request(

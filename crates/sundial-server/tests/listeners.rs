@@ -15,7 +15,7 @@ use std::net::TcpStream;
 use std::path::Path;
 use std::time::Duration;
 
-use common::{Server, start_on_free_ports, stop, wait_for_log};
+use common::{serve, start_on_free_ports, stop, wait_for_log};
 
 /// Far longer than any answer takes; far shorter than the timeouts the servers here are given
 /// where a test must not see them fire.
@@ -62,20 +62,6 @@ fn certificate(dir: &Path) -> (String, String) {
         cert_path.to_string_lossy().into_owned(),
         key_path.to_string_lossy().into_owned(),
     )
-}
-
-fn serve(dir: &Path, extra: &[&str]) -> Server {
-    let extra: Vec<String> = extra.iter().map(|s| s.to_string()).collect();
-    start_on_free_ports(dir, |(http, tcp, _)| {
-        let mut args = vec![
-            "--http-addr".to_string(),
-            format!("127.0.0.1:{http}"),
-            "--ilp-tcp-addr".to_string(),
-            format!("127.0.0.1:{tcp}"),
-        ];
-        args.extend(extra.iter().cloned());
-        args
-    })
 }
 
 /// With a certificate, each HTTP connection's first byte is awaited apart from the accepts;

@@ -6,7 +6,6 @@ mod common;
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
-use std::path::Path;
 use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant};
 
@@ -125,30 +124,6 @@ fn data_row(body: &[u8]) -> Vec<String> {
         at += len;
     }
     row
-}
-
-fn serve(dir: &Path, extra: &[&str]) -> Server {
-    start_on_free_ports(dir, |(http, tcp, _)| {
-        let mut args = vec![
-            "--http-addr".to_string(),
-            format!("127.0.0.1:{http}"),
-            "--ilp-tcp-addr".to_string(),
-            format!("127.0.0.1:{tcp}"),
-        ];
-        args.extend(extra.iter().map(|s| s.to_string()));
-        args
-    })
-}
-
-/// The value of an unlabelled series in `/metrics`.
-fn metric(server: &Server, name: &str) -> u64 {
-    let (status, text) = http(server.http, "GET", "/metrics", &[], b"");
-    assert_eq!(status, 200, "{text}");
-    let line = text
-        .lines()
-        .find(|l| l.split_whitespace().next() == Some(name))
-        .unwrap_or_else(|| panic!("{name} missing:\n{text}"));
-    line.split_whitespace().nth(1).unwrap().parse().unwrap()
 }
 
 fn load_table(pg: &mut Pg) {

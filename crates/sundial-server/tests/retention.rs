@@ -23,21 +23,6 @@ fn now_ns() -> i64 {
     i64::try_from(since.as_nanos()).unwrap()
 }
 
-fn serve(dir: &Path, extra: &[&str]) -> Server {
-    start_on_free_ports(dir, |(http, tcp, udp)| {
-        let mut args = vec![
-            "--http-addr".to_string(),
-            format!("127.0.0.1:{http}"),
-            "--ilp-tcp-addr".to_string(),
-            format!("127.0.0.1:{tcp}"),
-            "--ilp-udp-addr".to_string(),
-            format!("127.0.0.1:{udp}"),
-        ];
-        args.extend(extra.iter().map(|s| s.to_string()));
-        args
-    })
-}
-
 /// `query` over /exec: status and body.
 fn exec(server: &Server, query: &str) -> (u16, String) {
     http(

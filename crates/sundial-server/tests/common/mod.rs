@@ -57,6 +57,33 @@ pub fn start_on_free_ports(dir: &Path, args: impl Fn((u16, u16, u16)) -> Vec<Str
     panic!("the server did not start on five sets of free ports");
 }
 
+/// Starts a server on free loopback ports (HTTP, ILP/TCP, ILP/UDP) with the arguments `extra`.
+pub fn serve(dir: &Path, extra: &[&str]) -> Server {
+    start_on_free_ports(dir, |(http, tcp, udp)| {
+        let mut args = vec![
+            "--http-addr".to_string(),
+            format!("127.0.0.1:{http}"),
+            "--ilp-tcp-addr".to_string(),
+            format!("127.0.0.1:{tcp}"),
+            "--ilp-udp-addr".to_string(),
+            format!("127.0.0.1:{udp}"),
+        ];
+        args.extend(extra.iter().map(|s| s.to_string()));
+        args
+    })
+}
+
+/// The value of an unlabelled series in the server's `/metrics`.
+pub fn metric(server: &Server, name: &str) -> u64 {
+    let (status, text) = http(server.http, "GET", "/metrics", &[], b"");
+    assert_eq!(status, 200, "{text}");
+    let line = text
+        .lines()
+        .find(|l| l.split_whitespace().next() == Some(name))
+        .unwrap_or_else(|| panic!("{name} missing:\n{text}"));
+    line.split_whitespace().nth(1).unwrap().parse().unwrap()
+}
+
 /// Starts a server with `args`; it may have exited (see [`start_on_free_ports`]) if it could
 /// not serve.
 pub fn start_with(dir: &Path, (http, tcp, udp): (u16, u16, u16), args: &[&str]) -> Server {
