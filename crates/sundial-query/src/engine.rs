@@ -612,11 +612,6 @@ impl Engine {
         self.gate = (running_max > 0).then(|| Arc::new(QueryGate::new(running_max)));
     }
 
-    /// The gate heavy queries pass (None: no bound), for its counts.
-    pub fn query_gate(&self) -> Option<&Arc<QueryGate>> {
-        self.gate.as_ref()
-    }
-
     /// Makes queries spill through `disk` (see [`crate::spill_disk_manager`]) instead of into
     /// the system's temporary directory.
     pub fn set_spill(&mut self, disk: Arc<datafusion::execution::disk_manager::DiskManager>) {

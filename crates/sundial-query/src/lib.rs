@@ -112,7 +112,7 @@ pub use error::{QueryError, Result, StatementFault};
 pub use memory_use::{ServerMemory, query_memory_in_use, spill_disk_manager};
 pub use permissions::Settings;
 pub use provider::{InsertPath, SundialSchema, SundialSink, SundialTable};
-pub use running::{LIGHT_ROWS_MAX, QueryGate, queries_running, queries_waiting};
+pub use running::{queries_running, queries_waiting};
 pub use session_statements::{
     Deallocate, SESSION_STATEMENTS_MAX, parse_deallocate, unknown_statement,
 };

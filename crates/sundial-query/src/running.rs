@@ -69,7 +69,6 @@ const HEAVY_NODES: [&str; 3] = ["NestedLoopJoinExec", "CrossJoinExec", "Recursiv
 #[derive(Debug)]
 pub struct QueryGate {
     permits: Arc<Semaphore>,
-    running_max: usize,
     running: AtomicUsize,
     waiting: AtomicUsize,
 }
@@ -80,23 +79,20 @@ impl QueryGate {
         let running_max = running_max.clamp(1, Semaphore::MAX_PERMITS);
         QueryGate {
             permits: Arc::new(Semaphore::new(running_max)),
-            running_max,
             running: AtomicUsize::new(0),
             waiting: AtomicUsize::new(0),
         }
     }
 
-    /// How many heavy queries may execute at once.
-    pub fn running_max(&self) -> usize {
-        self.running_max
-    }
-
-    /// Heavy queries holding a permit now.
+    /// Heavy queries holding a permit at this gate now (the process-wide count is
+    /// [`queries_running`]).
+    #[cfg(test)]
     pub fn running(&self) -> usize {
         self.running.load(Ordering::Relaxed)
     }
 
-    /// Heavy queries waiting for a permit now.
+    /// Heavy queries waiting for a permit at this gate now.
+    #[cfg(test)]
     pub fn waiting(&self) -> usize {
         self.waiting.load(Ordering::Relaxed)
     }
