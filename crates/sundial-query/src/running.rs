@@ -353,6 +353,32 @@ mod tests {
         assert_eq!((gate.running(), gate.waiting()), (0, 0));
     }
 
+    /// A client that reads a batch and then stops reading (a suspended portal, a slow
+    /// reader) holds no permit: another heavy query runs meanwhile.
+    #[tokio::test]
+    async fn a_query_between_batches_holds_no_permit() {
+        let ctx = SessionContext::new();
+        let gate = Arc::new(QueryGate::new(1));
+        let rows = plan(&ctx, "SELECT * FROM generate_series(1, 1000000)").await;
+        let task = ctx.task_ctx();
+        let mut reading = QueryGate::execute(Some(&gate), rows, task.clone()).unwrap();
+        let first = reading.next().await.expect("a batch").unwrap();
+        assert!(first.num_rows() > 0);
+        assert_eq!(gate.running(), 0, "the permit went back with the batch");
+        let other = plan(&ctx, "SELECT count(*) FROM generate_series(1, 1000)").await;
+        let counted: Vec<_> = QueryGate::execute(Some(&gate), other, task)
+            .unwrap()
+            .collect()
+            .await;
+        assert_eq!(
+            counted.len(),
+            1,
+            "the other query ran while the first was not read"
+        );
+        drop(reading);
+        assert_eq!((gate.running(), gate.waiting()), (0, 0));
+    }
+
     #[tokio::test]
     async fn a_dropped_waiter_stops_counting() {
         let ctx = SessionContext::new();
