@@ -1888,21 +1888,42 @@ mod tests {
                 "SELECT avg(t.v), count(*), count(v), max(v), max(v * 2), upper(host), \
                  CAST(v * 3 AS INT), v, t.host, v + 1 AS w FROM t GROUP BY host, v",
                 &[
-                    "avg", "count", "count1", "max", "max1", "upper", "cast", "v", "host", "w",
+                    "\"avg(t.v)\"",
+                    "count()",
+                    "count(v)",
+                    "max(v)",
+                    "max(v * 2)",
+                    "upper(host)",
+                    "(v * 3)::int",
+                    "v",
+                    "host",
+                    "w",
                 ][..],
             ),
-            ("SELECT ts, avg(v) FROM t SAMPLE BY 1h", &["ts", "avg"][..]),
+            (
+                "SELECT ts, avg(v) FROM t SAMPLE BY 1h",
+                &["ts", "avg(v)"][..],
+            ),
             (
                 "SELECT ts, avg(v) FROM t SAMPLE BY 1h FILL(PREV)",
-                &["ts", "avg"][..],
+                &["ts", "avg(v)"][..],
             ),
             (
                 "SELECT ts, host, avg(t.v), max(v) FROM t SAMPLE BY 1h FILL(NULL)",
-                &["ts", "host", "avg", "max"][..],
+                &["ts", "host", "\"avg(t.v)\"", "max(v)"][..],
             ),
             (
                 "SELECT DISTINCT upper(host) FROM t ORDER BY 1 LIMIT 3",
-                &["upper"][..],
+                &["upper(host)"][..],
+            ),
+            ("SELECT v, v, max(v) FROM t", &["v", "v_2", "max(v)"][..]),
+            (
+                "SELECT * FROM t a JOIN t b ON a.ts = b.ts",
+                &["ts", "host", "v", "ts1", "host1", "v1"][..],
+            ),
+            (
+                "SELECT \"max(v)\" FROM (SELECT max(v) FROM t)",
+                &["max(v)"][..],
             ),
         ] {
             let collected = crate::collect(engine.run(sql).await.expect(sql))
@@ -1930,19 +1951,19 @@ mod tests {
             .expect(sql);
         let schema = collected.batches[0].schema();
         let names: Vec<&str> = schema.fields().iter().map(|f| f.name().as_str()).collect();
-        assert_eq!(names, ["ts", "sum", "top"]);
+        assert_eq!(names, ["ts", "sum(v)", "top"]);
         // Berlin's days: the 27th is 25 hours long (clocks go back), so its successor
         // starts at 23:00 UTC.
         let (_, rows) = crate::exec::scan::tests::plan_and_rows(&engine, sql).await;
         let expected = "\
-+---------------------+-----+-----+
-| ts                  | sum | top |
-+---------------------+-----+-----+
-| 2024-10-24T22:00:00 | 1   | 1   |
-| 2024-10-25T22:00:00 |     | 0   |
-| 2024-10-26T22:00:00 |     | 0   |
-| 2024-10-27T23:00:00 | 2   | 2   |
-+---------------------+-----+-----+";
++---------------------+--------+-----+
+| ts                  | sum(v) | top |
++---------------------+--------+-----+
+| 2024-10-24T22:00:00 | 1      | 1   |
+| 2024-10-25T22:00:00 |        | 0   |
+| 2024-10-26T22:00:00 |        | 0   |
+| 2024-10-27T23:00:00 | 2      | 2   |
++---------------------+--------+-----+";
         assert_eq!(rows, expected);
     }
 
@@ -2014,8 +2035,8 @@ mod tests {
             datafusion::arrow::util::pretty::pretty_format_batches(std::slice::from_ref(batch))
                 .expect("format")
                 .to_string();
-        assert!(text.contains("| count | min |"), "{text}");
-        assert!(text.contains("| 99952 | 48  |"), "{text}");
+        assert!(text.contains("| count() | min(v) |"), "{text}");
+        assert!(text.contains("| 99952   | 48     |"), "{text}");
         let seq = db.table("o'dd T").expect("table").snapshot().seq();
         assert!(seq > 3, "the result was committed by transaction {seq}");
     }

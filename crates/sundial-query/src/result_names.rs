@@ -1,12 +1,16 @@
-//! Result column names as QuestDB gives them to unaliased select items: a column is its name
-//! (without a qualifier), a call is its function's name (`avg(cpu.usage_user)` is `avg`,
-//! `count(*)` is `count`, `CAST(x AS INT)` is `cast`), a literal is its SQL text (`SELECT 1`
-//! is `1`, `SELECT 'a'` is `'a'`) and any other expression is `column`. A name already taken
-//! by an earlier column gets the first free suffix (`max`, `max1`, ...). `SAMPLE BY ... FILL`
-//! names its columns the same way (see `sundial_sql::questdb`).
+//! Result column names after planning. Statements that read Sundial's tables had their
+//! unaliased items named as QuestDB names them before planning
+//! (`sundial_sql::questdb::column_names`); what is left here is a repeated name that `*`
+//! brought in (`SELECT * FROM a JOIN b`, both with `ts`), which QuestDB names `ts1`, `ts2`.
+//!
+//! Other statements (of PostgreSQL's catalogs, or of no table) name an unaliased call by its
+//! function (`count(*)` is `count`, as PostgreSQL does), a cast `cast`, a literal by its SQL
+//! text (`SELECT 1` is `1`) and any other expression `column`; a name already taken by an
+//! earlier column gets the first free suffix (`count`, `count1`, ...).
 
 use std::collections::HashSet;
 
+use datafusion::common::tree_node::TreeNode;
 use datafusion::common::{Column, Result as DfResult, ScalarValue};
 use datafusion::logical_expr::{Distinct, Expr, LogicalPlan, LogicalPlanBuilder};
 
@@ -26,6 +30,8 @@ pub(crate) fn questdb_names(plan: LogicalPlan) -> DfResult<LogicalPlan> {
         return Ok(plan);
     }
     let schema = plan.schema().clone();
+    // Statements of Sundial's tables were named before planning: only repeats are left.
+    let named_before = reads_table(&plan);
     let exprs = output_exprs(&plan).filter(|e| e.len() == schema.fields().len());
     let names: Vec<&String> = schema.fields().iter().map(|f| f.name()).collect();
     let wanted: Vec<Option<String>> = schema
@@ -37,36 +43,45 @@ pub(crate) fn questdb_names(plan: LogicalPlan) -> DfResult<LogicalPlan> {
                 None if qualifier.is_none() => Some(text_name(field.name())),
                 None => None,
             };
-            name.filter(|n| n != field.name())
+            name.filter(|n| n != field.name() && !named_before)
         })
         .collect();
-    if wanted.iter().all(Option::is_none) {
-        return Ok(plan);
-    }
-    // Names kept as they are stay; renamed columns take the first free suffix.
+    // Names kept as they are stay, except a repeat of an earlier column's (two tables' `ts`
+    // under `*`), which QuestDB names `ts1`; PostgreSQL keeps repeats, and so do queries of
+    // its catalogs. Renamed columns take the first free suffix.
+    let repeats_renamed = !reads_catalog(&plan);
     let mut taken: HashSet<String> = names
         .iter()
         .zip(&wanted)
         .filter(|(_, w)| w.is_none())
-        .map(|(n, _)| (*n).clone())
+        .map(|(n, _)| n.to_lowercase())
         .collect();
-    let renamed: Vec<Option<String>> = wanted
-        .into_iter()
-        .map(|w| {
-            let base = w?;
-            let name = (0..)
-                .map(|k| {
-                    if k == 0 {
-                        base.clone()
-                    } else {
-                        format!("{base}{k}")
-                    }
-                })
-                .find(|n| !taken.contains(n))?;
-            taken.insert(name.clone());
-            Some(name)
+    let mut seen: HashSet<String> = HashSet::new();
+    let free = |base: &str, taken: &mut HashSet<String>| {
+        let name = (1..)
+            .map(|k| format!("{base}{k}"))
+            .find(|n| !taken.contains(&n.to_lowercase()))
+            .unwrap_or_else(|| base.to_string());
+        taken.insert(name.to_lowercase());
+        name
+    };
+    let renamed: Vec<Option<String>> = names
+        .iter()
+        .zip(wanted)
+        .map(|(name, w)| match w {
+            None if seen.insert(name.to_lowercase()) || !repeats_renamed => None,
+            None => Some(free(name, &mut taken)),
+            Some(base) if !taken.contains(&base.to_lowercase()) => {
+                taken.insert(base.to_lowercase());
+                seen.insert(base.to_lowercase());
+                Some(base)
+            }
+            Some(base) => Some(free(&base, &mut taken)),
         })
         .collect();
+    if renamed.iter().all(Option::is_none) {
+        return Ok(plan);
+    }
     let exprs: Vec<Expr> = schema
         .iter()
         .zip(renamed)
@@ -79,6 +94,25 @@ pub(crate) fn questdb_names(plan: LogicalPlan) -> DfResult<LogicalPlan> {
         })
         .collect();
     LogicalPlanBuilder::from(plan).project(exprs)?.build()
+}
+
+/// Whether `plan` reads one of Sundial's tables (a relation outside PostgreSQL's catalogs).
+fn reads_table(plan: &LogicalPlan) -> bool {
+    plan.exists(|node| {
+        Ok(matches!(node, LogicalPlan::TableScan(scan)
+            if !matches!(scan.table_name.schema(), Some("pg_catalog" | "information_schema"))))
+    })
+    .unwrap_or(false)
+}
+
+/// Whether `plan` reads a relation of PostgreSQL's catalogs (`pg_catalog`,
+/// `information_schema`), whose queries come from PostgreSQL tools.
+fn reads_catalog(plan: &LogicalPlan) -> bool {
+    plan.exists(|node| {
+        Ok(matches!(node, LogicalPlan::TableScan(scan)
+            if matches!(scan.table_name.schema(), Some("pg_catalog" | "information_schema"))))
+    })
+    .unwrap_or(false)
 }
 
 /// The expressions of the projection that makes `plan`'s rows, seen through the nodes that

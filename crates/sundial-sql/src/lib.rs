@@ -13,6 +13,7 @@
 //!        ─questdb::extract─▶ text with markers for QuestDB's clauses + Clauses
 //!        ─(the engine's parser)─▶ AST
 //!        ─rewrite─▶ result_timestamp (which column QuestDB calls "timestamp")
+//!                   questdb::name_unaliased_items (QuestDB's names of unaliased items, as written)
 //!                   compat   (PostgreSQL idioms drivers and tools send)
 //!                   questdb  (SAMPLE BY, LATEST ON, LIMIT -n, intervals, ASOF JOIN, ...)
 //!        ─▶ standard SQL AST ─▶ engine plans it
@@ -69,6 +70,7 @@ pub fn rewrite(
     } else {
         None
     };
+    questdb::name_unaliased_items(statement, tables);
     let parameters = compat::rewrite(statement, system);
     from_functions::rewrite(statement);
     questdb::quote_meta_columns(statement);

@@ -29,11 +29,14 @@
 //!   (QuestDB's implicit GROUP BY).
 //! - `first`/`last` are `first_value`/`last_value` in designated-timestamp order;
 //!   `count_distinct(x)` is `count(DISTINCT x)`; `hour(ts)` & co. are `date_part`.
+//! - Unaliased select items get QuestDB's names (`max(v)`, `v::int`, `v_2`), before any
+//!   other rewrite changes them (`column_names`).
 //! - An integer literal that meets a TIMESTAMP (compared, or cast) is microseconds
 //!   (`micros`); unquoted names match the camelCase columns of `tables()` & co.
 //!   (`meta_names`).
 
 mod clauses;
+mod column_names;
 mod fill;
 mod interval;
 mod meta_names;
@@ -58,6 +61,7 @@ use clauses::{
     TIME_JOIN_MARKER,
 };
 pub use clauses::{Clauses, extract};
+pub(crate) use column_names::name_items as name_unaliased_items;
 pub(crate) use meta_names::quote_meta_columns;
 
 use crate::ast::{call, cast, null};
