@@ -10,6 +10,8 @@
 #   - Node: node-postgres from npm (`npm ci` of node/package-lock.json) into node/node_modules.
 #   - Browser: Chromium and chromedriver from Debian (apt-get, with sudo when not root) for the
 #     web console's test (test_console.py), when they are missing.
+#   - Peers for the differential tests: QuestDB's jar from Maven Central (bench/peers/questdb.sh
+#     install, cached under target/peers) and PostgreSQL 15 from Debian (apt-get), when missing.
 # Paths are relative to the repository root. A driver whose toolchain (javac + mvn, go, node + npm)
 # is missing is skipped with a warning, and its test in test_drivers.py skips too.
 set -euo pipefail
@@ -123,25 +125,40 @@ setup_browser() {
     if command -v chromium >/dev/null && command -v chromedriver >/dev/null; then
         return 0
     fi
+    echo "setup.sh: installing Chromium and chromedriver with apt-get" >&2
+    apt_install chromium chromium-driver ||
+        echo "setup.sh: WARNING: could not install Chromium and chromedriver; the web console test will be skipped" >&2
+}
+
+# apt_install PACKAGE...: Debian packages, with sudo when not root; false when that is impossible.
+apt_install() {
     local sudo=()
     if [[ "$(id -u)" != 0 ]]; then
-        if ! command -v sudo >/dev/null; then
-            echo "setup.sh: WARNING: Chromium or chromedriver missing and no sudo to install them;" \
-                "the web console test will be skipped" >&2
-            return 0
-        fi
+        command -v sudo >/dev/null || return 1
         sudo=(sudo)
     fi
-    if ! command -v apt-get >/dev/null; then
-        echo "setup.sh: WARNING: Chromium or chromedriver missing and no apt-get;" \
-            "the web console test will be skipped" >&2
-        return 0
-    fi
-    echo "setup.sh: installing Chromium and chromedriver with apt-get" >&2
+    command -v apt-get >/dev/null || return 1
     # Quiet: dpkg's progress goes to standard output even with -qq; errors still show.
     "${sudo[@]}" apt-get update -qq >/dev/null
     "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive \
-        apt-get install -y -qq --no-install-recommends chromium chromium-driver >/dev/null
+        apt-get install -y -qq --no-install-recommends "$@" >/dev/null
+}
+
+setup_questdb() {
+    if ! command -v java >/dev/null; then
+        echo "setup.sh: WARNING: java not found; the QuestDB differential test will be skipped" >&2
+        return 0
+    fi
+    bash "$root/bench/peers/questdb.sh" install
+}
+
+setup_postgres() {
+    if [[ -x /usr/lib/postgresql/15/bin/postgres ]]; then
+        return 0
+    fi
+    echo "setup.sh: installing PostgreSQL 15 with apt-get" >&2
+    apt_install postgresql-15 ||
+        echo "setup.sh: WARNING: could not install PostgreSQL 15; its differential test will be skipped" >&2
 }
 
 setup_python
@@ -149,3 +166,5 @@ setup_java
 setup_go
 setup_node
 setup_browser
+setup_questdb
+setup_postgres
