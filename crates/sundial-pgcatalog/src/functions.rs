@@ -6,16 +6,26 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
 use datafusion::arrow::array::{Array, new_empty_array};
-use datafusion::arrow::datatypes::DataType;
+use datafusion::arrow::datatypes::{DataType, Field, FieldRef};
 use datafusion::common::{Result as DfResult, ScalarValue, exec_err};
 use datafusion::logical_expr::{
-    ColumnarValue, ScalarFunctionArgs, ScalarUDFImpl, Signature, Volatility,
+    ColumnarValue, ReturnFieldArgs, ScalarFunctionArgs, ScalarUDFImpl, Signature, Volatility,
 };
 
 use super::{
-    Catalog, DATABASE, NAMESPACES, ROLE, ROLE_OID, Ty, format_type, list_of, pg_oid_for_arrow,
-    pg_setting, split_qualified, text_list, type_oid_by_name, version_string,
+    Catalog, DATABASE, DATABASE_OWNER, DATABASE_OWNER_OID, NAMESPACES, ROLE, ROLE_OID, Ty,
+    format_type, list_of, pg_oid_for_arrow, pg_setting, split_qualified, text_list,
+    type_oid_by_name, version_string, with_pg_type,
 };
+
+// PostgreSQL type OIDs results are declared as.
+const NAME: i32 = 19;
+const TEXT: i32 = 25;
+const OID: i32 = 26;
+const NAME_ARRAY: i32 = 1003;
+const TEXT_ARRAY: i32 = 1009;
+const REGCLASS: i32 = 2205;
+const REGTYPE: i32 = 2206;
 
 type Eval = dyn Fn(&[ScalarValue]) -> DfResult<ScalarValue> + Send + Sync;
 
@@ -25,6 +35,9 @@ pub(super) struct PgFunction {
     pub(super) name: &'static str,
     signature: Signature,
     pub(super) returns: DataType,
+    /// The PostgreSQL type of the result where `returns` does not say it (`name`, `text`,
+    /// `regclass`, ...): declared on the result's field (see [`crate::PG_TYPE_KEY`]).
+    pg_type: Option<i32>,
     eval: Arc<Eval>,
 }
 
@@ -81,6 +94,14 @@ impl ScalarUDFImpl for PgFunction {
 
     fn return_type(&self, _arg_types: &[DataType]) -> DfResult<DataType> {
         Ok(self.returns.clone())
+    }
+
+    fn return_field_from_args(&self, _args: ReturnFieldArgs) -> DfResult<FieldRef> {
+        let field = Field::new(self.name, self.returns.clone(), true);
+        Ok(Arc::new(match self.pg_type {
+            Some(oid) => with_pg_type(field, oid),
+            None => field,
+        }))
     }
 
     fn invoke_with_args(&self, args: ScalarFunctionArgs) -> DfResult<ColumnarValue> {
@@ -282,7 +303,16 @@ fn function(
         name,
         signature,
         returns,
+        pg_type: None,
         eval: Arc::new(eval),
+    }
+}
+
+impl PgFunction {
+    /// The function with its result declared as PostgreSQL type `oid`.
+    fn pg(mut self, oid: i32) -> PgFunction {
+        self.pg_type = Some(oid);
+        self
     }
 }
 
@@ -299,16 +329,16 @@ pub(super) fn functions(c: &Arc<Catalog>) -> Vec<PgFunction> {
     let utf8 = DataType::Utf8;
     let mut fns =
         vec![
-            constant("version", N, text(version_string())),
-            constant("current_schema", N, text(sundial_sql::names::SCHEMA)),
-            constant("current_database", N, text(DATABASE)),
-            constant("current_catalog", N, text(DATABASE)),
-            constant("current_user", N, text(ROLE)),
-            constant("session_user", N, text(ROLE)),
-            constant("current_role", N, text(ROLE)),
+            constant("version", N, text(version_string())).pg(TEXT),
+            constant("current_schema", N, text(sundial_sql::names::SCHEMA)).pg(NAME),
+            constant("current_database", N, text(DATABASE)).pg(NAME),
+            constant("current_catalog", N, text(DATABASE)).pg(NAME),
+            constant("current_user", N, text(ROLE)).pg(NAME),
+            constant("session_user", N, text(ROLE)).pg(NAME),
+            constant("current_role", N, text(ROLE)).pg(NAME),
             constant("pg_backend_pid", N, ScalarValue::Int32(Some(0))),
             constant("pg_is_in_recovery", N, boolean(false)),
-            constant("pg_my_temp_schema", N, oid(Some(0))),
+            constant("pg_my_temp_schema", N, oid(Some(0))).pg(OID),
             function(
                 "current_schemas",
                 A,
@@ -321,7 +351,8 @@ pub(super) fn functions(c: &Arc<Catalog>) -> Vec<PgFunction> {
                     }
                     Ok(ScalarValue::List(text_list(&schemas)))
                 },
-            ),
+            )
+            .pg(NAME_ARRAY),
             function(
                 "current_setting",
                 A,
@@ -339,7 +370,9 @@ pub(super) fn functions(c: &Arc<Catalog>) -> Vec<PgFunction> {
                         None => exec_err!("unrecognized configuration parameter \"{name}\""),
                     }
                 },
-            ),
+            )
+            .pg(TEXT)
+            .pg(TEXT),
             function("set_config", A, Volatility::Volatile, utf8.clone(), |a| {
                 Ok(str_arg(a, 1).map_or_else(null_text, text))
             }),
@@ -352,10 +385,13 @@ pub(super) fn functions(c: &Arc<Catalog>) -> Vec<PgFunction> {
                     Ok(match int_arg(a, 0) {
                         None => null_text(),
                         Some(10) => text(ROLE),
+                        Some(n) if n == i64::from(DATABASE_OWNER_OID) => text(DATABASE_OWNER),
                         Some(n) => text(format!("unknown (OID={n})")),
                     })
                 },
-            ),
+            )
+            .pg(TEXT)
+            .pg(NAME),
             function("format_type", A, Volatility::Stable, utf8.clone(), |a| {
                 Ok(int_arg(a, 0)
                     .map_or_else(null_text, |o| text(format_type(o as i32, int_arg(a, 1)))))
@@ -370,7 +406,9 @@ pub(super) fn functions(c: &Arc<Catalog>) -> Vec<PgFunction> {
                 Volatility::Stable,
                 utf8.clone(),
                 |a| Ok(int_arg(a, 0).map_or_else(null_text, |e| text(encoding_name(e)))),
-            ),
+            )
+            .pg(TEXT)
+            .pg(NAME),
             function("quote_ident", A, Volatility::Immutable, utf8.clone(), |a| {
                 Ok(str_arg(a, 0).map_or_else(null_text, |s| text(quote_ident(s))))
             }),
@@ -380,14 +418,17 @@ pub(super) fn functions(c: &Arc<Catalog>) -> Vec<PgFunction> {
                 Volatility::Immutable,
                 DataType::new_list(DataType::Utf8, true),
                 |a| parse_ident(str_arg(a, 0)),
-            ),
+            )
+            .pg(TEXT_ARRAY),
             function(
                 "pg_size_pretty",
                 A,
                 Volatility::Immutable,
                 utf8.clone(),
                 |a| Ok(int_arg(a, 0).map_or_else(null_text, |n| text(size_pretty(n)))),
-            ),
+            )
+            .pg(REGTYPE)
+            .pg(TEXT),
             function("to_regtype", A, Volatility::Stable, DataType::Int32, |a| {
                 Ok(oid(object_oid(a, type_oid_by_name)))
             }),
@@ -441,7 +482,8 @@ pub(super) fn functions(c: &Arc<Catalog>) -> Vec<PgFunction> {
                 Volatility::Immutable,
                 DataType::Int64,
                 |a| Ok(array_bound(a, |_| 1)),
-            ),
+            )
+            .pg(REGCLASS),
             function("to_regclass", A, Volatility::Stable, DataType::Int32, {
                 let c = c.clone();
                 move |a| Ok(oid(object_oid(a, |n| c.relation_oid(n))))
@@ -473,6 +515,7 @@ pub(super) fn functions(c: &Arc<Catalog>) -> Vec<PgFunction> {
         "pg_total_relation_size",
         "pg_table_size",
         "pg_indexes_size",
+        "pg_database_size",
     ] {
         fns.push(constant(name, A, ScalarValue::Int64(Some(0))));
     }
@@ -495,10 +538,14 @@ pub(super) fn functions(c: &Arc<Catalog>) -> Vec<PgFunction> {
         "col_description",
         "shobj_description",
     ] {
-        fns.push(constant(name, A, null_text()));
+        fns.push(constant(name, A, null_text()).pg(TEXT));
     }
     // Every tablespace is a default one, which has no location.
-    fns.push(constant("pg_tablespace_location", A, text("")));
+    fns.push(constant("pg_tablespace_location", A, text("")).pg(TEXT));
+    // Statistics Sundial does not keep (DBeaver's index list asks for scans).
+    for name in ["pg_stat_get_numscans", "pg_stat_get_tuples_returned"] {
+        fns.push(constant(name, A, ScalarValue::Int64(Some(0))));
+    }
     fns
 }
 

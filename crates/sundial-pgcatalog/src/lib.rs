@@ -23,8 +23,11 @@
 //!
 //! Column types follow PostgreSQL's: `oid`, `regproc`-like and `xid` columns are `Int32`, `int2`
 //! is `Int16`, `name`, `text` and `"char"` are `Utf8`, `text[]`-like arrays are `List(Utf8)`.
-//! [`pg_type_for_arrow`] is the single mapping from Arrow result types to PostgreSQL types, shared
-//! with the wire protocol.
+//! Arrow cannot tell `name` from `text` or `oid` from `int4`, so each catalog column (and each
+//! function's result) says its PostgreSQL type once, in its field's metadata under
+//! [`PG_TYPE_KEY`]; DataFusion carries field metadata through column references, joins and
+//! subqueries. [`pg_type_for_field`] reads it (falling back to [`pg_type_for_arrow`], the mapping
+//! from Arrow types) and is the single answer the wire protocol describes columns with.
 
 use std::borrow::Cow;
 use std::fmt;
@@ -47,7 +50,10 @@ use sundial_storage::{ColumnType, Database};
 use sundial_sql::names::{CATALOG, SCHEMA};
 
 mod functions;
-mod information_schema;
+
+/// The field metadata key holding a column's PostgreSQL type OID (decimal), for columns whose
+/// Arrow type alone does not say it (`name`, `"char"`, `text`, `oid`, ...).
+pub const PG_TYPE_KEY: &str = "sundial.pg_type";
 
 /// The PostgreSQL version Sundial presents itself as.
 pub const SERVER_VERSION: &str = "15.0";
@@ -56,10 +62,15 @@ const SERVER_VERSION_NUM: &str = "150000";
 /// The one role: every session is `admin`, a superuser.
 const ROLE: &str = "admin";
 const ROLE_OID: i32 = 10;
-const DATABASE: &str = "sundial";
+/// The one database's name: QuestDB's, which clients of a QuestDB-compatible server connect
+/// to (`dbname=qdb`). Every connection sees this database whatever name it gave.
+const DATABASE: &str = "qdb";
 const DATABASE_OID: i32 = 16384;
 const PG_CATALOG_OID: i32 = 11;
 const PUBLIC_OID: i32 = 2200;
+/// The role owning `public` in PostgreSQL 15: whoever owns the database.
+const DATABASE_OWNER_OID: i32 = 6171;
+const DATABASE_OWNER: &str = "pg_database_owner";
 /// Namespaces: (oid, name).
 const NAMESPACES: &[(i32, &str)] = &[
     (PG_CATALOG_OID, "pg_catalog"),
@@ -166,6 +177,9 @@ const TYPES: &[PgType] = &[
     base(24, "regproc", "regproc", 4, 'N', 0, 1008, "regprocin", 'i', 'p', 0),
     base(25, "text", "text", -1, 'S', 0, 1009, "textin", 'i', 'x', 100),
     base(26, "oid", "oid", 4, 'N', 0, 1028, "oidin", 'i', 'p', 0),
+    base(28, "xid", "xid", 4, 'U', 0, 1011, "xidin", 'i', 'p', 0),
+    base(194, "pg_node_tree", "pg_node_tree", -1, 'Z', 0, 0, "pg_node_tree_in", 'i', 'x', 950),
+    base(1033, "aclitem", "aclitem", 12, 'U', 0, 1034, "aclitemin", 'd', 'p', 0),
     base(30, "oidvector", "oidvector", -1, 'A', 26, 1013, "oidvectorin", 'i', 'p', 0),
     base(114, "json", "json", -1, 'U', 0, 199, "json_in", 'i', 'x', 0),
     base(700, "float4", "real", 4, 'N', 0, 1021, "float4in", 'i', 'p', 0),
@@ -202,6 +216,8 @@ const TYPES: &[PgType] = &[
     arr(1021, "_float4", "real[]", 700, 'i', 0),
     arr(1022, "_float8", "double precision[]", 701, 'd', 0),
     arr(1028, "_oid", "oid[]", 26, 'i', 0),
+    arr(1011, "_xid", "xid[]", 28, 'i', 0),
+    arr(1034, "_aclitem", "aclitem[]", 1033, 'd', 0),
     arr(1115, "_timestamp", "timestamp without time zone[]", 1114, 'd', 0),
     arr(1182, "_date", "date[]", 1082, 'i', 0),
     arr(1183, "_time", "time without time zone[]", 1083, 'd', 0),
@@ -235,6 +251,49 @@ fn describe(oid: i32) -> (i32, &'static str, i16) {
 /// has no counterpart for are `text`.
 pub fn pg_type_for_arrow(data_type: &DataType) -> (i32, &'static str, i16) {
     describe(pg_oid_for_arrow(data_type))
+}
+
+/// The PostgreSQL type a result field is sent as: the type its metadata names under
+/// [`PG_TYPE_KEY`] when that type is stored as the field's Arrow type (a cast keeps the
+/// metadata of its input, so `oid_column::text` must not stay an `oid`), else
+/// [`pg_type_for_arrow`] of its Arrow type.
+pub fn pg_type_for_field(field: &Field) -> (i32, &'static str, i16) {
+    let declared = field
+        .metadata()
+        .get(PG_TYPE_KEY)
+        .and_then(|oid| oid.parse::<i32>().ok())
+        .and_then(pg_type)
+        .filter(|t| stored_as(t.oid, field.data_type()));
+    match declared {
+        Some(t) => (t.oid, t.name, t.len),
+        None => pg_type_for_arrow(field.data_type()),
+    }
+}
+
+/// Whether values of PostgreSQL type `oid` are held in Arrow as `data_type` (as catalog
+/// columns and functions hold them).
+fn stored_as(oid: i32, data_type: &DataType) -> bool {
+    let text =
+        |t: &DataType| matches!(t, DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View);
+    match (pg_type(oid), data_type) {
+        (None, _) => false,
+        (Some(t), DataType::List(item)) if t.category == 'A' => {
+            pg_type(t.elem).is_some_and(|e| stored_as(e.oid, item.data_type()))
+        }
+        (Some(t), _) if t.category == 'A' => false,
+        (Some(_), t) if text(t) => {
+            matches!(oid, 18 | 19 | 24 | 25 | 194 | 1033 | 1042 | 1043 | 2950)
+        }
+        (Some(_), DataType::Int32) => matches!(oid, 23 | 26 | 28 | 2205 | 2206),
+        (Some(_), other) => pg_oid_for_arrow(other) == oid,
+    }
+}
+
+/// `field` declaring PostgreSQL type `oid` (see [`PG_TYPE_KEY`]).
+pub fn with_pg_type(field: Field, oid: i32) -> Field {
+    let mut metadata = field.metadata().clone();
+    metadata.insert(PG_TYPE_KEY.to_string(), oid.to_string());
+    field.with_metadata(metadata)
 }
 
 fn pg_oid_for_arrow(data_type: &DataType) -> i32 {
@@ -398,12 +457,28 @@ enum Ty {
     /// `"char"`.
     Char,
     Text,
-    /// `text[]`, `aclitem[]`, `name[]`, `"char"[]`.
+    /// `character varying`: information_schema's `character_data` and `yes_or_no`.
+    Varchar,
+    /// `text[]`, `name[]`.
     TextArr,
-    /// `int2[]`, `int2vector`.
+    /// `aclitem[]`: access privileges, held as their text.
+    AclArr,
+    /// `"char"[]`.
+    CharArr,
+    /// `regproc`: a function, held as its name.
+    Regproc,
+    /// `xid`: a transaction id.
+    Xid,
+    /// `pg_node_tree`: a stored expression, held as its text.
+    NodeTree,
+    /// `int2[]`.
     I2Arr,
+    /// `int2vector`.
+    I2Vector,
     /// `oid[]`.
     OidArr,
+    /// `oidvector`.
+    OidVector,
     /// `timestamptz`.
     Ts,
 }
@@ -411,15 +486,17 @@ enum Ty {
 impl Ty {
     fn arrow(self) -> DataType {
         match self {
-            Ty::Oid | Ty::I4 => DataType::Int32,
+            Ty::Oid | Ty::I4 | Ty::Xid => DataType::Int32,
             Ty::I2 => DataType::Int16,
             Ty::I8 => DataType::Int64,
             Ty::F4 => DataType::Float32,
             Ty::Bool => DataType::Boolean,
-            Ty::Name | Ty::Char | Ty::Text => DataType::Utf8,
-            Ty::TextArr => list_of(DataType::Utf8),
-            Ty::I2Arr => list_of(DataType::Int16),
-            Ty::OidArr => list_of(DataType::Int32),
+            Ty::Name | Ty::Char | Ty::Text | Ty::Varchar | Ty::Regproc | Ty::NodeTree => {
+                DataType::Utf8
+            }
+            Ty::TextArr | Ty::AclArr | Ty::CharArr => list_of(DataType::Utf8),
+            Ty::I2Arr | Ty::I2Vector => list_of(DataType::Int16),
+            Ty::OidArr | Ty::OidVector => list_of(DataType::Int32),
             Ty::Ts => DataType::Timestamp(TimeUnit::Microsecond, Some("UTC".into())),
         }
     }
@@ -436,9 +513,17 @@ impl Ty {
             Ty::Name => 19,
             Ty::Char => 18,
             Ty::Text => 25,
+            Ty::Varchar => 1043,
             Ty::TextArr => 1009,
+            Ty::AclArr => 1034,
+            Ty::CharArr => 1002,
+            Ty::Regproc => 24,
+            Ty::Xid => 28,
+            Ty::NodeTree => 194,
             Ty::I2Arr => 1005,
+            Ty::I2Vector => 22,
             Ty::OidArr => 1028,
+            Ty::OidVector => 30,
             Ty::Ts => 1184,
         }
     }
@@ -484,6 +569,8 @@ enum V {
     F(f32),
     B(bool),
     S(Cow<'static, str>),
+    /// A `text[]`-like value.
+    L(Vec<String>),
 }
 
 impl From<D> for V {
@@ -528,15 +615,23 @@ macro_rules! row {
     };
 }
 
+// After the macros, which it uses.
+mod information_schema;
+
 fn scalar(ty: Ty, v: &V) -> DfResult<ScalarValue> {
     Ok(match (ty, v) {
         (_, V::Null) => ScalarValue::try_from(&ty.arrow())?,
-        (Ty::Oid | Ty::I4, V::I(i)) => ScalarValue::Int32(Some(*i as i32)),
+        (Ty::Oid | Ty::I4 | Ty::Xid, V::I(i)) => ScalarValue::Int32(Some(*i as i32)),
         (Ty::I2, V::I(i)) => ScalarValue::Int16(Some(*i as i16)),
         (Ty::I8, V::I(i)) => ScalarValue::Int64(Some(*i)),
         (Ty::F4, V::F(f)) => ScalarValue::Float32(Some(*f)),
         (Ty::Bool, V::B(b)) => ScalarValue::Boolean(Some(*b)),
-        (Ty::Name | Ty::Char | Ty::Text, V::S(s)) => ScalarValue::Utf8(Some(s.to_string())),
+        (Ty::TextArr | Ty::AclArr | Ty::CharArr, V::L(items)) => {
+            ScalarValue::List(text_list(items))
+        }
+        (Ty::Name | Ty::Char | Ty::Text | Ty::Varchar | Ty::Regproc | Ty::NodeTree, V::S(s)) => {
+            ScalarValue::Utf8(Some(s.to_string()))
+        }
         (ty, v) => return internal_err!("catalog value {v:?} does not fit a {ty:?} column"),
     })
 }
@@ -549,10 +644,11 @@ fn text_list(items: &[String]) -> Arc<datafusion::arrow::array::ListArray> {
     ScalarValue::new_list_nullable(&values, &DataType::Utf8)
 }
 
+/// The schema of a relation: each field declares its column's PostgreSQL type.
 fn schema_of(cols: &[Col]) -> SchemaRef {
     Arc::new(Schema::new(
         cols.iter()
-            .map(|(name, ty, _)| Field::new(*name, ty.arrow(), true))
+            .map(|(name, ty, _)| with_pg_type(Field::new(*name, ty.arrow(), true), ty.pg_oid()))
             .collect::<Vec<_>>(),
     ))
 }
@@ -644,7 +740,7 @@ const fn empty(name: &'static str, oid: i32, view: bool, cols: &'static [Col]) -
 
 #[rustfmt::skip]
 static RELATIONS: &[Rel] = &[
-    table("pg_namespace", 2615, cols![oid: Oid, nspname: Name, nspowner: Oid = D::I(10), nspacl: TextArr], pg_namespace),
+    table("pg_namespace", 2615, cols![oid: Oid, nspname: Name, nspowner: Oid = D::I(10), nspacl: AclArr], pg_namespace),
     table("pg_class", 1259, cols![
         oid: Oid, relname: Name, relnamespace: Oid = D::I(2200), reltype: Oid = Z, reloftype: Oid = Z,
         relowner: Oid = D::I(10), relam: Oid = D::I(2), relfilenode: Oid = Z, reltablespace: Oid = Z,
@@ -653,8 +749,8 @@ static RELATIONS: &[Rel] = &[
         relkind: Char = D::S("r"), relnatts: I2 = Z, relchecks: I2 = Z, relhasrules: Bool = F,
         relhastriggers: Bool = F, relhassubclass: Bool = F, relrowsecurity: Bool = F,
         relforcerowsecurity: Bool = F, relispopulated: Bool = T, relreplident: Char = D::S("d"),
-        relispartition: Bool = F, relrewrite: Oid = Z, relfrozenxid: Oid = Z, relminmxid: Oid = Z,
-        relacl: TextArr, reloptions: TextArr, relpartbound: Text,
+        relispartition: Bool = F, relrewrite: Oid = Z, relfrozenxid: Xid = Z, relminmxid: Xid = Z,
+        relacl: AclArr, reloptions: TextArr, relpartbound: NodeTree,
     ], pg_class),
     table("pg_attribute", 1249, cols![
         attrelid: Oid, attname: Name, atttypid: Oid, attstattarget: I4 = M1, attlen: I2,
@@ -662,39 +758,39 @@ static RELATIONS: &[Rel] = &[
         attalign: Char, attstorage: Char, attcompression: Char = E, attnotnull: Bool = F,
         atthasdef: Bool = F, atthasmissing: Bool = F, attidentity: Char = E,
         attgenerated: Char = E, attisdropped: Bool = F, attislocal: Bool = T, attinhcount: I4 = Z,
-        attcollation: Oid = Z, attacl: TextArr, attoptions: TextArr, attfdwoptions: TextArr,
+        attcollation: Oid = Z, attacl: AclArr, attoptions: TextArr, attfdwoptions: TextArr,
         attmissingval: TextArr,
     ], pg_attribute),
     table("pg_type", 1247, cols![
         oid: Oid, typname: Name, typnamespace: Oid = D::I(11), typowner: Oid = D::I(10),
         typlen: I2, typbyval: Bool, typtype: Char = D::S("b"), typcategory: Char,
         typispreferred: Bool = F, typisdefined: Bool = T, typdelim: Char = D::S(","),
-        typrelid: Oid = Z, typsubscript: Name = D::S("-"), typelem: Oid = Z, typarray: Oid = Z,
-        typinput: Name, typoutput: Name, typreceive: Name, typsend: Name,
-        typmodin: Name = D::S("-"), typmodout: Name = D::S("-"), typanalyze: Name = D::S("-"),
+        typrelid: Oid = Z, typsubscript: Regproc = D::S("-"), typelem: Oid = Z, typarray: Oid = Z,
+        typinput: Regproc, typoutput: Regproc, typreceive: Regproc, typsend: Regproc,
+        typmodin: Regproc = D::S("-"), typmodout: Regproc = D::S("-"), typanalyze: Regproc = D::S("-"),
         typalign: Char, typstorage: Char, typnotnull: Bool = F, typbasetype: Oid = Z,
-        typtypmod: I4 = M1, typndims: I4 = Z, typcollation: Oid = Z, typdefaultbin: Text,
-        typdefault: Text, typacl: TextArr,
+        typtypmod: I4 = M1, typndims: I4 = Z, typcollation: Oid = Z, typdefaultbin: NodeTree,
+        typdefault: Text, typacl: AclArr,
     ], pg_type_rows),
     table("pg_database", 1262, cols![
         oid: Oid, datname: Name, datdba: Oid = D::I(10), encoding: I4 = D::I(6),
         datlocprovider: Char = D::S("c"), datistemplate: Bool = F, datallowconn: Bool = T,
-        datconnlimit: I4 = M1, datfrozenxid: Oid = Z, datminmxid: Oid = D::I(1),
+        datconnlimit: I4 = M1, datfrozenxid: Xid = Z, datminmxid: Xid = D::I(1),
         dattablespace: Oid = D::I(1663), datcollate: Text = D::S("C"), datctype: Text = D::S("C"),
-        daticulocale: Text, datcollversion: Text, datacl: TextArr,
+        daticulocale: Text, datcollversion: Text, datacl: AclArr,
     ], pg_database),
     table("pg_proc", 1255, cols![
         oid: Oid, proname: Name, pronamespace: Oid = D::I(11), proowner: Oid = D::I(10),
         prolang: Oid = D::I(12), procost: F4 = D::F(1.0), prorows: F4 = D::F(0.0),
-        provariadic: Oid = Z, prosupport: Name = D::S("-"), prokind: Char = D::S("f"),
+        provariadic: Oid = Z, prosupport: Regproc = D::S("-"), prokind: Char = D::S("f"),
         prosecdef: Bool = F, proleakproof: Bool = F, proisstrict: Bool = F, proretset: Bool = F,
         provolatile: Char = D::S("i"), proparallel: Char = D::S("s"), pronargs: I2 = Z,
         pronargdefaults: I2 = Z, prorettype: Oid = D::I(2283), proargtypes: Text = E,
-        proallargtypes: OidArr, proargmodes: TextArr, proargnames: TextArr, proargdefaults: Text,
-        protrftypes: OidArr, prosrc: Text, probin: Text, prosqlbody: Text, proconfig: TextArr,
-        proacl: TextArr,
+        proallargtypes: OidArr, proargmodes: CharArr, proargnames: TextArr, proargdefaults: NodeTree,
+        protrftypes: OidArr, prosrc: Text, probin: Text, prosqlbody: NodeTree, proconfig: TextArr,
+        proacl: AclArr,
     ], pg_proc),
-    table("pg_am", 2601, cols![oid: Oid, amname: Name, amhandler: Name, amtype: Char], pg_am),
+    table("pg_am", 2601, cols![oid: Oid, amname: Name, amhandler: Regproc, amtype: Char], pg_am),
     table("pg_authid", 1260, cols![
         oid: Oid = D::I(10), rolname: Name = D::S(ROLE), rolsuper: Bool = T, rolinherit: Bool = T,
         rolcreaterole: Bool = T, rolcreatedb: Bool = T, rolcanlogin: Bool = T,
@@ -702,7 +798,7 @@ static RELATIONS: &[Rel] = &[
         rolpassword: Text, rolvaliduntil: Ts,
     ], one_row),
     table("pg_tablespace", 1213, cols![
-        oid: Oid, spcname: Name, spcowner: Oid = D::I(10), spcacl: TextArr, spcoptions: TextArr,
+        oid: Oid, spcname: Name, spcowner: Oid = D::I(10), spcacl: AclArr, spcoptions: TextArr,
     ], pg_tablespace),
     view("pg_roles", 12000, cols![
         rolname: Name = D::S(ROLE), rolsuper: Bool = T, rolinherit: Bool = T,
@@ -735,8 +831,8 @@ static RELATIONS: &[Rel] = &[
         indexrelid: Oid, indrelid: Oid, indnatts: I2, indnkeyatts: I2, indisunique: Bool,
         indnullsnotdistinct: Bool, indisprimary: Bool, indisexclusion: Bool, indimmediate: Bool,
         indisclustered: Bool, indisvalid: Bool, indcheckxmin: Bool, indisready: Bool,
-        indislive: Bool, indisreplident: Bool, indkey: I2Arr, indcollation: OidArr,
-        indclass: OidArr, indoption: I2Arr, indexprs: Text, indpred: Text,
+        indislive: Bool, indisreplident: Bool, indkey: I2Vector, indcollation: OidVector,
+        indclass: OidVector, indoption: I2Vector, indexprs: NodeTree, indpred: NodeTree,
     ]),
     empty("pg_description", 2609, false, cols![objoid: Oid, classoid: Oid, objsubid: I4, description: Text]),
     empty("pg_constraint", 2606, false, cols![
@@ -745,9 +841,9 @@ static RELATIONS: &[Rel] = &[
         conparentid: Oid, confrelid: Oid, confupdtype: Char, confdeltype: Char,
         confmatchtype: Char, conislocal: Bool, coninhcount: I4, connoinherit: Bool, conkey: I2Arr,
         confkey: I2Arr, conpfeqop: OidArr, conppeqop: OidArr, conffeqop: OidArr,
-        confdelsetcols: I2Arr, conexclop: OidArr, conbin: Text,
+        confdelsetcols: I2Arr, conexclop: OidArr, conbin: NodeTree,
     ]),
-    empty("pg_attrdef", 2604, false, cols![oid: Oid, adrelid: Oid, adnum: I2, adbin: Text]),
+    empty("pg_attrdef", 2604, false, cols![oid: Oid, adrelid: Oid, adnum: I2, adbin: NodeTree]),
     empty("pg_inherits", 2611, false, cols![inhrelid: Oid, inhparent: Oid, inhseqno: I4, inhdetachpending: Bool]),
     empty("pg_collation", 3456, false, cols![
         oid: Oid, collname: Name, collnamespace: Oid, collowner: Oid, collprovider: Char,
@@ -758,7 +854,7 @@ static RELATIONS: &[Rel] = &[
         oid: Oid, tgrelid: Oid, tgparentid: Oid, tgname: Name, tgfoid: Oid, tgtype: I2,
         tgenabled: Char, tgisinternal: Bool, tgconstrrelid: Oid, tgconstrindid: Oid,
         tgconstraint: Oid, tgdeferrable: Bool, tginitdeferred: Bool, tgnargs: I2, tgattr: I2Arr,
-        tgargs: Text, tgqual: Text, tgoldtable: Name, tgnewtable: Name,
+        tgargs: Text, tgqual: NodeTree, tgoldtable: Name, tgnewtable: Name,
     ]),
     empty("pg_enum", 3501, false, cols![oid: Oid, enumtypid: Oid, enumsortorder: F4, enumlabel: Name]),
     empty("pg_extension", 3079, false, cols![
@@ -771,15 +867,15 @@ static RELATIONS: &[Rel] = &[
     ]),
     empty("pg_rewrite", 2618, false, cols![
         oid: Oid, rulename: Name, ev_class: Oid, ev_type: Char, ev_enabled: Char,
-        is_instead: Bool, ev_qual: Text, ev_action: Text,
+        is_instead: Bool, ev_qual: NodeTree, ev_action: NodeTree,
     ]),
     empty("pg_policy", 3256, false, cols![
         oid: Oid, polname: Name, polrelid: Oid, polcmd: Char, polpermissive: Bool,
-        polroles: OidArr, polqual: Text, polwithcheck: Text,
+        polroles: OidArr, polqual: NodeTree, polwithcheck: NodeTree,
     ]),
     empty("pg_statistic_ext", 3381, false, cols![
         oid: Oid, stxrelid: Oid, stxname: Name, stxnamespace: Oid, stxowner: Oid,
-        stxstattarget: I4, stxkeys: I2Arr, stxkind: TextArr, stxexprs: Text,
+        stxstattarget: I4, stxkeys: I2Arr, stxkind: TextArr, stxexprs: NodeTree,
     ]),
     empty("pg_publication", 6104, false, cols![
         oid: Oid, pubname: Name, pubowner: Oid, puballtables: Bool, pubinsert: Bool,
@@ -790,15 +886,15 @@ static RELATIONS: &[Rel] = &[
     empty("pg_foreign_table", 3118, false, cols![ftrelid: Oid, ftserver: Oid, ftoptions: TextArr]),
     empty("pg_foreign_server", 1417, false, cols![
         oid: Oid, srvname: Name, srvowner: Oid, srvfdw: Oid, srvtype: Text, srvversion: Text,
-        srvacl: TextArr, srvoptions: TextArr,
+        srvacl: AclArr, srvoptions: TextArr,
     ]),
     empty("pg_foreign_data_wrapper", 2328, false, cols![
         oid: Oid, fdwname: Name, fdwowner: Oid, fdwhandler: Oid, fdwvalidator: Oid,
-        fdwacl: TextArr, fdwoptions: TextArr,
+        fdwacl: AclArr, fdwoptions: TextArr,
     ]),
     empty("pg_partitioned_table", 3350, false, cols![
         partrelid: Oid, partstrat: Char, partnatts: I2, partdefid: Oid, partattrs: I2Arr,
-        partclass: OidArr, partcollation: OidArr, partexprs: Text,
+        partclass: OidArr, partcollation: OidArr, partexprs: NodeTree,
     ]),
     empty("pg_sequence", 2224, false, cols![
         seqrelid: Oid, seqtypid: Oid, seqstart: I8, seqincrement: I8, seqmax: I8, seqmin: I8,
@@ -806,7 +902,7 @@ static RELATIONS: &[Rel] = &[
     ]),
     empty("pg_range", 3541, false, cols![
         rngtypid: Oid, rngsubtype: Oid, rngmultitypid: Oid, rngcollation: Oid, rngsubopc: Oid,
-        rngcanonical: Name, rngsubdiff: Name,
+        rngcanonical: Regproc, rngsubdiff: Regproc,
     ]),
     empty("pg_event_trigger", 3466, false, cols![
         oid: Oid, evtname: Name, evtevent: Name, evtowner: Oid, evtfoid: Oid, evtenabled: Char,
@@ -856,7 +952,19 @@ fn one_row(_: &Catalog) -> Vec<Row> {
 fn pg_namespace(_: &Catalog) -> Vec<Row> {
     NAMESPACES
         .iter()
-        .map(|(oid, name)| row!(oid: *oid, nspname: *name))
+        .map(|(oid, name)| {
+            let (owner, owner_oid) = match *oid {
+                PUBLIC_OID => (DATABASE_OWNER, DATABASE_OWNER_OID),
+                _ => (ROLE, ROLE_OID),
+            };
+            let mut r = row!(oid: *oid, nspname: *name, nspowner: owner_oid);
+            // PostgreSQL's initial grants: the owner may use and create, everyone may use.
+            if *oid != 99 {
+                let acl = vec![format!("{owner}=UC/{owner}"), format!("=U/{owner}")];
+                r.push(("nspacl", V::L(acl)));
+            }
+            r
+        })
         .collect()
 }
 
@@ -870,6 +978,7 @@ fn pg_class(c: &Catalog) -> Vec<Row> {
                 row!(
                     oid: oid,
                     relname: meta.name.clone(),
+                    reltype: row_type_oid(oid),
                     relfilenode: oid,
                     relnatts: meta.columns.len() as i16,
                     reltuples: t.snapshot().row_count() as f32,
@@ -890,6 +999,12 @@ fn pg_class(c: &Catalog) -> Vec<Row> {
     rows
 }
 
+/// The OID of a Sundial table's row type (PostgreSQL makes a composite type per table): the
+/// next OID after the table's, which no other table's hash is expected to take.
+fn row_type_oid(table_oid: i32) -> i32 {
+    table_oid.checked_add(1).unwrap_or(FIRST_USER_OID as i32)
+}
+
 /// A `pg_attribute` row for column `num` (from 1) of relation `relid`.
 fn attribute(relid: i32, num: usize, name: String, type_oid: i32) -> Row {
     let t = pg_type(type_oid).unwrap_or(&TYPES[0]);
@@ -902,6 +1017,7 @@ fn attribute(relid: i32, num: usize, name: String, type_oid: i32) -> Row {
         attbyval: matches!(t.len, 1 | 2 | 4 | 8),
         attalign: t.align,
         attstorage: t.storage,
+        attcollation: t.collation,
     )
 }
 
@@ -936,7 +1052,7 @@ fn pg_type_rows(_: &Catalog) -> Vec<Row> {
     TYPES
         .iter()
         .map(|t| {
-            row!(
+            let mut r = row!(
                 oid: t.oid,
                 typname: t.name,
                 typlen: t.len,
@@ -954,7 +1070,13 @@ fn pg_type_rows(_: &Catalog) -> Vec<Row> {
                 typalign: t.align,
                 typstorage: t.storage,
                 typcollation: t.collation,
-            )
+            );
+            // Types whose declarations take a modifier (`varchar(10)`, `timestamp(3)`).
+            if matches!(t.oid, 1042 | 1043 | 1083 | 1114 | 1184 | 1186 | 1266 | 1700) {
+                r.push(("typmodin", V::from(format!("{}typmodin", t.name))));
+                r.push(("typmodout", V::from(format!("{}typmodout", t.name))));
+            }
+            r
         })
         .collect()
 }
@@ -1242,12 +1364,19 @@ pub fn register(ctx: &SessionContext, db: Arc<Database>) -> DfResult<()> {
     let Some(sundial) = ctx.catalog(CATALOG) else {
         return internal_err!("the session has no catalog {CATALOG}");
     };
-    sundial.register_schema("pg_catalog", Arc::new(PgCatalogSchema { catalog }))?;
+    sundial.register_schema(
+        "pg_catalog",
+        Arc::new(PgCatalogSchema {
+            catalog: catalog.clone(),
+        }),
+    )?;
     // In place of DataFusion's own (which the engine turns off): see `information_schema`.
     let catalogs = ctx.state().catalog_list().clone();
     sundial.register_schema(
         "information_schema",
-        Arc::new(information_schema::InformationSchema::new(catalogs)),
+        Arc::new(information_schema::InformationSchema::new(
+            catalogs, catalog,
+        )),
     )?;
     Ok(())
 }

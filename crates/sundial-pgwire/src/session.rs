@@ -1543,9 +1543,13 @@ fn encode_rows(
     Ok(written)
 }
 
+/// A SHOW's one column: `text`, as PostgreSQL's.
 fn show_schema(name: &str) -> SchemaRef {
     Arc::new(arrow::datatypes::Schema::new(vec![
-        arrow::datatypes::Field::new(name, DataType::Utf8, true),
+        sundial_query::with_pg_type(
+            arrow::datatypes::Field::new(name, DataType::Utf8, true),
+            types::oid::TEXT,
+        ),
     ]))
 }
 

@@ -56,8 +56,9 @@ pub fn pg_type(data_type: &DataType) -> (i32, i16) {
     (type_oid, len)
 }
 
-/// The PostgreSQL type a result field is described and encoded as: [`pg_type`] of its Arrow
-/// type, except that a Sundial UUID column (canonical text in Arrow) is a `uuid`.
+/// The PostgreSQL type a result field is described and encoded as: the type its metadata
+/// declares (a catalog column's `name` or `oid`, see `sundial_query::pg_type_for_field`), else
+/// [`pg_type`] of its Arrow type; a Sundial UUID column (canonical text in Arrow) is a `uuid`.
 pub fn pg_field_type(field: &Field) -> (i32, i16) {
     let uuid = field
         .metadata()
@@ -66,7 +67,8 @@ pub fn pg_field_type(field: &Field) -> (i32, i16) {
     if uuid && StrArrayType::is_str(field.data_type()) {
         (oid::UUID, 16)
     } else {
-        pg_type(field.data_type())
+        let (type_oid, _, len) = sundial_query::pg_type_for_field(field);
+        (type_oid, len)
     }
 }
 

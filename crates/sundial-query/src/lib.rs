@@ -117,6 +117,9 @@ pub use session_statements::{
     Deallocate, SESSION_STATEMENTS_MAX, parse_deallocate, unknown_statement,
 };
 pub use sundial_auth::{Caller, Role, Users};
-pub use sundial_pgcatalog::{SERVER_VERSION, pg_setting, pg_type_for_arrow, pg_type_of, table_oid};
+pub use sundial_pgcatalog::{
+    PG_TYPE_KEY, SERVER_VERSION, pg_setting, pg_type_for_arrow, pg_type_for_field, pg_type_of,
+    table_oid, with_pg_type,
+};
 pub use sundial_sql::names::{CATALOG, SCHEMA};
 pub use sundial_sql::{Command, CreateTable, Statement, parse, split_statements};
