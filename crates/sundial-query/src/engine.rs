@@ -1429,6 +1429,7 @@ impl Engine {
                 )
             })?;
         let plan = crate::result_names::questdb_names(plan)?;
+        let plan = crate::pg_results::as_postgres(plan)?;
         crate::permissions::check(plan, self.sql_file_dir.as_deref(), self.settings)
     }
 

@@ -77,6 +77,7 @@ mod messages;
 mod meta;
 mod partitions;
 mod permissions;
+mod pg_results;
 mod plans;
 mod provider;
 mod result_names;

@@ -21,6 +21,8 @@
 //!   things Sundial never has, with SQL DataFusion could not otherwise plan;
 //! - a scalar subquery looking a value up in catalog relations, which DataFusion cannot plan when
 //!   correlated, takes `first_value` of its column;
+//! - in a SELECT of catalog relations, a column beside a wildcard (`n.oid, n.*`) is aliased so
+//!   that DataFusion plans the repeat (see `repeats`);
 //! - `SHOW server_version` (any setting in `pg_settings`) becomes `SELECT current_setting(...)`;
 //! - TimescaleDB's `time_bucket(width, ts [, origin])` becomes `date_bin(width, ts, origin)`,
 //!   with TimescaleDB's default origin (Monday 2000-01-03).
@@ -140,6 +142,14 @@ impl VisitorMut for Compat<'_> {
 
     fn post_visit_select(&mut self, select: &mut Select) -> ControlFlow<()> {
         name_repeated_literals(&mut select.projection);
+        let reads_catalog = select.from.iter().any(|from| {
+            std::iter::once(&from.relation)
+                .chain(from.joins.iter().map(|j| &j.relation))
+                .any(|f| is_catalog_factor(f, self.catalog))
+        });
+        if reads_catalog {
+            crate::repeats::alias_beside_wildcards(&mut select.projection);
+        }
         if reads_only_functions(select) {
             for item in &mut select.projection {
                 if let SelectItem::UnnamedExpr(e) | SelectItem::ExprWithAlias { expr: e, .. } = item

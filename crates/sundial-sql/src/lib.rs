@@ -34,6 +34,7 @@ mod from_functions;
 pub mod limits;
 pub mod names;
 pub mod questdb;
+mod repeats;
 pub mod result_timestamp;
 pub mod statement;
 mod template;

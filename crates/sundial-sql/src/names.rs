@@ -17,6 +17,10 @@ pub const LATEST_BY_MARKER: &str = "__sundial_latest_by";
 /// `__sundial_asof_join(strict BOOLEAN, tolerance_ns BIGINT or NULL)`.
 pub const ASOF_JOIN_MARKER: &str = "__sundial_asof_join";
 
+/// The alias prefix a plain column item beside a wildcard gets (`SELECT n.oid, n.*`), so that
+/// DataFusion plans the repeat; the engine names the column after the prefix again.
+pub const REPEAT_PREFIX: &str = "__sundial_repeat__";
+
 /// The zero-based position of placeholder `$n`; `None` for any other name (`$0`, `?`, `$x`).
 pub fn placeholder_index(id: &str) -> Option<usize> {
     id.strip_prefix('$')?.parse::<usize>().ok()?.checked_sub(1)
