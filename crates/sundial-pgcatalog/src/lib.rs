@@ -4,7 +4,7 @@
 //!
 //! ```text
 //!  register(ctx, db) ─▶ schema sundial.pg_catalog: CatalogTable per relation ─▶ rows from db
-//!                   └─▶ schema sundial.information_schema: DataFusion's, PostgreSQL's `columns`
+//!                   └─▶ schema sundial.information_schema: PostgreSQL's views (tables, columns, ...)
 //!                   └─▶ functions (format_type, pg_get_userbyid, ...) ─▶ ScalarUDFs
 //!  Names ─▶ what the dialect's PostgreSQL rewrites ask (sundial_sql::SystemCatalog)
 //! ```
@@ -15,7 +15,7 @@
 //!
 //! - every relation here is a `CatalogTable` whose rows are computed at scan time from the live
 //!   [`Database`] (tables come and go at any moment) and from fixed facts (types, settings, the one
-//!   role `admin`, the one database `sundial`);
+//!   role `admin`, the one database `qdb`);
 //! - relations Sundial never has rows for (constraints, policies, publications, ...) exist with
 //!   their real PostgreSQL columns and no rows, so queries over them plan and return nothing;
 //! - the functions (in `functions`) are one generic UDF type holding a name, a return type and a
