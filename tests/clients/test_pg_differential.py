@@ -81,9 +81,10 @@ ORIGIN = (
     "Not yet: RowDescription's table OID and column number are 0 for every column (pgjdbc then "
     "cannot tell a result column's table). It would take Sundial tables' fields carrying (table "
     "OID, attnum) in their metadata, as catalog columns carry their PostgreSQL type, and the wire "
-    "layer writing them; held back because the scans declare the storage schema (the metadata "
-    "must agree between the provider and the scan operators) and DataFusion keeps metadata "
-    "through type-only casts, where PostgreSQL sends 0.")
+    "layer writing them. Held back because DataFusion's physical planner requires an aggregate's "
+    "input fields to carry the same metadata in the logical and the physical plan, so every "
+    "Sundial scan operator (scan, index scan, fused aggregates, LATEST) would have to declare "
+    "it too; and DataFusion keeps metadata through type-only casts, where PostgreSQL sends 0.")
 DESCRIPTIONS = (
     "Not yet: pg_description has no rows, so built-in objects have no comment ('standard public "
     "schema', the types' descriptions). Adding rows means pg_description is no longer an "
