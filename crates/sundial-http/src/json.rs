@@ -49,14 +49,21 @@ pub fn write_json_string(out: &mut Vec<u8>, s: &str) {
 }
 
 /// The Sundial (QuestDB) type name of a result column: the declared type of a table column,
-/// else the one its Arrow type maps to.
+/// else the one its Arrow type maps to. A declared type whose Arrow type the column no
+/// longer has (the metadata of a column cast to another type) is not the column's.
 pub fn type_name(field: &arrow::datatypes::Field) -> String {
     let declared = field
         .metadata()
         .get(SUNDIAL_TYPE_KEY)
-        .and_then(|t| ColumnType::parse(t));
+        .and_then(|t| ColumnType::parse(t))
+        .filter(|t| t.arrow_type() == *field.data_type() || t.write_type() == *field.data_type());
+    // A dictionary of non-text values is typed as its values.
+    let data_type = match field.data_type() {
+        DataType::Dictionary(_, value) if !is_text(value) => value.as_ref(),
+        other => other,
+    };
     declared
-        .or_else(|| ColumnType::from_arrow(field.data_type()))
+        .or_else(|| ColumnType::from_arrow(data_type))
         .map_or_else(
             || field.data_type().to_string().to_uppercase(),
             |t| t.name().to_string(),
@@ -145,6 +152,47 @@ pub(crate) fn string_value(array: &dyn Array, row: usize) -> Option<&str> {
     }
 }
 
+fn is_text(data_type: &DataType) -> bool {
+    matches!(
+        data_type,
+        DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View
+    )
+}
+
+/// The values and the index into them of row `row` of a dictionary array whose values are
+/// not text (text dictionaries are SYMBOLs, written by [`string_value`]).
+fn dictionary_entry(array: &dyn Array, row: usize) -> Option<(&dyn Array, usize)> {
+    let DataType::Dictionary(key, value) = array.data_type() else {
+        return None;
+    };
+    if is_text(value) {
+        return None;
+    }
+    fn entry<K: arrow::datatypes::ArrowDictionaryKeyType>(
+        array: &dyn Array,
+        row: usize,
+    ) -> Option<(&dyn Array, usize)> {
+        let dict = array.as_dictionary::<K>();
+        let index = arrow::datatypes::ArrowNativeType::as_usize(dict.keys().value(row));
+        (index < dict.values().len()).then(|| (dict.values().as_ref(), index))
+    }
+    use arrow::datatypes::{
+        Int8Type as I8, Int16Type as I16, Int32Type as I32, Int64Type as I64, UInt8Type as U8,
+        UInt16Type as U16, UInt32Type as U32, UInt64Type as U64,
+    };
+    match **key {
+        DataType::Int8 => entry::<I8>(array, row),
+        DataType::Int16 => entry::<I16>(array, row),
+        DataType::Int32 => entry::<I32>(array, row),
+        DataType::Int64 => entry::<I64>(array, row),
+        DataType::UInt8 => entry::<U8>(array, row),
+        DataType::UInt16 => entry::<U16>(array, row),
+        DataType::UInt32 => entry::<U32>(array, row),
+        DataType::UInt64 => entry::<U64>(array, row),
+        _ => None,
+    }
+}
+
 /// A number written bare, if the value is one; `Some(false)` for a non-finite float (which
 /// JSON cannot hold).
 pub(crate) fn push_number(out: &mut Vec<u8>, array: &dyn Array, row: usize) -> Option<bool> {
@@ -178,7 +226,8 @@ pub(crate) fn push_number(out: &mut Vec<u8>, array: &dyn Array, row: usize) -> O
 
 /// One value as JSON.
 pub fn write_json_value(out: &mut Vec<u8>, array: &dyn Array, row: usize) {
-    if array.is_null(row) {
+    // A `NullArray` (of a NULL literal) keeps no validity: every row is NULL.
+    if array.is_null(row) || *array.data_type() == DataType::Null {
         out.extend_from_slice(b"null");
         return;
     }
@@ -197,6 +246,14 @@ pub(crate) fn write_present_value(
     absent: &[u8],
     string: impl Fn(&mut Vec<u8>, &str),
 ) {
+    if let Some((values, index)) = dictionary_entry(array, row) {
+        // A dictionary of non-text values (`length(symbol)`): its value, as the value type's.
+        if values.is_null(index) {
+            out.extend_from_slice(b"null");
+            return;
+        }
+        return write_present_value(out, values, index, absent, string);
+    }
     if let Some(finite) = push_number(out, array, row) {
         if !finite {
             out.extend_from_slice(absent);

@@ -212,6 +212,28 @@ const RESERVED: &[&str] = &[
     "unique", "user", "using", "variadic", "when", "where", "window", "with",
 ];
 
+/// `regexp_split_to_array(text, pattern)`: the pieces of `text` between matches of `pattern`
+/// (a NULL for a NULL argument). A pattern that does not compile, or compiles too large, is an
+/// error naming it.
+fn regexp_split_to_array(args: &[ScalarValue]) -> DfResult<ScalarValue> {
+    let (Some(text), Some(pattern)) = (str_arg(args, 0), str_arg(args, 1)) else {
+        return Ok(ScalarValue::Null);
+    };
+    let regex = regex::Regex::new(pattern).map_err(|e| {
+        datafusion::error::DataFusionError::Execution(format!(
+            "regexp_split_to_array: invalid pattern '{pattern}': {e}"
+        ))
+    })?;
+    let pieces: Vec<ScalarValue> = regex
+        .split(text)
+        .map(|piece| ScalarValue::Utf8(Some(piece.to_string())))
+        .collect();
+    Ok(ScalarValue::List(ScalarValue::new_list_nullable(
+        &pieces,
+        &DataType::Utf8,
+    )))
+}
+
 /// `parse_ident('public."My Table"')`: the parts of a qualified name, unquoted parts in lower
 /// case, as a text array (`{public,"My Table"}`); an empty part is an error, as in PostgreSQL.
 fn parse_ident(name: Option<&str>) -> DfResult<ScalarValue> {
@@ -420,6 +442,13 @@ pub(super) fn functions(c: &Arc<Catalog>) -> Vec<PgFunction> {
                 |a| parse_ident(str_arg(a, 0)),
             )
             .pg(TEXT_ARRAY),
+            function(
+                "regexp_split_to_array",
+                A,
+                Volatility::Immutable,
+                DataType::new_list(DataType::Utf8, true),
+                regexp_split_to_array,
+            ),
             function(
                 "pg_size_pretty",
                 A,

@@ -586,7 +586,7 @@ mod tests {
                 let found = right
                     .iter()
                     .filter(|&&(_, rs, rt)| {
-                        (!keyed || (sym.is_some() && rs == sym))
+                        (!keyed || rs == sym)
                             && (if strict { rt < t } else { rt <= t })
                             && tolerance_s.is_none_or(|tol| t - rt <= tol)
                     })

@@ -1680,11 +1680,28 @@ impl sundial_sql::Catalog for Engine {
     }
 
     fn is_timestamp(&self, table: &str, column: &str) -> bool {
-        self.db.table(table).is_some_and(|t| {
-            let meta = t.meta();
-            meta.column_index(column)
-                .is_some_and(|i| meta.columns[i].column_type == ColumnType::Timestamp)
-        })
+        self.column_type(table, column) == Some(ColumnType::Timestamp)
+    }
+
+    fn has_column(&self, table: &str, column: &str) -> bool {
+        self.column_type(table, column).is_some()
+    }
+
+    fn is_floating(&self, table: &str, column: &str) -> bool {
+        matches!(
+            self.column_type(table, column),
+            Some(ColumnType::Float | ColumnType::Double)
+        )
+    }
+}
+
+impl Engine {
+    /// The type of `column` of `table`, if both exist.
+    fn column_type(&self, table: &str, column: &str) -> Option<ColumnType> {
+        let t = self.db.table(table)?;
+        let meta = t.meta();
+        meta.column_index(column)
+            .map(|i| meta.columns[i].column_type)
     }
 }
 

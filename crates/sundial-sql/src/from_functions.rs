@@ -8,7 +8,8 @@
 //! - a function returning one value (`string_to_array`, `current_schemas`) is a relation of
 //!   one row and one column named after the alias (or the function):
 //!   `(SELECT string_to_array(...) AS s) AS s`;
-//! - `string_to_table(text, delimiter)` is `unnest(string_to_array(text, delimiter))`.
+//! - `string_to_table(text, delimiter)` is `unnest(string_to_array(text, delimiter))`, and
+//!   `regexp_split_to_table(text, pattern)` is `unnest(regexp_split_to_array(text, pattern))`.
 
 use std::ops::ControlFlow;
 
@@ -20,7 +21,12 @@ use sqlparser::ast::{
 use crate::ast::{call, select_with};
 
 /// Set-returning functions of one column whose alias names that column.
-const ONE_COLUMN_SETS: [&str; 3] = ["generate_series", "string_to_table", "range"];
+const ONE_COLUMN_SETS: [&str; 4] = [
+    "generate_series",
+    "string_to_table",
+    "regexp_split_to_table",
+    "range",
+];
 
 /// Functions of one value that PostgreSQL lets stand in FROM as a one-row relation.
 const VALUES_IN_FROM: [&str; 2] = ["string_to_array", "current_schemas"];
@@ -72,7 +78,14 @@ fn rewrite_factor(factor: &mut TableFactor) {
             let Some(function) = function_name(name) else {
                 return;
             };
-            if function == "string_to_table" && args.args.len() == 2 {
+            let array_function = match function.as_str() {
+                "string_to_table" => Some("string_to_array"),
+                "regexp_split_to_table" => Some("regexp_split_to_array"),
+                _ => None,
+            };
+            if let Some(array_function) = array_function
+                && args.args.len() == 2
+            {
                 let values: Vec<Expr> = args
                     .args
                     .iter()
@@ -90,7 +103,7 @@ fn rewrite_factor(factor: &mut TableFactor) {
                 name_column(&mut alias);
                 *factor = TableFactor::UNNEST {
                     alias,
-                    array_exprs: vec![call("string_to_array", values)],
+                    array_exprs: vec![call(array_function, values)],
                     with_offset: false,
                     with_offset_alias: None,
                     with_ordinality: false,

@@ -300,7 +300,8 @@ fn schema_changes_keep_rows_and_read_new_columns_as_null() {
                 sym: None,
                 v: None,
                 s: None,
-                b: None,
+                // BOOLEAN has no NULL: rows from before the column read false.
+                b: Some(false),
                 ..r.clone()
             })
             .collect();

@@ -3,6 +3,9 @@
 //! timestamp order, remembering for each key the newest row it has passed, so each left row
 //! finds its match in O(1) after the cursor catches up with its timestamp: O(left + right)
 //! overall, both sides read once.
+//!
+//! Keys compare as values: a NULL key matches a NULL key, as QuestDB's time joins match
+//! them (a SYMBOL's NULL is one of its values there).
 
 use std::fmt;
 use std::sync::Arc;
@@ -52,7 +55,7 @@ pub(crate) struct Match {
     pub tolerance_ns: Option<i64>,
 }
 
-/// Key number of right rows whose key has a NULL: they never match.
+/// Key number of left rows whose key no right row has.
 const NO_KEY: u32 = u32::MAX;
 /// `latest` entry of a key no right row has been passed for yet.
 const NO_ROW: u32 = u32::MAX;
@@ -288,13 +291,8 @@ impl RightSide {
         let fields = self.key_types.iter().cloned().map(SortField::new).collect();
         let converter = RowConverter::new(fields)?;
         let rows = converter.convert_columns(&keys)?;
-        let has_null = any_null(&keys);
         self.key_numbers = Vec::with_capacity(rows.num_rows());
-        for (i, row) in rows.iter().enumerate() {
-            if has_null.get(i).copied().unwrap_or(false) {
-                self.key_numbers.push(NO_KEY);
-                continue;
-            }
+        for row in rows.iter() {
             let next = self.numbers.len() as u32;
             let number = match self.numbers.get(row.as_ref()) {
                 Some(n) => *n,
@@ -431,14 +429,9 @@ impl Merge {
             &self.right.key_types,
         )?;
         let rows: Rows = converter.convert_columns(&keys)?;
-        let has_null = any_null(&keys);
         Ok(Some(
             rows.iter()
-                .enumerate()
-                .map(|(i, row)| {
-                    if has_null.get(i).copied().unwrap_or(false) {
-                        return NO_KEY;
-                    }
+                .map(|row| {
                     self.right
                         .numbers
                         .get(row.as_ref())
@@ -466,20 +459,6 @@ fn evaluate<'a>(
             }
         })
         .collect()
-}
-
-/// Per row, whether any of `keys` is NULL there.
-fn any_null(keys: &[ArrayRef]) -> Vec<bool> {
-    let rows = keys.first().map_or(0, |k| k.len());
-    let mut nulls = vec![false; rows];
-    for key in keys {
-        if let Some(n) = key.logical_nulls() {
-            for (i, valid) in n.iter().enumerate() {
-                nulls[i] |= !valid;
-            }
-        }
-    }
-    nulls
 }
 
 /// A timestamp array as nanoseconds since the epoch.

@@ -1001,7 +1001,7 @@ mod tests {
             (
                 format!("SELECT ts, k, {AGGREGATES} FROM t SAMPLE BY 1w"),
                 format!(
-                    "SELECT timestamp_floor('1w', ts + INTERVAL '0 seconds') AS ts, k, {AGGREGATES} FROM t GROUP BY 1, 2 ORDER BY 1, 2"
+                    "SELECT timestamp_floor('1w', ts + INTERVAL '0 seconds') AS ts, k, {AGGREGATES} FROM t GROUP BY 1, 2 ORDER BY 1, 2 NULLS LAST"
                 ),
             ),
         ] {
@@ -1066,14 +1066,20 @@ mod tests {
             let reference = if sql.contains("SAMPLE BY") {
                 let bucket = if sql.contains("1d") { "1d" } else { "1h" };
                 let keys = if sql.contains(" k,") { ", k" } else { "" };
-                let columns = if keys.is_empty() { "1" } else { "1, 2" };
+                // SAMPLE BY orders keys as SQL does (NULL last), not as ORDER BY a column.
+                let columns = if keys.is_empty() {
+                    "1"
+                } else {
+                    "1, 2 NULLS LAST"
+                };
                 let filter = if sql.contains("WHERE") {
                     " WHERE ts >= '2024-01-02'"
                 } else {
                     ""
                 };
+                let group = if keys.is_empty() { "1" } else { "1, 2" };
                 format!(
-                    "SELECT timestamp_floor('{bucket}', ts + INTERVAL '0 seconds') AS ts{keys}, {AGGREGATES} FROM t{filter} GROUP BY {columns} ORDER BY {columns}"
+                    "SELECT timestamp_floor('{bucket}', ts + INTERVAL '0 seconds') AS ts{keys}, {AGGREGATES} FROM t{filter} GROUP BY {group} ORDER BY {columns}"
                 )
             } else {
                 shifted(&sql)

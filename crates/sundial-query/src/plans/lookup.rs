@@ -691,7 +691,9 @@ mod tests {
             (
                 "SELECT * FROM t WHERE id = $1",
                 vec![ScalarValue::Int64(None)],
-                "SELECT * FROM t WHERE id = NULL",
+                // A NULL parameter matches no row (a NULL literal, `id = NULL`, is QuestDB's
+                // `id IS NULL`).
+                "SELECT * FROM t WHERE id = CAST(NULL AS BIGINT)",
             ),
             (
                 "SELECT ts FROM t WHERE ts = $1",

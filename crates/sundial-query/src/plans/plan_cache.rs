@@ -161,7 +161,15 @@ fn parameterize_predicate(expr: &mut Expr, literals: &mut Vec<ScalarValue>) {
             }
             _ => {}
         },
-        Expr::Nested(inner) => parameterize_predicate(inner, literals),
+        // QuestDB's `x != 'a'` (see `sundial_sql::questdb::nulls`).
+        Expr::IsDistinctFrom(left, right) | Expr::IsNotDistinctFrom(left, right) => {
+            if is_column(left) {
+                parameterize_literal(right, literals);
+            } else if is_column(right) {
+                parameterize_literal(left, literals);
+            }
+        }
+        Expr::Nested(inner) | Expr::IsNotTrue(inner) => parameterize_predicate(inner, literals),
         Expr::UnaryOp {
             op: UnaryOperator::Not,
             expr: inner,

@@ -5,9 +5,10 @@
 //! `v`), a call is `name(arg, arg)` with the name as written (`max(v)`, `MAX(V)`), `count(*)`
 //! is `count()` and `count(DISTINCT x)` is `count_distinct(x)`, operators are infix with one
 //! space (`v + 1`, `s like 'a%'`, and `a || b` is `concat(a, b)`), unary operators are calls
-//! (`-(v)`, `not(x)`), `x IS NULL` is `x = null`, a cast is `x::type`, parentheses as
-//! written, literals as written (`1e3`, `'it''s'`, `true`, `null`). A name holding a `.`
-//! is wrapped in double quotes (`"max(t.v)"`, `"0.5"`). A name equal (ignoring case) to an
+//! (`-(v)`, `not(x)`), `x IS NULL` is `x = NULL`, `<>` is `!=`, a cast is `x::type`,
+//! `extract(hour FROM ts)` is `extract(hour, ts)`, parentheses as written, literals as written
+//! (`1e3`, `'it''s'`, `true`, `null`). A name is cut at 64 characters; one holding a `.` is
+//! wrapped in double quotes (`"max(t.v)"`, `"0.5"`). A name equal (ignoring case) to an
 //! earlier item's gets the first free suffix `_2`, `_3`, ... (`v`, `v_2`).
 //!
 //! Every SELECT of a statement that reads a Sundial table gets these names as aliases, so
@@ -16,8 +17,9 @@
 //! `sundial_query::result_names`). Columns that `*` brings in are named after planning,
 //! where their names are known.
 //!
-//! One deliberate difference: a cast's type is printed in lower case (`CAST(v AS INT)` is
-//! `v::int`), where QuestDB keeps the case it was written in; the parsed tree does not keep it.
+//! Two deliberate differences, as the parsed tree does not keep the case of keywords: a cast's
+//! type is printed in lower case (`CAST(v AS INT)` is `v::int`) and `IS NULL`'s NULL in upper
+//! case, where QuestDB keeps the case they were written in.
 
 use std::collections::HashSet;
 use std::ops::ControlFlow;
@@ -30,9 +32,8 @@ use sqlparser::ast::{
 
 use super::{Catalog, object_name_text};
 
-/// Longest name given; a longer rendering is cut (QuestDB's names of huge expressions are as
-/// long as the expressions, which no one reads).
-const NAME_BYTES_MAX: usize = 256;
+/// Longest name given, in characters: a longer rendering is cut there, as QuestDB cuts it.
+const NAME_CHARS_MAX: usize = 64;
 
 /// Aliases every unaliased item of every SELECT of `statement` with QuestDB's name for it,
 /// when the statement reads a table of `catalog` (see the module docs).
@@ -44,7 +45,7 @@ pub(crate) fn name_items(statement: &mut Statement, catalog: &dyn Catalog) {
 }
 
 /// Whether `statement` reads a table `catalog` knows.
-fn reads_a_table(statement: &Statement, catalog: &dyn Catalog) -> bool {
+pub(super) fn reads_a_table(statement: &Statement, catalog: &dyn Catalog) -> bool {
     visit_relations(statement, |name| match object_name_text(name) {
         Some(table) if catalog.designated_timestamp(&table).is_some() => ControlFlow::Break(()),
         _ => ControlFlow::Continue(()),
@@ -125,11 +126,7 @@ fn name_projection(projection: &mut [SelectItem]) {
 fn item_name(expr: &Expr) -> String {
     let mut text = String::new();
     render(expr, &mut text);
-    if text.len() > NAME_BYTES_MAX {
-        let mut end = NAME_BYTES_MAX;
-        while !text.is_char_boundary(end) {
-            end -= 1;
-        }
+    if let Some((end, _)) = text.char_indices().nth(NAME_CHARS_MAX) {
         text.truncate(end);
     }
     if text.contains('.') {
@@ -166,7 +163,10 @@ fn render(expr: &Expr, out: &mut String) {
         Expr::BinaryOp { left, op, right } => {
             render(left, out);
             out.push(' ');
-            out.push_str(&op.to_string().to_lowercase());
+            match op {
+                BinaryOperator::NotEq => out.push_str("!="),
+                other => out.push_str(&other.to_string().to_lowercase()),
+            }
             out.push(' ');
             render(right, out);
         }
@@ -197,11 +197,11 @@ fn render(expr: &Expr, out: &mut String) {
         }
         Expr::IsNull(e) => {
             render(e, out);
-            out.push_str(" = null");
+            out.push_str(" = NULL");
         }
         Expr::IsNotNull(e) => {
             render(e, out);
-            out.push_str(" != null");
+            out.push_str(" != NULL");
         }
         Expr::InList {
             expr,
@@ -318,6 +318,13 @@ fn render(expr: &Expr, out: &mut String) {
             out.push(')');
         }
         Expr::Function(f) => render_function(f, out),
+        Expr::Extract { field, expr, .. } => {
+            out.push_str("extract(");
+            out.push_str(&field.to_string().to_lowercase());
+            out.push_str(", ");
+            render(expr, out);
+            out.push(')');
+        }
         other => render_fallback(other, out),
     }
 }
@@ -455,8 +462,10 @@ mod tests {
             ("not true", "not(true)"),
             ("s || 'x'", "concat(s, 'x')"),
             ("concat(s, 'x')", "concat(s, 'x')"),
-            ("v is null", "v = null"),
-            ("v is not null", "v != null"),
+            ("v is null", "v = NULL"),
+            ("v is not null", "v != NULL"),
+            ("v <> 1", "v != 1"),
+            ("extract(hour from ts)", "extract(hour, ts)"),
             ("v in (1,2)", "v in (1, 2)"),
             ("v not in (1)", "not(v in 1)"),
             ("s not like 'b'", "not(s like 'b')"),

@@ -197,7 +197,8 @@ fn joined(shape: &Shape) -> String {
     let key_join: String = shape
         .keys
         .iter()
-        .map(|k| format!(" AND __g.{k} IS NOT DISTINCT FROM {SAMPLED}.{k}"))
+        // Parenthesized: `a IS NOT DISTINCT FROM b AND c` would read as `b AND c`.
+        .map(|k| format!(" AND (__g.{k} IS NOT DISTINCT FROM {SAMPLED}.{k})"))
         .collect();
     format!(
         "SELECT __g.{bucket}{keys}{values}, {SAMPLED}.{bucket} IS NOT NULL AS __present \
@@ -487,8 +488,8 @@ mod tests {
             max(__f0) AS __hi FROM __s) AS __r) AS __grid CROSS JOIN (SELECT DISTINCT __f1 FROM \
             __s) AS __k), \
             __j AS (SELECT __g.__f0, __g.__f1, __s.__f2, __s.__f3, __s.__f0 IS NOT NULL AS \
-            __present FROM __g LEFT JOIN __s ON __g.__f0 = __s.__f0 AND __g.__f1 IS NOT DISTINCT \
-            FROM __s.__f1), \
+            __present FROM __g LEFT JOIN __s ON __g.__f0 = __s.__f0 AND (__g.__f1 IS NOT DISTINCT \
+            FROM __s.__f1)), \
             __w AS (SELECT *, count(CASE WHEN __present THEN 1 END) OVER (PARTITION BY __f1 ORDER \
             BY __f0 ROWS UNBOUNDED PRECEDING) AS __before, count(CASE WHEN __present THEN 1 END) \
             OVER (PARTITION BY __f1 ORDER BY __f0 DESC ROWS UNBOUNDED PRECEDING) AS __after FROM \

@@ -3,12 +3,14 @@
 //! ```text
 //!  '2016'                  the whole year          [2016-01-01, 2017-01-01)
 //!  '2016-01-01T10'         the whole hour          [10:00, 11:00)
-//!  '2016-01-01T10:15;2h'   that minute, 2h longer  [10:15, 12:16)
+//!  '2016-01-01T10:15;2h'   2h from that minute     [10:15, 12:15)
 //!  '2016-01-01;1h;1d;3'    1h from midnight, on 3 days in a row (duration;period;count)
 //! ```
 //!
 //! The written precision sets the base interval (year, month, day, hour, minute, second or
-//! the fraction's digits); a duration extends its end. Times are UTC; a trailing `Z` is allowed.
+//! the fraction's digits); a duration replaces it, counted from the start (as QuestDB 9.3.4
+//! answers: `'2023-12-31T23;1h'` does not hold midnight). Times are UTC; a trailing `Z` is
+//! allowed.
 
 use chrono::{NaiveDate, NaiveDateTime, NaiveTime};
 
@@ -22,7 +24,7 @@ pub(crate) fn parse(text: &str) -> Result<Vec<(i64, i64)>, String> {
     let mut hi = precision.add(lo, 1).ok_or_else(|| out_of_range(text))?;
     if let Some(duration) = parts.next() {
         hi = step(duration, text)?
-            .add(hi, 1)
+            .add(lo, 1)
             .ok_or_else(|| out_of_range(text))?;
     }
     let mut ranges = vec![(lo, hi)];
@@ -65,7 +67,7 @@ fn step(duration: &str, text: &str) -> Result<Step, String> {
 }
 
 /// The instant a (possibly partial) timestamp names, and the step of its precision.
-fn instant(text: &str) -> Result<(i64, Step), String> {
+pub(super) fn instant(text: &str) -> Result<(i64, Step), String> {
     let bad = || {
         format!(
             "'{text}' is not a timestamp interval: write a UTC date or time such as \
@@ -184,13 +186,13 @@ mod tests {
     fn durations_and_repeats() {
         assert_eq!(
             parse("2016-01-01T10;2h").unwrap(),
-            vec![(ns("2016-01-01T10:00:00Z"), ns("2016-01-01T13:00:00Z"))]
+            vec![(ns("2016-01-01T10:00:00Z"), ns("2016-01-01T12:00:00Z"))]
         );
         let r = parse("2016-01-01T10:00;1h;1d;3").unwrap();
         assert_eq!(r.len(), 3);
         assert_eq!(
             r[2],
-            (ns("2016-01-03T10:00:00Z"), ns("2016-01-03T11:01:00Z"))
+            (ns("2016-01-03T10:00:00Z"), ns("2016-01-03T11:00:00Z"))
         );
     }
 

@@ -11,9 +11,18 @@
 //!   qualifier's table when it has one), a cast to TIMESTAMP, or a function that returns one
 //!   (`now()`, `timestamp_floor`, `dateadd`, ...).
 //!
-//! Only literals are rewritten: an integer column compared with a timestamp is left to SQL's
-//! rules (an error naming both types), since the statement's text alone does not tell its
-//! type.
+//! Only literals (and constant integer arithmetic, `1704067200000000 + 3600000000`) are
+//! rewritten: an integer column compared with a timestamp is left to SQL's rules (an error
+//! naming both types), since the statement's text alone does not tell its type.
+//!
+//! The same rule the other way round, as QuestDB answers:
+//!
+//! - `ts + n` and `ts - n` (an integer constant) add or subtract microseconds;
+//! - `ts1 - ts2` is a LONG count of microseconds;
+//! - `CAST(ts AS LONG)` (or BIGINT, INT, `ts::long`) is microseconds since the epoch, and
+//!   `CAST(ts AS DATE)` keeps the time to the millisecond (QuestDB's DATE);
+//! - a string compared with a TIMESTAMP may be partial (`ts > '2024-01-02T12'` is noon,
+//!   `'2024-01'` the month's first instant), as in interval literals (`interval`).
 
 use std::collections::HashMap;
 use std::ops::ControlFlow;
@@ -103,7 +112,19 @@ impl Rewriter<'_> {
             Expr::Nested(inner) => self.is_timestamp(inner),
             Expr::Cast { data_type, .. } => is_timestamp_type(data_type),
             Expr::Function(f) => {
-                last_name(&f.name).is_some_and(|name| TIMESTAMP_FUNCTIONS.contains(&name.as_str()))
+                let Some(name) = last_name(&f.name) else {
+                    return false;
+                };
+                if TIMESTAMP_FUNCTIONS.contains(&name.as_str()) {
+                    return true;
+                }
+                // An aggregate that returns one of its values: a TIMESTAMP of a TIMESTAMP.
+                let picks = matches!(name.as_str(), "min" | "max" | "first" | "last");
+                picks
+                    && matches!(&f.args, sqlparser::ast::FunctionArguments::List(l)
+                        if matches!(l.args.as_slice(),
+                            [sqlparser::ast::FunctionArg::Unnamed(
+                                sqlparser::ast::FunctionArgExpr::Expr(e))] if self.is_timestamp(e)))
             }
             Expr::Identifier(column) => {
                 let column = folded(column);
@@ -142,9 +163,14 @@ fn is_timestamp_type(data_type: &DataType) -> bool {
     matches!(data_type, DataType::Timestamp(..) | DataType::Datetime(_))
 }
 
-/// Whether `expr` is an integer literal, possibly negated.
+/// Whether `expr` is an integer literal, possibly negated, or arithmetic of them.
 fn is_integer_literal(expr: &Expr) -> bool {
     match expr {
+        Expr::BinaryOp {
+            left,
+            op: BinaryOperator::Plus | BinaryOperator::Minus | BinaryOperator::Multiply,
+            right,
+        } => is_integer_literal(left) && is_integer_literal(right),
         Expr::Value(v) => {
             matches!(&v.value, Value::Number(n, _) if n.bytes().all(|b| b.is_ascii_digit()))
         }
@@ -174,11 +200,111 @@ const COMPARISONS: [BinaryOperator; 6] = [
     BinaryOperator::GtEq,
 ];
 
+/// A TIMESTAMP as microseconds since the epoch: `CAST(e AS BIGINT) / 1000` (TIMESTAMPs are
+/// nanoseconds inside).
+fn micros_of(e: Expr) -> Expr {
+    Expr::Nested(Box::new(Expr::BinaryOp {
+        left: Box::new(Expr::Cast {
+            kind: CastKind::Cast,
+            expr: Box::new(e),
+            data_type: DataType::BigInt(None),
+            array: false,
+            format: None,
+        }),
+        op: BinaryOperator::Divide,
+        right: Box::new(Expr::value(Value::Number("1000".into(), false))),
+    }))
+}
+
+/// Whether a cast to `data_type` makes an integer (QuestDB's `long` included).
+fn is_integer_type(data_type: &DataType) -> bool {
+    match data_type {
+        DataType::BigInt(_) | DataType::Int(_) | DataType::Integer(_) | DataType::Int64 => true,
+        DataType::Custom(name, modifiers) => {
+            modifiers.is_empty()
+                && name.0.len() == 1
+                && last_name(name).is_some_and(|n| n == "long")
+        }
+        _ => false,
+    }
+}
+
+/// A string literal that is a partial timestamp (`'2024-01-02T12'`), as the literal of its
+/// first instant; other strings are left for SQL's cast.
+fn partial_timestamp(expr: &mut Expr) {
+    let Expr::Value(v) = expr else {
+        return;
+    };
+    let Value::SingleQuotedString(text) = &v.value else {
+        return;
+    };
+    // Dates and times to the second are SQL's to read (offsets included).
+    let partial = match text.split_once(['T', ' ']) {
+        Some((_, time)) => time.matches(':').count() < 2,
+        None => text.matches('-').count() < 2,
+    };
+    if !partial {
+        return;
+    }
+    if let Ok((ns, _)) = super::interval::instant(text) {
+        *expr = super::timestamp_literal(ns);
+    }
+}
+
 impl VisitorMut for Rewriter<'_> {
     type Break = ();
 
     fn post_visit_expr(&mut self, expr: &mut Expr) -> ControlFlow<()> {
         match expr {
+            Expr::Cast {
+                kind: CastKind::Cast | CastKind::DoubleColon,
+                expr: inner,
+                data_type,
+                format: None,
+                ..
+            } if is_integer_type(data_type) && self.is_timestamp(inner) => {
+                let micros = micros_of((**inner).clone());
+                **inner = micros;
+            }
+            // QuestDB's DATE is milliseconds since the epoch: a TIMESTAMP keeps its time.
+            Expr::Cast {
+                kind: CastKind::Cast | CastKind::DoubleColon,
+                expr: inner,
+                data_type: DataType::Date,
+                format: None,
+                ..
+            } if self.is_timestamp(inner) => {
+                let date64 = Expr::value(Value::SingleQuotedString("Date64".into()));
+                *expr = call("arrow_cast", vec![(**inner).clone(), date64]);
+            }
+            Expr::BinaryOp {
+                left,
+                op: op @ (BinaryOperator::Plus | BinaryOperator::Minus),
+                right,
+            } if self.is_timestamp(left) => {
+                if is_integer_literal(right) {
+                    // ts ± n µs: the integer as a duration.
+                    let n = std::mem::replace(&mut **right, Expr::value(Value::Null));
+                    **right = call(
+                        "arrow_cast",
+                        vec![
+                            Expr::Nested(Box::new(Expr::BinaryOp {
+                                left: Box::new(n),
+                                op: BinaryOperator::Multiply,
+                                right: Box::new(Expr::value(Value::Number("1000".into(), false))),
+                            })),
+                            Expr::value(Value::SingleQuotedString("Duration(Nanosecond)".into())),
+                        ],
+                    );
+                } else if *op == BinaryOperator::Minus && self.is_timestamp(right) {
+                    let (a, b) = ((**left).clone(), (**right).clone());
+                    *expr = Expr::Nested(Box::new(Expr::BinaryOp {
+                        left: Box::new(micros_of(a)),
+                        op: BinaryOperator::Minus,
+                        right: Box::new(micros_of(b)),
+                    }));
+                }
+            }
             Expr::Cast {
                 kind: CastKind::Cast | CastKind::DoubleColon | CastKind::TryCast,
                 expr: inner,
@@ -191,8 +317,10 @@ impl VisitorMut for Rewriter<'_> {
             Expr::BinaryOp { left, op, right } if COMPARISONS.contains(op) => {
                 if self.is_timestamp(left) {
                     as_micros(right);
+                    partial_timestamp(right);
                 } else if self.is_timestamp(right) {
                     as_micros(left);
+                    partial_timestamp(left);
                 }
             }
             Expr::Between {
@@ -203,6 +331,8 @@ impl VisitorMut for Rewriter<'_> {
             } if self.is_timestamp(value) => {
                 as_micros(low);
                 as_micros(high);
+                partial_timestamp(low);
+                partial_timestamp(high);
             }
             Expr::InList {
                 expr: value, list, ..
@@ -268,6 +398,29 @@ mod tests {
         assert_eq!(
             rewritten("SELECT now() > 0"),
             "SELECT now() > to_timestamp_micros(0)"
+        );
+        assert_eq!(
+            rewritten("SELECT * FROM cpu WHERE ts < 1 + 2"),
+            "SELECT * FROM cpu WHERE ts < to_timestamp_micros(1 + 2)"
+        );
+    }
+
+    #[test]
+    fn timestamps_meeting_integers_are_microseconds() {
+        assert_eq!(
+            rewritten(
+                "SELECT ts + 5, ts - 1, CAST(ts AS LONG), ts::bigint, max(ts) - min(ts) FROM cpu"
+            ),
+            "SELECT ts + arrow_cast((5 * 1000), 'Duration(Nanosecond)'), \
+             ts - arrow_cast((1 * 1000), 'Duration(Nanosecond)'), \
+             CAST((CAST(ts AS BIGINT) / 1000) AS LONG), (CAST(ts AS BIGINT) / 1000)::BIGINT, \
+             ((CAST(max(ts) AS BIGINT) / 1000) - (CAST(min(ts) AS BIGINT) / 1000)) FROM cpu"
+        );
+        assert_eq!(
+            rewritten(
+                "SELECT * FROM cpu WHERE ts > '2024-01-02T12' AND ts < '2024-01-02T13:00:00Z'"
+            ),
+            "SELECT * FROM cpu WHERE ts > CAST('2024-01-02T12:00:00' AS TIMESTAMP) AND ts < '2024-01-02T13:00:00Z'"
         );
     }
 

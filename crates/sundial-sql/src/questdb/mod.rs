@@ -31,6 +31,8 @@
 //!   `count_distinct(x)` is `count(DISTINCT x)`; `hour(ts)` & co. are `date_part`.
 //! - Unaliased select items get QuestDB's names (`max(v)`, `v::int`, `v_2`), before any
 //!   other rewrite changes them (`column_names`).
+//! - NULL is a value, as in QuestDB: `x != 'a'` keeps NULL rows, `x = NULL` finds them,
+//!   NULL sorts lowest (`nulls`).
 //! - An integer literal that meets a TIMESTAMP (compared, or cast) is microseconds
 //!   (`micros`); unquoted names match the camelCase columns of `tables()` & co.
 //!   (`meta_names`).
@@ -41,9 +43,11 @@ mod fill;
 mod interval;
 mod meta_names;
 mod micros;
+mod nulls;
 pub mod stride;
 mod time_join;
 
+use std::collections::HashSet;
 use std::ops::ControlFlow;
 
 use sqlparser::ast::{
@@ -51,7 +55,7 @@ use sqlparser::ast::{
     FunctionArguments, GroupByExpr, Ident, LimitClause, ObjectName, ObjectNamePart, Offset,
     OffsetRows, OrderBy, OrderByExpr, OrderByKind, OrderByOptions, Query, Select, SelectItem,
     SetExpr, Statement, TableAlias, TableFactor, TimezoneInfo, Value, VisitMut, VisitorMut,
-    visit_expressions, visit_expressions_mut,
+    visit_expressions, visit_expressions_mut, visit_relations,
 };
 use sqlparser::dialect::GenericDialect;
 use sqlparser::parser::Parser;
@@ -81,6 +85,15 @@ pub trait Catalog {
     fn is_timestamp(&self, _table: &str, _column: &str) -> bool {
         false
     }
+    /// Whether `table` has a column named `column`.
+    fn has_column(&self, _table: &str, _column: &str) -> bool {
+        false
+    }
+    /// Whether `column` of `table` is a FLOAT or DOUBLE column (whose NULL, QuestDB's NaN,
+    /// sorts above every number; see `nulls`).
+    fn is_floating(&self, _table: &str, _column: &str) -> bool {
+        false
+    }
 }
 
 /// More rows than any query returns.
@@ -89,7 +102,22 @@ const ROWS_MAX: i64 = 1 << 62;
 /// Rewrites the marked SELECTs of `statement` (see the module docs) into standard SQL.
 pub fn rewrite(statement: &mut Statement, clauses: &Clauses, catalog: &dyn Catalog) -> Result<()> {
     micros::rewrite(statement, catalog);
-    let mut rewriter = Rewriter { clauses, catalog };
+    let questdb_semantics = column_names::reads_a_table(statement, catalog);
+    let (timestamps, tables) = if questdb_semantics {
+        (
+            designated_timestamps(statement, catalog),
+            statement_tables(statement, catalog),
+        )
+    } else {
+        (HashSet::new(), Vec::new())
+    };
+    let mut rewriter = Rewriter {
+        clauses,
+        catalog,
+        questdb_semantics,
+        timestamps,
+        tables,
+    };
     if let ControlFlow::Break(e) = statement.visit(&mut rewriter) {
         return Err(e);
     }
@@ -100,16 +128,55 @@ pub fn rewrite(statement: &mut Statement, clauses: &Clauses, catalog: &dyn Catal
 struct Rewriter<'a> {
     clauses: &'a Clauses,
     catalog: &'a dyn Catalog,
+    /// Whether the statement reads a Sundial table, and so gets QuestDB's NULL rules
+    /// (`nulls`); PostgreSQL tools' catalog queries keep SQL's.
+    questdb_semantics: bool,
+    /// The designated timestamps of the statement's tables, in lower case.
+    timestamps: HashSet<String>,
+    /// The Sundial tables the statement reads.
+    tables: Vec<String>,
+}
+
+/// The Sundial tables `statement` reads.
+fn statement_tables(statement: &Statement, catalog: &dyn Catalog) -> Vec<String> {
+    let mut found = Vec::new();
+    let _ = visit_relations(statement, |name| {
+        if let Some(table) = object_name_text(name)
+            && catalog.designated_timestamp(&table).is_some()
+            && !found.contains(&table)
+        {
+            found.push(table);
+        }
+        ControlFlow::<()>::Continue(())
+    });
+    found
+}
+
+/// The designated timestamp columns of the tables `statement` reads, in lower case.
+fn designated_timestamps(statement: &Statement, catalog: &dyn Catalog) -> HashSet<String> {
+    let mut found = HashSet::new();
+    let _ = visit_relations(statement, |name| {
+        if let Some(table) = object_name_text(name)
+            && let Some(Some(column)) = catalog.designated_timestamp(&table)
+        {
+            found.insert(column.to_lowercase());
+        }
+        ControlFlow::<()>::Continue(())
+    });
+    found
 }
 
 impl VisitorMut for Rewriter<'_> {
     type Break = SqlError;
 
     fn post_visit_expr(&mut self, expr: &mut Expr) -> ControlFlow<SqlError> {
-        match self.rewrite_expr(expr) {
-            Ok(()) => ControlFlow::Continue(()),
-            Err(e) => ControlFlow::Break(e),
+        if let Err(e) = self.rewrite_expr(expr) {
+            return ControlFlow::Break(e);
         }
+        if self.questdb_semantics {
+            nulls::rewrite_expr(expr, &self.timestamps);
+        }
+        ControlFlow::Continue(())
     }
 
     fn post_visit_query(&mut self, query: &mut Query) -> ControlFlow<SqlError> {
@@ -348,6 +415,11 @@ impl Rewriter<'_> {
             };
             return Ok(());
         }
+        if let Expr::Cast { data_type, .. } = expr
+            && let Some(standard) = questdb_type(data_type)
+        {
+            *data_type = standard;
+        }
         if let Expr::Function(f) = expr {
             if let Some(part) = date_part_of(f) {
                 *expr = part;
@@ -359,6 +431,21 @@ impl Rewriter<'_> {
     }
 
     fn rewrite_query(&self, query: &mut Query) -> Result<()> {
+        if self.questdb_semantics
+            && let Some(order_by) = &mut query.order_by
+        {
+            let sorts_lowest = |column: &str| {
+                !self.timestamps.contains(&column.to_lowercase())
+                    && self.tables.iter().any(|t| {
+                        self.catalog.has_column(t, column) && !self.catalog.is_floating(t, column)
+                    })
+            };
+            let projection = match &*query.body {
+                SetExpr::Select(select) => select.projection.as_slice(),
+                _ => &[],
+            };
+            nulls::order_nulls_lowest(order_by, projection, &sorts_lowest);
+        }
         time_join::rewrite(&mut query.body, &self.clauses.time_joins)?;
         if let SetExpr::Select(select) = &mut *query.body {
             // Latest rows come in timestamp order unless the query orders or aggregates.
@@ -1039,6 +1126,35 @@ impl Rewriter<'_> {
         }
     }
 
+    /// The designated timestamp of the left table of a SELECT's one join chain, qualified.
+    fn left_timestamp(&self, select: &Select) -> Option<Expr> {
+        let [from] = select.from.as_slice() else {
+            return None;
+        };
+        if from.joins.is_empty() {
+            return None;
+        }
+        let TableFactor::Table {
+            name,
+            alias,
+            args: None,
+            ..
+        } = &from.relation
+        else {
+            return None;
+        };
+        let table = object_name_text(name)?;
+        let column = self.catalog.designated_timestamp(&table)??;
+        let qualifier = alias.as_ref().map_or_else(
+            || name.0.last().and_then(|p| p.as_ident().cloned()),
+            |a| Some(a.name.clone()),
+        )?;
+        Some(Expr::CompoundIdentifier(vec![
+            qualifier,
+            column_ident(&column),
+        ]))
+    }
+
     fn natural_order(&self, query: &Query, at: Position) -> Result<Vec<OrderByExpr>> {
         let missing = || {
             SqlError::Invalid(format!(
@@ -1052,9 +1168,13 @@ impl Rewriter<'_> {
         if self.aggregates_rows(select) {
             return Err(missing());
         }
-        let source = self.source(select, "LIMIT", at).map_err(|_| missing())?;
+        let timestamp = match self.source(select, "LIMIT", at) {
+            Ok(source) => source.timestamp,
+            // A join's rows come in its left table's order (QuestDB's time joins keep it).
+            Err(_) => self.left_timestamp(select).ok_or_else(missing)?,
+        };
         Ok(vec![OrderByExpr {
-            expr: source.timestamp,
+            expr: timestamp,
             options: OrderByOptions {
                 asc: None,
                 nulls_first: None,
@@ -1394,8 +1514,30 @@ fn rename_function(f: &mut Function) {
         "systimestamp" | "sysdate" => {
             rename(f, "now");
         }
+        // QuestDB's `variance` is the sample variance.
+        "variance" => rename(f, "var_samp"),
         _ => {}
     }
+}
+
+/// The SQL type a QuestDB type name in a cast stands for (`x::long` is `x::BIGINT`).
+fn questdb_type(data_type: &DataType) -> Option<DataType> {
+    let DataType::Custom(name, modifiers) = data_type else {
+        return None;
+    };
+    let [ObjectNamePart::Identifier(ident)] = name.0.as_slice() else {
+        return None;
+    };
+    if !modifiers.is_empty() {
+        return None;
+    }
+    Some(match ident.value.to_lowercase().as_str() {
+        "long" => DataType::BigInt(None),
+        "short" => DataType::SmallInt(None),
+        "byte" => DataType::TinyInt(None),
+        "symbol" | "string" => DataType::Text,
+        _ => return None,
+    })
 }
 
 /// `hour(ts)`, `minute(ts)`, ...: `CAST(date_part('hour', ts) AS INT)`.
@@ -1542,7 +1684,7 @@ mod tests {
     fn intervals_become_ranges() {
         assert_eq!(
             rewritten("SELECT * FROM cpu WHERE timestamp IN '2016-01-01T10;2h'").unwrap(),
-            "SELECT * FROM cpu WHERE (timestamp >= CAST('2016-01-01T10:00:00' AS TIMESTAMP) AND timestamp < CAST('2016-01-01T13:00:00' AS TIMESTAMP)) ORDER BY timestamp"
+            "SELECT * FROM cpu WHERE (timestamp >= CAST('2016-01-01T10:00:00' AS TIMESTAMP) AND timestamp < CAST('2016-01-01T12:00:00' AS TIMESTAMP)) ORDER BY timestamp"
         );
     }
 
