@@ -3,10 +3,10 @@
 //!
 //! - repeated names: `SELECT n.oid, n.* FROM pg_namespace n` returns `oid` twice. The dialect
 //!   aliased the plain column as `__sundial_repeat__oid` so that DataFusion could plan it
-//!   (`sundial_sql`'s `repeats`); here it gets its name back. DataFusion keeps output names
-//!   unique per qualifier, so the restored column takes a qualifier of its own
-//!   (`__sundial_repeat__<position>`): the two `oid`s are distinct to DataFusion and the same
-//!   to a client, which sees unqualified names only.
+//!   (`sundial_sql`'s `repeats`; `result_names` names a repeated `?column?` the same way); here
+//!   it gets its name back. DataFusion keeps output names unique per qualifier, so every column
+//!   then takes a qualifier of its own (`__sundial_repeat__<position>`): the two `oid`s are
+//!   distinct to DataFusion and the same to a client, which sees unqualified names only.
 //! - `text`: in a statement that reads `pg_catalog` or `information_schema`, a string result
 //!   whose PostgreSQL type nothing declared (a CASE of literals, `||`, a literal) is `text`, as
 //!   PostgreSQL types string expressions. Catalog columns and functions declare their own type
@@ -18,7 +18,6 @@
 //!   types `bigint`) is cast to a signed one, so that it is sent as `int8`, not `numeric`.
 
 use datafusion::arrow::datatypes::{DataType, Field};
-use datafusion::common::tree_node::TreeNode;
 use datafusion::common::{Column, Result as DfResult, TableReference};
 use datafusion::logical_expr::{Distinct, Expr, LogicalPlan, LogicalPlanBuilder, cast};
 use sundial_sql::names::REPEAT_PREFIX;
@@ -43,7 +42,7 @@ pub(crate) fn as_postgres(plan: LogicalPlan) -> DfResult<LogicalPlan> {
         return Ok(plan);
     }
     let schema = plan.schema().clone();
-    let catalog = reads_catalog(&plan);
+    let catalog = crate::result_names::reads_catalog(&plan);
     let casts_to_text: Vec<bool> = match output_exprs(&plan) {
         Some(exprs) if exprs.len() == schema.fields().len() => {
             exprs.iter().map(|e| catalog && is_text_cast(e)).collect()
@@ -63,17 +62,19 @@ pub(crate) fn as_postgres(plan: LogicalPlan) -> DfResult<LogicalPlan> {
     {
         return Ok(plan);
     }
+    // With a repeat, every column takes a qualifier of its own (its position): an unqualified
+    // name beside the same name qualified would be ambiguous to DataFusion.
+    let any_repeat = schema.fields().iter().any(|f| repeated(f));
     let exprs: Vec<Expr> = schema
         .iter()
         .enumerate()
         .map(|(i, (qualifier, field))| {
             let column = Expr::Column(Column::from((qualifier, field)));
-            let (relation, name) = match field.name().strip_prefix(REPEAT_PREFIX) {
-                Some(name) => (
-                    Some(TableReference::bare(format!("{REPEAT_PREFIX}{i}"))),
-                    name,
-                ),
-                None => (qualifier.cloned(), field.name().as_str()),
+            let name = field.name().trim_start_matches(REPEAT_PREFIX);
+            let relation = if any_repeat {
+                Some(TableReference::bare(format!("{REPEAT_PREFIX}{i}")))
+            } else {
+                qualifier.cloned()
             };
             if untyped_text(i, field) {
                 let typed = crate::with_pg_type(field.as_ref().clone(), TEXT_OID);
@@ -84,7 +85,7 @@ pub(crate) fn as_postgres(plan: LogicalPlan) -> DfResult<LogicalPlan> {
                 )
             } else if unsigned(field) {
                 cast(column, DataType::Int64).alias_qualified(relation, name)
-            } else if repeated(field) {
+            } else if any_repeat {
                 column.alias_qualified(relation, name)
             } else {
                 column
@@ -128,13 +129,4 @@ fn declares_type(field: &Field) -> bool {
     let metadata = field.metadata();
     metadata.contains_key(crate::PG_TYPE_KEY)
         || metadata.contains_key(sundial_storage::SUNDIAL_TYPE_KEY)
-}
-
-/// Whether `plan` reads a relation of PostgreSQL's catalogs.
-fn reads_catalog(plan: &LogicalPlan) -> bool {
-    plan.exists(|node| {
-        Ok(matches!(node, LogicalPlan::TableScan(scan)
-            if matches!(scan.table_name.schema(), Some("pg_catalog" | "information_schema"))))
-    })
-    .unwrap_or(false)
 }

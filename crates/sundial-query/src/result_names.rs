@@ -3,16 +3,20 @@
 //! (`sundial_sql::questdb::column_names`); what is left here is a repeated name that `*`
 //! brought in (`SELECT * FROM a JOIN b`, both with `ts`), which QuestDB names `ts1`, `ts2`.
 //!
-//! Other statements (of PostgreSQL's catalogs, or of no table) name an unaliased call by its
-//! function (`count(*)` is `count`, as PostgreSQL does), a cast `cast`, a literal by its SQL
-//! text (`SELECT 1` is `1`) and any other expression `column`; a name already taken by an
-//! earlier column gets the first free suffix (`count`, `count1`, ...).
+//! Statements of PostgreSQL's catalogs name columns as PostgreSQL does (`postgres_name`): a call
+//! by its function (`count(*)` is `count`), a cast by its operand's name or else its type's
+//! (`relname::text` is `relname`, `1::text` is `text`), a CASE `case`, a scalar subquery by its
+//! column, anything else `?column?`; a repeated name stays repeated (named apart for DataFusion
+//! here, and back in `pg_results`). Statements of no table name a call by its function, a cast
+//! `cast`, a literal by its SQL text (`SELECT 1` is `1`) and anything else `column`; a name
+//! already taken by an earlier column gets the first free suffix (`count`, `count1`, ...).
 
 use std::collections::HashSet;
 
 use datafusion::common::tree_node::TreeNode;
 use datafusion::common::{Column, Result as DfResult, ScalarValue};
 use datafusion::logical_expr::{Distinct, Expr, LogicalPlan, LogicalPlanBuilder};
+use sundial_sql::names::REPEAT_PREFIX;
 
 /// `plan` with its result columns renamed as QuestDB names them (see the module docs); plans
 /// that return no query result (DML, DDL, EXPLAIN) are unchanged.
@@ -34,11 +38,13 @@ pub(crate) fn questdb_names(plan: LogicalPlan) -> DfResult<LogicalPlan> {
     let named_before = reads_table(&plan);
     let exprs = output_exprs(&plan).filter(|e| e.len() == schema.fields().len());
     let names: Vec<&String> = schema.fields().iter().map(|f| f.name()).collect();
+    let postgres = reads_catalog(&plan);
     let wanted: Vec<Option<String>> = schema
         .iter()
         .enumerate()
         .map(|(i, (qualifier, field))| {
             let name = match exprs.as_ref().map(|e| &e[i]) {
+                Some(expr) if postgres => postgres_name(expr),
                 Some(expr) => expr_name(expr),
                 None if qualifier.is_none() => Some(text_name(field.name())),
                 None => None,
@@ -49,7 +55,7 @@ pub(crate) fn questdb_names(plan: LogicalPlan) -> DfResult<LogicalPlan> {
     // Names kept as they are stay, except a repeat of an earlier column's (two tables' `ts`
     // under `*`), which QuestDB names `ts1`; PostgreSQL keeps repeats, and so do queries of
     // its catalogs. Renamed columns take the first free suffix.
-    let repeats_renamed = !reads_catalog(&plan);
+    let repeats_renamed = !postgres;
     let mut taken: HashSet<String> = names
         .iter()
         .zip(&wanted)
@@ -58,6 +64,14 @@ pub(crate) fn questdb_names(plan: LogicalPlan) -> DfResult<LogicalPlan> {
         .collect();
     let mut seen: HashSet<String> = HashSet::new();
     let free = |base: &str, taken: &mut HashSet<String>| {
+        if postgres {
+            // A repeat PostgreSQL keeps: named apart for DataFusion, and back by `pg_results`.
+            let mut name = format!("{REPEAT_PREFIX}{base}");
+            while !taken.insert(name.to_lowercase()) {
+                name.insert_str(0, REPEAT_PREFIX);
+            }
+            return name;
+        }
         let name = (1..)
             .map(|k| format!("{base}{k}"))
             .find(|n| !taken.contains(&n.to_lowercase()))
@@ -107,7 +121,7 @@ fn reads_table(plan: &LogicalPlan) -> bool {
 
 /// Whether `plan` reads a relation of PostgreSQL's catalogs (`pg_catalog`,
 /// `information_schema`), whose queries come from PostgreSQL tools.
-fn reads_catalog(plan: &LogicalPlan) -> bool {
+pub(crate) fn reads_catalog(plan: &LogicalPlan) -> bool {
     plan.exists(|node| {
         Ok(matches!(node, LogicalPlan::TableScan(scan)
             if matches!(scan.table_name.schema(), Some("pg_catalog" | "information_schema"))))
@@ -125,6 +139,47 @@ fn output_exprs(plan: &LogicalPlan) -> Option<Vec<Expr>> {
         LogicalPlan::Filter(f) => output_exprs(&f.input),
         LogicalPlan::Distinct(Distinct::All(input)) => output_exprs(input),
         _ => None,
+    }
+}
+
+/// The name PostgreSQL gives an unaliased projection expression, for statements of its
+/// catalogs: a column its name, a call its function's, a cast its operand's name or else its
+/// type's, a CASE `case`, a scalar subquery its column's, anything else `?column?`.
+fn postgres_name(expr: &Expr) -> Option<String> {
+    match expr {
+        Expr::Cast(datafusion::logical_expr::Cast { expr: inner, field, .. })
+        | Expr::TryCast(datafusion::logical_expr::TryCast { expr: inner, field, .. }) => {
+            postgres_name(inner)
+                .filter(|n| n != "?column?")
+                .or_else(|| Some(pg_type_name(field.data_type()).into()))
+        }
+        Expr::ScalarSubquery(subquery) => subquery
+            .subquery
+            .schema()
+            .fields()
+            .first()
+            .map(|f| text_name(f.name()))
+            .map(|n| if n == "column" { "?column?".into() } else { n }),
+        Expr::Case(_) => Some("case".into()),
+        Expr::Literal(..) | Expr::BinaryExpr(_) | Expr::Not(_) | Expr::Negative(_) => {
+            Some("?column?".into())
+        }
+        other => expr_name(other).map(|n| if n == "column" { "?column?".into() } else { n }),
+    }
+}
+
+/// PostgreSQL's name of the type a cast to `data_type` makes, as it names such a column.
+fn pg_type_name(data_type: &datafusion::arrow::datatypes::DataType) -> &'static str {
+    use datafusion::arrow::datatypes::DataType as D;
+    match data_type {
+        D::Utf8 | D::LargeUtf8 | D::Utf8View => "text",
+        D::Int16 => "int2",
+        D::Int32 => "int4",
+        D::Int64 => "int8",
+        D::Float32 => "float4",
+        D::Float64 => "float8",
+        D::Boolean => "bool",
+        _ => "?column?",
     }
 }
 
