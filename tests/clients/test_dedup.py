@@ -84,7 +84,7 @@ def wait_for(dsn: str, query: str, expected, timeout_s: float = 30.0) -> None:
 
 
 def stored(server) -> dict:
-    rows = server.sql('SELECT CAST("timestamp" AS BIGINT) AS ts, host, v, n FROM m')
+    rows = server.sql('SELECT arrow_cast("timestamp", \'Int64\') AS ts, host, v, n FROM m')
     table = {}
     for r in rows:
         key = (r["ts"], r["host"])

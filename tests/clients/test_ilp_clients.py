@@ -40,7 +40,7 @@ def now_ns() -> int:
 def rows_by_ts(server, table: str, extra: str = "") -> list[dict]:
     """Every row of `table` with its designated timestamp as integer nanoseconds (`ts_ns`)."""
     return server.sql(
-        f'SELECT *, CAST("timestamp" AS BIGINT) AS ts_ns FROM {table} {extra} ORDER BY ts_ns'
+        f'SELECT *, arrow_cast("timestamp", \'Int64\') AS ts_ns FROM {table} {extra} ORDER BY ts_ns'
     )
 
 
@@ -325,7 +325,7 @@ def test_influxdb_v2_client_precisions(server, gzip):
         "raw": "VARCHAR",
     }
     rows = server.sql(
-        'SELECT station, temp, hits, raw, CAST("timestamp" AS BIGINT) AS ts FROM weather '
+        'SELECT station, temp, hits, raw, arrow_cast("timestamp", \'Int64\') AS ts FROM weather '
         'ORDER BY ts'
     )
     assert rows == [
@@ -363,7 +363,7 @@ def test_ilp_over_udp(server):
     server.stop()
 
     rows = server.sql(
-        'SELECT src, v, f, s, CAST("timestamp" AS BIGINT) AS ts FROM udp_t ORDER BY ts'
+        'SELECT src, v, f, s, arrow_cast("timestamp", \'Int64\') AS ts FROM udp_t ORDER BY ts'
     )
     assert rows == [
         {"src": "one", "v": 1, "f": 0.5, "ts": T0},
@@ -445,8 +445,8 @@ def test_concurrent_tcp_senders(server):
         for i in range(SENDERS)
     ]
     assert server.sql(
-        'SELECT count(DISTINCT "timestamp") AS n, min(CAST("timestamp" AS BIGINT)) AS lo, '
-        'max(CAST("timestamp" AS BIGINT)) AS hi FROM many'
+        'SELECT count(DISTINCT "timestamp") AS n, min(arrow_cast("timestamp", \'Int64\')) AS lo, '
+        'max(arrow_cast("timestamp", \'Int64\')) AS hi FROM many'
     ) == [{"n": total, "lo": T0, "hi": T0 + total - 1}]
     assert f"ILP/TCP: {total} lines accepted, 0 rejected" in server.log()
 

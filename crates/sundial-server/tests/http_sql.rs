@@ -305,7 +305,7 @@ fn exp_streams_csv() {
         reply.text(),
         "\"ts\",\"sym\",\"v\",\"ok\",\"note\"\r\n\
          \"2016-01-01T00:00:00.000000Z\",\"a\",1.5,true,\"say \"\"hi\"\", ok\"\r\n\
-         \"2016-01-01T00:00:01.500000Z\",,,false,\r\n\
+         \"2016-01-01T00:00:01.500000Z\",,,,\r\n\
          \"2016-01-02T00:00:00.000000Z\",\"c\",-2.0,false,\"line\nbreak\"\r\n"
     );
     // limit m,n skips m rows (counting from 0 on /exp); nm drops the header; filename.

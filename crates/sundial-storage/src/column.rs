@@ -64,34 +64,9 @@ impl ColumnBuf {
             Values::Bits(b) => b.resize(bits::bytes_for(rows), 0),
             Values::Var { offsets, .. } => offsets.resize(rows + 1, 0),
         }
-        buf.rows = rows;
-        if !column_type.has_null() {
-            // Zero values: false.
-            return buf;
-        }
         buf.validity = Some(vec![0; bits::bytes_for(rows)]);
+        buf.rows = rows;
         buf
-    }
-
-    /// For types without NULL ([`ColumnType::has_null`]): each NULL becomes the zero value
-    /// (false) and the buffer keeps no validity.
-    fn nulls_as_zero(&mut self) {
-        let Some(validity) = self.validity.take() else {
-            return;
-        };
-        match &mut self.values {
-            Values::Bits(values) => {
-                for (v, valid) in values.iter_mut().zip(&validity) {
-                    *v &= valid;
-                }
-            }
-            Values::Fixed { width, bytes } => {
-                for row in (0..self.rows).filter(|&r| !bits::get(&validity, r)) {
-                    bytes[row * *width..(row + 1) * *width].fill(0);
-                }
-            }
-            Values::Var { .. } => self.validity = Some(validity),
-        }
     }
 
     pub fn is_valid(&self, row: usize) -> bool {
@@ -380,9 +355,6 @@ pub(crate) fn from_arrow(
         }
         (_, DataType::Null) => return Ok(ColumnBuf::nulls(column_type, rows)),
         _ => return Err(mismatch()),
-    }
-    if !column_type.has_null() {
-        buf.nulls_as_zero();
     }
     Ok(buf)
 }

@@ -26,16 +26,6 @@ use crate::symbol_index::PublishedSymbols;
 use crate::txn::ColumnMeta;
 use crate::types::{ColumnType, Layout, SymbolValues};
 
-/// `rows` values of a column above its top: NULLs, or false for BOOLEAN, which has no NULL
-/// (see [`ColumnType::has_null`]).
-fn absent(column_type: ColumnType, rows: usize) -> ArrayRef {
-    if column_type.has_null() {
-        new_null_array(&column_type.arrow_type(), rows)
-    } else {
-        Arc::new(BooleanArray::new(BooleanBuffer::new_unset(rows), None))
-    }
-}
-
 /// Reads rows `[lo, hi)` of `column` from a partition version whose column starts at `top`.
 pub(crate) fn read_array(
     dir: &PartitionDir,
@@ -45,11 +35,12 @@ pub(crate) fn read_array(
     hi: u64,
     symbols: Option<&PublishedSymbols>,
 ) -> Result<ArrayRef> {
+    let data_type = column.column_type.arrow_type();
     if hi <= top {
-        return Ok(absent(column.column_type, (hi - lo) as usize));
+        return Ok(new_null_array(&data_type, (hi - lo) as usize));
     }
     if lo < top {
-        let nulls = absent(column.column_type, (top - lo) as usize);
+        let nulls = new_null_array(&data_type, (top - lo) as usize);
         let rest = read_array(dir, column, top, top, hi, symbols)?;
         return arrow_select::concat::concat(&[nulls.as_ref(), rest.as_ref()])
             .map_err(|e| StorageError::Internal(e.to_string()));

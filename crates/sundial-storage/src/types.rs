@@ -54,13 +54,6 @@ impl ColumnType {
         ColumnType::Binary,
     ];
 
-    /// Whether the type has a NULL. BOOLEAN does not, as in QuestDB: a NULL written to one
-    /// is stored as false. (QuestDB's BYTE and SHORT have none either; Sundial's keep theirs,
-    /// see docs/query.md.)
-    pub fn has_null(self) -> bool {
-        self != ColumnType::Boolean
-    }
-
     /// The type's name as written in SQL and shown by `SHOW COLUMNS`.
     pub fn name(self) -> &'static str {
         match self {

@@ -397,7 +397,7 @@ fn symbols_an_os_crash_lost_reopen_at_the_previous_commit() {
         sym: Some(sym.into()),
         v: None,
         s: None,
-        b: Some(false),
+        b: None,
         d: 0.0,
     };
     let first = vec![row(1_451_606_400_000_000_000, "alpha")];
@@ -497,7 +497,7 @@ fn a_torn_slot_of_a_table_that_committed_is_reported_corrupt() {
         sym: None,
         v: Some(1),
         s: None,
-        b: Some(false),
+        b: None,
         d: 0.0,
     };
     let is_corrupt = |e: Option<sundial_storage::StorageError>| {

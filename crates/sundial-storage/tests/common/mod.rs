@@ -156,8 +156,7 @@ pub fn random_row(rng: &mut Rng, base_ts: i64, serial: u64) -> Row {
         sym: (!rng.chance(10)).then(|| format!("host_{}", rng.below(20))),
         v: (!rng.chance(20)).then_some(serial as i64),
         s: (!rng.chance(20)).then(|| format!("s{}", rng.below(1000)).repeat(rng.below(3) as usize)),
-        // BOOLEAN has no NULL: a missing value is false.
-        b: Some(!rng.chance(30) && rng.chance(50)),
+        b: (!rng.chance(30)).then(|| rng.chance(50)),
         d: serial as f64 * 0.5,
     }
 }
