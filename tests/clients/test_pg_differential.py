@@ -64,13 +64,11 @@ START_TIMEOUT_S = 60.0
 
 # Reasons shared by several statements. "Not yet" ones say what closing them would take.
 NAMES = (
-    "Not yet: names of unaliased expressions. PostgreSQL names one after its function, its cast's "
-    "operand or its scalar subquery's column, else `?column?`, repeats allowed; Sundial's "
-    "result_names names them QuestDB's way (`column`, `column1`, `array_has`, a literal or CASE by "
-    "its text). It would take result_names naming, in statements that read pg_catalog or "
-    "information_schema only, a call by its function, a cast by its operand, a scalar subquery by "
-    "its column and anything else `?column?`, keeping repeats (the catalog side of the naming "
-    "that result_names owns).")
+    "Not yet: names of items the dialect rewrites because their relation is always empty "
+    "(policies, publications, a scalar subquery over pg_attrdef become NULL literals), which lose "
+    "PostgreSQL's name (`pg_get_expr`, `array_to_string`, `?column?`). Other catalog statements "
+    "are named as PostgreSQL names them (result_names::postgres_name). It would take the empty "
+    "rewrite keeping each item's name as an alias.")
 EMPTY_TYPES = (
     "Not yet: column types of a statement the dialect proves empty. A SELECT that inner-joins a "
     "relation Sundial never has rows for (pg_index, pg_constraint, pg_policy, pg_extension, ...) "
@@ -120,14 +118,12 @@ DEVIATIONS: dict[str, tuple[tuple[str, ...], str]] = {
         "'{a,b}' (the ACLs themselves are PostgreSQL's; sent as arrays they are '{...}'). It "
         "would take casts of arrays to text in catalog statements printing array literals.",
     ),
-    "grafana: search_path schemas": (("column names",), NAMES),
     "grafana: server_version_num": (
         ("column types",),
         "Not yet: DataFusion types the literal 100 as int8, so `int4 / 100` is int8 where "
         "PostgreSQL's is int4 (Grafana reads a number either way). It would take integer "
         "literals that fit typed int4, as PostgreSQL's are.",
     ),
-    "pgjdbc ResultSetMetaData of SELECT * FROM cpu": (("column names",), NAMES),
     "pgjdbc getImportedKeys(null, public, cpu)": (("column types",), EMPTY_TYPES),
     "dbeaver: database": (("values",), COLLATE),
     "dbeaver: schemas": (("values",), DESCRIPTIONS),
@@ -178,8 +174,6 @@ for _t in ("cpu", "typ", "Mixed Case"):
         "Deliberate: pg_attribute.attmissingval is anyarray in PostgreSQL, which has no Arrow "
         "counterpart; Sundial's is text[] and always NULL (no column has a missing value).")
 DEVIATIONS["pgjdbc getColumns(null, null, %, null)"] = DEVIATIONS["pgjdbc getColumns(null, public, cpu, %)"]
-for _oid in (16, 17, 20, 21, 23, 700, 701, 1043, 1082, 1114, 2950):
-    DEVIATIONS[f"pgjdbc type by oid {_oid}"] = (("column names",), NAMES)
 for _cmd in ('\\d typ', '\\d "Mixed Case"'):
     DEVIATIONS[f"psql {_cmd}"] = DEVIATIONS["psql \\d cpu"]
 

@@ -102,7 +102,7 @@ DEVIATIONS: list[tuple[str | None, str | None, set[str], str]] = [
      "(cast, column)"),
     ("ts_int", r"^SELECT systimestamp\(\) > ", {"name"},
      "deliberate: a statement without a table names its items as PostgreSQL tools expect"),
-    (None, r"\bok\b", {"rows", "value", "type/value", "order", "name/type/value"},
+    (None, r"\bok\b|^SELECT \* FROM events", {"rows", "value", "type/value", "order", "name/type/value"},
      "deliberate: BOOLEAN keeps NULL (a field an ILP line leaves out is NULL); QuestDB "
      "stores false"),
     ("functions", r"^SELECT nullif\(status, 0\), count\(\) FROM diagnostics ORDER BY 1$", {"order"},

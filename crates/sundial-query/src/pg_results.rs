@@ -7,7 +7,8 @@
 //!   it gets its name back. DataFusion keeps output names unique per qualifier, so every column
 //!   then takes a qualifier of its own (`__sundial_repeat__<position>`): the two `oid`s are
 //!   distinct to DataFusion and the same to a client, which sees unqualified names only.
-//! - `text`: in a statement that reads `pg_catalog` or `information_schema`, a string result
+//! - `text`: in a statement that reads `pg_catalog` or `information_schema` (or table functions
+//!   only; `result_names::postgres_statement`), a string result
 //!   whose PostgreSQL type nothing declared (a CASE of literals, `||`, a literal) is `text`, as
 //!   PostgreSQL types string expressions. Catalog columns and functions declare their own type
 //!   (`name`, `"char"`, `varchar`: `sundial_pgcatalog::PG_TYPE_KEY`), which stays, except
@@ -42,7 +43,7 @@ pub(crate) fn as_postgres(plan: LogicalPlan) -> DfResult<LogicalPlan> {
         return Ok(plan);
     }
     let schema = plan.schema().clone();
-    let catalog = crate::result_names::reads_catalog(&plan);
+    let catalog = crate::result_names::postgres_statement(&plan);
     let casts_to_text: Vec<bool> = match output_exprs(&plan) {
         Some(exprs) if exprs.len() == schema.fields().len() => {
             exprs.iter().map(|e| catalog && is_text_cast(e)).collect()

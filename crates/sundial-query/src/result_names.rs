@@ -3,9 +3,10 @@
 //! (`sundial_sql::questdb::column_names`); what is left here is a repeated name that `*`
 //! brought in (`SELECT * FROM a JOIN b`, both with `ts`), which QuestDB names `ts1`, `ts2`.
 //!
-//! Statements of PostgreSQL's catalogs name columns as PostgreSQL does (`postgres_name`): a call
+//! Statements of PostgreSQL's catalogs, or of table functions only, name columns as PostgreSQL does (`postgres_name`): a call
 //! by its function (`count(*)` is `count`), a cast by its operand's name or else its type's
-//! (`relname::text` is `relname`, `1::text` is `text`), a CASE `case`, a scalar subquery by its
+//! (`relname::text` is `relname`, `1::text` is `text`), a CASE by its ELSE result's name or else
+//! `case`, a scalar subquery by its
 //! column, anything else `?column?`; a repeated name stays repeated (named apart for DataFusion
 //! here, and back in `pg_results`). Statements of no table name a call by its function, a cast
 //! `cast`, a literal by its SQL text (`SELECT 1` is `1`) and anything else `column`; a name
@@ -38,7 +39,7 @@ pub(crate) fn questdb_names(plan: LogicalPlan) -> DfResult<LogicalPlan> {
     let named_before = reads_table(&plan);
     let exprs = output_exprs(&plan).filter(|e| e.len() == schema.fields().len());
     let names: Vec<&String> = schema.fields().iter().map(|f| f.name()).collect();
-    let postgres = reads_catalog(&plan);
+    let postgres = postgres_statement(&plan);
     let wanted: Vec<Option<String>> = schema
         .iter()
         .enumerate()
@@ -113,15 +114,38 @@ pub(crate) fn questdb_names(plan: LogicalPlan) -> DfResult<LogicalPlan> {
 /// Whether `plan` reads one of Sundial's tables (a relation outside PostgreSQL's catalogs).
 fn reads_table(plan: &LogicalPlan) -> bool {
     plan.exists(|node| {
-        Ok(matches!(node, LogicalPlan::TableScan(scan)
-            if !matches!(scan.table_name.schema(), Some("pg_catalog" | "information_schema"))))
+        let LogicalPlan::TableScan(scan) = node else {
+            return Ok(false);
+        };
+        let Ok(provider) = datafusion::datasource::source_as_provider(&scan.source) else {
+            return Ok(false);
+        };
+        Ok(provider
+            .downcast_ref::<crate::provider::SundialTable>()
+            .is_some()
+            || provider
+                .downcast_ref::<crate::exec::latest::LatestTable>()
+                .is_some())
     })
     .unwrap_or(false)
 }
 
+/// Whether `plan` is a statement of PostgreSQL's tools, answered with PostgreSQL's names and
+/// types: one that reads its catalogs, or table functions only (Grafana's schema list reads
+/// `generate_series` and `string_to_array`).
+pub(crate) fn postgres_statement(plan: &LogicalPlan) -> bool {
+    reads_catalog(plan) || (!reads_table(plan) && reads_relation(plan))
+}
+
+/// Whether `plan` reads any relation at all (a table function counts).
+fn reads_relation(plan: &LogicalPlan) -> bool {
+    plan.exists(|node| Ok(matches!(node, LogicalPlan::TableScan(_))))
+        .unwrap_or(false)
+}
+
 /// Whether `plan` reads a relation of PostgreSQL's catalogs (`pg_catalog`,
 /// `information_schema`), whose queries come from PostgreSQL tools.
-pub(crate) fn reads_catalog(plan: &LogicalPlan) -> bool {
+fn reads_catalog(plan: &LogicalPlan) -> bool {
     plan.exists(|node| {
         Ok(matches!(node, LogicalPlan::TableScan(scan)
             if matches!(scan.table_name.schema(), Some("pg_catalog" | "information_schema"))))
@@ -147,12 +171,14 @@ fn output_exprs(plan: &LogicalPlan) -> Option<Vec<Expr>> {
 /// type's, a CASE `case`, a scalar subquery its column's, anything else `?column?`.
 fn postgres_name(expr: &Expr) -> Option<String> {
     match expr {
-        Expr::Cast(datafusion::logical_expr::Cast { expr: inner, field, .. })
-        | Expr::TryCast(datafusion::logical_expr::TryCast { expr: inner, field, .. }) => {
-            postgres_name(inner)
-                .filter(|n| n != "?column?")
-                .or_else(|| Some(pg_type_name(field.data_type()).into()))
-        }
+        Expr::Cast(datafusion::logical_expr::Cast {
+            expr: inner, field, ..
+        })
+        | Expr::TryCast(datafusion::logical_expr::TryCast {
+            expr: inner, field, ..
+        }) => postgres_name(inner)
+            .filter(|n| n != "?column?")
+            .or_else(|| Some(pg_type_name(field.data_type()).into())),
         Expr::ScalarSubquery(subquery) => subquery
             .subquery
             .schema()
@@ -160,7 +186,15 @@ fn postgres_name(expr: &Expr) -> Option<String> {
             .first()
             .map(|f| text_name(f.name()))
             .map(|n| if n == "column" { "?column?".into() } else { n }),
-        Expr::Case(_) => Some("case".into()),
+        // A CASE is named after its ELSE result, if that has a name.
+        Expr::Case(case) => case
+            .else_expr
+            .as_deref()
+            .and_then(postgres_name)
+            .filter(|n| n != "?column?")
+            .or_else(|| Some("case".into())),
+        // `x = ANY(array)` is planned as `array_has`, which PostgreSQL does not have.
+        Expr::ScalarFunction(f) if f.func.name() == "array_has" => Some("?column?".into()),
         Expr::Literal(..) | Expr::BinaryExpr(_) | Expr::Not(_) | Expr::Negative(_) => {
             Some("?column?".into())
         }
