@@ -20,7 +20,7 @@
 
 use datafusion::arrow::datatypes::{DataType, Field};
 use datafusion::common::{Column, Result as DfResult, TableReference};
-use datafusion::logical_expr::{Distinct, Expr, LogicalPlan, LogicalPlanBuilder, cast};
+use datafusion::logical_expr::{Expr, LogicalPlan, LogicalPlanBuilder, cast};
 use sundial_sql::names::REPEAT_PREFIX;
 
 /// PostgreSQL's `text`.
@@ -44,7 +44,7 @@ pub(crate) fn as_postgres(plan: LogicalPlan) -> DfResult<LogicalPlan> {
     }
     let schema = plan.schema().clone();
     let catalog = crate::result_names::postgres_statement(&plan);
-    let casts_to_text: Vec<bool> = match output_exprs(&plan) {
+    let casts_to_text: Vec<bool> = match crate::result_names::output_exprs(&plan) {
         Some(exprs) if exprs.len() == schema.fields().len() => {
             exprs.iter().map(|e| catalog && is_text_cast(e)).collect()
         }
@@ -94,19 +94,6 @@ pub(crate) fn as_postgres(plan: LogicalPlan) -> DfResult<LogicalPlan> {
         })
         .collect();
     LogicalPlanBuilder::from(plan).project(exprs)?.build()
-}
-
-/// The expressions of the projection that makes `plan`'s rows, seen through the nodes that
-/// keep its columns (sorts, limits, filters, DISTINCT).
-fn output_exprs(plan: &LogicalPlan) -> Option<&[Expr]> {
-    match plan {
-        LogicalPlan::Projection(p) => Some(&p.expr),
-        LogicalPlan::Sort(s) => output_exprs(&s.input),
-        LogicalPlan::Limit(l) => output_exprs(&l.input),
-        LogicalPlan::Filter(f) => output_exprs(&f.input),
-        LogicalPlan::Distinct(Distinct::All(input)) => output_exprs(input),
-        _ => None,
-    }
 }
 
 /// Whether `expr` (under any alias) is a cast to a string type.

@@ -155,9 +155,9 @@ fn reads_catalog(plan: &LogicalPlan) -> bool {
 
 /// The expressions of the projection that makes `plan`'s rows, seen through the nodes that
 /// keep its columns (sorts, limits, filters, DISTINCT).
-fn output_exprs(plan: &LogicalPlan) -> Option<Vec<Expr>> {
+pub(crate) fn output_exprs(plan: &LogicalPlan) -> Option<&[Expr]> {
     match plan {
-        LogicalPlan::Projection(p) => Some(p.expr.clone()),
+        LogicalPlan::Projection(p) => Some(&p.expr),
         LogicalPlan::Sort(s) => output_exprs(&s.input),
         LogicalPlan::Limit(l) => output_exprs(&l.input),
         LogicalPlan::Filter(f) => output_exprs(&f.input),
