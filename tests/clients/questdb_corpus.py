@@ -355,6 +355,20 @@ def latest_on(rng: random.Random) -> list[Stmt]:
     out.append(Stmt("latest_on", "SELECT * FROM readings LATEST BY name"))
     out.append(Stmt("latest_on", "SELECT * FROM (SELECT * FROM readings WHERE velocity > 50) LATEST ON timestamp PARTITION BY fleet"))
     out.append(Stmt("latest_on", "SELECT * FROM events LATEST ON timestamp PARTITION BY kind"))
+    # LATEST ON over subqueries: filtered, projected, sampled, aliased, with an outer WHERE.
+    subs = ["SELECT * FROM readings WHERE fleet = '{f}'",
+            "SELECT name, fleet, model, velocity, timestamp FROM readings WHERE velocity < {v}",
+            "SELECT name, fleet, timestamp FROM diagnostics WHERE status = {s}",
+            "SELECT timestamp, name, avg(velocity) v FROM readings WHERE fleet = '{f}' SAMPLE BY 6h"]
+    for sub in subs:
+        for p in ("name", "fleet", "name, fleet"):
+            if "fleet" in p and "avg(" in sub:
+                continue
+            q = sub.format(f=rng.choice(FLEETS), v=rng.randrange(10, 90), s=rng.randrange(5))
+            alias = rng.choice(["", " x"])
+            where = rng.choice(["", " WHERE name != 'truck_1'"])
+            out.append(Stmt("latest_on",
+                f"SELECT * FROM ({q}){alias}{where} LATEST ON timestamp PARTITION BY {p}"))
     return out
 
 
@@ -488,6 +502,33 @@ def functions(rng: random.Random) -> list[Stmt]:
     for unit in ("s", "m", "h", "d", "w", "M", "y"):
         out.append(Stmt("functions",
             f"SELECT timestamp, datediff('{unit}', timestamp, '2024-01-02T00:00:00Z') FROM readings WHERE name = 'truck_6' LIMIT -3", [0]))
+    for unit in ("U", "T", "s", "m", "h", "d", "w", "M", "y"):
+        out.append(Stmt("functions",
+            f"SELECT timestamp, timestamp_ceil('{unit}', timestamp) FROM readings WHERE name = 'truck_{rng.randrange(20)}' "
+            f"LIMIT {rng.randrange(2, 6)}", [0]))
+    # QuestDB 9.3.4 prints a wrong day name after `D` or `w` in the same pattern ('D E' of
+    # 2024-01-01 is '1 Sun') and fails on some `w E`; the patterns keep them apart.
+    patterns = ["yyyy-MM-dd HH:mm:ss.SSSUUU", "y yy yyy M MM MMM MMMM", "d dd E EE u", "D", "w ww",
+                "h hh H HH k kk K KK a", "m mm s ss S SSS U UUU N NNN", "G z", "dd/MM/yyyy",
+                "yyyy-MM-ddTHH:mm:ss.SSSz", "MMM d, yyyy h:mm a", "EE, yyyy.MM.dd"]
+    for pattern in patterns:
+        out.append(Stmt("functions",
+            f"SELECT timestamp, to_str(timestamp, '{pattern}') FROM readings WHERE name = 'truck_{rng.randrange(20)}' "
+            f"LIMIT 4", [0]))
+    for text, pattern in [("2024-01-02 10:00:00", "yyyy-MM-dd HH:mm:ss"), ("2024-1-2", "yyyy-M-d"),
+                          ("20240102", "yyyyMMdd"), ("2024-01-02x", "yyyy-MM-dd"),
+                          ("2024-02-30", "yyyy-MM-dd"), ("02 Jan 2024", "dd MMM yyyy"),
+                          ("Tue, 02 January 2024 5 PM", "E, dd MMMM yyyy h a"),
+                          ("2024-01-02T10:11:12.123456Z", "yyyy-MM-ddTHH:mm:ss.SSSUUUz"),
+                          ("2024-01-02T10:11:12+01:00", "yyyy-MM-ddTHH:mm:ssz"),
+                          ("2024-01-02 1:2:3.45", "yyyy-MM-dd H:m:s.S"),
+                          ("2024-01-02 10:00 Europe/Berlin", "yyyy-MM-dd HH:mm z"),
+                          ("1/2/2024 12 AM", "M/d/yyyy h a")]:
+        out.append(Stmt("functions",
+            f"SELECT count() c, to_timestamp('{text}', '{pattern}') t FROM readings WHERE timestamp < to_timestamp('{text}', '{pattern}')"))
+    out.append(Stmt("functions",
+        "SELECT to_timestamp(to_str(timestamp, 'yyyy-MM-dd HH:mm:ss.SSSUUU'), 'yyyy-MM-dd HH:mm:ss.SSSUUU') = timestamp, count() "
+        "FROM readings ORDER BY 1", [0]))
     out += [Stmt("functions", s, o) for s, o in [
         ("SELECT count() FROM readings WHERE timestamp < now()", None),
         ("SELECT count() FROM readings WHERE timestamp > now()", None),

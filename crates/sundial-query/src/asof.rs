@@ -1,9 +1,11 @@
 //! `ASOF JOIN` and `LT JOIN`: for each left row, the newest right row at (or, for LT,
 //! strictly before) its timestamp, among right rows with equal keys; found by one merge over
-//! both sides in timestamp order.
+//! both sides in timestamp order. `SPLICE JOIN`: the rows of both sides in timestamp order,
+//! each with the newest row of the other side at or before it (`exec::splice_join`).
 //!
 //! ```text
-//!  questdb::time_join      LEFT JOIN b ON __sundial_asof_join(strict, tolerance) AND a.k = b.k
+//!  questdb::time_join      LEFT JOIN b ON __sundial_asof_join(kind, tolerance) AND a.k = b.k
+//!                          (FULL JOIN for SPLICE)
 //!        │ AsofJoinRule (analyzer)
 //!        ▼
 //!  AsofJoin (logical extension node) ◀── AsofFilterPushdown moves WHERE filters on the left
@@ -14,7 +16,8 @@
 //! ```
 //!
 //! Filters on the right side's columns stay above the join: they filter joined rows, as in
-//! QuestDB, and never decide which right row matches.
+//! QuestDB, and never decide which right row matches. Above a SPLICE JOIN every filter stays
+//! above: its rows come from either side.
 
 use std::cmp::Ordering;
 use std::fmt;
@@ -46,6 +49,7 @@ pub(crate) use crate::exec::asof_join::AsofJoinExec;
 use crate::exec::asof_join::{self, describe};
 
 use crate::provider::SundialTable;
+use sundial_sql::names::TimeJoinKind;
 
 /// The function the dialect marks a time join's `ON` with (see `sundial_sql::names`).
 const JOIN_MARKER: &str = sundial_sql::names::ASOF_JOIN_MARKER;
@@ -76,15 +80,15 @@ pub(crate) fn marker_function() -> ScalarUDF {
 }
 
 /// The join's kind and tolerance, if `e` is the marker call.
-fn marker(e: &Expr) -> Option<(bool, Option<i64>)> {
+fn marker(e: &Expr) -> Option<(TimeJoinKind, Option<i64>)> {
     let Expr::ScalarFunction(f) = e else {
         return None;
     };
     if f.name() != JOIN_MARKER {
         return None;
     }
-    let strict = match f.args.first()? {
-        Expr::Literal(ScalarValue::Boolean(Some(b)), _) => *b,
+    let kind = match f.args.first()? {
+        Expr::Literal(ScalarValue::Utf8(Some(k)), _) => TimeJoinKind::parse(k)?,
         _ => return None,
     };
     let tolerance = match f.args.get(1)? {
@@ -92,7 +96,7 @@ fn marker(e: &Expr) -> Option<(bool, Option<i64>)> {
         Expr::Literal(ScalarValue::Null, _) => None,
         _ => return None,
     };
-    Some((strict, tolerance))
+    Some((kind, tolerance))
 }
 
 fn mentions_marker(e: &Expr) -> bool {
@@ -111,8 +115,7 @@ pub(crate) struct AsofJoin {
     on: Vec<(Expr, Expr)>,
     left_time: Expr,
     right_time: Expr,
-    /// LT JOIN: the right row must be strictly older than the left.
-    strict: bool,
+    kind: TimeJoinKind,
     /// The right row may be at most this much older.
     tolerance_ns: Option<i64>,
     schema: DFSchemaRef,
@@ -123,7 +126,7 @@ impl PartialOrd for AsofJoin {
         // The schema follows from the inputs.
         fn key(j: &AsofJoin) -> impl PartialOrd + '_ {
             let times = (&j.left_time, &j.right_time);
-            (&j.left, &j.right, &j.on, times, j.strict, j.tolerance_ns)
+            (&j.left, &j.right, &j.on, times, j.kind, j.tolerance_ns)
         }
         key(self).partial_cmp(&key(other))
     }
@@ -135,13 +138,13 @@ impl AsofJoin {
         right: LogicalPlan,
         on: Vec<(Expr, Expr)>,
         times: (Expr, Expr),
-        strict: bool,
+        kind: TimeJoinKind,
         tolerance_ns: Option<i64>,
     ) -> DfResult<Self> {
         let schema = Arc::new(build_join_schema(
             left.schema(),
             right.schema(),
-            &JoinType::Left,
+            &join_type(kind),
         )?);
         Ok(AsofJoin {
             left,
@@ -149,7 +152,7 @@ impl AsofJoin {
             on,
             left_time: times.0,
             right_time: times.1,
-            strict,
+            kind,
             tolerance_ns,
             schema,
         })
@@ -161,13 +164,22 @@ impl AsofJoin {
             self.right.clone(),
             self.on.clone(),
             (self.left_time.clone(), self.right_time.clone()),
-            self.strict,
+            self.kind,
             self.tolerance_ns,
         )
     }
 
     fn clause(&self) -> &'static str {
-        if self.strict { "LT JOIN" } else { "ASOF JOIN" }
+        self.kind.clause()
+    }
+}
+
+/// The join type a time join's SQL is planned as, which also gives its output schema:
+/// SPLICE keeps the rows of both sides.
+fn join_type(kind: TimeJoinKind) -> JoinType {
+    match kind {
+        TimeJoinKind::Asof | TimeJoinKind::Lt => JoinType::Left,
+        TimeJoinKind::Splice => JoinType::Full,
     }
 }
 
@@ -195,14 +207,7 @@ impl UserDefinedLogicalNodeCore for AsofJoin {
 
     fn fmt_for_explain(&self, f: &mut fmt::Formatter) -> fmt::Result {
         let times = (&self.left_time, &self.right_time);
-        describe(
-            f,
-            "AsofJoin",
-            times,
-            &self.on,
-            self.strict,
-            self.tolerance_ns,
-        )
+        describe(f, "AsofJoin", times, &self.on, self.kind, self.tolerance_ns)
     }
 
     fn with_exprs_and_inputs(&self, exprs: Vec<Expr>, inputs: Vec<LogicalPlan>) -> DfResult<Self> {
@@ -225,7 +230,7 @@ impl UserDefinedLogicalNodeCore for AsofJoin {
             right,
             on,
             (left_time, right_time),
-            self.strict,
+            self.kind,
             self.tolerance_ns,
         )
     }
@@ -266,20 +271,21 @@ fn to_asof_join(plan: LogicalPlan) -> DfResult<Transformed<LogicalPlan>> {
         return Ok(Transformed::no(plan));
     };
     let conjuncts = split_conjunction(filter);
-    let Some((at, (strict, tolerance_ns))) = conjuncts
+    let Some((at, (kind, tolerance_ns))) = conjuncts
         .iter()
         .enumerate()
         .find_map(|(i, e)| marker(e).map(|m| (i, m)))
     else {
         if mentions_marker(filter) {
             return Err(user_error(
-                "ASOF JOIN / LT JOIN: the ON condition must be key equalities joined by AND",
+                "ASOF JOIN / LT JOIN / SPLICE JOIN: the ON condition must be key equalities \
+                 joined by AND",
             ));
         }
         return Ok(Transformed::no(plan));
     };
-    let clause = if strict { "LT JOIN" } else { "ASOF JOIN" };
-    if join.join_type != JoinType::Left {
+    let clause = kind.clause();
+    if join.join_type != join_type(kind) {
         return Err(DataFusionError::Internal(format!(
             "{clause} planned as a {} join",
             join.join_type
@@ -310,7 +316,7 @@ fn to_asof_join(plan: LogicalPlan) -> DfResult<Transformed<LogicalPlan>> {
         join.right.as_ref().clone(),
         on,
         times,
-        strict,
+        kind,
         tolerance_ns,
     )?;
     Ok(Transformed::yes(LogicalPlan::Extension(Extension {
@@ -435,7 +441,12 @@ impl OptimizerRule for AsofFilterPushdown {
         let LogicalPlan::Extension(extension) = filter.input.as_ref() else {
             return Ok(Transformed::no(plan));
         };
-        let Some(join) = extension.node.as_any().downcast_ref::<AsofJoin>() else {
+        let Some(join) = extension
+            .node
+            .as_any()
+            .downcast_ref::<AsofJoin>()
+            .filter(|j| j.kind != TimeJoinKind::Splice)
+        else {
             return Ok(Transformed::no(plan));
         };
         let left = join.left.schema();
@@ -512,7 +523,7 @@ impl ExtensionPlanner for AsofPlanner {
                 keys,
                 left_time: physical(&join.left_time, left_schema)?,
                 right_time: physical(&join.right_time, right_schema)?,
-                strict: join.strict,
+                kind: join.kind,
                 tolerance_ns: join.tolerance_ns,
             },
             join.schema.inner().clone(),

@@ -9,6 +9,12 @@
 //!   `to_utc(ts, tz)` the inverse.
 //! - `sample_grid(stride, lo, hi, origin, time_zone)`: the starts of every bucket
 //!   `timestamp_floor` cuts `[lo, hi)` into, as a list: the buckets SAMPLE BY ... FILL fills.
+//! - `timestamp_ceil(unit, ts)`: the start of the bucket after `ts`'s (QuestDB 9.3.4 moves a
+//!   timestamp already on a bucket's start to the next one too); for `U` and `n`, `ts` rounded
+//!   up to the unit.
+//! - `to_str(ts, pattern)` prints and `to_timestamp(text, pattern)` reads a timestamp in a
+//!   QuestDB pattern (`date_format`); `to_timestamp` with a chrono pattern (one holding `%`)
+//!   or without one is DataFusion's.
 //!
 //! Timestamps are `Timestamp(Nanosecond)` (others are cast); units and time zones must be
 //! constants.
@@ -20,7 +26,8 @@ use chrono_tz::Tz;
 use std::ops::Range;
 
 use datafusion::arrow::array::{
-    Array, ArrayRef, Int64Array, ListBuilder, TimestampNanosecondArray, TimestampNanosecondBuilder,
+    Array, ArrayRef, Int64Array, ListBuilder, StringArray, StringBuilder, TimestampNanosecondArray,
+    TimestampNanosecondBuilder,
 };
 use datafusion::arrow::datatypes::{DataType, Field, TimeUnit};
 use datafusion::common::{DataFusionError, Result as DfResult, ScalarValue};
@@ -30,6 +37,8 @@ use datafusion::logical_expr::{
 use datafusion::prelude::SessionContext;
 
 use sundial_sql::questdb::stride::{Step, Stride, Unit, parse_zone};
+
+use crate::date_format::Pattern;
 
 const TIMESTAMP: DataType = DataType::Timestamp(TimeUnit::Nanosecond, None);
 
@@ -41,10 +50,13 @@ pub(crate) fn register(ctx: &SessionContext) {
         Kind::DateDiff,
         Kind::ToTimezone,
         Kind::ToUtc,
+        Kind::TimestampCeil,
     ] {
         ctx.register_udf(ScalarUDF::new_from_impl(TimeFunction::new(kind)));
     }
     ctx.register_udf(ScalarUDF::new_from_impl(SampleGrid::new()));
+    ctx.register_udf(ScalarUDF::new_from_impl(ToStr::new()));
+    ctx.register_udf(ScalarUDF::new_from_impl(ToTimestamp::new()));
 }
 
 /// Buckets one `sample_grid` call may produce: a FILL over more would hold too many rows.
@@ -177,6 +189,7 @@ enum Kind {
     DateDiff,
     ToTimezone,
     ToUtc,
+    TimestampCeil,
 }
 
 impl Kind {
@@ -187,6 +200,7 @@ impl Kind {
             Kind::DateDiff => "datediff",
             Kind::ToTimezone => "to_timezone",
             Kind::ToUtc => "to_utc",
+            Kind::TimestampCeil => "timestamp_ceil",
         }
     }
 
@@ -196,7 +210,9 @@ impl Kind {
         const ADD: &[DataType] = &[DataType::Utf8, DataType::Int64, TIMESTAMP];
         const DIFF: &[DataType] = &[DataType::Utf8, TIMESTAMP, TIMESTAMP];
         const ZONE: &[DataType] = &[TIMESTAMP, DataType::Utf8];
+        const CEIL: &[DataType] = &[DataType::Utf8, TIMESTAMP];
         match self {
+            Kind::TimestampCeil => (CEIL, 2),
             Kind::TimestampFloor => (FLOOR, 2),
             Kind::DateAdd => (ADD, 3),
             Kind::DateDiff => (DIFF, 3),
@@ -276,6 +292,11 @@ impl ScalarUDFImpl for TimeFunction {
                 };
                 let origin = origin.unwrap_or(stride.calendar_origin());
                 Arc::new(floor(&ts, step, origin, zone))
+            }
+            Kind::TimestampCeil => {
+                let unit = self.unit(&a[0])?;
+                let ts = timestamps(&a[1], rows)?;
+                Arc::new(ceil(&ts, unit))
             }
             Kind::DateAdd => {
                 let unit = self.unit(&a[0])?;
@@ -407,6 +428,160 @@ fn floor(
             local_to_utc(&zone, step.floor(local, origin)?)
         }),
     }
+}
+
+/// `timestamp_ceil`: see the module docs.
+fn ceil(ts: &TimestampNanosecondArray, unit: Unit) -> TimestampNanosecondArray {
+    let Some(step) = unit_step(unit) else {
+        return ts.clone();
+    };
+    match (unit, step) {
+        (Unit::Nanosecond | Unit::Microsecond, Step::Nanos(n)) => ts.unary_opt(|t| {
+            let up = t.checked_add(n - 1)?;
+            up.checked_sub(up.rem_euclid(n))
+        }),
+        (_, step) => {
+            let origin = Stride { count: 1, unit }.calendar_origin();
+            ts.unary_opt(|t| step.add(step.floor(t, origin)?, 1))
+        }
+    }
+}
+
+/// `to_str(ts, pattern)`: `ts` printed in a QuestDB pattern (`date_format`).
+#[derive(Debug, PartialEq, Eq, Hash)]
+struct ToStr {
+    signature: Signature,
+}
+
+impl ToStr {
+    fn new() -> Self {
+        ToStr {
+            signature: Signature::user_defined(Volatility::Immutable),
+        }
+    }
+}
+
+impl ScalarUDFImpl for ToStr {
+    fn name(&self) -> &str {
+        "to_str"
+    }
+
+    fn signature(&self) -> &Signature {
+        &self.signature
+    }
+
+    fn coerce_types(&self, arg_types: &[DataType]) -> DfResult<Vec<DataType>> {
+        if arg_types.len() != 2 {
+            return Err(DataFusionError::Plan(format!(
+                "to_str: takes 2 arguments (a timestamp and a pattern), {} given",
+                arg_types.len()
+            )));
+        }
+        Ok(vec![TIMESTAMP, DataType::Utf8])
+    }
+
+    fn return_type(&self, _arg_types: &[DataType]) -> DfResult<DataType> {
+        Ok(DataType::Utf8)
+    }
+
+    fn invoke_with_args(&self, args: ScalarFunctionArgs) -> DfResult<ColumnarValue> {
+        let pattern = constant_pattern("to_str", &args.args[1])?;
+        let ts = timestamps(&args.args[0], args.number_rows)?;
+        let mut out = StringBuilder::with_capacity(ts.len(), ts.len() * 24);
+        let mut text = String::new();
+        for t in ts.iter() {
+            match t {
+                Some(t) => {
+                    text.clear();
+                    pattern.format(t, &mut text);
+                    out.append_value(&text);
+                }
+                None => out.append_null(),
+            }
+        }
+        Ok(ColumnarValue::Array(Arc::new(out.finish())))
+    }
+}
+
+/// `to_timestamp`: QuestDB's when its second argument is a QuestDB pattern, otherwise
+/// DataFusion's (which reads chrono patterns, `%Y-%m-%d`, or none).
+#[derive(Debug, PartialEq, Eq, Hash)]
+struct ToTimestamp {
+    datafusion: Arc<ScalarUDF>,
+}
+
+impl ToTimestamp {
+    fn new() -> Self {
+        ToTimestamp {
+            datafusion: datafusion::functions::datetime::to_timestamp(&Default::default()),
+        }
+    }
+
+    /// The QuestDB pattern of a call, when it has one: two arguments, the second a constant
+    /// string without `%`.
+    fn questdb_pattern(args: &[ColumnarValue]) -> Option<&ColumnarValue> {
+        match args {
+            [_, p @ ColumnarValue::Scalar(s)] => {
+                let text = match s {
+                    ScalarValue::Utf8(t) | ScalarValue::LargeUtf8(t) | ScalarValue::Utf8View(t) => {
+                        t.as_deref()
+                    }
+                    _ => return None,
+                };
+                match text {
+                    Some(t) if t.contains('%') => None,
+                    _ => Some(p),
+                }
+            }
+            _ => None,
+        }
+    }
+}
+
+impl ScalarUDFImpl for ToTimestamp {
+    fn name(&self) -> &str {
+        "to_timestamp"
+    }
+
+    fn signature(&self) -> &Signature {
+        self.datafusion.signature()
+    }
+
+    fn coerce_types(&self, arg_types: &[DataType]) -> DfResult<Vec<DataType>> {
+        self.datafusion.coerce_types(arg_types)
+    }
+
+    fn return_type(&self, arg_types: &[DataType]) -> DfResult<DataType> {
+        self.datafusion.return_type(arg_types)
+    }
+
+    fn invoke_with_args(&self, args: ScalarFunctionArgs) -> DfResult<ColumnarValue> {
+        let Some(pattern) = Self::questdb_pattern(&args.args) else {
+            return self.datafusion.invoke_with_args(args);
+        };
+        let pattern = constant_pattern("to_timestamp", pattern)?;
+        let text = args.args[0].clone().into_array(args.number_rows)?;
+        let text = datafusion::arrow::compute::cast(&text, &DataType::Utf8)?;
+        let text = text
+            .as_any()
+            .downcast_ref::<StringArray>()
+            .ok_or_else(|| DataFusionError::Internal("text cast failed".into()))?;
+        let out: TimestampNanosecondArray = text.iter().map(|t| pattern.parse(t?)).collect();
+        Ok(ColumnarValue::Array(Arc::new(out)))
+    }
+}
+
+/// A function's constant pattern argument, compiled.
+fn constant_pattern(function: &str, v: &ColumnarValue) -> DfResult<Pattern> {
+    let error = |m: &str| DataFusionError::Plan(format!("{function}: {m}"));
+    let text = match v {
+        ColumnarValue::Scalar(
+            ScalarValue::Utf8(s) | ScalarValue::LargeUtf8(s) | ScalarValue::Utf8View(s),
+        ) => s.as_deref(),
+        _ => return Err(error("the pattern must be a constant string")),
+    };
+    let text = text.ok_or_else(|| error("the pattern is NULL"))?;
+    Pattern::compile(text).map_err(|m| error(&m))
 }
 
 /// `zone`'s offset from UTC at the instant `t`, in nanoseconds.

@@ -20,7 +20,8 @@
 //!     │          merge, cooperative yielding, rebinding kept plans to a run's values
 //!  snapshot      the storage seam: newest snapshot of a planned table, symbol lookup
 //!  key_index     per-partition hash indexes of keys, for point lookups and index scans
-//!  functions     QuestDB's time functions; bounded: functions that check sizes first
+//!  functions     QuestDB's time functions (date_format: its timestamp patterns);
+//!                bounded: functions that check sizes first
 //!  error, text   the error type; date and time text for the wire protocols
 //! ```
 //!
@@ -65,6 +66,7 @@ mod asof;
 mod backup;
 mod bad_value;
 mod bounded;
+mod date_format;
 mod engine;
 mod error;
 mod exec;

@@ -13,9 +13,49 @@ pub const SCHEMA: &str = "public";
 /// among the rows of the one table in FROM that pass the filter, the newest row per key.
 pub const LATEST_BY_MARKER: &str = "__sundial_latest_by";
 
-/// The function an ASOF/LT JOIN's `ON` is marked with for the engine's time-join planner:
-/// `__sundial_asof_join(strict BOOLEAN, tolerance_ns BIGINT or NULL)`.
+/// The function an ASOF/LT/SPLICE JOIN's `ON` is marked with for the engine's time-join
+/// planner: `__sundial_asof_join(kind VARCHAR, tolerance_ns BIGINT or NULL)`, the kind being
+/// one of [`TimeJoinKind::as_str`].
 pub const ASOF_JOIN_MARKER: &str = "__sundial_asof_join";
+
+/// QuestDB's time joins.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd)]
+pub enum TimeJoinKind {
+    /// Each left row with the newest right row at or before its timestamp.
+    Asof,
+    /// Each left row with the newest right row strictly before its timestamp.
+    Lt,
+    /// Rows of both sides in timestamp order, each with the newest row of the other side at
+    /// or before it (a full ASOF JOIN).
+    Splice,
+}
+
+impl TimeJoinKind {
+    /// The kind's name in the marker call.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TimeJoinKind::Asof => "asof",
+            TimeJoinKind::Lt => "lt",
+            TimeJoinKind::Splice => "splice",
+        }
+    }
+
+    /// The kind [`TimeJoinKind::as_str`] names.
+    pub fn parse(name: &str) -> Option<TimeJoinKind> {
+        [TimeJoinKind::Asof, TimeJoinKind::Lt, TimeJoinKind::Splice]
+            .into_iter()
+            .find(|k| k.as_str() == name)
+    }
+
+    /// The clause as users write it, for messages.
+    pub fn clause(self) -> &'static str {
+        match self {
+            TimeJoinKind::Asof => "ASOF JOIN",
+            TimeJoinKind::Lt => "LT JOIN",
+            TimeJoinKind::Splice => "SPLICE JOIN",
+        }
+    }
+}
 
 /// The alias prefix a plain column item beside a wildcard gets (`SELECT n.oid, n.*`), so that
 /// DataFusion plans the repeat; the engine names the column after the prefix again.

@@ -4,6 +4,8 @@
 //! finds its match in O(1) after the cursor catches up with its timestamp: O(left + right)
 //! overall, both sides read once.
 //!
+//! SPLICE JOIN reads the left side whole too, and `splice_join` pairs the rows of both.
+//!
 //! Keys compare as values: a NULL key matches a NULL key, as QuestDB's time joins match
 //! them (a SYMBOL's NULL is one of its values there).
 
@@ -35,6 +37,9 @@ use datafusion::physical_plan::{
     DisplayAs, DisplayFormatType, Distribution, ExecutionPlan, Partitioning, PlanProperties,
 };
 use futures::{StreamExt, TryStreamExt};
+use sundial_sql::names::TimeJoinKind;
+
+use super::splice_join;
 
 /// The two sides of the join.
 #[derive(Debug, Clone)]
@@ -50,8 +55,7 @@ pub(crate) struct Match {
     pub keys: Vec<(Arc<dyn PhysicalExpr>, Arc<dyn PhysicalExpr>)>,
     pub left_time: Arc<dyn PhysicalExpr>,
     pub right_time: Arc<dyn PhysicalExpr>,
-    /// Only right rows strictly older than the left row match (LT JOIN).
-    pub strict: bool,
+    pub kind: TimeJoinKind,
     pub tolerance_ns: Option<i64>,
 }
 
@@ -89,15 +93,23 @@ impl AsofJoinExec {
             }
         }
         let mut equivalences = EquivalenceProperties::new(schema.clone());
-        // Left rows keep their order, and left columns their positions.
-        if let Some(c) = matching.left_time.downcast_ref::<Column>() {
+        // Left rows keep their order, and left columns their positions; a SPLICE JOIN's rows
+        // interleave both sides.
+        let splice = matching.kind == TimeJoinKind::Splice;
+        if let Some(c) = matching.left_time.downcast_ref::<Column>()
+            && !splice
+        {
             let column = Column::new(c.name(), c.index());
             equivalences.add_ordering([PhysicalSortExpr::new(Arc::new(column), ascending())]);
         }
         let properties = Arc::new(PlanProperties::new(
             equivalences,
             Partitioning::UnknownPartitioning(1),
-            EmissionType::Incremental,
+            if splice {
+                EmissionType::Final
+            } else {
+                EmissionType::Incremental
+            },
             Boundedness::Bounded,
         ));
         Ok(AsofJoinExec {
@@ -121,7 +133,7 @@ impl DisplayAs for AsofJoinExec {
     fn fmt_as(&self, _: DisplayFormatType, f: &mut fmt::Formatter) -> fmt::Result {
         let m = &self.matching;
         let times = (&m.left_time, &m.right_time);
-        describe(f, "AsofJoinExec", times, &m.keys, m.strict, m.tolerance_ns)
+        describe(f, "AsofJoinExec", times, &m.keys, m.kind, m.tolerance_ns)
     }
 }
 
@@ -150,7 +162,7 @@ impl ExecutionPlan for AsofJoinExec {
     }
 
     fn maintains_input_order(&self) -> Vec<bool> {
-        vec![true, false]
+        vec![self.matching.kind != TimeJoinKind::Splice, false]
     }
 
     fn children(&self) -> Vec<&Arc<dyn ExecutionPlan>> {
@@ -203,6 +215,18 @@ impl ExecutionPlan for AsofJoinExec {
         let matching = self.matching.clone();
         let schema = self.schema.clone();
         let clause = self.clause;
+        if matching.kind == TimeJoinKind::Splice {
+            let batch_rows = context.session_config().batch_size().max(1);
+            let joined = futures::stream::once(async move {
+                let right = RightSide::read(right, &matching, reservation, clause).await?;
+                splice(left, right, &matching, schema, clause, batch_rows).await
+            })
+            .try_flatten();
+            return Ok(Box::pin(RecordBatchStreamAdapter::new(
+                self.schema.clone(),
+                joined,
+            )));
+        }
         let joined = futures::stream::once(async move {
             let right = RightSide::read(right, &matching, reservation, clause).await?;
             let mut merge = Merge::new(right, matching, schema, clause);
@@ -214,6 +238,80 @@ impl ExecutionPlan for AsofJoinExec {
             joined,
         )))
     }
+}
+
+/// SPLICE JOIN: reads the left side whole too, pairs the rows of both sides
+/// (`splice_join::pairs`) and yields them in batches of `batch_rows`.
+async fn splice(
+    mut left: SendableRecordBatchStream,
+    right: RightSide,
+    matching: &Match,
+    schema: SchemaRef,
+    clause: &'static str,
+    batch_rows: usize,
+) -> DfResult<impl futures::Stream<Item = DfResult<RecordBatch>> + use<>> {
+    let left_schema = left.schema();
+    let mut batches = Vec::new();
+    let mut rows = 0usize;
+    while let Some(batch) = left.next().await {
+        let batch = batch?;
+        right._reservation.try_grow(batch.get_array_memory_size())?;
+        rows += batch.num_rows();
+        batches.push(batch);
+    }
+    if rows.saturating_add(right.batch.num_rows()) >= NO_ROW as usize {
+        return Err(DataFusionError::ResourcesExhausted(format!(
+            "{clause}: the two sides have {rows} and {} rows, more than the {NO_ROW} a join \
+             holds",
+            right.batch.num_rows()
+        )));
+    }
+    let left_batch = concat_batches(&left_schema, &batches)?;
+    drop(batches);
+    let n = left_batch.num_rows();
+    let times = nanos(&matching.left_time.evaluate(&left_batch)?.into_array(n)?)?;
+    let left_times: Vec<i64> = times.iter().map(|t| t.unwrap_or(i64::MAX)).collect();
+    if left_times.windows(2).any(|w| w[0] > w[1]) {
+        return Err(DataFusionError::Internal(format!(
+            "{clause}: left rows are out of timestamp order"
+        )));
+    }
+    let left_keys = right.key_numbers_of(matching, &left_batch)?;
+    let (left_rows, right_rows) = splice_join::pairs(
+        splice_join::Side {
+            times: &left_times,
+            keys: left_keys.as_deref(),
+        },
+        splice_join::Side {
+            times: &right.times,
+            keys: right
+                .converter
+                .as_ref()
+                .map(|_| right.key_numbers.as_slice()),
+        },
+        right.key_count(),
+    );
+    let total = left_rows.len();
+    let batches = (0..total).step_by(batch_rows).map(move |start| {
+        let end = (start + batch_rows).min(total);
+        let pick = |rows: &[Option<u32>], side: &RecordBatch| -> DfResult<Vec<ArrayRef>> {
+            let indices = UInt32Array::from(rows[start..end].to_vec());
+            side.columns()
+                .iter()
+                .map(|c| {
+                    if side.num_rows() == 0 {
+                        Ok(new_null_array(c.data_type(), end - start))
+                    } else {
+                        Ok(take(c.as_ref(), &indices, None)?)
+                    }
+                })
+                .collect()
+        };
+        let mut columns = pick(&left_rows, &left_batch)?;
+        columns.extend(pick(&right_rows, &right.batch)?);
+        Ok(RecordBatch::try_new(schema.clone(), columns)?)
+    });
+    Ok(futures::stream::iter(batches))
 }
 
 /// The right side, whole: its rows in timestamp order, with their timestamps and key numbers.
@@ -307,6 +405,21 @@ impl RightSide {
         Ok(())
     }
 
+    /// The key number of each row of `batch`, a batch of the left side ([`NO_KEY`] for keys
+    /// no right row has), or `None` when the join has no keys.
+    fn key_numbers_of(&self, matching: &Match, batch: &RecordBatch) -> DfResult<Option<Vec<u32>>> {
+        let Some(converter) = &self.converter else {
+            return Ok(None);
+        };
+        let keys = evaluate(matching.keys.iter().map(|(l, _)| l), batch, &self.key_types)?;
+        let rows: Rows = converter.convert_columns(&keys)?;
+        Ok(Some(
+            rows.iter()
+                .map(|row| self.numbers.get(row.as_ref()).copied().unwrap_or(NO_KEY))
+                .collect(),
+        ))
+    }
+
     fn key_count(&self) -> usize {
         if self.converter.is_some() {
             self.numbers.len()
@@ -352,7 +465,7 @@ impl Merge {
     fn join(&mut self, left: &RecordBatch) -> DfResult<RecordBatch> {
         let n = left.num_rows();
         let times = nanos(&self.matching.left_time.evaluate(left)?.into_array(n)?)?;
-        let keys = self.left_key_numbers(left)?;
+        let keys = self.right.key_numbers_of(&self.matching, left)?;
         let mut picks = Vec::with_capacity(n);
         for i in 0..n {
             if times.is_null(i) {
@@ -386,7 +499,7 @@ impl Merge {
     /// Passes the right rows a left row at `t` may match.
     fn advance(&mut self, t: i64) {
         let times = &self.right.times;
-        let strict = self.matching.strict;
+        let strict = self.matching.kind == TimeJoinKind::Lt;
         while self.cursor < times.len() {
             let rt = times[self.cursor];
             if rt > t || (strict && rt == t) {
@@ -416,31 +529,6 @@ impl Merge {
             _ => Some(row),
         }
     }
-
-    /// Each left row's key number ([`NO_KEY`] for keys no right row has), or `None` when the
-    /// join has no keys.
-    fn left_key_numbers(&self, left: &RecordBatch) -> DfResult<Option<Vec<u32>>> {
-        let Some(converter) = &self.right.converter else {
-            return Ok(None);
-        };
-        let keys = evaluate(
-            self.matching.keys.iter().map(|(l, _)| l),
-            left,
-            &self.right.key_types,
-        )?;
-        let rows: Rows = converter.convert_columns(&keys)?;
-        Ok(Some(
-            rows.iter()
-                .map(|row| {
-                    self.right
-                        .numbers
-                        .get(row.as_ref())
-                        .copied()
-                        .unwrap_or(NO_KEY)
-                })
-                .collect(),
-        ))
-    }
 }
 
 /// Evaluates key expressions over `batch`, each cast to its entry of `types` if there is one.
@@ -469,17 +557,21 @@ fn nanos(array: &ArrayRef) -> DfResult<Int64Array> {
         .clone())
 }
 
-/// `name: l.ts >= r.ts, l.k = r.k, tolerance=...ns`, for EXPLAIN.
+/// `name: l.ts >= r.ts, l.k = r.k, tolerance=...ns`, for EXPLAIN (`splice` for a SPLICE
+/// JOIN, whose rows of each side match older rows of the other).
 pub(crate) fn describe<T: fmt::Display>(
     f: &mut fmt::Formatter,
     name: &str,
     (left_time, right_time): (&T, &T),
     keys: &[(T, T)],
-    strict: bool,
+    kind: TimeJoinKind,
     tolerance_ns: Option<i64>,
 ) -> fmt::Result {
-    let op = if strict { ">" } else { ">=" };
-    write!(f, "{name}: {left_time} {op} {right_time}")?;
+    match kind {
+        TimeJoinKind::Asof => write!(f, "{name}: {left_time} >= {right_time}")?,
+        TimeJoinKind::Lt => write!(f, "{name}: {left_time} > {right_time}")?,
+        TimeJoinKind::Splice => write!(f, "{name}: splice {left_time}, {right_time}")?,
+    }
     for (l, r) in keys {
         write!(f, ", {l} = {r}")?;
     }

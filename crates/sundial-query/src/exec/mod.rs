@@ -10,6 +10,7 @@
 //!  scan_agg ──┴ partial_agg  ScanAggregateExec: aggregates folded over a scan's selected
 //!   └ kernel_filter    rows, grouped by SYMBOL codes; filters compiled into kernels
 //!  asof_join           AsofJoinExec: merge of two inputs in time order
+//!   └ splice_join      the pairing of both sides' rows for SPLICE JOIN
 //!  cooperative         every operator yields; nested-loop probes in slices
 //! ```
 //!
@@ -34,6 +35,7 @@ pub(crate) mod latest;
 mod partial_agg;
 pub mod scan;
 pub(crate) mod scan_agg;
+mod splice_join;
 pub(crate) mod values;
 mod zone_skip;
 

@@ -23,6 +23,7 @@ use std::borrow::Cow;
 use sqlparser::tokenizer::{Location, Token, TokenWithSpan};
 
 use crate::error::{Result, SqlError};
+use crate::names::TimeJoinKind;
 use crate::tokens::{offset, tokenize};
 
 pub(crate) const SAMPLE_MARKER: &str = "__sundial_sample_by";
@@ -114,11 +115,10 @@ pub(crate) struct RangeLimit {
     pub position: Position,
 }
 
-/// `ASOF JOIN` (`strict: false`: the newest right row at or before each left row) or
-/// `LT JOIN` (`strict: true`: strictly before), with an optional `TOLERANCE`.
+/// `ASOF JOIN`, `LT JOIN` or `SPLICE JOIN`, with an optional `TOLERANCE`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct TimeJoin {
-    pub strict: bool,
+    pub kind: TimeJoinKind,
     /// How far back a right row may lie and still match, in nanoseconds.
     pub tolerance_ns: Option<i64>,
     pub position: Position,
@@ -158,7 +158,10 @@ fn mentions_a_clause(sql: &str) -> bool {
         || mentions("latest")
         || mentions("limit")
         || (sql.contains('\'') && mentions("in"))
-        || (mentions("join") && (mentions_word(sql, "asof") || mentions_word(sql, "lt")))
+        || (mentions("join")
+            && (mentions_word(sql, "asof")
+                || mentions_word(sql, "lt")
+                || mentions_word(sql, "splice")))
 }
 
 /// Whether `word` occurs in `sql` on its own, not inside a longer name (`lt` in `result`).
@@ -259,7 +262,9 @@ impl Scanner<'_> {
             } else if self.at_kw("LIMIT") {
                 self.limit()?;
                 continue;
-            } else if (self.at_kw("ASOF") || self.at_kw("LT")) && self.kw_at(self.pos + 1, "JOIN") {
+            } else if (self.at_kw("ASOF") || self.at_kw("LT") || self.at_kw("SPLICE"))
+                && self.kw_at(self.pos + 1, "JOIN")
+            {
                 self.time_join()?;
                 continue;
             } else if self.at_kw("TOLERANCE") && self.tolerance_may_follow() {
@@ -626,15 +631,22 @@ impl Scanner<'_> {
         Ok(())
     }
 
-    // --- ASOF JOIN, LT JOIN ---
+    // --- ASOF JOIN, LT JOIN, SPLICE JOIN ---
 
-    /// Marks `ASOF JOIN rel` / `LT JOIN rel` with a `MATCH_CONDITION` naming the join's
-    /// entry in [`Clauses::time_joins`], which sqlparser parses into an ASOF join.
+    /// Marks `ASOF JOIN rel` / `LT JOIN rel` / `SPLICE JOIN rel` with a `MATCH_CONDITION`
+    /// naming the join's entry in [`Clauses::time_joins`], which sqlparser parses into an
+    /// ASOF join.
     fn time_join(&mut self) -> Result<()> {
-        let strict = self.at_kw("LT");
-        let clause = if strict { "LT JOIN" } else { "ASOF JOIN" };
+        let kind = if self.at_kw("LT") {
+            TimeJoinKind::Lt
+        } else if self.at_kw("SPLICE") {
+            TimeJoinKind::Splice
+        } else {
+            TimeJoinKind::Asof
+        };
+        let clause = kind.clause();
         let position = self.position(self.pos);
-        if strict {
+        if kind != TimeJoinKind::Asof {
             let (start, end) = (self.start_byte(self.pos), self.end_byte(self.pos));
             let text = "ASOF".to_string();
             self.edits.push(Edit { start, end, text });
@@ -643,7 +655,7 @@ impl Scanner<'_> {
         let end = self.relation_end(clause)?;
         let index = self.clauses.time_joins.len();
         self.clauses.time_joins.push(TimeJoin {
-            strict,
+            kind,
             tolerance_ns: None,
             position,
         });
@@ -955,7 +967,7 @@ mod tests {
              (__sundial_time_join(1)) WHERE tolerance > 1"
         );
         assert_eq!(clauses.time_joins.len(), 2);
-        assert!(clauses.time_joins[0].strict);
+        assert_eq!(clauses.time_joins[0].kind, TimeJoinKind::Lt);
         assert_eq!(clauses.time_joins[0].tolerance_ns, Some(10_000_000_000));
         assert_eq!(clauses.time_joins[1].tolerance_ns, None);
     }

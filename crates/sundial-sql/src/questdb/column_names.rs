@@ -8,7 +8,8 @@
 //! (`-(v)`, `not(x)`), `x IS NULL` is `x = NULL`, `<>` is `!=`, a cast is `x::type`,
 //! `extract(hour FROM ts)` is `extract(hour, ts)`, parentheses as written, literals as written
 //! (`1e3`, `'it''s'`, `true`, `null`). A name is cut at 64 characters; one holding a `.` is
-//! wrapped in double quotes (`"max(t.v)"`, `"0.5"`). A name equal (ignoring case) to an
+//! cut at 61 and wrapped in double quotes (`"max(t.v)"`, `"0.5"`); a cut name loses its
+//! trailing spaces. A name equal (ignoring case) to an
 //! earlier item's gets the first free suffix `_2`, `_3`, ... (`v`, `v_2`).
 //!
 //! Every SELECT of a statement that reads a Sundial table gets these names as aliases, so
@@ -32,8 +33,12 @@ use sqlparser::ast::{
 
 use super::{Catalog, object_name_text};
 
-/// Longest name given, in characters: a longer rendering is cut there, as QuestDB cuts it.
+/// Longest name given, in characters: a longer rendering is cut there and loses its trailing
+/// spaces, as QuestDB 9.3.4 cuts it.
 const NAME_CHARS_MAX: usize = 64;
+/// The same for a name that is quoted (it holds a `.`, anywhere in the whole rendering),
+/// counting the text between the quotes.
+const QUOTED_NAME_CHARS_MAX: usize = 61;
 
 /// Aliases every unaliased item of every SELECT of `statement` with QuestDB's name for it,
 /// when the statement reads a table of `catalog` (see the module docs).
@@ -126,14 +131,17 @@ fn name_projection(projection: &mut [SelectItem]) {
 fn item_name(expr: &Expr) -> String {
     let mut text = String::new();
     render(expr, &mut text);
-    if let Some((end, _)) = text.char_indices().nth(NAME_CHARS_MAX) {
-        text.truncate(end);
-    }
-    if text.contains('.') {
-        format!("\"{text}\"")
+    let quoted = text.contains('.');
+    let max = if quoted {
+        QUOTED_NAME_CHARS_MAX
     } else {
-        text
+        NAME_CHARS_MAX
+    };
+    if let Some((end, _)) = text.char_indices().nth(max) {
+        text.truncate(end);
+        text.truncate(text.trim_end().len());
     }
+    if quoted { format!("\"{text}\"") } else { text }
 }
 
 /// Appends QuestDB's printing of `expr` to `out`. Bounded by the statement's depth, which
@@ -495,6 +503,24 @@ mod tests {
                 "case when v > 1 then 1 else 0 end",
             ),
             ("case v when 1.5 then 'a' end", "\"switch(v, 1.5, 'a')\""),
+            // Long renderings: cut at 64 characters, or 61 inside quotes, without the
+            // trailing space.
+            (
+                "v + v + v + v + v + v + v + v + v + v + v + v + v + v + v + v + v",
+                "v + v + v + v + v + v + v + v + v + v + v + v + v + v + v + v +",
+            ),
+            (
+                "vv + vv + vv + vv + vv + vv + vv + vv + vv + vv + vv + vv + vv",
+                "vv + vv + vv + vv + vv + vv + vv + vv + vv + vv + vv + vv + vv",
+            ),
+            (
+                "vvvvvvv + vvvvvvv + vvvvvvv + vvvvvvv + vvvvvvv + vvvvvvv + vvvvvvv",
+                "vvvvvvv + vvvvvvv + vvvvvvv + vvvvvvv + vvvvvvv + vvvvvvv + vvvv",
+            ),
+            (
+                "concat(s, 'aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa', '.')",
+                "\"concat(s, 'aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\"",
+            ),
         ];
         for (item, want) in cases {
             assert_eq!(

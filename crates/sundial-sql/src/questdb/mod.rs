@@ -52,10 +52,10 @@ use std::ops::ControlFlow;
 
 use sqlparser::ast::{
     BinaryOperator, DataType, Expr, Function, FunctionArg, FunctionArgExpr, FunctionArgumentClause,
-    FunctionArguments, GroupByExpr, Ident, LimitClause, ObjectName, ObjectNamePart, Offset,
-    OffsetRows, OrderBy, OrderByExpr, OrderByKind, OrderByOptions, Query, Select, SelectItem,
-    SetExpr, Statement, TableAlias, TableFactor, TimezoneInfo, Value, VisitMut, VisitorMut,
-    visit_expressions, visit_expressions_mut, visit_relations,
+    FunctionArguments, GroupByExpr, Ident, JoinOperator, LimitClause, ObjectName, ObjectNamePart,
+    Offset, OffsetRows, OrderBy, OrderByExpr, OrderByKind, OrderByOptions, Query, Select,
+    SelectItem, SetExpr, Statement, TableAlias, TableFactor, TimezoneInfo, Value, VisitMut,
+    VisitorMut, visit_expressions, visit_expressions_mut, visit_relations,
 };
 use sqlparser::dialect::GenericDialect;
 use sqlparser::parser::Parser;
@@ -848,16 +848,25 @@ impl Rewriter<'_> {
         } else {
             "LATEST BY"
         };
-        let source = self.source(select, clause, at)?;
-        let timestamp = match &latest.timestamp {
-            Some(ts) => parse_expr(ts, clause, at)?,
-            None => source.timestamp.clone(),
-        };
         let keys = latest
             .keys
             .iter()
             .map(|k| parse_expr(k, clause, at))
             .collect::<Result<Vec<_>>>()?;
+        let source = match self.source(select, clause, at) {
+            Ok(source) => source,
+            Err(e) => {
+                let timestamp = match &latest.timestamp {
+                    Some(ts) => parse_expr(ts, clause, at)?,
+                    None => return Err(e),
+                };
+                return latest_over_subquery(select, timestamp, keys, rest).ok_or(e);
+            }
+        };
+        let timestamp = match &latest.timestamp {
+            Some(ts) => parse_expr(ts, clause, at)?,
+            None => source.timestamp.clone(),
+        };
         let TableFactor::Table { alias, .. } = &select.from[0].relation else {
             return Ok(None);
         };
@@ -1126,12 +1135,23 @@ impl Rewriter<'_> {
         }
     }
 
-    /// The designated timestamp of the left table of a SELECT's one join chain, qualified.
+    /// The designated timestamp of the left table of a SELECT's one join chain, qualified;
+    /// `None` when a join keeps rows of its right side (a SPLICE JOIN's rows come in the order
+    /// of both sides).
     fn left_timestamp(&self, select: &Select) -> Option<Expr> {
         let [from] = select.from.as_slice() else {
             return None;
         };
-        if from.joins.is_empty() {
+        if from.joins.is_empty()
+            || from.joins.iter().any(|j| {
+                matches!(
+                    j.join_operator,
+                    JoinOperator::FullOuter(_)
+                        | JoinOperator::RightOuter(_)
+                        | JoinOperator::Right(_)
+                )
+            })
+        {
             return None;
         }
         let TableFactor::Table {
@@ -1392,6 +1412,46 @@ fn first_observation(select: &Select, source: &Source) -> Result<Query> {
 
 /// LATEST ON/BY by a window over every row: the newest row per key among the rows `filter`
 /// keeps, as a derived table named `name` in place of the SELECT's FROM.
+/// `SELECT ... FROM (subquery) [alias] LATEST ON ts PARTITION BY keys`: the window over the
+/// subquery's rows (which carry no designated timestamp to search by). The relation gets the
+/// alias [`LATEST_ALIAS`] when it has none. The ORDER BY column the rows come in, when `ts` is
+/// a column; `None` when the FROM is not one subquery.
+fn latest_over_subquery(
+    select: &mut Select,
+    timestamp: Expr,
+    keys: Vec<Expr>,
+    filter: Option<Expr>,
+) -> Option<Option<Expr>> {
+    let [from] = select.from.as_mut_slice() else {
+        return None;
+    };
+    if !from.joins.is_empty() {
+        return None;
+    }
+    let TableFactor::Derived { alias, .. } = &mut from.relation else {
+        return None;
+    };
+    let name = alias
+        .get_or_insert_with(|| TableAlias {
+            explicit: true,
+            name: Ident::new(LATEST_ALIAS),
+            columns: Vec::new(),
+            at: None,
+        })
+        .name
+        .clone();
+    let column = match &timestamp {
+        Expr::Identifier(c) => Some(c.clone()),
+        Expr::CompoundIdentifier(parts) => parts.last().cloned(),
+        _ => None,
+    };
+    select.from[0].relation = latest_by_window(select, &timestamp, keys, filter, &name).ok()?;
+    Some(column.map(|c| Expr::CompoundIdentifier(vec![name, c])))
+}
+
+/// The alias a subquery gets when LATEST ON applies to it and it has none.
+const LATEST_ALIAS: &str = "__sundial_latest";
+
 fn latest_by_window(
     select: &Select,
     timestamp: &Expr,

@@ -1,10 +1,11 @@
-//! `ASOF JOIN` and `LT JOIN` in the AST: each marked join becomes a `LEFT JOIN` whose `ON`
-//! starts with a call to [`crate::names::ASOF_JOIN_MARKER`] carrying the join's kind and tolerance,
+//! `ASOF JOIN`, `LT JOIN` and `SPLICE JOIN` in the AST: each marked join becomes a `LEFT
+//! JOIN` (a `FULL JOIN` for SPLICE, which keeps the rows of both sides) whose `ON` starts with
+//! a call to [`crate::names::ASOF_JOIN_MARKER`] carrying the join's kind and tolerance,
 //! followed by its key equalities:
 //!
 //! ```text
 //!  a ASOF JOIN b MATCH_CONDITION (__sundial_time_join(0)) ON (sym) -- clauses::extract
-//!  a LEFT JOIN b ON __sundial_asof_join(false, NULL) AND a.sym = b.sym
+//!  a LEFT JOIN b ON __sundial_asof_join('asof', NULL) AND a.sym = b.sym
 //! ```
 //!
 //! The plan's `asof` rule then turns that join into a merge over both sides' timestamps.
@@ -18,6 +19,7 @@ use super::clauses::{TIME_JOIN_MARKER, TimeJoin};
 use super::{and, marker_index, object_name_text};
 use crate::ast::{call, null};
 use crate::error::{Result, SqlError};
+use crate::names::TimeJoinKind;
 
 /// Rewrites the marked time joins of every SELECT in `body`.
 pub(super) fn rewrite(body: &mut SetExpr, joins: &[TimeJoin]) -> Result<()> {
@@ -50,7 +52,13 @@ fn rewrite_from(from: &mut TableWithJoins, joins: &[TimeJoin]) -> Result<()> {
         else {
             continue;
         };
-        let clause = if spec.strict { "LT JOIN" } else { "ASOF JOIN" };
+        let clause = spec.kind.clause();
+        if spec.kind == TimeJoinKind::Splice && spec.tolerance_ns.is_some() {
+            return Err(SqlError::Invalid(format!(
+                "{clause} at {}: TOLERANCE applies to ASOF and LT JOIN only",
+                spec.position
+            )));
+        }
         let right = qualifier(&join.relation);
         let keys = match key_columns(constraint) {
             Some(columns) => {
@@ -83,13 +91,20 @@ fn rewrite_from(from: &mut TableWithJoins, joins: &[TimeJoin]) -> Result<()> {
             .map_or_else(null, |ns| Expr::value(Value::Number(ns.to_string(), false)));
         let marker = call(
             crate::names::ASOF_JOIN_MARKER,
-            vec![Expr::value(Value::Boolean(spec.strict)), tolerance],
+            vec![
+                Expr::value(Value::SingleQuotedString(spec.kind.as_str().into())),
+                tolerance,
+            ],
         );
         let condition = match keys {
             Some(keys) => and(marker, keys),
             None => marker,
         };
-        join.join_operator = JoinOperator::LeftOuter(JoinConstraint::On(condition));
+        let on = JoinConstraint::On(condition);
+        join.join_operator = match spec.kind {
+            TimeJoinKind::Splice => JoinOperator::FullOuter(on),
+            TimeJoinKind::Asof | TimeJoinKind::Lt => JoinOperator::LeftOuter(on),
+        };
     }
     Ok(())
 }
