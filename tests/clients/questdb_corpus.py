@@ -320,6 +320,17 @@ def sample_by(rng: random.Random) -> list[Stmt]:
                 f"SELECT timestamp, sum(status), max(status), avg(current_load) FROM diagnostics "
                 f"WHERE fleet = '{rng.choice(FLEETS)}' SAMPLE BY {iv}" + (f" FILL({fill})" if fill else ""),
                 [0]))
+    # FILL(LINEAR) of LONG and DOUBLE aggregates per key, over series with gaps, late starts and
+    # early ends: interpolation, extrapolation before a key's first row and after its last.
+    for key in ("name", "fleet", "name, fleet"):
+        for iv in ("1h", "3h"):
+            names = _in(["truck_3", "truck_12", "truck_18", rng.choice(["truck_1", "truck_7"])])
+            aggs = rng.choice(["count(), sum(status)", "max(status), avg(fuel_state)",
+                               "min(status), last(current_load)"])
+            out.append(Stmt(
+                "sample_by",
+                f"SELECT timestamp, {key}, {aggs} FROM diagnostics WHERE name IN {names} "
+                f"SAMPLE BY {iv} FILL(LINEAR)", [0]))
     # Timestamp not first / not selected.
     out.append(Stmt("sample_by", "SELECT avg(velocity), timestamp FROM readings SAMPLE BY 1d", [1]))
     out.append(Stmt("sample_by", "SELECT fleet, count() FROM readings SAMPLE BY 1d", None))

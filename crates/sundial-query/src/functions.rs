@@ -57,6 +57,7 @@ pub(crate) fn register(ctx: &SessionContext) {
     ctx.register_udf(ScalarUDF::new_from_impl(SampleGrid::new()));
     ctx.register_udf(ScalarUDF::new_from_impl(ToStr::new()));
     ctx.register_udf(ScalarUDF::new_from_impl(ToTimestamp::new()));
+    ctx.register_udwf(crate::fill_linear::fill_linear());
 }
 
 /// Buckets one `sample_grid` call may produce: a FILL over more would hold too many rows.

@@ -20,7 +20,8 @@
 //!     │          merge, cooperative yielding, rebinding kept plans to a run's values
 //!  snapshot      the storage seam: newest snapshot of a planned table, symbol lookup
 //!  key_index     per-partition hash indexes of keys, for point lookups and index scans
-//!  functions     QuestDB's time functions (date_format: its timestamp patterns);
+//!  functions     QuestDB's time functions (date_format: its timestamp patterns;
+//!                fill_linear: SAMPLE BY's FILL(LINEAR) as a window function);
 //!                bounded: functions that check sizes first
 //!  error, text   the error type; date and time text for the wire protocols
 //! ```
@@ -70,6 +71,7 @@ mod date_format;
 mod engine;
 mod error;
 mod exec;
+mod fill_linear;
 mod functions;
 mod key_index;
 mod latest;

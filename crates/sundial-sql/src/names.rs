@@ -57,6 +57,11 @@ impl TimeJoinKind {
     }
 }
 
+/// The window function `SAMPLE BY ... FILL(LINEAR)` fills a value with:
+/// `__sundial_fill_linear(value, present BOOLEAN, bucket_ns BIGINT) OVER (PARTITION BY keys
+/// ORDER BY bucket)`.
+pub const FILL_LINEAR_FUNCTION: &str = "__sundial_fill_linear";
+
 /// The alias prefix a plain column item beside a wildcard gets (`SELECT n.oid, n.*`), so that
 /// DataFusion plans the repeat; the engine names the column after the prefix again.
 pub const REPEAT_PREFIX: &str = "__sundial_repeat__";

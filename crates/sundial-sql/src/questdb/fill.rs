@@ -5,10 +5,10 @@
 //! __s  the sampled query, its items renamed __f0, __f1, ... (plus the bucket if unselected)
 //! __g  sample_grid(stride, lo, hi) ✕ the keys seen in __s: every (bucket, key) to output
 //! __j  __g LEFT JOIN __s                          __present: the bucket had rows
-//! __w  __before / __after: present rows up to this one, from the start / from the end
-//! __v  per key and __before group, the last present value (PREV, LINEAR's left end);
-//!      per key and __after group, the next one (LINEAR's right end)
-//! out  each value by its FILL: NULL, PREV, LINEAR, a constant; in bucket, key order
+//! __w  __before: present rows up to this one
+//! __v  per key and __before group, the last present value (PREV)
+//! out  each value by its FILL: NULL, PREV, a constant, or LINEAR (the engine's window
+//!      function over the key's buckets, `names::FILL_LINEAR_FUNCTION`); in bucket, key order
 //! ```
 //!
 //! The grid runs from FROM (or the first bucket with rows) to TO (or past the last one).
@@ -30,6 +30,7 @@ use super::clauses::Fill;
 use super::{column_ident, parse_query};
 use crate::ast::string;
 use crate::error::{Result, SqlError};
+use crate::names::FILL_LINEAR_FUNCTION;
 use crate::template::Slots;
 
 /// The CTE the sampled query is put in.
@@ -118,11 +119,10 @@ impl Shape {
         }
     }
 
-    /// The window of PREV's (`__before`) or the next value's (`__after`) group.
+    /// The window of PREV's group: the rows since the last present one.
     fn window(&self, group: &str) -> String {
-        let direction = if group == "__after" { " DESC" } else { "" };
         format!(
-            "OVER ({}ORDER BY {}{direction})",
+            "OVER ({}ORDER BY {})",
             self.partition(Some(group)),
             self.bucket
         )
@@ -145,8 +145,8 @@ fn template(plan: &FillPlan, shape: &Shape, slots: &mut Slots) -> Result<String>
     };
     Ok(format!(
         "WITH {SAMPLED} AS (SELECT NULL), __g AS ({grid}), __j AS ({joined}), __w AS ({counted}), \
-         __v AS (SELECT *, {} FROM __w) SELECT {} FROM __v{order}",
-        ends.join(", "),
+         __v AS (SELECT *{} FROM __w) SELECT {} FROM __v{order}",
+        ends.iter().map(|e| format!(", {e}")).collect::<String>(),
         outputs.join(", "),
     ))
 }
@@ -206,14 +206,13 @@ fn joined(shape: &Shape) -> String {
     )
 }
 
-/// `__w`: present rows so far, from the start (`__before`) and from the end (`__after`).
+/// `__w`: present rows so far, from the start (`__before`).
 fn counted(shape: &Shape) -> String {
     let p = shape.partition(None);
     let bucket = &shape.bucket;
     format!(
         "SELECT *, count(CASE WHEN __present THEN 1 END) OVER ({p}ORDER BY {bucket} ROWS \
-         UNBOUNDED PRECEDING) AS __before, count(CASE WHEN __present THEN 1 END) OVER ({p}ORDER \
-         BY {bucket} DESC ROWS UNBOUNDED PRECEDING) AS __after FROM __j"
+         UNBOUNDED PRECEDING) AS __before FROM __j"
     )
 }
 
@@ -223,12 +222,7 @@ fn outputs(
     shape: &Shape,
     slots: &mut Slots,
 ) -> Result<(Vec<String>, Vec<String>)> {
-    let bucket = &shape.bucket;
-    let present_t = format!("first_value(CASE WHEN __present THEN CAST({bucket} AS BIGINT) END)");
-    let mut ends = vec![
-        format!("{present_t} {} AS __prev_t", shape.window("__before")),
-        format!("{present_t} {} AS __next_t", shape.window("__after")),
-    ];
+    let mut ends = Vec::new();
     let mut outputs = Vec::with_capacity(plan.names.len());
     for i in 0..plan.names.len() {
         let filled = match shape.values.iter().position(|v| *v == i) {
@@ -256,12 +250,6 @@ fn value(
             shape.window("__before")
         )
     };
-    let next = || {
-        format!(
-            "first_value({value}) {} AS __next{i}",
-            shape.window("__after")
-        )
-    };
     Ok(match fill {
         Fill::None | Fill::Null => value,
         Fill::Value(text) => {
@@ -272,16 +260,11 @@ fn value(
             ends.push(prev());
             format!("CASE WHEN __present THEN {value} ELSE __prev{i} END")
         }
-        Fill::Linear => {
-            ends.push(prev());
-            ends.push(next());
-            format!(
-                "CASE WHEN __present THEN {value} ELSE CAST(__prev{i} AS DOUBLE) + \
-                 (CAST(__next{i} AS DOUBLE) - CAST(__prev{i} AS DOUBLE)) * \
-                 CAST(CAST({bucket} AS BIGINT) - __prev_t AS DOUBLE) / \
-                 CAST(__next_t - __prev_t AS DOUBLE) END"
-            )
-        }
+        Fill::Linear => format!(
+            "{FILL_LINEAR_FUNCTION}({value}, __present, CAST({bucket} AS BIGINT)) OVER ({}ORDER \
+             BY {bucket})",
+            shape.partition(None)
+        ),
     })
 }
 
@@ -491,13 +474,8 @@ mod tests {
             __present FROM __g LEFT JOIN __s ON __g.__f0 = __s.__f0 AND (__g.__f1 IS NOT DISTINCT \
             FROM __s.__f1)), \
             __w AS (SELECT *, count(CASE WHEN __present THEN 1 END) OVER (PARTITION BY __f1 ORDER \
-            BY __f0 ROWS UNBOUNDED PRECEDING) AS __before, count(CASE WHEN __present THEN 1 END) \
-            OVER (PARTITION BY __f1 ORDER BY __f0 DESC ROWS UNBOUNDED PRECEDING) AS __after FROM \
-            __j), \
-            __v AS (SELECT *, first_value(CASE WHEN __present THEN CAST(__f0 AS BIGINT) END) OVER \
-            (PARTITION BY __f1, __before ORDER BY __f0) AS __prev_t, first_value(CASE WHEN \
-            __present THEN CAST(__f0 AS BIGINT) END) OVER (PARTITION BY __f1, __after ORDER BY \
-            __f0 DESC) AS __next_t, first_value(__f2) OVER (PARTITION BY __f1, __before ORDER BY \
+            BY __f0 ROWS UNBOUNDED PRECEDING) AS __before FROM __j), \
+            __v AS (SELECT *, first_value(__f2) OVER (PARTITION BY __f1, __before ORDER BY \
             __f0) AS __prev2 FROM __w) \
             SELECT __f0 AS ts, __f1 AS host, CASE WHEN __present THEN __f2 ELSE __prev2 END AS \
             sum, CASE WHEN __present THEN __f3 ELSE 0 END AS m FROM __v ORDER BY __f0, __f1";
