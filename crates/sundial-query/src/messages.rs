@@ -39,7 +39,15 @@ pub(crate) fn describe(error: &DataFusionError) -> String {
         DataFusionError::ExecutionJoin(e) => format!("a query task failed: {e}"),
         DataFusionError::External(e) => plan_message(&e.to_string()),
         DataFusionError::Collection(errors) => {
-            errors.iter().map(describe).collect::<Vec<_>>().join("; ")
+            // The same fault met at several places (one unknown function called twice) is
+            // said once.
+            let mut said: Vec<String> = Vec::new();
+            for message in errors.iter().map(describe) {
+                if !said.contains(&message) {
+                    said.push(message);
+                }
+            }
+            said.join("; ")
         }
         other => plan_message(&other.message()),
     };
@@ -387,6 +395,17 @@ mod tests {
         );
         assert_eq!(sql_words("MyInt64 Int64x"), "MyInt64 Int64x");
         assert_eq!(sql_words("table 'sundial.public.cpu'"), "table 'cpu'");
+    }
+
+    #[test]
+    fn a_fault_met_twice_is_said_once() {
+        let unknown = || DataFusionError::Plan("function 'f' does not exist".into());
+        let other = DataFusionError::Plan("function 'g' does not exist".into());
+        let collected = DataFusionError::Collection(vec![unknown(), unknown(), other]);
+        assert_eq!(
+            describe(&collected),
+            "function 'f' does not exist; function 'g' does not exist"
+        );
     }
 
     #[test]
