@@ -8,6 +8,7 @@
 #
 #   bench/analytics.sh
 #   RUNS=25 SERVERS=sundial bench/analytics.sh
+#   QUERIES=bench/negation-queries.txt bench/analytics.sh   # another battery (bench/negation_queries.py)
 #
 # Needs TSBS's commands (TSBS_BIN, default ../shared/tsbs/bin). Figures go to
 # bench/results/analytics-<time>.txt: one line per query with both medians and the ratio.
@@ -16,6 +17,7 @@ cd "$(dirname "$0")/.."
 TSBS_BIN=${TSBS_BIN:-../shared/tsbs/bin}
 DATA_DIR=${DATA_DIR:-/tmp/sundial-analytics-data}
 RUNS=${RUNS:-15}
+QUERIES=${QUERIES:-bench/analytics-queries.txt}
 SERVERS=${SERVERS:-"questdb sundial"}
 WORK=${WORK:-$(mktemp -d /tmp/sundial-analytics-bench.XXXXXX)}
 mkdir -p bench/results
@@ -46,7 +48,7 @@ run_battery() { # label pg
     [[ $1 == questdb || ! -d $WORK/answers/questdb ]] ||
         reference=(--reference "$WORK/answers/questdb")
     target/release/sundial-bench analytics --label "$1" --pg-addr "$2" \
-        --queries bench/analytics-queries.txt --runs "$RUNS" \
+        --queries "$QUERIES" --runs "$RUNS" \
         --answers "$WORK/answers/$1" "${reference[@]}"
 }
 
@@ -94,7 +96,7 @@ table() {
 }
 
 {
-    echo "# bench/analytics.sh $(date -u +%FT%TZ): cpu $CPU_ROWS rows, readings $READINGS_ROWS rows, runs=$RUNS"
+    echo "# bench/analytics.sh $(date -u +%FT%TZ): cpu $CPU_ROWS rows, readings $READINGS_ROWS rows, runs=$RUNS, queries=$QUERIES"
     target/release/sundial-bench membw
     for server in $SERVERS; do
         "run_$server"
