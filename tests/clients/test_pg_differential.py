@@ -63,18 +63,6 @@ PSQL = PG_BIN / "psql"
 START_TIMEOUT_S = 60.0
 
 # Reasons shared by several statements. "Not yet" ones say what closing them would take.
-NAMES = (
-    "Not yet: names of items the dialect rewrites because their relation is always empty "
-    "(policies, publications, a scalar subquery over pg_attrdef become NULL literals), which lose "
-    "PostgreSQL's name (`pg_get_expr`, `array_to_string`, `?column?`). Other catalog statements "
-    "are named as PostgreSQL names them (result_names::postgres_name). It would take the empty "
-    "rewrite keeping each item's name as an alias.")
-EMPTY_TYPES = (
-    "Not yet: column types of a statement the dialect proves empty. A SELECT that inner-joins a "
-    "relation Sundial never has rows for (pg_index, pg_constraint, pg_policy, pg_extension, ...) "
-    "becomes `SELECT NULL AS name, ... WHERE false` (DataFusion cannot plan many of them), so "
-    "every column is text. It would take the rewrite writing CAST(NULL AS <type>) per column: "
-    "SystemCatalog giving the dialect each catalog column's and function's PostgreSQL type.")
 ORIGIN = (
     "Not yet: RowDescription's table OID and column number are 0 for every column (pgjdbc then "
     "cannot tell a result column's table). It would take Sundial tables' fields carrying (table "
@@ -90,14 +78,6 @@ DESCRIPTIONS = (
 COLLATE = (
     "Deliberate: Sundial compares strings byte by byte, which is the C collation, and says so "
     "(datcollate/datctype 'C'); the test's PostgreSQL was initialised with the C.UTF-8 locale.")
-PSQL_D = (
-    "psql's \\d queries: column names as NAMES; types of the queries over always-empty relations "
-    "(policies, statistics, publications, inheritance) as EMPTY_TYPES; its collation subquery "
-    "over pg_collation (empty) comes back '' where PostgreSQL gives NULL (not yet: the "
-    "always-empty rewrite of a scalar subquery should give a NULL, not ''), and "
-    "array_to_string(reloptions || ...) gives NULL where PostgreSQL's || treats a NULL array "
-    "as empty (not yet: || of a NULL text[] as PostgreSQL's array_cat). psql prints the same. "
-    + NAMES + " " + EMPTY_TYPES)
 
 # statement id (or "psql <command>") -> (the kinds of difference excused, why they are deliberate).
 # Other kinds of difference in the same statement still fail.
@@ -112,19 +92,15 @@ DEVIATIONS: dict[str, tuple[tuple[str, ...], str]] = {
     "SELECT * FROM cpu ORDER BY ts": (("column origin (RowDescription table OID, column number)",), ORIGIN),
     "SELECT * FROM typ ORDER BY ts": (("column origin (RowDescription table OID, column number)",), ORIGIN),
     'SELECT * FROM "Mixed Case"': (("column origin (RowDescription table OID, column number)",), ORIGIN),
-    "pg_catalog.pg_namespace": (
-        ("values",),
-        "Not yet: `nspacl::text` prints Arrow's list text, '[a, b]', where PostgreSQL prints "
-        "'{a,b}' (the ACLs themselves are PostgreSQL's; sent as arrays they are '{...}'). It "
-        "would take casts of arrays to text in catalog statements printing array literals.",
-    ),
     "grafana: server_version_num": (
         ("column types",),
         "Not yet: DataFusion types the literal 100 as int8, so `int4 / 100` is int8 where "
-        "PostgreSQL's is int4 (Grafana reads a number either way). It would take integer "
-        "literals that fit typed int4, as PostgreSQL's are.",
+        "PostgreSQL's is int4 (Grafana reads a number either way). Typing integer literals that "
+        "fit as int4 would change QuestDB's dialect, whose integer literals are LONG, and this "
+        "statement reads no relation (no FROM), so nothing tells it apart from a QuestDB "
+        "statement: the PostgreSQL rules apply only to statements of its catalogs or of table "
+        "functions (result_names::postgres_statement).",
     ),
-    "pgjdbc getImportedKeys(null, public, cpu)": (("column types",), EMPTY_TYPES),
     "dbeaver: database": (("values",), COLLATE),
     "dbeaver: schemas": (("values",), DESCRIPTIONS),
     "dbeaver: tables of public": (
@@ -133,49 +109,15 @@ DEVIATIONS: dict[str, tuple[tuple[str, ...], str]] = {
         "reltoastrelid is 0.",
     ),
     "dbeaver: data types of pg_catalog (our column types)": (("values",), DESCRIPTIONS),
-    "dbeaver: functions of public": (
-        ("column types",),
-        "Not yet: pg_proc.proargtypes is text (always empty) where PostgreSQL's is oidvector; "
-        "no function is in public, so no row shows it. It would take the argument types of "
-        "each function as an oidvector.",
-    ),
-    "psql \\d cpu": (("query #2 column names", "query #3 column names", "query #3 column types",
-                      "query #3 values", "query #4 column names", "query #4 column types",
-                      "query #5 column types", "query #6 column names", "query #6 column types",
-                      "query #7 column types", "query #8 column types"), PSQL_D),
-    "psql \\d+ cpu": (("query #2 column names", "query #2 values", "query #3 column names",
-                       "query #3 column types", "query #3 values", "query #4 column names",
-                       "query #4 column types", "query #5 column types", "query #6 column names",
-                       "query #6 column types", "query #7 column types", "query #8 column types"),
-                      PSQL_D),
     "psql \\dn+": (("query #1 values", "output"), DESCRIPTIONS),
     "psql \\l": (("query #1 values",), COLLATE),
     "psql \\l+": (("query #1 values",), COLLATE),
-    "psql \\du": (
-        ("query #1 column types", "query #1 values", "output"),
-        "Not yet: psql's `ARRAY(SELECT b.rolname FROM pg_auth_members ...)` becomes a NULL text[] "
-        "(DataFusion cannot plan ARRAY(subquery)), so 'Member of' is empty, not {}, and text[], "
-        "not name[]. Sundial's one role is a member of nothing either way. It would take planning "
-        "ARRAY(subquery) as array_agg over the subquery.",
-    ),
-    "psql \\dx": (("query #1 column types",), EMPTY_TYPES),
 }
 for _t in ("cpu", "typ", "Mixed Case"):
-    DEVIATIONS[f"pgjdbc getPrimaryKeys(null, public, {_t})"] = (("column types",), EMPTY_TYPES)
-    DEVIATIONS[f"pgjdbc getIndexInfo(null, public, {_t}, false, true)"] = (("column types",), EMPTY_TYPES)
-    DEVIATIONS[f"pgjdbc getColumns(null, public, {_t}, %)"] = (
-        ("column types",),
-        "Not yet: `nullif(a.attidentity, '')` is text where PostgreSQL keeps its argument's type, "
-        "\"char\": DataFusion's nullif does not forward its argument's declared PostgreSQL type. "
-        "pgjdbc reads both as strings. It would take a nullif (and coalesce) that keeps its first "
-        "argument's field metadata.")
     DEVIATIONS[f"dbeaver: columns of {_t}"] = (
         ("column types",),
         "Deliberate: pg_attribute.attmissingval is anyarray in PostgreSQL, which has no Arrow "
         "counterpart; Sundial's is text[] and always NULL (no column has a missing value).")
-DEVIATIONS["pgjdbc getColumns(null, null, %, null)"] = DEVIATIONS["pgjdbc getColumns(null, public, cpu, %)"]
-for _cmd in ('\\d typ', '\\d "Mixed Case"'):
-    DEVIATIONS[f"psql {_cmd}"] = DEVIATIONS["psql \\d cpu"]
 
 MODES = ("extended", "simple")
 

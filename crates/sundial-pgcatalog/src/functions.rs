@@ -336,6 +336,12 @@ impl PgFunction {
         self.pg_type = Some(oid);
         self
     }
+
+    /// The PostgreSQL type of the result.
+    pub(super) fn pg_oid(&self) -> i32 {
+        self.pg_type
+            .unwrap_or_else(|| pg_oid_for_arrow(&self.returns))
+    }
 }
 
 /// A function returning a constant.
@@ -575,7 +581,82 @@ pub(super) fn functions(c: &Arc<Catalog>) -> Vec<PgFunction> {
     for name in ["pg_stat_get_numscans", "pg_stat_get_tuples_returned"] {
         fns.push(constant(name, A, ScalarValue::Int64(Some(0))));
     }
+    fns.push(array_out());
     fns
+}
+
+/// `array_out(array)`: an array as PostgreSQL prints it, `{a,b}`, which is what its casts of
+/// arrays to text give (`nspacl::text`).
+pub(super) fn array_out() -> PgFunction {
+    function(
+        "array_out",
+        Args::Any,
+        Volatility::Immutable,
+        DataType::Utf8,
+        |a| {
+            let Some(value) = a.first() else {
+                return Ok(null_text());
+            };
+            if value.is_null() {
+                return Ok(null_text());
+            }
+            let mut out = String::new();
+            array_text(value, &mut out)?;
+            Ok(text(out))
+        },
+    )
+    .pg(TEXT)
+}
+
+/// Appends PostgreSQL's text of array `value` (a list scalar) to `out`.
+fn array_text(value: &ScalarValue, out: &mut String) -> DfResult<()> {
+    let items = match value {
+        ScalarValue::List(l) => l.value(0),
+        ScalarValue::LargeList(l) => l.value(0),
+        ScalarValue::FixedSizeList(l) => l.value(0),
+        other => return exec_err!("array_out of a {}", other.data_type()),
+    };
+    out.push('{');
+    for i in 0..items.len() {
+        if i > 0 {
+            out.push(',');
+        }
+        let item = ScalarValue::try_from_array(&items, i)?;
+        match &item {
+            v if v.is_null() => out.push_str("NULL"),
+            ScalarValue::List(_) | ScalarValue::LargeList(_) | ScalarValue::FixedSizeList(_) => {
+                array_text(&item, out)?;
+            }
+            ScalarValue::Boolean(Some(b)) => out.push(if *b { 't' } else { 'f' }),
+            ScalarValue::Utf8(Some(s))
+            | ScalarValue::LargeUtf8(Some(s))
+            | ScalarValue::Utf8View(Some(s)) => push_array_element(s, out),
+            other => push_array_element(&other.to_string(), out),
+        }
+    }
+    out.push('}');
+    Ok(())
+}
+
+/// An element of an array's text, double-quoted when PostgreSQL quotes it: empty, `NULL`, or
+/// holding a delimiter, a brace, a quote, a backslash or white space.
+fn push_array_element(s: &str, out: &mut String) {
+    let quoted = s.is_empty()
+        || s.eq_ignore_ascii_case("null")
+        || s.chars()
+            .any(|c| matches!(c, '{' | '}' | ',' | '"' | '\\') || c.is_ascii_whitespace());
+    if !quoted {
+        out.push_str(s);
+        return;
+    }
+    out.push('"');
+    for c in s.chars() {
+        if matches!(c, '"' | '\\') {
+            out.push('\\');
+        }
+        out.push(c);
+    }
+    out.push('"');
 }
 
 #[cfg(test)]
@@ -589,6 +670,26 @@ mod tests {
         assert_eq!(size_pretty(10 * 1024), "10 kB");
         assert_eq!(size_pretty(1_000_000), "977 kB");
         assert_eq!(size_pretty(100_000_000), "95 MB");
+    }
+
+    #[test]
+    fn arrays_print_as_postgres_does() {
+        let f = array_out();
+        let list = |items: &[&str]| {
+            let items: Vec<String> = items.iter().map(|s| s.to_string()).collect();
+            ScalarValue::List(crate::text_list(&items))
+        };
+        let printed = |v: ScalarValue| f.call(&[v]).expect("prints");
+        assert_eq!(
+            printed(list(&["admin=UC/admin", "=U/admin"])),
+            text("{admin=UC/admin,=U/admin}")
+        );
+        assert_eq!(printed(list(&[])), text("{}"));
+        assert_eq!(
+            printed(list(&["a b", "", "x,y", "q\"", "null"])),
+            text(r#"{"a b","","x,y","q\"","null"}"#)
+        );
+        assert_eq!(printed(null_text()), null_text());
     }
 
     #[test]

@@ -6,7 +6,9 @@
 //!  register(ctx, db) ─▶ schema sundial.pg_catalog: CatalogTable per relation ─▶ rows from db
 //!                   └─▶ schema sundial.information_schema: PostgreSQL's views (tables, columns, ...)
 //!                   └─▶ functions (format_type, pg_get_userbyid, ...) ─▶ ScalarUDFs
-//!  Names ─▶ what the dialect's PostgreSQL rewrites ask (sundial_sql::SystemCatalog)
+//!  Names ─▶ what the dialect's PostgreSQL rewrites ask (sundial_sql::SystemCatalog): relations,
+//!           their columns' and functions' PostgreSQL types
+//!  PgTypePlanner ─▶ the engine's planning of the casts to PostgreSQL types those rewrites write
 //! ```
 //!
 //! PostgreSQL tools (psql's `\d`, pgjdbc's `DatabaseMetaData`, GUI clients) learn what a database
@@ -50,10 +52,12 @@ use sundial_storage::Database;
 use sundial_sql::names::{CATALOG, SCHEMA};
 
 mod functions;
+mod names;
 mod types;
 
+pub use names::Names;
+pub use types::{PgTypePlanner, pg_type_for_arrow, pg_type_for_field, pg_type_of, with_pg_type};
 use types::{TYPES, format_type, pg_oid_for_arrow, pg_type, type_oid_by_name};
-pub use types::{pg_type_for_arrow, pg_type_for_field, pg_type_of, with_pg_type};
 
 /// The field metadata key holding a column's PostgreSQL type OID (decimal), for columns whose
 /// Arrow type alone does not say it (`name`, `"char"`, `text`, `oid`, ...).
@@ -201,6 +205,9 @@ enum Ty {
     OidArr,
     /// `oidvector`.
     OidVector,
+    /// `oidvector` held as its text, as PostgreSQL prints it (`23 25`; '' for none):
+    /// `pg_proc.proargtypes`, which tools read as text.
+    OidVectorText,
     /// `timestamptz`.
     Ts,
 }
@@ -213,9 +220,13 @@ impl Ty {
             Ty::I8 => DataType::Int64,
             Ty::F4 => DataType::Float32,
             Ty::Bool => DataType::Boolean,
-            Ty::Name | Ty::Char | Ty::Text | Ty::Varchar | Ty::Regproc | Ty::NodeTree => {
-                DataType::Utf8
-            }
+            Ty::Name
+            | Ty::Char
+            | Ty::Text
+            | Ty::Varchar
+            | Ty::Regproc
+            | Ty::NodeTree
+            | Ty::OidVectorText => DataType::Utf8,
             Ty::TextArr | Ty::AclArr | Ty::CharArr => list_of(DataType::Utf8),
             Ty::I2Arr | Ty::I2Vector => list_of(DataType::Int16),
             Ty::OidArr | Ty::OidVector => list_of(DataType::Int32),
@@ -245,7 +256,7 @@ impl Ty {
             Ty::I2Arr => 1005,
             Ty::I2Vector => 22,
             Ty::OidArr => 1028,
-            Ty::OidVector => 30,
+            Ty::OidVector | Ty::OidVectorText => 30,
             Ty::Ts => 1184,
         }
     }
@@ -351,9 +362,16 @@ fn scalar(ty: Ty, v: &V) -> DfResult<ScalarValue> {
         (Ty::TextArr | Ty::AclArr | Ty::CharArr, V::L(items)) => {
             ScalarValue::List(text_list(items))
         }
-        (Ty::Name | Ty::Char | Ty::Text | Ty::Varchar | Ty::Regproc | Ty::NodeTree, V::S(s)) => {
-            ScalarValue::Utf8(Some(s.to_string()))
-        }
+        (
+            Ty::Name
+            | Ty::Char
+            | Ty::Text
+            | Ty::Varchar
+            | Ty::Regproc
+            | Ty::NodeTree
+            | Ty::OidVectorText,
+            V::S(s),
+        ) => ScalarValue::Utf8(Some(s.to_string())),
         (ty, v) => return internal_err!("catalog value {v:?} does not fit a {ty:?} column"),
     })
 }
@@ -507,7 +525,7 @@ static RELATIONS: &[Rel] = &[
         provariadic: Oid = Z, prosupport: Regproc = D::S("-"), prokind: Char = D::S("f"),
         prosecdef: Bool = F, proleakproof: Bool = F, proisstrict: Bool = F, proretset: Bool = F,
         provolatile: Char = D::S("i"), proparallel: Char = D::S("s"), pronargs: I2 = Z,
-        pronargdefaults: I2 = Z, prorettype: Oid = D::I(2283), proargtypes: Text = E,
+        pronargdefaults: I2 = Z, prorettype: Oid = D::I(2283), proargtypes: OidVectorText = E,
         proallargtypes: OidArr, proargmodes: CharArr, proargnames: TextArr, proargdefaults: NodeTree,
         protrftypes: OidArr, prosrc: Text, probin: Text, prosqlbody: NodeTree, proconfig: TextArr,
         proacl: AclArr,
@@ -636,35 +654,6 @@ static RELATIONS: &[Rel] = &[
 
 fn relation(name: &str) -> Option<&'static Rel> {
     RELATIONS.iter().find(|r| r.name.eq_ignore_ascii_case(name))
-}
-
-/// Whether `name` is a `pg_catalog` relation, so an unqualified reference means it (PostgreSQL
-/// searches `pg_catalog` before any other schema).
-fn is_catalog_relation(name: &str) -> bool {
-    relation(name).is_some()
-}
-
-/// Whether `name` is a `pg_catalog` relation that never has rows in Sundial.
-fn is_always_empty(name: &str) -> bool {
-    relation(name).is_some_and(|r| r.rows.is_none())
-}
-
-/// The catalog's names, as the PostgreSQL rewrites of the dialect ask for them.
-#[derive(Debug, Clone, Copy)]
-pub struct Names;
-
-impl sundial_sql::compat::SystemCatalog for Names {
-    fn is_catalog_relation(&self, name: &str) -> bool {
-        is_catalog_relation(name)
-    }
-
-    fn is_always_empty(&self, name: &str) -> bool {
-        is_always_empty(name)
-    }
-
-    fn setting_name(&self, name: &str) -> Option<&'static str> {
-        setting_name(name)
-    }
 }
 
 fn one_row(_: &Catalog) -> Vec<Row> {
@@ -1065,6 +1054,14 @@ fn collect_procs(ctx: &SessionContext, ours: &[(String, i32)]) -> Vec<Proc> {
     procs
 }
 
+/// PostgreSQL's `array_out` (an array as PostgreSQL prints it, `{a,b}`), for the engine's casts
+/// of arrays to text in catalog statements; registered by [`register`] too.
+pub fn array_out() -> Arc<ScalarUDF> {
+    static UDF: OnceLock<Arc<ScalarUDF>> = OnceLock::new();
+    UDF.get_or_init(|| Arc::new(ScalarUDF::new_from_impl(functions::array_out())))
+        .clone()
+}
+
 /// Registers `pg_catalog` and the PostgreSQL functions with `ctx`.
 pub fn register(ctx: &SessionContext, db: Arc<Database>) -> DfResult<()> {
     let started_us = SystemTime::now()
@@ -1076,8 +1073,10 @@ pub fn register(ctx: &SessionContext, db: Arc<Database>) -> DfResult<()> {
         started_us,
         xid: AtomicI64::new(1000),
     });
+    let fns = functions::functions(&catalog);
+    names::declare_functions(|| fns.iter().map(|f| (f.name, f.pg_oid())).collect());
     let mut ours = Vec::new();
-    for f in functions::functions(&catalog) {
+    for f in fns {
         ours.push((f.name.to_string(), pg_oid_for_arrow(&f.returns)));
         ctx.register_udf(ScalarUDF::new_from_impl(f));
     }

@@ -6,8 +6,17 @@
 //!  Field ─ metadata PG_TYPE_KEY? ─ yes, and stored as its Arrow type ─▶ that type
 //!        └ no ────────────────────────────────────────────────────────▶ pg_type_for_arrow
 //! ```
+//!
+//! [`PgTypePlanner`] goes the other way for the casts the dialect writes to a PostgreSQL type by
+//! name (`CAST(NULL AS __sundial_pg_type__.name)`): the Arrow type that holds it, declaring it.
 
-use datafusion::arrow::datatypes::{DataType, Field};
+use std::sync::Arc;
+
+use datafusion::arrow::datatypes::{DataType, Field, FieldRef, IntervalUnit, TimeUnit};
+use datafusion::common::Result as DfResult;
+use datafusion::logical_expr::planner::TypePlanner;
+use datafusion::sql::sqlparser::ast;
+use sundial_sql::names::PG_TYPE_QUALIFIER;
 use sundial_storage::ColumnType;
 
 use crate::PG_TYPE_KEY;
@@ -190,6 +199,8 @@ fn stored_as(oid: i32, data_type: &DataType) -> bool {
         (Some(t), DataType::List(item)) if t.category == 'A' => {
             pg_type(t.elem).is_some_and(|e| stored_as(e.oid, item.data_type()))
         }
+        // `oidvector` may be held as its text too (`pg_proc.proargtypes`).
+        (Some(_), t) if oid == 30 && text(t) => true,
         (Some(t), _) if t.category == 'A' => false,
         (Some(_), t) if text(t) => {
             matches!(oid, 18 | 19 | 24 | 25 | 194 | 1033 | 1042 | 1043 | 2950)
@@ -288,4 +299,113 @@ pub(crate) fn type_oid_by_name(name: &str) -> Option<i32> {
             .find(|t| t.name == name || t.sql == name)
             .map(|t| t.oid)
     })
+}
+
+/// The Arrow type holding values of PostgreSQL type `oid`, as catalog columns hold them; `None`
+/// for types Sundial holds no values of.
+fn arrow_type(oid: i32) -> Option<DataType> {
+    let t = pg_type(oid)?;
+    Some(match oid {
+        16 => DataType::Boolean,
+        17 => DataType::Binary,
+        18 | 19 | 24 | 25 | 194 | 1033 | 1042 | 1043 | 2950 => DataType::Utf8,
+        20 => DataType::Int64,
+        21 => DataType::Int16,
+        23 | 26 | 28 | 2205 | 2206 => DataType::Int32,
+        700 => DataType::Float32,
+        701 => DataType::Float64,
+        1082 => DataType::Date32,
+        1083 => DataType::Time64(TimeUnit::Microsecond),
+        1114 => DataType::Timestamp(TimeUnit::Microsecond, None),
+        1184 => DataType::Timestamp(TimeUnit::Microsecond, Some("UTC".into())),
+        1186 => DataType::Interval(IntervalUnit::MonthDayNano),
+        _ if t.category == 'A' && t.elem != 0 => {
+            DataType::List(Arc::new(Field::new_list_field(arrow_type(t.elem)?, true)))
+        }
+        _ => return None,
+    })
+}
+
+/// Whether a value of PostgreSQL type `oid` can be held as that type (see [`PgTypePlanner`]).
+pub(crate) fn plannable(oid: i32) -> bool {
+    arrow_type(oid).is_some_and(|t| stored_as(oid, &t))
+}
+
+/// Plans `<PG_TYPE_QUALIFIER>.<typname>`, the type of the casts the dialect writes to stand for
+/// a PostgreSQL type (`sundial_sql::names::PG_TYPE_QUALIFIER`), as the Arrow type holding it
+/// with the type declared under [`PG_TYPE_KEY`]; every other type is left to DataFusion.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct PgTypePlanner;
+
+impl TypePlanner for PgTypePlanner {
+    fn plan_type_field(&self, sql_type: &ast::DataType) -> DfResult<Option<FieldRef>> {
+        let ast::DataType::Custom(name, modifiers) = sql_type else {
+            return Ok(None);
+        };
+        let [qualifier, typname] = name.0.as_slice() else {
+            return Ok(None);
+        };
+        let (Some(qualifier), Some(typname)) = (qualifier.as_ident(), typname.as_ident()) else {
+            return Ok(None);
+        };
+        if qualifier.value != PG_TYPE_QUALIFIER || !modifiers.is_empty() {
+            return Ok(None);
+        }
+        let planned = TYPES
+            .iter()
+            .find(|t| t.name == typname.value && plannable(t.oid))
+            .and_then(|t| Some((t.oid, arrow_type(t.oid)?)));
+        Ok(planned
+            .map(|(oid, data_type)| Arc::new(with_pg_type(Field::new("", data_type, true), oid))))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_plannable_type_is_declared_as_itself() {
+        for t in TYPES.iter().filter(|t| plannable(t.oid)) {
+            let data_type = arrow_type(t.oid).expect("plannable");
+            let field = with_pg_type(Field::new("x", data_type, true), t.oid);
+            assert_eq!(pg_type_for_field(&field).0, t.oid, "{}", t.name);
+        }
+        for oid in [19, 18, 26, 2205, 1003, 30, 22, 1034, 1184] {
+            assert!(plannable(oid), "{oid}");
+        }
+    }
+
+    #[test]
+    fn the_planner_plans_only_qualified_postgres_types() {
+        let custom = |parts: &[&str]| {
+            ast::DataType::Custom(
+                ast::ObjectName::from(
+                    parts
+                        .iter()
+                        .map(|p| ast::Ident::new(*p))
+                        .collect::<Vec<_>>(),
+                ),
+                Vec::new(),
+            )
+        };
+        let field = PgTypePlanner
+            .plan_type_field(&custom(&[PG_TYPE_QUALIFIER, "name"]))
+            .expect("plans")
+            .expect("a field");
+        assert_eq!(field.data_type(), &DataType::Utf8);
+        assert_eq!(pg_type_for_field(&field).0, 19);
+        for other in [
+            custom(&["name"]),
+            custom(&[PG_TYPE_QUALIFIER, "nope"]),
+            ast::DataType::Text,
+        ] {
+            assert!(
+                PgTypePlanner
+                    .plan_type_field(&other)
+                    .expect("plans")
+                    .is_none()
+            );
+        }
+    }
 }

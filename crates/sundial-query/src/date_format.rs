@@ -248,7 +248,7 @@ impl Pattern {
                         }
                         Clock::H0to11 => h % 12,
                         Clock::H1to12 => {
-                            if h % 12 == 0 {
+                            if h.is_multiple_of(12) {
                                 12
                             } else {
                                 h % 12

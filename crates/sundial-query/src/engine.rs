@@ -501,6 +501,8 @@ impl Engine {
             datafusion::execution::session_state::SessionStateBuilder::new()
                 .with_config(config)
                 .with_default_features()
+                // Casts the dialect writes to PostgreSQL types (`names::PG_TYPE_QUALIFIER`).
+                .with_type_planner(Arc::new(sundial_pgcatalog::PgTypePlanner))
                 .with_analyzer_rule(Arc::new(crate::latest::LatestRule))
                 .with_physical_optimizer_rule(Arc::new(crate::exec::scan_agg::FuseScanAggregates))
                 .with_physical_optimizer_rule(Arc::new(

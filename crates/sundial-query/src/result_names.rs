@@ -47,6 +47,8 @@ pub(crate) fn questdb_names(plan: LogicalPlan) -> DfResult<LogicalPlan> {
             let name = match exprs.as_ref().map(|e| &e[i]) {
                 Some(expr) if postgres => postgres_name(expr),
                 Some(expr) => expr_name(expr),
+                // PostgreSQL's `?column?` (and its repeats) is a name, not text to name.
+                None if postgres && is_postgres_name(field.name()) => None,
                 None if qualifier.is_none() => Some(text_name(field.name())),
                 None => None,
             };
@@ -171,6 +173,8 @@ pub(crate) fn output_exprs(plan: &LogicalPlan) -> Option<&[Expr]> {
 /// type's, a CASE `case`, a scalar subquery its column's, anything else `?column?`.
 fn postgres_name(expr: &Expr) -> Option<String> {
     match expr {
+        // A column of a relation (`c.reloftype` under a cast or a CASE) by its name.
+        Expr::Column(c) if c.relation.is_some() => Some(c.name.clone()),
         Expr::Cast(datafusion::logical_expr::Cast {
             expr: inner, field, ..
         })
@@ -200,6 +204,11 @@ fn postgres_name(expr: &Expr) -> Option<String> {
         }
         other => expr_name(other).map(|n| if n == "column" { "?column?".into() } else { n }),
     }
+}
+
+/// Whether `name` is one only PostgreSQL's naming gives (`?column?`, a repeat).
+fn is_postgres_name(name: &str) -> bool {
+    name.trim_start_matches(REPEAT_PREFIX) == "?column?" || name.starts_with(REPEAT_PREFIX)
 }
 
 /// PostgreSQL's name of the type a cast to `data_type` makes, as it names such a column.

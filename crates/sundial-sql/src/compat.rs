@@ -12,13 +12,15 @@
 //!   `::name` and `::"char"` become `TEXT`; a `pg_catalog.` qualifier on a type is dropped;
 //! - `pg_catalog.f(...)` becomes `f(...)`, and an unqualified `pg_class` means
 //!   `pg_catalog.pg_class` (PostgreSQL searches `pg_catalog` first);
-//! - `ARRAY(subquery)` becomes a NULL `TEXT[]` (DataFusion cannot plan it; psql only uses it for
-//!   display);
 //! - a SELECT that inner-joins a catalog relation Sundial never has rows for (constraints,
 //!   policies, publications, ...) returns no rows whatever else it says, so it becomes
-//!   `SELECT NULL AS name, ... WHERE false`; then a scalar subquery, `EXISTS` or `IN` over it
-//!   becomes NULL, false or false. This is what lets psql's `\d table` run: it asks about many
-//!   things Sundial never has, with SQL DataFusion could not otherwise plan;
+//!   `SELECT CAST(NULL AS <type>) AS name, ... WHERE false`, each item named and typed as
+//!   PostgreSQL would (see `empty`); then `EXISTS` or `IN` over it becomes false, and
+//!   `ARRAY(...)` over it an empty array of its column's type (a scalar subquery over it stays:
+//!   it is NULL, of its column's name and type). This is what lets psql's `\d table` run: it
+//!   asks about many things Sundial never has, with SQL DataFusion could not otherwise plan;
+//! - any other `ARRAY(subquery)` becomes an empty `TEXT[]`: DataFusion cannot plan it (psql's
+//!   unnest an outer column), and psql's uses of it find nothing in Sundial (TOAST options);
 //! - a scalar subquery looking a value up in catalog relations, which DataFusion cannot plan when
 //!   correlated, takes `first_value` of its column;
 //! - in a SELECT of catalog relations, a column beside a wildcard (`n.oid, n.*`) is aliased so
@@ -31,27 +33,18 @@ use std::collections::HashSet;
 use std::ops::ControlFlow;
 
 use sqlparser::ast::{
-    ArrayElemTypeDef, BinaryOperator, CastKind, DataType, Expr, Function, FunctionArg,
-    FunctionArgExpr, FunctionArguments, GroupByExpr, Ident, JoinOperator, ObjectName,
-    ObjectNamePart, Query, Select, SelectItem, SetExpr, SetOperator, Statement, TableFactor,
-    TableWithJoins, TimezoneInfo, Value, Visit, VisitMut, Visitor, VisitorMut,
+    ArrayElemTypeDef, BinaryOperator, DataType, Expr, Function, FunctionArg, FunctionArgExpr,
+    FunctionArguments, GroupByExpr, Ident, ObjectName, ObjectNamePart, Query, Select, SelectItem,
+    SetExpr, Statement, TableFactor, TimezoneInfo, Value, VisitMut, VisitorMut,
     visit_expressions_mut,
 };
 use sqlparser::dialect::GenericDialect;
 use sqlparser::parser::Parser;
 
-use crate::ast::{boolean, call, cast, null, select_with};
+use crate::ast::{boolean, call, cast, select_with};
+use crate::empty::{self, Column, aggregates_without_groups, is_empty_set};
 use crate::names::placeholder_index;
-
-/// What the rewrites need to know of the PostgreSQL system catalog the engine serves.
-pub trait SystemCatalog {
-    /// Whether `name` (unqualified) is a relation of `pg_catalog`.
-    fn is_catalog_relation(&self, name: &str) -> bool;
-    /// Whether `name` is a `pg_catalog` relation that never has rows.
-    fn is_always_empty(&self, name: &str) -> bool;
-    /// The canonical spelling of setting `name`, if the catalog has it.
-    fn setting_name(&self, name: &str) -> Option<&'static str>;
-}
+pub use crate::system_catalog::SystemCatalog;
 
 /// Rewrites `statement` in place into SQL DataFusion can plan with the same meaning. Returns
 /// how many parameters (`$1` ... `$n`) the statement had as written: a rewritten SELECT over an
@@ -64,6 +57,7 @@ pub fn rewrite(statement: &mut Statement, catalog: &dyn SystemCatalog) -> usize 
     }
     let _ = statement.visit(&mut Compat {
         ctes: HashSet::new(),
+        columns: Vec::new(),
         catalog,
     });
     parameters
@@ -109,6 +103,9 @@ struct Compat<'a> {
     /// Names of common table expressions seen so far: a reference to one is not a catalog
     /// relation even when it is spelled like one.
     ctes: HashSet<String>,
+    /// Per query being visited (innermost last), the columns of its body's SELECTs as written
+    /// (`empty::columns`), for those that turn out empty.
+    columns: Vec<Vec<Option<Vec<Column>>>>,
     catalog: &'a dyn SystemCatalog,
 }
 
@@ -121,6 +118,7 @@ impl VisitorMut for Compat<'_> {
                 self.ctes.insert(cte.alias.name.value.to_lowercase());
             }
         }
+        self.columns.push(empty::columns(&query.body, self.catalog));
         ControlFlow::Continue(())
     }
 
@@ -165,7 +163,8 @@ impl VisitorMut for Compat<'_> {
     }
 
     fn post_visit_query(&mut self, query: &mut Query) -> ControlFlow<()> {
-        empty_selects(&mut query.body, self.catalog);
+        let columns = self.columns.pop().unwrap_or_default();
+        empty::empty_selects(&mut query.body, &mut columns.into_iter(), self.catalog);
         // An ORDER BY may name columns the rewritten SELECT no longer has.
         if is_empty_set(&query.body) {
             query.order_by = None;
@@ -183,19 +182,28 @@ impl VisitorMut for Compat<'_> {
 // Expressions
 // ---------------------------------------------------------------------------------------------
 
-/// `CAST(NULL AS TEXT[])`: typed, so array functions accept it (what psql collects with
-/// `ARRAY(...)` is names and options, so text).
-fn null_text_array() -> Expr {
-    Expr::Cast {
-        kind: CastKind::Cast,
-        expr: Box::new(null()),
-        data_type: DataType::Array(ArrayElemTypeDef::SquareBracket(
+/// `ARRAY(subquery)` as an empty array: of the subquery's column's type when the subquery was
+/// made empty (`empty`), else `TEXT[]` (what psql collects with `ARRAY(...)` is names and
+/// options). PostgreSQL's `ARRAY(...)` is never NULL, and an empty array is what psql's uses of
+/// it find in Sundial (no TOAST options, no role memberships, no policies).
+fn empty_array(query: &Query, catalog: &dyn SystemCatalog) -> Expr {
+    let element = empty::first_select(&query.body)
+        .filter(|_| is_empty_set(&query.body))
+        .and_then(|s| match s.projection.first()? {
+            SelectItem::ExprWithAlias { expr, .. } | SelectItem::UnnamedExpr(expr) => {
+                empty::pg_type_of_cast(expr)
+            }
+            _ => None,
+        })
+        .and_then(|t| catalog.type_name(&format!("{t}[]")));
+    let data_type = match element {
+        Some(t) => empty::pg_type_named(t),
+        None => DataType::Array(ArrayElemTypeDef::SquareBracket(
             Box::new(DataType::Text),
             None,
         )),
-        array: false,
-        format: None,
-    }
+    };
+    cast(call("make_array", Vec::new()), data_type)
 }
 
 fn is_pg_catalog(part: &ObjectNamePart) -> bool {
@@ -232,15 +240,17 @@ fn rewrite_expr(expr: &mut Expr, catalog: &dyn SystemCatalog) {
         }
         Expr::Function(f) => {
             strip_pg_catalog(&mut f.name);
-            if matches!(f.args, FunctionArguments::Subquery(_)) && is_named(&f.name, "array") {
-                *expr = null_text_array();
+            if let Some(q) = empty::array_subquery(f) {
+                *expr = empty_array(q, catalog);
             } else if is_named(&f.name, "time_bucket")
                 && let Some(bucket) = time_bucket(f)
             {
                 *expr = bucket;
             }
         }
-        Expr::Subquery(q) if is_empty_set(&q.body) => *expr = null(),
+        // Over no rows a scalar subquery is NULL; left as it is, it keeps its column's name and
+        // type, and DataFusion plans it (the empty SELECT refers to nothing outside).
+        Expr::Subquery(q) if is_empty_set(&q.body) => {}
         Expr::Subquery(q) => aggregate_catalog_lookup(q, catalog),
         Expr::Exists { subquery, negated } if is_empty_set(&subquery.body) => {
             *expr = boolean(*negated);
@@ -539,242 +549,6 @@ fn name_repeated_literals(projection: &mut [SelectItem]) {
     }
 }
 
-// ---------------------------------------------------------------------------------------------
-// SELECTs over always-empty catalog relations
-// ---------------------------------------------------------------------------------------------
-
-/// Rewrites every SELECT of a query body (through UNION & co.) that provably returns no rows.
-/// Nested queries are rewritten by their own visit, which comes first.
-fn empty_selects(body: &mut SetExpr, catalog: &dyn SystemCatalog) {
-    match body {
-        SetExpr::Select(select) if returns_no_rows(select, catalog) => make_empty(select),
-        SetExpr::SetOperation { left, right, .. } => {
-            empty_selects(left, catalog);
-            empty_selects(right, catalog);
-        }
-        _ => {}
-    }
-}
-
-/// Whether a query body returns no rows: the canonical `... WHERE false` a rewritten SELECT has,
-/// or set operations over such.
-fn is_empty_set(body: &SetExpr) -> bool {
-    match body {
-        SetExpr::Select(select) => {
-            matches!(&select.selection, Some(Expr::Value(v)) if v.value == Value::Boolean(false))
-                && !aggregates_without_groups(select)
-        }
-        SetExpr::Query(q) => is_empty_set(&q.body),
-        SetExpr::SetOperation {
-            op, left, right, ..
-        } => match op {
-            SetOperator::Union => is_empty_set(left) && is_empty_set(right),
-            SetOperator::Intersect => is_empty_set(left) || is_empty_set(right),
-            SetOperator::Except | SetOperator::Minus => is_empty_set(left),
-        },
-        _ => false,
-    }
-}
-
-/// Whether a SELECT provably returns no rows because its FROM inner-joins an always-empty
-/// relation. An aggregate without GROUP BY returns one row even then, so such SELECTs are not.
-fn returns_no_rows(select: &Select, catalog: &dyn SystemCatalog) -> bool {
-    select.from.iter().any(|f| joins_empty(f, catalog)) && !aggregates_without_groups(select)
-}
-
-/// Whether a FROM item (a relation and its joins) has no rows.
-fn joins_empty(from: &TableWithJoins, catalog: &dyn SystemCatalog) -> bool {
-    let mut empty = is_empty_factor(&from.relation, catalog);
-    for join in &from.joins {
-        let right = is_empty_factor(&join.relation, catalog);
-        empty = match &join.join_operator {
-            JoinOperator::Join(_)
-            | JoinOperator::Inner(_)
-            | JoinOperator::CrossJoin(_)
-            | JoinOperator::Semi(_)
-            | JoinOperator::LeftSemi(_)
-            | JoinOperator::CrossApply
-            | JoinOperator::StraightJoin(_) => empty || right,
-            JoinOperator::Left(_)
-            | JoinOperator::LeftOuter(_)
-            | JoinOperator::Anti(_)
-            | JoinOperator::LeftAnti(_)
-            | JoinOperator::OuterApply => empty,
-            JoinOperator::Right(_)
-            | JoinOperator::RightOuter(_)
-            | JoinOperator::RightSemi(_)
-            | JoinOperator::RightAnti(_) => right,
-            JoinOperator::FullOuter(_) => empty && right,
-            _ => false,
-        };
-    }
-    empty
-}
-
-fn is_empty_factor(factor: &TableFactor, catalog: &dyn SystemCatalog) -> bool {
-    match factor {
-        TableFactor::Table {
-            name, args: None, ..
-        } => {
-            let parts: Vec<&str> = name
-                .0
-                .iter()
-                .filter_map(|p| p.as_ident().map(|i| i.value.as_str()))
-                .collect();
-            match parts.as_slice() {
-                [rel] | [_, rel] | [_, _, rel] => {
-                    (parts.len() == 1 || parts[parts.len() - 2].eq_ignore_ascii_case("pg_catalog"))
-                        && catalog.is_always_empty(rel)
-                }
-                _ => false,
-            }
-        }
-        TableFactor::Derived { subquery, .. } => is_empty_set(&subquery.body),
-        TableFactor::NestedJoin {
-            table_with_joins, ..
-        } => joins_empty(table_with_joins, catalog),
-        _ => false,
-    }
-}
-
-/// Aggregate functions common enough to recognise by name without the session's registry.
-#[rustfmt::skip]
-const AGGREGATES: &[&str] = &[
-    "count", "sum", "min", "max", "avg", "mean", "string_agg", "array_agg", "bool_and",
-    "bool_or", "every", "bit_and", "bit_or", "bit_xor", "json_agg", "jsonb_agg",
-    "json_object_agg", "jsonb_object_agg", "stddev", "stddev_pop", "stddev_samp", "variance",
-    "var_pop", "var_samp", "corr", "covar_pop", "covar_samp", "median", "first_value",
-    "last_value", "approx_distinct", "approx_median", "approx_percentile_cont",
-    "percentile_cont", "percentile_disc", "mode", "xmlagg",
-];
-
-/// Whether the SELECT aggregates without GROUP BY (so returns a row even over no input).
-fn aggregates_without_groups(select: &Select) -> bool {
-    let grouped = match &select.group_by {
-        GroupByExpr::Expressions(exprs, _) => !exprs.is_empty(),
-        GroupByExpr::All(_) => true,
-    };
-    if grouped {
-        return false;
-    }
-    if select.having.is_some() {
-        return true;
-    }
-    let mut finder = AggregateFinder::default();
-    for item in &select.projection {
-        if let SelectItem::UnnamedExpr(e) | SelectItem::ExprWithAlias { expr: e, .. } = item {
-            let _ = e.visit(&mut finder);
-        }
-    }
-    finder.found
-}
-
-/// Finds an aggregate call in an expression, not looking into its subqueries (whose aggregates
-/// are theirs).
-#[derive(Default)]
-struct AggregateFinder {
-    /// How many queries deep the visit is.
-    depth: usize,
-    found: bool,
-}
-
-impl Visitor for AggregateFinder {
-    type Break = ();
-
-    fn pre_visit_query(&mut self, _query: &Query) -> ControlFlow<()> {
-        self.depth += 1;
-        ControlFlow::Continue(())
-    }
-
-    fn post_visit_query(&mut self, _query: &Query) -> ControlFlow<()> {
-        self.depth -= 1;
-        ControlFlow::Continue(())
-    }
-
-    fn pre_visit_expr(&mut self, expr: &Expr) -> ControlFlow<()> {
-        if self.depth == 0
-            && let Expr::Function(f) = expr
-            && f.over.is_none()
-            && f.name
-                .0
-                .last()
-                .and_then(|p| p.as_ident())
-                .is_some_and(|i| AGGREGATES.contains(&i.value.to_lowercase().as_str()))
-        {
-            self.found = true;
-            return ControlFlow::Break(());
-        }
-        ControlFlow::Continue(())
-    }
-}
-
-/// Turns a SELECT that returns no rows into `SELECT NULL AS name, ... WHERE false` with no FROM,
-/// keeping its column names. A `*` projection cannot be named, so that SELECT keeps its FROM
-/// (whose relations exist) and only its WHERE becomes false.
-fn make_empty(select: &mut Select) {
-    select.selection = Some(boolean(false));
-    select.group_by = GroupByExpr::Expressions(Vec::new(), Vec::new());
-    select.having = None;
-    select.qualify = None;
-    select.named_window = Vec::new();
-    select.sort_by = Vec::new();
-    select.cluster_by = Vec::new();
-    select.distribute_by = Vec::new();
-    select.prewhere = None;
-    select.connect_by = Vec::new();
-    // DISTINCT ON names columns of the FROM; over no rows DISTINCT changes nothing.
-    select.distinct = None;
-    let wildcard = select.projection.iter().any(|item| {
-        matches!(
-            item,
-            SelectItem::Wildcard(_) | SelectItem::QualifiedWildcard(..)
-        )
-    });
-    if wildcard {
-        return;
-    }
-    select.from = Vec::new();
-    select.lateral_views = Vec::new();
-    let mut used = HashSet::new();
-    for (i, item) in select.projection.iter_mut().enumerate() {
-        let name = match item {
-            SelectItem::ExprWithAlias { alias, .. } => alias.clone(),
-            SelectItem::UnnamedExpr(e) => derived_name(e).unwrap_or_else(|| Ident::new("")),
-            _ => Ident::new(""),
-        };
-        // DataFusion wants distinct column names (PostgreSQL does not).
-        let key = if name.quote_style.is_some() {
-            name.value.clone()
-        } else {
-            name.value.to_lowercase()
-        };
-        let name = if key.is_empty() || !used.insert(key) {
-            let mut fallback = format!("column{}", i + 1);
-            while !used.insert(fallback.clone()) {
-                fallback.push('_');
-            }
-            Ident::new(fallback)
-        } else {
-            name
-        };
-        *item = SelectItem::ExprWithAlias {
-            expr: null(),
-            alias: name,
-        };
-    }
-}
-
-/// The name PostgreSQL gives an unaliased column: a column's own name, a function's name.
-fn derived_name(expr: &Expr) -> Option<Ident> {
-    match expr {
-        Expr::Identifier(i) => Some(i.clone()),
-        Expr::CompoundIdentifier(parts) => parts.last().cloned(),
-        Expr::Cast { expr, .. } | Expr::Nested(expr) => derived_name(expr),
-        Expr::Function(f) => f.name.0.last()?.as_ident().cloned(),
-        _ => None,
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -794,6 +568,7 @@ mod tests {
         "pg_settings",
     ];
     const ALWAYS_EMPTY: &[&str] = &[
+        "pg_auth_members",
         "pg_index",
         "pg_description",
         "pg_constraint",
@@ -816,6 +591,41 @@ mod tests {
 
         fn is_always_empty(&self, name: &str) -> bool {
             ALWAYS_EMPTY.contains(&name.to_lowercase().as_str())
+        }
+
+        fn column_type(&self, relation: &str, column: &str) -> Option<&'static str> {
+            Some(match (relation, column) {
+                ("pg_policy", "polname") | ("pg_auth_members" | "pg_roles", "rolname") => "name",
+                ("pg_policy", "polpermissive") => "bool",
+                ("pg_policy", "polqual") => "pg_node_tree",
+                ("pg_class", "oid") | ("pg_inherits", "inhparent") => "oid",
+                ("pg_class", "relkind") => "char",
+                ("pg_inherits", "inhseqno") => "int4",
+                _ => return None,
+            })
+        }
+
+        fn function_type(&self, name: &str) -> Option<&'static str> {
+            match name {
+                "pg_get_expr" | "array_to_string" => Some("text"),
+                "count" => Some("int8"),
+                _ => None,
+            }
+        }
+
+        fn type_name(&self, sql: &str) -> Option<&'static str> {
+            let sql = sql.to_lowercase();
+            let sql = sql.strip_prefix("pg_catalog.").unwrap_or(&sql);
+            Some(match sql {
+                "text" => "text",
+                "name" => "name",
+                "name[]" | "_name" => "_name",
+                "int" | "integer" | "int4" => "int4",
+                "int8" | "bigint" => "int8",
+                "bool" | "boolean" => "bool",
+                "regclass" => "regclass",
+                _ => return None,
+            })
         }
 
         fn setting_name(&self, name: &str) -> Option<&'static str> {
@@ -928,19 +738,19 @@ mod tests {
             rewritten(
                 "SELECT pol.polname, pol.polpermissive, pg_catalog.pg_get_expr(pol.polqual, pol.polrelid), pg_get_expr(x, y), 'r' AS cmd FROM pg_catalog.pg_policy pol WHERE pol.polrelid = '1' ORDER BY 1"
             ),
-            "SELECT NULL AS polname, NULL AS polpermissive, NULL AS pg_get_expr, NULL AS column4, NULL AS cmd WHERE false"
+            "SELECT CAST(NULL AS __sundial_pg_type__.name) AS \"polname\", CAST(NULL AS __sundial_pg_type__.bool) AS \"polpermissive\", CAST(NULL AS __sundial_pg_type__.text) AS \"pg_get_expr\", CAST(NULL AS __sundial_pg_type__.text) AS \"__sundial_repeat__pg_get_expr\", CAST(NULL AS __sundial_pg_type__.text) AS \"cmd\" FROM pg_catalog.pg_policy WHERE false"
         );
         assert_eq!(
             rewritten(
                 "SELECT c.oid::pg_catalog.regclass FROM pg_catalog.pg_class c, pg_catalog.pg_inherits i WHERE c.oid = i.inhparent ORDER BY inhseqno"
             ),
-            "SELECT NULL AS oid WHERE false"
+            "SELECT CAST(NULL AS __sundial_pg_type__.regclass) AS \"oid\" FROM pg_catalog.pg_inherits WHERE false"
         );
         assert_eq!(
             rewritten(
                 "SELECT pubname, NULL, NULL FROM pg_publication p JOIN pg_class c ON true UNION SELECT pubname, NULL, NULL FROM pg_publication p ORDER BY 1"
             ),
-            "SELECT NULL AS pubname, NULL AS column2, NULL AS \"?column?\" WHERE false UNION SELECT NULL AS pubname, NULL AS column2, NULL AS \"?column?\" WHERE false"
+            "SELECT NULL AS \"pubname\", NULL AS \"?column?\", NULL AS \"__sundial_repeat__?column?\" FROM pg_catalog.pg_publication WHERE false UNION SELECT NULL AS \"pubname\", NULL AS \"?column?\", NULL AS \"__sundial_repeat__?column?\" FROM pg_catalog.pg_publication WHERE false"
         );
         assert_eq!(
             rewritten("SELECT * FROM pg_inherits i WHERE i.inhrelid = 1"),
@@ -955,29 +765,33 @@ mod tests {
         let sql = "SELECT count(*) FROM pg_catalog.pg_inherits";
         assert_eq!(rewritten(sql), sql);
         let sql = "SELECT (SELECT count(*) FROM t) FROM pg_catalog.pg_inherits";
-        assert_eq!(rewritten(sql), "SELECT NULL AS column1 WHERE false");
         assert_eq!(
-            rewritten("SELECT x AS column2, y FROM pg_catalog.pg_inherits, t"),
-            "SELECT NULL AS column2, NULL AS y WHERE false"
+            rewritten(sql),
+            "SELECT CAST(NULL AS __sundial_pg_type__.int8) AS \"count\" FROM pg_catalog.pg_inherits WHERE false"
         );
         assert_eq!(
-            rewritten("SELECT 1 AS column2, 2 FROM pg_catalog.pg_inherits"),
-            "SELECT NULL AS column2, NULL AS column2_ WHERE false"
+            rewritten("SELECT x AS Y, y, i.inhseqno FROM pg_catalog.pg_inherits AS i, t"),
+            "SELECT NULL AS \"y\", NULL AS \"__sundial_repeat__y\", CAST(NULL AS __sundial_pg_type__.int4) AS \"inhseqno\" FROM pg_catalog.pg_inherits WHERE false"
+        );
+        assert_eq!(
+            rewritten("SELECT 1 AS \"?column?\", 2 FROM pg_catalog.pg_inherits"),
+            "SELECT CAST(NULL AS __sundial_pg_type__.int4) AS \"?column?\", CAST(NULL AS __sundial_pg_type__.int4) AS \"__sundial_repeat__?column?\" FROM pg_catalog.pg_inherits WHERE false"
         );
         let sql = "SELECT a, count(*) FROM pg_catalog.pg_inherits GROUP BY a";
         assert_eq!(
             rewritten(sql),
-            "SELECT NULL AS a, NULL AS count WHERE false"
+            "SELECT NULL AS \"a\", CAST(NULL AS __sundial_pg_type__.int8) AS \"count\" FROM pg_catalog.pg_inherits WHERE false"
         );
     }
 
     #[test]
     fn subqueries_over_empty_selects_fold() {
+        // A scalar subquery stays, uncorrelated, for its column's name and type.
         assert_eq!(
             rewritten(
-                "SELECT a.attname, (SELECT d.adbin FROM pg_catalog.pg_attrdef d WHERE d.adrelid = a.attrelid) FROM pg_catalog.pg_attribute a"
+                "SELECT a.attname, (SELECT pg_get_expr(d.adbin, d.adrelid) FROM pg_catalog.pg_attrdef d WHERE d.adrelid = a.attrelid) FROM pg_catalog.pg_attribute a"
             ),
-            "SELECT a.attname, NULL FROM pg_catalog.pg_attribute a"
+            "SELECT a.attname, (SELECT CAST(NULL AS __sundial_pg_type__.text) AS \"pg_get_expr\" FROM pg_catalog.pg_attrdef WHERE false) FROM pg_catalog.pg_attribute a"
         );
         assert_eq!(
             rewritten(
@@ -987,7 +801,7 @@ mod tests {
         );
         assert_eq!(
             rewritten("SELECT * FROM (SELECT a FROM pg_index) AS x JOIN pg_class c ON true"),
-            "SELECT * FROM (SELECT NULL AS a WHERE false) AS x JOIN pg_catalog.pg_class c ON true WHERE false"
+            "SELECT * FROM (SELECT NULL AS \"a\" FROM pg_catalog.pg_index WHERE false) AS x JOIN pg_catalog.pg_class c ON true WHERE false"
         );
     }
 
@@ -1010,10 +824,17 @@ mod tests {
     }
 
     #[test]
-    fn array_subqueries_become_null() {
+    fn array_subqueries_become_empty_arrays() {
         assert_eq!(
             rewritten("SELECT array_to_string(array(SELECT x FROM unnest(y) x), ', ') FROM t"),
-            "SELECT array_to_string(CAST(NULL AS TEXT[]), ', ') FROM t"
+            "SELECT array_to_string(CAST(make_array() AS TEXT[]), ', ') FROM t"
+        );
+        // Over an always-empty relation: an empty array of its column's type.
+        assert_eq!(
+            rewritten(
+                "SELECT r.rolname, ARRAY(SELECT b.rolname FROM pg_catalog.pg_auth_members m JOIN pg_catalog.pg_roles b ON (m.roleid = b.oid) WHERE m.member = r.oid) AS memberof FROM pg_catalog.pg_roles r"
+            ),
+            "SELECT r.rolname, CAST(make_array() AS __sundial_pg_type__._name) AS memberof FROM pg_catalog.pg_roles r"
         );
     }
 

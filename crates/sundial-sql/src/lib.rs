@@ -14,7 +14,8 @@
 //!        ─(the engine's parser)─▶ AST
 //!        ─rewrite─▶ result_timestamp (which column QuestDB calls "timestamp")
 //!                   questdb::name_unaliased_items (QuestDB's names of unaliased items, as written)
-//!                   compat   (PostgreSQL idioms drivers and tools send)
+//!                   compat   (PostgreSQL idioms drivers and tools send; empty: SELECTs
+//!                            over catalog relations that never have rows)
 //!                   questdb  (SAMPLE BY, LATEST ON, LIMIT -n, intervals, ASOF JOIN, ...)
 //!        ─▶ standard SQL AST ─▶ engine plans it
 //! ```
@@ -29,6 +30,7 @@
 pub mod ast;
 pub mod compat;
 pub mod copy;
+mod empty;
 mod error;
 mod from_functions;
 pub mod limits;
@@ -37,6 +39,7 @@ pub mod questdb;
 mod repeats;
 pub mod result_timestamp;
 pub mod statement;
+mod system_catalog;
 mod template;
 mod tokens;
 pub mod users;

@@ -66,6 +66,11 @@ pub const FILL_LINEAR_FUNCTION: &str = "__sundial_fill_linear";
 /// DataFusion plans the repeat; the engine names the column after the prefix again.
 pub const REPEAT_PREFIX: &str = "__sundial_repeat__";
 
+/// The qualifier of a type in a cast the dialect writes to stand for a PostgreSQL type by its
+/// `pg_type.typname` (`CAST(NULL AS __sundial_pg_type__.name)`): the engine plans it as the
+/// Arrow type that holds that PostgreSQL type, with the type declared on the result.
+pub const PG_TYPE_QUALIFIER: &str = "__sundial_pg_type__";
+
 /// The zero-based position of placeholder `$n`; `None` for any other name (`$0`, `?`, `$x`).
 pub fn placeholder_index(id: &str) -> Option<usize> {
     id.strip_prefix('$')?.parse::<usize>().ok()?.checked_sub(1)
