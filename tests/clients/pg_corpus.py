@@ -190,6 +190,15 @@ CATALOG = [
     Stmt("SELECT * FROM typ ORDER BY ts", "SELECT * FROM typ ORDER BY ts", check_origin=True),
     Stmt('SELECT * FROM "Mixed Case"', 'SELECT * FROM "Mixed Case"', ordered=False,
          check_origin=True),
+    # Column origins through renames, filters, subqueries and joins; computed columns have none.
+    Stmt("origins: renamed, filtered, computed",
+         "SELECT usage AS u, host, n + 1 AS n1, note FROM cpu WHERE n > 0 ORDER BY ts",
+         check_origin=True),
+    Stmt("origins: subquery and join",
+         "SELECT s.host, t.i32, s.usage FROM (SELECT ts, host, usage FROM cpu) s "
+         "JOIN typ t ON t.ts = s.ts ORDER BY s.ts", check_origin=True),
+    Stmt("origins: aggregate", "SELECT host, count(*) AS c, max(usage) AS m FROM cpu GROUP BY host ORDER BY host",
+         check_origin=True),
 ]
 
 # pg_attribute by regclass text, crossed with each table.

@@ -1497,9 +1497,10 @@ impl Session {
         self.out.i16(schema.fields().len() as i16);
         for (i, field) in schema.fields().iter().enumerate() {
             let (type_oid, type_len) = types::pg_field_type(field);
+            let (table_oid, attnum) = sundial_query::pg_column_origin(field);
             self.out.cstr(field.name());
-            self.out.i32(0);
-            self.out.i16(0);
+            self.out.i32(table_oid);
+            self.out.i16(attnum);
             self.out.i32(type_oid);
             self.out.i16(type_len);
             self.out.i32(-1);

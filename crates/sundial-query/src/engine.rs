@@ -1226,7 +1226,10 @@ impl Engine {
         let schema = if is_insert(&plan) || plan.schema().fields().is_empty() {
             None
         } else {
-            Some(Arc::new(plan.schema().as_arrow().clone()))
+            Some(crate::column_origin::annotated(
+                &plan,
+                plan.schema().as_arrow().clone(),
+            ))
         };
         let needed = access::of_plan(&plan);
         let kind = if is_statement_or_ddl(&plan) || has_stable_functions(&plan)? {

@@ -9,10 +9,12 @@
 //!     │          commands (CREATE/ALTER/DROP TABLE, SHOW, ...), the kept-plan cache
 //!  plans         text shapes ─▶ statement shapes ─▶ kept physical plans; point lookups
 //!     │
-//!  asof, latest  planner extensions: ASOF/LT JOIN (analyzer rule, logical node, planner);
+//!  asof, latest  planner extensions: ASOF/LT/SPLICE JOIN (analyzer rule, logical node,
+//!     │          planner);
 //!     │          LATEST ON over SYMBOL keys (analyzer rule to a LatestTable scan)
 //!  permissions   plan checks: file writes, session settings; access: the role each
-//!     │          statement needs, checked at every run (users: CREATE USER, GRANT, ...)
+//!     │          statement needs, checked at every run (users: CREATE USER, GRANT, ...);
+//!     │          column_origin: the table and column each result column reads
 //!     │
 //!  provider      DataFusion's view of tables: schema + table providers, the INSERT sink
 //!     │
@@ -67,6 +69,7 @@ mod asof;
 mod backup;
 mod bad_value;
 mod bounded;
+mod column_origin;
 mod date_format;
 mod engine;
 mod error;
@@ -107,6 +110,7 @@ pub mod copy {
     }
 }
 
+pub use column_origin::of_field as pg_column_origin;
 pub use datafusion::execution::SendableRecordBatchStream;
 pub use datafusion::scalar::ScalarValue;
 pub use engine::{

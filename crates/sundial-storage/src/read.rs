@@ -194,17 +194,19 @@ fn symbol_array(
     let values = symbols
         .ok_or_else(|| StorageError::Internal(format!("no dictionary for column {}", column.id)))?;
     let values: ArrayRef = values.clone();
-    if codes.null_count() > 0 {
-        let array = DictionaryArray::try_new(codes, values)
-            .map_err(|e| StorageError::corrupt(path, e.to_string()))?;
-        return Ok(Arc::new(array));
-    }
-    // Without NULLs every code must name a symbol: one pass of signed comparisons over the raw
-    // codes (a loop the compiler vectorizes with baseline SSE2) checks them all.
+    // Every code must name a symbol: one pass of signed comparisons over the raw codes (a loop
+    // the compiler vectorizes with baseline SSE2) checks them all. A NULL row's code is 0
+    // (docs/design.md), a symbol whenever the dictionary has one; only when it has none, or a
+    // code is outside, are the rows checked one by one, NULL rows excepted.
     let symbols = i32::try_from(values.len()).unwrap_or(i32::MAX);
     let outside = codes.values().iter().fold(0u32, |bad, &c| {
         bad | u32::from(c < 0) | u32::from(c >= symbols)
     });
+    if outside != 0 && codes.null_count() > 0 {
+        let array = DictionaryArray::try_new(codes, values)
+            .map_err(|e| StorageError::corrupt(path, e.to_string()))?;
+        return Ok(Arc::new(array));
+    }
     if outside != 0 {
         let (min, max) = codes
             .values()
@@ -218,7 +220,7 @@ fn symbol_array(
             ),
         ));
     }
-    // SAFETY: every code was just checked to be in 0..values.len(), and none is NULL.
+    // SAFETY: every code, a NULL row's included, was just checked to be in 0..values.len().
     let array = unsafe { DictionaryArray::new_unchecked(codes, values) };
     Ok(Arc::new(array))
 }

@@ -1,6 +1,7 @@
 //! A scan's row filter compiled into a kernel [`Predicate`] (see `sundial-kernels`): every
 //! conjunction and disjunction of comparisons of a column with a constant (`=`, `<>`, `<`,
-//! `<=`, `>`, `>=`, BETWEEN as DataFusion plans it, `IN`, `IS [NOT] NULL`) over fixed-width
+//! `<=`, `>`, `>=`, BETWEEN as DataFusion plans it, `IN`, `IS [NOT] NULL`, `IS [NOT] DISTINCT
+//! FROM`, which QuestDB's `!=` becomes) over fixed-width
 //! columns and SYMBOL codes, and of a DOUBLE column with a constant added, subtracted,
 //! multiplied or divided. A filter with anything else is left to DataFusion's expression.
 //!
@@ -51,6 +52,9 @@ pub(crate) fn compile(expr: &Arc<dyn PhysicalExpr>, columns: &FilterColumns) -> 
                 } else {
                     Predicate::or(all)
                 })
+            }
+            Operator::IsDistinctFrom | Operator::IsNotDistinctFrom => {
+                distinctness(*binary.op(), binary.left(), binary.right(), columns)
             }
             op => comparison(*op, binary.left(), binary.right(), columns),
         };
@@ -304,6 +308,46 @@ fn comparison(
         return Some(Predicate::Const(false));
     };
     Some(operand_leaf(&operand, Test::Compare { op, key }))
+}
+
+/// `x IS [NOT] DISTINCT FROM constant` (QuestDB's `!=` and `=` with NULL as a value): a NULL
+/// `x` is distinct from every value but NULL.
+fn distinctness(
+    op: Operator,
+    left: &Arc<dyn PhysicalExpr>,
+    right: &Arc<dyn PhysicalExpr>,
+    columns: &FilterColumns,
+) -> Option<Predicate> {
+    let (operand_expr, literal) = match (
+        left.downcast_ref::<Literal>(),
+        right.downcast_ref::<Literal>(),
+    ) {
+        (None, Some(l)) => (left, l),
+        (Some(l), None) => (right, l),
+        _ => return None,
+    };
+    let distinct = op == Operator::IsDistinctFrom;
+    if literal.value().is_null() {
+        let test = if distinct {
+            Test::IsNotNull
+        } else {
+            Test::IsNull
+        };
+        return null_test(operand_expr, test, columns);
+    }
+    let is_null = null_test(operand_expr, Test::IsNull, columns)?;
+    let (cmp, constant) = (operand_expr.clone(), right_literal(literal));
+    if distinct {
+        let differs = comparison(Operator::NotEq, &cmp, &constant, columns)?;
+        Some(Predicate::or(vec![is_null, differs]))
+    } else {
+        comparison(Operator::Eq, &cmp, &constant, columns)
+    }
+}
+
+/// A literal as a physical expression, for [`comparison`].
+fn right_literal(literal: &Literal) -> Arc<dyn PhysicalExpr> {
+    Arc::new(Literal::new(literal.value().clone()))
 }
 
 fn in_list(list: &InListExpr, columns: &FilterColumns) -> Option<Predicate> {
