@@ -214,15 +214,29 @@ const RESERVED: &[&str] = &[
 
 /// `regexp_split_to_array(text, pattern)`: the pieces of `text` between matches of `pattern`
 /// (a NULL for a NULL argument). A pattern that does not compile, or compiles too large, is an
-/// error naming it.
+/// error naming it. Rows are evaluated one by one; each thread keeps the last pattern it
+/// compiled, so a column split by one pattern compiles it once.
 fn regexp_split_to_array(args: &[ScalarValue]) -> DfResult<ScalarValue> {
+    thread_local! {
+        static LAST: std::cell::RefCell<Option<(String, regex::Regex)>> =
+            const { std::cell::RefCell::new(None) };
+    }
     let (Some(text), Some(pattern)) = (str_arg(args, 0), str_arg(args, 1)) else {
         return Ok(ScalarValue::Null);
     };
-    let regex = regex::Regex::new(pattern).map_err(|e| {
-        datafusion::error::DataFusionError::Execution(format!(
-            "regexp_split_to_array: invalid pattern '{pattern}': {e}"
-        ))
+    let regex = LAST.with_borrow_mut(|last| {
+        if let Some((p, regex)) = last.as_ref()
+            && p == pattern
+        {
+            return Ok(regex.clone());
+        }
+        let regex = regex::Regex::new(pattern).map_err(|e| {
+            datafusion::error::DataFusionError::Execution(format!(
+                "regexp_split_to_array: invalid pattern '{pattern}': {e}"
+            ))
+        })?;
+        *last = Some((pattern.to_string(), regex.clone()));
+        Ok::<_, datafusion::error::DataFusionError>(regex)
     })?;
     let pieces: Vec<ScalarValue> = regex
         .split(text)
