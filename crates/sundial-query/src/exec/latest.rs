@@ -34,6 +34,7 @@ use datafusion::execution::{SendableRecordBatchStream, TaskContext};
 use datafusion::logical_expr::Expr;
 use datafusion::logical_expr::Operator;
 use datafusion::physical_expr::expressions::{BinaryExpr, CastExpr, Column, InListExpr, Literal};
+use datafusion::physical_expr::utils::{collect_columns, reassign_expr_columns};
 use datafusion::physical_expr::{EquivalenceProperties, PhysicalExpr};
 use datafusion::physical_plan::execution_plan::{Boundedness, EmissionType};
 use datafusion::physical_plan::metrics::{
@@ -328,16 +329,28 @@ impl Search {
             .filter(|(_, allowed)| allowed.is_none())
             .map(|(&k, _)| k)
             .collect();
-        // Without a filter only the key columns are read while searching; a filter reads
-        // every column, as its expression refers to the table's columns by position.
-        let searched: Vec<usize> = match self.filter {
-            Some(_) => (0..self.snapshot.meta().columns.len()).collect(),
-            None => self.keys.clone(),
+        // Only the key columns and the columns the filter reads are read while searching; the
+        // filter's columns are renumbered for that projection.
+        let mut searched: Vec<usize> = self.keys.clone();
+        if let Some(filter) = &self.filter {
+            searched.extend(collect_columns(filter).iter().map(Column::index));
+        }
+        searched.sort_unstable();
+        searched.dedup();
+        let filter = match &self.filter {
+            Some(filter) => {
+                let projected = self.snapshot.meta().arrow_schema().project(&searched)?;
+                Some(reassign_expr_columns(filter.clone(), &projected)?)
+            }
+            None => None,
         };
-        let key_at: Vec<usize> = match self.filter {
-            Some(_) => self.keys.clone(),
-            None => (0..self.keys.len()).collect(),
-        };
+        // The searched columns hold every key column, by construction.
+        let key_at: Vec<usize> = self
+            .keys
+            .iter()
+            .map(|k| searched.binary_search(k))
+            .collect::<Result<_, _>>()
+            .map_err(|_| DataFusionError::Internal("LATEST: a key column not searched".into()))?;
         let mut seen = SeenKeys::new(self);
         let mut key: Key = Vec::with_capacity(self.keys.len());
         let mut seen_symbol_keys = 0u64;
@@ -366,7 +379,7 @@ impl Search {
                     .read_batch(p, &searched, start..end)
                     .map_err(external)?;
                 self.rows_read.add(batch.num_rows());
-                let mask = self.mask(&batch)?;
+                let mask = mask(filter.as_ref(), &batch)?;
                 let codes: Vec<_> = key_at
                     .iter()
                     .map(|&k| batch.column(k).as_dictionary::<Int32Type>().keys().clone())
@@ -446,14 +459,6 @@ impl Search {
         allowed
     }
 
-    fn mask(&self, batch: &RecordBatch) -> DfResult<Option<BooleanArray>> {
-        let Some(filter) = &self.filter else {
-            return Ok(None);
-        };
-        let values = filter.evaluate(batch)?.into_array(batch.num_rows())?;
-        Ok(Some(values.as_boolean().clone()))
-    }
-
     /// Whether any of key columns `keys` has a NULL in rows `rows` of partition `p`.
     fn has_null_key(&self, keys: &[usize], p: usize, rows: std::ops::Range<u64>) -> DfResult<bool> {
         for &k in keys {
@@ -468,6 +473,18 @@ impl Search {
         }
         Ok(false)
     }
+}
+
+/// Which rows of `batch` pass `filter`; `None` without one.
+fn mask(
+    filter: Option<&Arc<dyn PhysicalExpr>>,
+    batch: &RecordBatch,
+) -> DfResult<Option<BooleanArray>> {
+    let Some(filter) = filter else {
+        return Ok(None);
+    };
+    let values = filter.evaluate(batch)?.into_array(batch.num_rows())?;
+    Ok(Some(values.as_boolean().clone()))
 }
 
 /// The conjuncts of `e` (`a AND b AND c`).
