@@ -291,10 +291,7 @@ fn comparison(
         Operator::GtEq => CmpOp::GtEq,
         _ => return None,
     };
-    let (operand_expr, literal, op) = match (
-        left.downcast_ref::<Literal>(),
-        right.downcast_ref::<Literal>(),
-    ) {
+    let (operand_expr, literal, op) = match (constant(left), constant(right)) {
         (None, Some(l)) => (left, l, op),
         (Some(l), None) => (right, l, op.swap()),
         _ => return None,
@@ -318,10 +315,7 @@ fn distinctness(
     right: &Arc<dyn PhysicalExpr>,
     columns: &FilterColumns,
 ) -> Option<Predicate> {
-    let (operand_expr, literal) = match (
-        left.downcast_ref::<Literal>(),
-        right.downcast_ref::<Literal>(),
-    ) {
+    let (operand_expr, literal) = match (constant(left), constant(right)) {
         (None, Some(l)) => (left, l),
         (Some(l), None) => (right, l),
         _ => return None,
@@ -336,13 +330,25 @@ fn distinctness(
         return null_test(operand_expr, test, columns);
     }
     let is_null = null_test(operand_expr, Test::IsNull, columns)?;
-    let (cmp, constant) = (operand_expr.clone(), right_literal(literal));
+    let (cmp, constant) = (operand_expr.clone(), right_literal(&literal));
     if distinct {
         let differs = comparison(Operator::NotEq, &cmp, &constant, columns)?;
         Some(Predicate::or(vec![is_null, differs]))
     } else {
         comparison(Operator::Eq, &cmp, &constant, columns)
     }
+}
+
+/// A constant: a literal, or a literal cast (as an unsimplified plan leaves `k = 'a'` over a
+/// SYMBOL: the text cast to the dictionary type), cast as evaluating the cast would.
+fn constant(e: &Arc<dyn PhysicalExpr>) -> Option<Literal> {
+    if let Some(literal) = e.downcast_ref::<Literal>() {
+        return Some(Literal::new(literal.value().clone()));
+    }
+    let cast = e.downcast_ref::<CastExpr>()?;
+    let literal = cast.expr().downcast_ref::<Literal>()?;
+    let value = literal.value().cast_to(cast.cast_type()).ok()?;
+    Some(Literal::new(value))
 }
 
 /// A literal as a physical expression, for [`comparison`].
@@ -355,7 +361,7 @@ fn in_list(list: &InListExpr, columns: &FilterColumns) -> Option<Predicate> {
     let mut keys = Vec::with_capacity(list.list().len());
     let mut has_null = false;
     for item in list.list() {
-        let literal = item.downcast_ref::<Literal>()?;
+        let literal = constant(item)?;
         match constant_key(literal.value(), &operand, columns)? {
             Some(key) => keys.push(key),
             None => has_null = true,

@@ -13,7 +13,8 @@
 //! (and the NULL key too, or no NULL remains in older rows) the scan stops: TSBS's `lastpoint`
 //! reads a few hundred rows of a million. The filter is the WHERE written before LATEST and
 //! is applied to each row before it counts; filters written around the query apply to the
-//! result, as the provider accepts no pushed-down filters. When the filter names the keys
+//! result, as the provider accepts no pushed-down filters. It reads only the columns it
+//! needs, compiled into a scan kernel where it can be (`kernel_filter`). When the filter names the keys
 //! (`k = 'a'`, `k IN (...)`, ORs of them, among its conjuncts), only those can pass, so the
 //! search stops once each has its row: three of five hundred trucks read what their newest
 //! rows need, not the table.
@@ -45,8 +46,10 @@ use datafusion::physical_plan::{
     DisplayAs, DisplayFormatType, ExecutionPlan, Partitioning, PlanProperties,
     ReplaceChildrenOptions,
 };
+use sundial_kernels::{ColumnValues, Predicate};
 use sundial_storage::{Snapshot, Table, TableMeta};
 
+use super::kernel_filter::{FilterColumns, compile};
 use crate::error::external;
 use crate::snapshot::newest_snapshot;
 
@@ -340,7 +343,17 @@ impl Search {
         let filter = match &self.filter {
             Some(filter) => {
                 let projected = self.snapshot.meta().arrow_schema().project(&searched)?;
-                Some(reassign_expr_columns(filter.clone(), &projected)?)
+                let expr = reassign_expr_columns(filter.clone(), &projected)?;
+                // Compiled into a scan kernel where it can be (see `kernel_filter`).
+                let kernel = compile(
+                    &expr,
+                    &FilterColumns {
+                        schema: &projected,
+                        table_columns: &searched,
+                        snapshot: &self.snapshot,
+                    },
+                );
+                Some(RowFilter { expr, kernel })
             }
             None => None,
         };
@@ -475,15 +488,30 @@ impl Search {
     }
 }
 
-/// Which rows of `batch` pass `filter`; `None` without one.
-fn mask(
-    filter: Option<&Arc<dyn PhysicalExpr>>,
-    batch: &RecordBatch,
-) -> DfResult<Option<BooleanArray>> {
+/// The search's filter over the searched columns: the expression, and its kernel when it
+/// compiles into one.
+struct RowFilter {
+    expr: Arc<dyn PhysicalExpr>,
+    kernel: Option<Predicate>,
+}
+
+/// Which rows of `batch` pass `filter` (a NULL result does not); `None` without one.
+fn mask(filter: Option<&RowFilter>, batch: &RecordBatch) -> DfResult<Option<BooleanArray>> {
     let Some(filter) = filter else {
         return Ok(None);
     };
-    let values = filter.evaluate(batch)?.into_array(batch.num_rows())?;
+    if let Some(kernel) = &filter.kernel {
+        let columns: Option<Vec<ColumnValues>> = batch
+            .columns()
+            .iter()
+            .map(|c| ColumnValues::of(c.as_ref()))
+            .collect();
+        if let Some(columns) = columns {
+            let selected = kernel.select(&columns, batch.num_rows());
+            return Ok(Some(BooleanArray::new(selected.into_bits(), None)));
+        }
+    }
+    let values = filter.expr.evaluate(batch)?.into_array(batch.num_rows())?;
     Ok(Some(values.as_boolean().clone()))
 }
 
