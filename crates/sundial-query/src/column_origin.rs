@@ -32,12 +32,12 @@ const DEPTH_MAX: usize = 256;
 
 /// `schema` (the result schema of `plan`) with each column's origin written on it, where it
 /// has one.
-pub(crate) fn annotate(plan: &LogicalPlan, schema: Schema) -> Schema {
+pub(crate) fn annotated(plan: &LogicalPlan, schema: Schema) -> Arc<Schema> {
     let origins: Vec<Option<(i32, i16)>> = (0..schema.fields().len())
         .map(|i| origin(plan, i, 0))
         .collect();
     if origins.iter().all(Option::is_none) {
-        return schema;
+        return Arc::new(schema);
     }
     let fields: Vec<Field> = schema
         .fields()
@@ -53,7 +53,7 @@ pub(crate) fn annotate(plan: &LogicalPlan, schema: Schema) -> Schema {
             }
         })
         .collect();
-    Schema::new_with_metadata(fields, schema.metadata().clone())
+    Arc::new(Schema::new_with_metadata(fields, schema.metadata().clone()))
 }
 
 /// The (table OID, attnum) output column `index` of `plan` reads unchanged, if any.
@@ -121,7 +121,7 @@ fn is_concatenating(join_type: JoinType) -> bool {
     )
 }
 
-/// The origin written on `field` by [`annotate`]: (table OID, attnum), or (0, 0).
+/// The origin written on `field` by [`annotated`]: (table OID, attnum), or (0, 0).
 pub fn of_field(field: &Field) -> (i32, i16) {
     let metadata = field.metadata();
     let oid = metadata.get(TABLE_OID_KEY).and_then(|v| v.parse().ok());
@@ -130,9 +130,4 @@ pub fn of_field(field: &Field) -> (i32, i16) {
         (Some(oid), Some(attnum)) => (oid, attnum),
         _ => (0, 0),
     }
-}
-
-/// An `Arc` of `schema` annotated: see [`annotate`].
-pub(crate) fn annotated(plan: &LogicalPlan, schema: Schema) -> Arc<Schema> {
-    Arc::new(annotate(plan, schema))
 }

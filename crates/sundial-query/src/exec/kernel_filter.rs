@@ -12,6 +12,7 @@
 
 use std::sync::Arc;
 
+use datafusion::arrow::array::RecordBatch;
 use datafusion::arrow::datatypes::{DataType, Schema, TimeUnit};
 use datafusion::common::ScalarValue;
 use datafusion::logical_expr::Operator;
@@ -20,7 +21,10 @@ use datafusion::physical_expr::expressions::{
     BinaryExpr, CastExpr, Column, InListExpr, IsNotNullExpr, IsNullExpr, Literal, NotExpr,
     TryCastExpr,
 };
-use sundial_kernels::{Arith, ArithOp, CmpOp, Domain, Leaf, Predicate, Test, domain_of, sql_key};
+use sundial_kernels::{
+    Arith, ArithOp, CmpOp, ColumnValues, Domain, Leaf, Predicate, Selection, Test, domain_of,
+    sql_key,
+};
 use sundial_storage::Snapshot;
 
 /// What compiling needs to know of the columns the filter reads.
@@ -30,6 +34,17 @@ pub(crate) struct FilterColumns<'a> {
     /// The table column of each input column, for SYMBOL dictionary lookups.
     pub table_columns: &'a [usize],
     pub snapshot: &'a Snapshot,
+}
+
+/// The rows of `batch` that pass `kernel`; `None` when a column is of a kind the kernels do
+/// not read (the caller then evaluates the filter's expression).
+pub(crate) fn select(kernel: &Predicate, batch: &RecordBatch) -> Option<Selection> {
+    let columns: Vec<ColumnValues> = batch
+        .columns()
+        .iter()
+        .map(|c| ColumnValues::of(c.as_ref()))
+        .collect::<Option<_>>()?;
+    Some(kernel.select(&columns, batch.num_rows()))
 }
 
 /// `expr` as a kernel predicate, if every part of it is one the kernels evaluate.

@@ -46,10 +46,10 @@ use datafusion::physical_plan::{
     DisplayAs, DisplayFormatType, ExecutionPlan, Partitioning, PlanProperties,
     ReplaceChildrenOptions,
 };
-use sundial_kernels::{ColumnValues, Predicate};
+use sundial_kernels::Predicate;
 use sundial_storage::{Snapshot, Table, TableMeta};
 
-use super::kernel_filter::{FilterColumns, compile};
+use super::kernel_filter::{FilterColumns, compile, select};
 use crate::error::external;
 use crate::snapshot::newest_snapshot;
 
@@ -500,16 +500,8 @@ fn mask(filter: Option<&RowFilter>, batch: &RecordBatch) -> DfResult<Option<Bool
     let Some(filter) = filter else {
         return Ok(None);
     };
-    if let Some(kernel) = &filter.kernel {
-        let columns: Option<Vec<ColumnValues>> = batch
-            .columns()
-            .iter()
-            .map(|c| ColumnValues::of(c.as_ref()))
-            .collect();
-        if let Some(columns) = columns {
-            let selected = kernel.select(&columns, batch.num_rows());
-            return Ok(Some(BooleanArray::new(selected.into_bits(), None)));
-        }
+    if let Some(selected) = filter.kernel.as_ref().and_then(|k| select(k, batch)) {
+        return Ok(Some(BooleanArray::new(selected.into_bits(), None)));
     }
     let values = filter.expr.evaluate(batch)?.into_array(batch.num_rows())?;
     Ok(Some(values.as_boolean().clone()))

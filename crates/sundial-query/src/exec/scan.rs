@@ -41,12 +41,12 @@ use datafusion::physical_plan::{
     DisplayAs, DisplayFormatType, ExecutionPlan, Partitioning, PlanProperties,
     ReplaceChildrenOptions, SortOrderPushdownResult,
 };
-use sundial_kernels::{ColumnValues, Predicate, Selection};
+use sundial_kernels::{Predicate, Selection};
 use sundial_storage::{Snapshot, Table, TableMeta};
 
 pub use super::frame::Frame;
 use super::index_scan::{pick_rows, symbol_filter, symbol_filters};
-use super::kernel_filter::{FilterColumns, compile};
+use super::kernel_filter::{FilterColumns, compile, select};
 use super::zone_skip::skip_zones;
 use crate::error::external;
 use crate::key_index::KeyIndexes;
@@ -331,15 +331,8 @@ impl RowFilter {
 
     /// The rows of `tested` that pass.
     fn select(&self, tested: &RecordBatch) -> DfResult<Selection> {
-        if let Some(kernel) = &self.kernel {
-            let columns: Option<Vec<ColumnValues>> = tested
-                .columns()
-                .iter()
-                .map(|c| ColumnValues::of(c.as_ref()))
-                .collect();
-            if let Some(columns) = columns {
-                return Ok(kernel.select(&columns, tested.num_rows()));
-            }
+        if let Some(selected) = self.kernel.as_ref().and_then(|k| select(k, tested)) {
+            return Ok(selected);
         }
         Ok(Selection::from_bits(self.mask(tested)?.values()))
     }
