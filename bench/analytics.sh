@@ -9,6 +9,15 @@
 #   bench/analytics.sh
 #   RUNS=25 SERVERS=sundial bench/analytics.sh
 #   QUERIES=bench/negation-queries.txt bench/analytics.sh   # another battery (bench/negation_queries.py)
+#   QUERIES=bench/timeseries-queries.txt RUNS=7 BUDGET_MS=1500 bench/analytics.sh
+#                                        # the generated time-series battery (timeseries_queries.py)
+#   SCALE=large ...                      # devops 1000 hosts x 3 days, iot 1000 trucks x 7 days
+#
+# Each server's data is deleted once its battery ran (KEEP_DATA=1 keeps it in WORK): the
+# larger scale needs about 5 GB per server besides its 13 GB of generated lines.
+# BUDGET_MS bounds the time one query's runs may take (at least 3 timed runs), so batteries of
+# slow statements finish. Results of batteries with many queries are summarised by
+# bench/ratios.py: the distribution of Sundial/QuestDB ratios and the worst queries.
 #
 # Needs TSBS's commands (TSBS_BIN, default ../shared/tsbs/bin). Figures go to
 # bench/results/analytics-<time>.txt: one line per query with both medians and the ratio.
@@ -17,14 +26,21 @@ cd "$(dirname "$0")/.."
 TSBS_BIN=${TSBS_BIN:-../shared/tsbs/bin}
 DATA_DIR=${DATA_DIR:-/tmp/sundial-analytics-data}
 RUNS=${RUNS:-15}
+BUDGET_MS=${BUDGET_MS:-0}
+SCALE=${SCALE:-small}
 QUERIES=${QUERIES:-bench/analytics-queries.txt}
 SERVERS=${SERVERS:-"questdb sundial"}
 WORK=${WORK:-$(mktemp -d /tmp/sundial-analytics-bench.XXXXXX)}
 mkdir -p bench/results
 OUT=bench/results/analytics-$(date +%Y%m%d-%H%M%S).txt
 source bench/tsbs-data.sh
-CPU_ROWS=$(grep -c '^cpu,' "$DATA_DIR/cpu-s200-2d.ilp")
-READINGS_ROWS=$(grep -c '^readings,' "$DATA_DIR/iot-s500-7d.ilp")
+case $SCALE in
+    small) CPU_FILE=cpu-s200-2d.ilp IOT_FILE=iot-s500-7d.ilp ;;
+    large) tsbs_large; tsbs_large_iot; CPU_FILE=cpu-s1000-3d.ilp IOT_FILE=iot-s1000-7d.ilp ;;
+    *) echo "SCALE is small or large, not $SCALE" >&2; exit 1 ;;
+esac
+CPU_ROWS=$(grep -c '^cpu,' "$DATA_DIR/$CPU_FILE")
+READINGS_ROWS=$(grep -c '^readings,' "$DATA_DIR/$IOT_FILE")
 
 cargo build --release -p sundial-server -p sundial-bench
 bench/peers/questdb.sh install >/dev/null
@@ -32,7 +48,7 @@ export QDB_HTTP_PORT=19000 QDB_ILP_PORT=19009 QDB_PG_PORT=18812
 
 # TSBS's loader refuses to run while a table `cpu` exists: iot first.
 load() { # http ilp
-    for file in iot-s500-7d.ilp cpu-s200-2d.ilp; do
+    for file in "$IOT_FILE" "$CPU_FILE"; do
         "$TSBS_BIN/tsbs_load_questdb" --file="$DATA_DIR/$file" --workers=2 \
             --batch-size=10000 --url="http://$1/" --ilp-bind-to="$2" | tail -1
     done
@@ -48,7 +64,7 @@ run_battery() { # label pg
     [[ $1 == questdb || ! -d $WORK/answers/questdb ]] ||
         reference=(--reference "$WORK/answers/questdb")
     target/release/sundial-bench analytics --label "$1" --pg-addr "$2" \
-        --queries "$QUERIES" --runs "$RUNS" \
+        --queries "$QUERIES" --runs "$RUNS" --budget-ms "$BUDGET_MS" \
         --answers "$WORK/answers/$1" "${reference[@]}"
 }
 
@@ -57,6 +73,7 @@ run_sundial() {
     load 127.0.0.1:29000 127.0.0.1:29009
     run_battery sundial 127.0.0.1:28812
     bench/peers/sundial.sh stop "$WORK/sundial"
+    [[ -n ${KEEP_DATA:-} ]] || rm -rf "$WORK/sundial/data"
 }
 
 run_questdb() {
@@ -66,6 +83,7 @@ run_questdb() {
     load 127.0.0.1:$QDB_HTTP_PORT 127.0.0.1:$QDB_ILP_PORT
     run_battery questdb 127.0.0.1:$QDB_PG_PORT
     bench/peers/questdb.sh stop "$root"
+    [[ -n ${KEEP_DATA:-} ]] || rm -rf "$root"
 }
 
 # Joins the servers' `result:` lines: both medians, Sundial's time as a share of QuestDB's,
@@ -96,7 +114,7 @@ table() {
 }
 
 {
-    echo "# bench/analytics.sh $(date -u +%FT%TZ): cpu $CPU_ROWS rows, readings $READINGS_ROWS rows, runs=$RUNS, queries=$QUERIES"
+    echo "# bench/analytics.sh $(date -u +%FT%TZ): scale=$SCALE, cpu $CPU_ROWS rows, readings $READINGS_ROWS rows, runs=$RUNS, budget_ms=$BUDGET_MS, queries=$QUERIES"
     target/release/sundial-bench membw
     for server in $SERVERS; do
         "run_$server"
@@ -105,6 +123,8 @@ table() {
 table <"$OUT.raw" | tee "$OUT"
 cat "$OUT.raw" >>"$OUT"
 rm "$OUT.raw"
-# A chart of the results next to them (bench/chart.py); a failure there loses no figures.
+# The ratios' distribution, and a chart of the results next to them (bench/chart.py); a
+# failure there loses no figures.
+python3 bench/ratios.py "$OUT" | tee -a "$OUT" || true
 python3 bench/chart.py "$OUT" || echo "no chart for $OUT" >&2
 echo "results in $OUT"

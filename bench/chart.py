@@ -12,6 +12,10 @@ with each bar's value, and where both servers have a value the ratio between the
                QuestDB / Sundial. A type a server rejected shows "fails".
 - ingest-*    (bench/ingest.sh): rows/s until queryable per set and worker count; Sundial / QuestDB.
 - analytics-* (bench/analytics.sh): median ms per query of the battery; QuestDB / Sundial.
+               A battery of more than DISTRIBUTION_MIN queries (a generated one) is drawn as
+               the distribution of Sundial / QuestDB ratios instead: one bar per query, sorted,
+               coloured by family, on a log scale with the goal (0.5) and parity (1) marked,
+               and the worst ten named below.
 - cold-*      (bench/cold.sh): hot, cold (cached) and uncached medians per query; cold / hot
                and uncached / hot.
 - ilp-*       (bench/ilp.sh): rows/s per file and protocol; Sundial / QuestDB.
@@ -33,6 +37,7 @@ import sys
 from xml.sax.saxutils import escape, quoteattr
 
 CHART_LOG_SPAN = 30
+DISTRIBUTION_MIN = 40
 WIDTH = 980
 FONT = "DejaVu Sans, Helvetica, Arial, sans-serif"
 COLOURS = {"sundial": "#E69F00", "questdb": "#0072B2", "hot": "#D55E00",
@@ -177,7 +182,7 @@ def chart_cold(records, metric):
 def chart_analytics(records, metric):
     recs = [r for r in records if "query" in r and "label" in r]
     metric = metric or "median_ms"
-    panels = [("27 ad-hoc queries over PostgreSQL (bench/analytics-queries.txt)",
+    panels = [("%d ad-hoc queries over PostgreSQL" % len({r["query"] for r in recs}),
                grouped(recs, lambda r: r["query"], lambda r: r["label"],
                        lambda r: "fails" if "failed:" in r["_words"] else number(r.get(metric))))]
     return dict(kind="analytics", higher=False, unit="median ms",
@@ -453,6 +458,69 @@ def render_svg(chart, subtitle, log=None):
             % (WIDTH, height, WIDTH, height, quoteattr(FONT), "\n".join(out)))
 
 
+def distribution_svg(records, subtitle):
+    """Sundial / QuestDB median ratios of every query both ran, sorted, as one bar each."""
+    medians = {}
+    for r in records:
+        if "query" in r and "median_ms" in r and "failed:" not in r["_words"]:
+            medians.setdefault(r["query"], {})[r.get("label")] = number(r["median_ms"])
+    ratios = sorted(((m["sundial"] / m["questdb"], q) for q, m in medians.items()
+                     if m.get("sundial") and m.get("questdb")), reverse=True)
+    if not ratios:
+        raise ChartError("no query with both servers' medians")
+    families = list(dict.fromkeys(sorted(q.rsplit("_", 1)[0] for _, q in ratios)))
+    palette = PALETTE + [COLOURS["questdb"], COLOURS["sundial"], "#8C8C8C"]
+    colour = {f: palette[i % len(palette)] for i, f in enumerate(families)}
+    lo = min(0.05, min(r for r, _ in ratios))
+    hi = max(2.0, max(r for r, _ in ratios))
+    x0, x1, top, plot_h = 70, WIDTH - 20, 70, 360
+    bottom = top + plot_h
+    y = lambda v: bottom - (math.log10(v) - math.log10(lo)) / (math.log10(hi) - math.log10(lo)) * plot_h
+    step = (x1 - x0) / len(ratios)
+    out = [text(20, 26, "Sundial ÷ QuestDB median time per query, %d generated queries "
+                        "(lower is better)" % len(ratios), size=16, weight="bold"),
+           text(20, 46, subtitle, size=11, fill="#555")]
+    for t in [v for v in (0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1, 2, 5, 10, 20, 50, 100, 200)
+              if lo <= v <= hi]:
+        out.append('<line x1="%d" y1="%.1f" x2="%d" y2="%.1f" stroke="#eee"/>' % (x0, y(t), x1, y(t)))
+        out.append(text(x0 - 6, y(t) + 4, format_tick(t), size=10, anchor="end", fill="#555"))
+    for i, (r, q) in enumerate(ratios):
+        bar_top, base = sorted((y(r), y(1)))
+        out.append('<rect x="%.2f" y="%.1f" width="%.2f" height="%.1f" fill="%s"><title>%s</title></rect>'
+                   % (x0 + i * step, bar_top, max(step - 0.3, 0.5), max(base - bar_top, 0.5),
+                      colour[q.rsplit("_", 1)[0]], escape("%s %.2f" % (q, r))))
+    for v, label, dash in ((1, "parity", ""), (0.5, "goal: half of QuestDB's time", "6,4")):
+        out.append('<line x1="%d" y1="%.1f" x2="%d" y2="%.1f" stroke="#222" stroke-dasharray="%s"/>'
+                   % (x0, y(v), x1, y(v), dash))
+        out.append(text(x1 - 4, y(v) - 4, label, size=10, anchor="end", fill="#222"))
+    n = len(ratios)
+    at_goal = sum(1 for r, _ in ratios if r <= 0.5)
+    at_par = sum(1 for r, _ in ratios if r <= 1)
+    median = sorted(r for r, _ in ratios)[n // 2]
+    ly = bottom + 24
+    out.append(text(x0, ly, "median %.2f; at most 0.5: %d of %d; at most 1: %d; above 1: %d"
+                    % (median, at_goal, n, at_par, n - at_par), size=12))
+    lx = x0
+    ly += 22
+    for f in families:
+        count = sum(1 for _, q in ratios if q.rsplit("_", 1)[0] == f)
+        label = "%s (%d)" % (f, count)
+        out.append('<rect x="%d" y="%d" width="12" height="12" fill="%s"/>' % (lx, ly - 10, colour[f]))
+        out.append(text(lx + 16, ly, label, size=11))
+        lx += 16 + text_width(label, 11) + 18
+    ly += 24
+    out.append(text(x0, ly, "worst ten:", size=12, weight="bold"))
+    for r, q in ratios[:10]:
+        ly += 16
+        out.append(text(x0, ly, "%.2f  %s" % (r, q), size=11))
+    height = ly + 16
+    return ('<?xml version="1.0" encoding="UTF-8"?>\n'
+            '<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" '
+            'viewBox="0 0 %d %d" font-family=%s>\n'
+            '<rect width="100%%" height="100%%" fill="#fff"/>\n%s\n</svg>\n'
+            % (WIDTH, height, WIDTH, height, quoteattr(FONT), "\n".join(out)))
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("results", help="a bench/results/*.txt file")
@@ -467,8 +535,12 @@ def main(argv=None):
         if not records:
             raise ChartError("no `result:` lines")
         chart = build_chart(records, args.metric)
-        svg = render_svg(chart, run_description(args.results, header),
-                         log=True if args.log else False if args.linear else None)
+        queries = {r["query"] for r in records if "query" in r}
+        if chart["kind"] == "analytics" and len(queries) > DISTRIBUTION_MIN:
+            svg = distribution_svg(records, run_description(args.results, header))
+        else:
+            svg = render_svg(chart, run_description(args.results, header),
+                             log=True if args.log else False if args.linear else None)
     except (ChartError, OSError) as e:
         print("chart.py: %s: %s" % (args.results, e), file=sys.stderr)
         return 1

@@ -1,7 +1,7 @@
 # Sourced by bench/analytics.sh and bench/ingest.sh: TSBS's devops (200 hosts x 2 days) and iot
 # (500 trucks x 7 days) data, generated once with tsbs_generate_data into DATA_DIR, and the
 # helpers both scripts use; `tsbs_large` generates IoTDB's published devops set (1000 hosts x
-# 3 days, 25.92M rows, about 9 GB) on first use. Needs TSBS_BIN and DATA_DIR.
+# 3 days, 25.92M rows, about 9 GB) on first use, `tsbs_large_iot` iot at 1000 trucks. Needs TSBS_BIN and DATA_DIR.
 mkdir -p "$DATA_DIR"
 
 tsbs_generate() { # file flags...
@@ -18,6 +18,12 @@ tsbs_generate iot-s500-7d.ilp --use-case=iot --scale=500 \
 tsbs_large() {
     tsbs_generate cpu-s1000-3d.ilp --use-case=cpu-only --scale=1000 \
         --timestamp-end=2016-01-04T00:00:00Z --log-interval=10s
+}
+# The iot set at twice the trucks (1000 x 7 days, about 9M readings and as many diagnostics,
+# 4.3 GB), bench/analytics.sh's larger scale with tsbs_large.
+tsbs_large_iot() {
+    tsbs_generate iot-s1000-7d.ilp --use-case=iot --scale=1000 \
+        --timestamp-end=2016-01-08T00:00:00Z --log-interval=60s
 }
 
 # `SELECT count(*) FROM table` over a server's HTTP /exec; empty if it fails.

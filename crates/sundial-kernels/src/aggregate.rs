@@ -46,6 +46,48 @@ const LANES: usize = 8;
 
 /// Passing rows from which a grouped fold takes a block's 64 rows without branching.
 const DENSE_BLOCK_ROWS_MIN: u32 = 40;
+/// Passing rows of a 64-row block from which an ungrouped fold takes all 64 values, masked
+/// (a masked block costs about what visiting a dozen single rows does).
+const MASKED_BLOCK_ROWS_MIN: u32 = 12;
+
+/// For each byte of a selection word, a mask per bit: all ones where the row passes.
+static BYTE_MASKS: [[u64; 8]; 256] = byte_masks();
+
+const fn byte_masks() -> [[u64; 8]; 256] {
+    let mut table = [[0u64; 8]; 256];
+    let mut byte = 0;
+    while byte < 256 {
+        let mut bit = 0;
+        while bit < 8 {
+            if (byte >> bit) & 1 == 1 {
+                table[byte][bit] = u64::MAX;
+            }
+            bit += 1;
+        }
+        byte += 1;
+    }
+    table
+}
+
+/// A fold's value kept where its mask is all ones, else replaced by `identity`: bit
+/// operations, so masked blocks vectorise.
+trait Masked: Copy {
+    fn masked(self, mask: u64, identity: Self) -> Self;
+}
+
+impl Masked for i64 {
+    #[inline(always)]
+    fn masked(self, mask: u64, identity: i64) -> i64 {
+        (self & mask as i64) | (identity & !mask as i64)
+    }
+}
+
+impl Masked for f64 {
+    #[inline(always)]
+    fn masked(self, mask: u64, identity: f64) -> f64 {
+        f64::from_bits((self.to_bits() & mask) | (identity.to_bits() & !mask))
+    }
+}
 
 impl Accumulator {
     pub fn new(fold: Fold) -> Accumulator {
@@ -73,6 +115,18 @@ impl Accumulator {
             Fold::SumFloat => self.floats.resize(slots, 0.0),
             Fold::MinInt | Fold::MinFloat => self.ints.resize(slots, i64::MAX),
             Fold::MaxInt | Fold::MaxFloat => self.ints.resize(slots, i64::MIN),
+        }
+    }
+
+    /// `slot` (ensured) back to no values.
+    pub fn reset_slot(&mut self, slot: usize) {
+        self.counts[slot] = 0;
+        match self.fold {
+            Fold::Count => {}
+            Fold::SumInt => self.ints[slot] = 0,
+            Fold::SumFloat => self.floats[slot] = 0.0,
+            Fold::MinInt | Fold::MinFloat => self.ints[slot] = i64::MAX,
+            Fold::MaxInt | Fold::MaxFloat => self.ints[slot] = i64::MIN,
         }
     }
 
@@ -264,7 +318,7 @@ impl Accumulator {
             return;
         }
         macro_rules! ungrouped {
-            ($init:expr, $step:expr, $merge:expr, $out:expr) => {{
+            ($init:expr; $key:expr; $combine:expr; $out:expr) => {{
                 let mut lanes = [$init; LANES];
                 let mut rest = $init;
                 let mut n = 0u64;
@@ -273,22 +327,35 @@ impl Accumulator {
                         let block: &[T; 64] = values[base..base + 64].try_into().expect("64");
                         for chunk in block.chunks_exact(LANES) {
                             for l in 0..LANES {
-                                lanes[l] = $step(lanes[l], chunk[l]);
+                                lanes[l] = $combine(lanes[l], $key(chunk[l]));
                             }
                         }
                         n += 64;
+                    } else if bits.count_ones() >= MASKED_BLOCK_ROWS_MIN && base + 64 <= len {
+                        // Enough rows pass (a few NULLs or filtered rows): fold all 64, each
+                        // row that does not pass replaced by the fold's identity through a
+                        // mask of its bit, so the loop vectorises as the full one does.
+                        let block: &[T; 64] = values[base..base + 64].try_into().expect("64");
+                        for (c, chunk) in block.chunks_exact(LANES).enumerate() {
+                            let masks = &BYTE_MASKS[((bits >> (c * LANES)) & 0xff) as usize];
+                            for l in 0..LANES {
+                                let key = $key(chunk[l]).masked(masks[l], $init);
+                                lanes[l] = $combine(lanes[l], key);
+                            }
+                        }
+                        n += u64::from(bits.count_ones());
                     } else {
                         let mut bits = bits;
                         n += u64::from(bits.count_ones());
                         while bits != 0 {
                             let row = base + bits.trailing_zeros() as usize;
                             bits &= bits - 1;
-                            rest = $step(rest, values[row]);
+                            rest = $combine(rest, $key(values[row]));
                         }
                     }
                 });
                 counts[0] += n;
-                $out(lanes.into_iter().fold(rest, $merge));
+                $out(lanes.into_iter().fold(rest, $combine));
             }};
         }
         match self.fold {
@@ -300,39 +367,39 @@ impl Accumulator {
                 counts[0] += n;
             }
             Fold::SumInt => ungrouped!(
-                0i64,
-                |a: i64, v: T| a.wrapping_add(v.to_i64()),
-                |a: i64, b: i64| a.wrapping_add(b),
+                0i64;
+                |v: T| v.to_i64();
+                i64::wrapping_add;
                 |s: i64| ints[0] = ints[0].wrapping_add(s)
             ),
             Fold::SumFloat => ungrouped!(
-                0f64,
-                |a: f64, v: T| a + v.to_f64(),
-                |a: f64, b: f64| a + b,
+                0f64;
+                |v: T| v.to_f64();
+                |a: f64, b: f64| a + b;
                 |s: f64| floats[0] += s
             ),
             Fold::MinInt => ungrouped!(
-                i64::MAX,
-                |a: i64, v: T| a.min(v.to_i64()),
-                i64::min,
+                i64::MAX;
+                |v: T| v.to_i64();
+                i64::min;
                 |s: i64| ints[0] = ints[0].min(s)
             ),
             Fold::MaxInt => ungrouped!(
-                i64::MIN,
-                |a: i64, v: T| a.max(v.to_i64()),
-                i64::max,
+                i64::MIN;
+                |v: T| v.to_i64();
+                i64::max;
                 |s: i64| ints[0] = ints[0].max(s)
             ),
             Fold::MinFloat => ungrouped!(
-                i64::MAX,
-                |a: i64, v: T| a.min(total_key(v.to_f64())),
-                i64::min,
+                i64::MAX;
+                |v: T| total_key(v.to_f64());
+                i64::min;
                 |s: i64| ints[0] = ints[0].min(s)
             ),
             Fold::MaxFloat => ungrouped!(
-                i64::MIN,
-                |a: i64, v: T| a.max(total_key(v.to_f64())),
-                i64::max,
+                i64::MIN;
+                |v: T| total_key(v.to_f64());
+                i64::max;
                 |s: i64| ints[0] = ints[0].max(s)
             ),
         }

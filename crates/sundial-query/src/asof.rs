@@ -24,6 +24,7 @@ use std::fmt;
 use std::sync::Arc;
 
 use async_trait::async_trait;
+use datafusion::arrow::datatypes::DataType;
 use datafusion::catalog::Session;
 use datafusion::common::tree_node::{Transformed, TreeNode};
 use datafusion::common::{Column, DFSchema, DFSchemaRef, JoinType, ScalarValue};
@@ -355,7 +356,7 @@ fn key_pair(e: &Expr, left: &DFSchema, right: &DFSchema, clause: &str) -> DfResu
 
 /// The column of `plan`'s output that carries a table's designated timestamp, in that
 /// table's order: through aliases, projections, filters, sorts and limits, time joins (their
-/// left side's), and a SAMPLE BY's bucket.
+/// left side's), a SAMPLE BY's bucket, and a sort ascending by a timestamp column.
 fn designated_time(plan: &LogicalPlan) -> Option<Column> {
     match plan {
         LogicalPlan::TableScan(scan) => {
@@ -392,7 +393,16 @@ fn designated_time(plan: &LogicalPlan) -> Option<Column> {
             _ => None,
         },
         LogicalPlan::Filter(f) => designated_time(&f.input),
-        LogicalPlan::Sort(s) => designated_time(&s.input),
+        // Rows sorted by a timestamp column (a subquery that declares `timestamp(ts)`) are
+        // in that column's order whatever their source.
+        LogicalPlan::Sort(s) => designated_time(&s.input).or_else(|| {
+            let first = s.expr.first().filter(|e| e.asc)?;
+            let Expr::Column(c) = &first.expr else {
+                return None;
+            };
+            let (_, field) = s.input.schema().qualified_field_from_column(c).ok()?;
+            matches!(field.data_type(), DataType::Timestamp(..)).then(|| c.clone())
+        }),
         LogicalPlan::Limit(l) => designated_time(&l.input),
         _ => None,
     }

@@ -411,6 +411,50 @@ fn unit_step(unit: Unit) -> Option<Step> {
     Stride { count: 1, unit }.step()
 }
 
+/// A physical `timestamp_floor(stride, column[, origin[, zone]])` whose stride has a fixed
+/// length (not months or years), with a constant origin or none and no time zone: the
+/// timestamp column's index, the step and the origin in nanoseconds, so that a row's bucket
+/// is `origin + (t - origin).div_euclid(step) * step`, as the function computes it. Lets an
+/// operator over rows in time order compute a bucket once per run of rows, not per row.
+pub(crate) fn fixed_floor(
+    expr: &Arc<dyn datafusion::physical_expr::PhysicalExpr>,
+) -> Option<(usize, i64, i64)> {
+    use datafusion::physical_expr::ScalarFunctionExpr;
+    use datafusion::physical_expr::expressions::{Column, Literal};
+    let f = expr.downcast_ref::<ScalarFunctionExpr>()?;
+    if f.name() != "timestamp_floor" {
+        return None;
+    }
+    let args = f.args();
+    let literal = |i: usize| {
+        args.get(i)
+            .and_then(|a| a.downcast_ref::<Literal>())
+            .map(Literal::value)
+    };
+    let stride = match literal(0)? {
+        ScalarValue::Utf8(Some(s))
+        | ScalarValue::LargeUtf8(Some(s))
+        | ScalarValue::Utf8View(Some(s)) => Stride::parse(s.as_str()).ok()?,
+        _ => return None,
+    };
+    let Step::Nanos(step) = stride.step()? else {
+        return None;
+    };
+    let column = args.get(1)?.downcast_ref::<Column>()?.index();
+    let origin = match args.get(2) {
+        None => None,
+        Some(_) => match literal(2)? {
+            ScalarValue::TimestampNanosecond(t, _) => *t,
+            v if v.is_null() => None,
+            _ => return None,
+        },
+    };
+    if args.len() > 4 || (args.len() == 4 && !literal(3).is_some_and(ScalarValue::is_null)) {
+        return None;
+    }
+    (step > 0).then_some((column, step, origin.unwrap_or(stride.calendar_origin())))
+}
+
 /// Buckets `ts` by `step` from `origin`, in `zone`'s wall time.
 fn floor(
     ts: &TimestampNanosecondArray,

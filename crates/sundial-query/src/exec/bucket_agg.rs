@@ -16,6 +16,12 @@
 //! bucket starts. The final aggregate above merges them as before. Rows out of order only cost
 //! extra partial rows (the final aggregate merges equal groups), never wrong results.
 //!
+//! A stride of fixed length (`timestamp_floor` by seconds to weeks, no time zone) computes one
+//! bucket per run, the run ending where a timestamp leaves it; other buckets are evaluated per
+//! row. Sums, minima and maxima fold each run with the scan kernels of `sundial-kernels`
+//! (vectorised, NULL-aware, a slot per key code), merged into the bucket's states when it
+//! closes; counts read only validity bitmaps.
+//!
 //! Fused: `count`, `sum`, `avg`, `min`, `max` over DOUBLE, LONG, INT and TIMESTAMP
 //! arguments, grouped by the bucket and at most one SYMBOL column. Anything else (DISTINCT,
 //! FILTER, ordered aggregates, other keys) keeps DataFusion's hash aggregate.
@@ -31,7 +37,9 @@ use datafusion::arrow::array::{
 use datafusion::arrow::buffer::NullBuffer;
 use datafusion::arrow::compute::SortOptions;
 use datafusion::arrow::compute::cast;
-use datafusion::arrow::datatypes::{DataType, Float64Type, Int32Type, Int64Type, SchemaRef};
+use datafusion::arrow::datatypes::{
+    DataType, Float64Type, Int32Type, Int64Type, SchemaRef, TimestampNanosecondType,
+};
 use datafusion::common::tree_node::{Transformed, TreeNode, TreeNodeRecursion};
 use datafusion::config::ConfigOptions;
 use datafusion::error::{DataFusionError, Result as DfResult};
@@ -52,6 +60,9 @@ use datafusion::physical_plan::{
     PlanProperties,
 };
 use futures::StreamExt;
+
+use sundial_kernels::ColumnValues;
+use sundial_kernels::{Accumulator as Kernel, Fold, Slots as KernelSlots};
 
 use super::partial_agg::{final_over, fuse_partial_stage, states_at};
 
@@ -454,6 +465,10 @@ trait Native: Copy + Default {
     fn plus(self, other: Self) -> Self;
     /// Total order: NaN above every number, as DataFusion's `max` and `min` have it.
     fn above(self, other: Self) -> bool;
+    /// The scan kernels' fold computing `op` over values of this type.
+    fn fold(op: Op) -> Fold;
+    /// The value of `slot` of a kernel accumulator of this type.
+    fn of_kernel(kernel: &Kernel, slot: usize) -> Self;
 }
 
 impl Native for f64 {
@@ -462,6 +477,17 @@ impl Native for f64 {
     }
     fn above(self, other: Self) -> bool {
         self.total_cmp(&other).is_gt()
+    }
+    fn fold(op: Op) -> Fold {
+        match op {
+            Op::Min => Fold::MinFloat,
+            Op::Max => Fold::MaxFloat,
+            Op::Count => Fold::Count,
+            Op::Sum | Op::Avg => Fold::SumFloat,
+        }
+    }
+    fn of_kernel(kernel: &Kernel, slot: usize) -> Self {
+        kernel.float(slot)
     }
 }
 
@@ -472,6 +498,17 @@ impl Native for i64 {
     fn above(self, other: Self) -> bool {
         self > other
     }
+    fn fold(op: Op) -> Fold {
+        match op {
+            Op::Min => Fold::MinInt,
+            Op::Max => Fold::MaxInt,
+            Op::Count => Fold::Count,
+            Op::Sum | Op::Avg => Fold::SumInt,
+        }
+    }
+    fn of_kernel(kernel: &Kernel, slot: usize) -> Self {
+        kernel.int(slot)
+    }
 }
 
 /// One aggregate's states, a slot per key.
@@ -480,6 +517,9 @@ struct Slots<T> {
     values: Vec<T>,
     /// Values seen (rows, for `count`).
     counts: Vec<u64>,
+    /// The scan kernels' states (vectorised and NULL-aware), merged into `values` when the
+    /// bucket closes.
+    kernel: Option<Kernel>,
 }
 
 impl<T: Native> Slots<T> {
@@ -488,6 +528,53 @@ impl<T: Native> Slots<T> {
             op,
             values: Vec::new(),
             counts: Vec::new(),
+            kernel: None,
+        }
+    }
+
+    /// Folds rows `rows` of `array` with the scan kernels, into slot 0 or each row's slot of
+    /// `row_slots`. Returns false (and folds nothing) when the kernels cannot read the array.
+    fn update_kernel(
+        &mut self,
+        array: &dyn Array,
+        rows: Range<usize>,
+        row_slots: Option<&[u32]>,
+    ) -> bool {
+        let part = array.slice(rows.start, rows.len());
+        let Some(values) = ColumnValues::of(part.as_ref()) else {
+            return false;
+        };
+        let slot_count = self.counts.len().max(1);
+        let kernel = self
+            .kernel
+            .get_or_insert_with(|| Kernel::new(T::fold(self.op)));
+        kernel.ensure(slot_count);
+        let slots = match row_slots {
+            None => KernelSlots::One,
+            Some(slots) => KernelSlots::PerRow(&slots[rows.clone()]),
+        };
+        kernel.update(Some(&values), None, slots, rows.len());
+        true
+    }
+
+    /// Moves the kernel's state of `slot` into the slots and resets it there.
+    fn absorb_kernel(&mut self, slot: usize) {
+        let Some(kernel) = &mut self.kernel else {
+            return;
+        };
+        let n = kernel.count(slot);
+        if n > 0 {
+            let v = T::of_kernel(kernel, slot);
+            let (value, count) = (&mut self.values[slot], &mut self.counts[slot]);
+            *value = match self.op {
+                _ if *count == 0 => v,
+                Op::Sum | Op::Avg => value.plus(v),
+                Op::Min if value.above(v) => v,
+                Op::Max if v.above(*value) => v,
+                _ => *value,
+            };
+            *count += n;
+            kernel.reset_slot(slot);
         }
     }
 
@@ -498,26 +585,70 @@ impl<T: Native> Slots<T> {
         }
     }
 
-    /// Adds `rows` of `values` (NULLs skipped), each to the slot `slot_of` gives.
+    /// Adds `rows` of `values` (NULLs skipped), each to the slot `slot_of` gives (`None`:
+    /// all to slot 0). The operation is chosen once per call, not per row.
     fn update(
         &mut self,
         values: &[T],
         nulls: Option<&NullBuffer>,
         rows: Range<usize>,
-        slot_of: impl Fn(usize) -> usize,
+        slot_of: Option<impl Fn(usize) -> usize>,
     ) {
+        match self.op {
+            Op::Count => self.count_rows(nulls, rows, slot_of),
+            Op::Sum | Op::Avg => self.fold(values, nulls, rows, slot_of, false, T::plus),
+            Op::Min => self.fold(values, nulls, rows, slot_of, true, |value, v| {
+                if value.above(v) { v } else { value }
+            }),
+            Op::Max => self.fold(values, nulls, rows, slot_of, true, |value, v| {
+                if v.above(value) { v } else { value }
+            }),
+        }
+    }
+
+    /// Folds with `step`; with `replace_first`, a slot's first value replaces its state (so
+    /// `min` and `max` start from a value; sums start from zero).
+    #[inline(always)]
+    fn fold(
+        &mut self,
+        values: &[T],
+        nulls: Option<&NullBuffer>,
+        rows: Range<usize>,
+        slot_of: Option<impl Fn(usize) -> usize>,
+        replace_first: bool,
+        step: impl Fn(T, T) -> T,
+    ) {
+        let nulls = nulls.filter(|n| n.null_count() > 0);
+        let Some(slot_of) = slot_of else {
+            // One slot: the state stays in registers over the run.
+            let (mut value, mut count) = (self.values[0], self.counts[0]);
+            let mut add = |v: T| {
+                value = if replace_first && count == 0 {
+                    v
+                } else {
+                    step(value, v)
+                };
+                count += 1;
+            };
+            match nulls {
+                None => values[rows].iter().for_each(|&v| add(v)),
+                Some(n) => rows
+                    .filter(|&row| n.is_valid(row))
+                    .for_each(|row| add(values[row])),
+            }
+            (self.values[0], self.counts[0]) = (value, count);
+            return;
+        };
         for row in rows {
             if nulls.is_some_and(|n| n.is_null(row)) {
                 continue;
             }
             let (slot, v) = (slot_of(row), values[row]);
             let (value, count) = (&mut self.values[slot], &mut self.counts[slot]);
-            *value = match self.op {
-                Op::Count => *value,
-                Op::Sum | Op::Avg => value.plus(v),
-                Op::Min if *count == 0 || value.above(v) => v,
-                Op::Max if *count == 0 || v.above(*value) => v,
-                Op::Min | Op::Max => *value,
+            *value = if replace_first && *count == 0 {
+                v
+            } else {
+                step(*value, v)
             };
             *count += 1;
         }
@@ -527,8 +658,16 @@ impl<T: Native> Slots<T> {
         &mut self,
         nulls: Option<&NullBuffer>,
         rows: Range<usize>,
-        slot_of: impl Fn(usize) -> usize,
+        slot_of: Option<impl Fn(usize) -> usize>,
     ) {
+        let nulls = nulls.filter(|n| n.null_count() > 0);
+        let Some(slot_of) = slot_of else {
+            self.counts[0] += match nulls {
+                None => rows.len() as u64,
+                Some(n) => (rows.len() - n.slice(rows.start, rows.len()).null_count()) as u64,
+            };
+            return;
+        };
         for row in rows {
             if nulls.is_none_or(|n| n.is_valid(row)) {
                 self.counts[slot_of(row)] += 1;
@@ -538,6 +677,7 @@ impl<T: Native> Slots<T> {
 
     /// The slot's value, or `None` if it saw none; and resets the slot.
     fn take(&mut self, slot: usize) -> (Option<T>, u64) {
+        self.absorb_kernel(slot);
         let count = std::mem::take(&mut self.counts[slot]);
         let value = std::mem::take(&mut self.values[slot]);
         ((count > 0).then_some(value), count)
@@ -621,7 +761,8 @@ impl Accumulator {
         })
     }
 
-    fn update(&mut self, arg: &Argument, rows: Range<usize>, slot_of: impl Fn(usize) -> usize) {
+    fn update(&mut self, arg: &Argument, rows: Range<usize>, row_slots: Option<&[u32]>) {
+        let slot_of = row_slots.map(|slots| move |row: usize| slots[row] as usize);
         match (self, arg) {
             (Accumulator::Count { slots, .. }, Argument::Rows { all: true }) => {
                 slots.count_rows(None, rows, slot_of)
@@ -630,10 +771,16 @@ impl Accumulator {
                 slots.count_rows(nulls.as_ref(), rows, slot_of)
             }
             (Accumulator::F64 { slots, .. } | Accumulator::Avg { slots, .. }, Argument::F64(a)) => {
-                slots.update(a.values(), a.nulls(), rows, slot_of)
+                let folded = slots.update_kernel(a, rows.clone(), row_slots);
+                if !folded {
+                    slots.update(a.values(), a.nulls(), rows, slot_of)
+                }
             }
             (Accumulator::I64 { slots, .. }, Argument::I64(a)) => {
-                slots.update(a.values(), a.nulls(), rows, slot_of)
+                let folded = slots.update_kernel(a, rows.clone(), row_slots);
+                if !folded {
+                    slots.update(a.values(), a.nulls(), rows, slot_of)
+                }
             }
             // A NULL constant counts nothing; `argument` builds no other pairs.
             _ => {}
@@ -683,6 +830,8 @@ impl Accumulator {
 /// One partition's aggregation.
 struct Aggregation {
     bucket: Arc<dyn PhysicalExpr>,
+    /// The bucket as (timestamp column, step, origin) when its stride has a fixed length.
+    fixed: Option<(usize, i64, i64)>,
     key: Option<Arc<dyn PhysicalExpr>>,
     /// The bucket's position among the group columns (the key has the other).
     bucket_at: usize,
@@ -707,6 +856,7 @@ impl Aggregation {
     fn new(exec: &BucketAggregateExec, batch_rows: usize) -> Self {
         Aggregation {
             bucket: exec.bucket.0.clone(),
+            fixed: crate::functions::fixed_floor(&exec.bucket.0),
             key: exec.key.as_ref().map(|(k, _)| k.clone()),
             bucket_at: exec.bucket.1,
             args: exec.aggregates.iter().map(|a| a.arg.clone()).collect(),
@@ -728,7 +878,7 @@ impl Aggregation {
         if n == 0 {
             return Ok(());
         }
-        let buckets = as_i64(self.bucket.evaluate(batch)?.into_array(n)?)?;
+        let runs = self.runs(batch)?;
         let codes = match &self.key {
             Some(key) => Some(self.key_codes(key.evaluate(batch)?.into_array(n)?)?),
             None => None,
@@ -737,13 +887,17 @@ impl Aggregation {
         self.is_touched
             .resize(slots.max(self.is_touched.len()), false);
         let args = self.arguments(batch, slots)?;
-        let mut start = 0;
-        while start < n {
-            let bucket = buckets.is_valid(start).then(|| buckets.value(start));
-            let mut end = start + 1;
-            while end < n && buckets.is_valid(end).then(|| buckets.value(end)) == bucket {
-                end += 1;
-            }
+        // Each row's slot, once per batch: its key's code + 1, 0 for NULL.
+        let row_slots: Option<Vec<u32>> = codes.as_ref().map(|codes| match codes.nulls() {
+            None => codes.values().iter().map(|&c| c as u32 + 1).collect(),
+            Some(nulls) => codes
+                .values()
+                .iter()
+                .zip(nulls.iter())
+                .map(|(&c, valid)| if valid { c as u32 + 1 } else { 0 })
+                .collect(),
+        });
+        for (bucket, rows) in runs {
             if self.open != Some(bucket) {
                 if self.emit == Emit::Values
                     && self.open.is_some_and(|open| !comes_after(bucket, open))
@@ -756,10 +910,60 @@ impl Aggregation {
                 self.close_bucket();
                 self.open = Some(bucket);
             }
-            self.add_run(codes.as_ref(), &args, start..end);
-            start = end;
+            self.add_run(row_slots.as_deref(), &args, rows);
         }
         Ok(())
+    }
+
+    /// The runs of consecutive rows of `batch` with one bucket. A fixed-length stride over
+    /// a timestamp column without NULLs computes a bucket per run: the run goes on while
+    /// the timestamps stay inside that bucket, one comparison per row. Otherwise the bucket
+    /// expression is evaluated for every row.
+    fn runs(&self, batch: &RecordBatch) -> DfResult<Vec<(Option<i64>, Range<usize>)>> {
+        let n = batch.num_rows();
+        let mut runs = Vec::new();
+        if let Some((column, step, origin)) = self.fixed
+            && let Some(ts) = batch
+                .column(column)
+                .as_primitive_opt::<TimestampNanosecondType>()
+            && ts.null_count() == 0
+        {
+            let ts = ts.values();
+            let mut start = 0;
+            while start < n {
+                let t = ts[start];
+                let lo = t
+                    .checked_sub(origin)
+                    .and_then(|d| d.div_euclid(step).checked_mul(step))
+                    .and_then(|d| d.checked_add(origin));
+                let Some(lo) = lo else {
+                    // Out of the range a bucket can start in: the function says NULL.
+                    runs.push((None, start..start + 1));
+                    start += 1;
+                    continue;
+                };
+                let hi = lo.saturating_add(step);
+                let end = ts[start + 1..]
+                    .iter()
+                    .position(|&u| u < lo || u >= hi)
+                    .map_or(n, |p| start + 1 + p);
+                runs.push((Some(lo), start..end));
+                start = end;
+            }
+            return Ok(runs);
+        }
+        let buckets = as_i64(self.bucket.evaluate(batch)?.into_array(n)?)?;
+        let mut start = 0;
+        while start < n {
+            let bucket = buckets.is_valid(start).then(|| buckets.value(start));
+            let mut end = start + 1;
+            while end < n && buckets.is_valid(end).then(|| buckets.value(end)) == bucket {
+                end += 1;
+            }
+            runs.push((bucket, start..end));
+            start = end;
+        }
+        Ok(runs)
     }
 
     /// The key's SYMBOL codes; remembers the dictionary.
@@ -802,25 +1006,18 @@ impl Aggregation {
         Ok(args)
     }
 
-    /// Adds rows `rows`, all of the open bucket.
-    fn add_run(&mut self, codes: Option<&Int32Array>, args: &[Argument], rows: Range<usize>) {
-        match codes {
+    /// Adds rows `rows`, all of the open bucket; `slots` holds each row's slot when keyed.
+    fn add_run(&mut self, slots: Option<&[u32]>, args: &[Argument], rows: Range<usize>) {
+        match slots {
             None => {
                 self.touch(0);
-                self.update(args, rows, |_| 0);
+                self.update(args, rows, None);
             }
-            Some(codes) => {
-                let slot_of = |row: usize| {
-                    if codes.is_valid(row) {
-                        codes.value(row) as usize + 1
-                    } else {
-                        0
-                    }
-                };
-                for row in rows.clone() {
-                    self.touch(slot_of(row));
+            Some(slots) => {
+                for &slot in &slots[rows.clone()] {
+                    self.touch(slot as usize);
                 }
-                self.update(args, rows, slot_of);
+                self.update(args, rows, Some(slots));
             }
         }
     }
@@ -832,14 +1029,9 @@ impl Aggregation {
         }
     }
 
-    fn update(
-        &mut self,
-        args: &[Argument],
-        rows: Range<usize>,
-        slot_of: impl Fn(usize) -> usize + Copy,
-    ) {
+    fn update(&mut self, args: &[Argument], rows: Range<usize>, row_slots: Option<&[u32]>) {
         for (arg, accumulator) in args.iter().zip(&mut self.accumulators) {
-            accumulator.update(arg, rows.clone(), slot_of);
+            accumulator.update(arg, rows.clone(), row_slots);
         }
     }
 
@@ -996,6 +1188,14 @@ mod tests {
                 format!("SELECT ts, {AGGREGATES} FROM t WHERE ts >= '2024-01-02' SAMPLE BY 1d"),
                 format!(
                     "SELECT timestamp_floor('1d', ts + INTERVAL '0 seconds') AS ts, {AGGREGATES} FROM t WHERE ts >= '2024-01-02' GROUP BY 1 ORDER BY 1"
+                ),
+            ),
+            (
+                format!(
+                    "SELECT timestamp_floor('10m', ts, '2024-01-01T00:03:00Z') AS b, {AGGREGATES} FROM t GROUP BY b ORDER BY b"
+                ),
+                format!(
+                    "SELECT timestamp_floor('10m', ts + INTERVAL '0 seconds', '2024-01-01T00:03:00Z') AS b, {AGGREGATES} FROM t GROUP BY b ORDER BY b"
                 ),
             ),
             (

@@ -17,7 +17,10 @@
 //! needs, compiled into a scan kernel where it can be (`kernel_filter`). When the filter names the keys
 //! (`k = 'a'`, `k IN (...)`, ORs of them, among its conjuncts), only those can pass, so the
 //! search stops once each has its row: three of five hundred trucks read what their newest
-//! rows need, not the table.
+//! rows need, not the table. Bounds the filter puts on the designated timestamp (`ts < c`,
+//! `ts IN '2016-01-01'`) bound the search by binary search: it starts at the newest row inside
+//! them and never reads outside. The search may stop early only when no NULL key can still
+//! turn up: neither in the rest of the partition nor in the older spans still to search.
 
 use std::collections::HashSet;
 use std::fmt;
@@ -50,6 +53,7 @@ use sundial_kernels::Predicate;
 use sundial_storage::{Snapshot, Table, TableMeta};
 
 use super::kernel_filter::{FilterColumns, compile, select};
+use super::scan::{Frame, TimeBounds, ranges, time_bounds};
 use crate::error::external;
 use crate::snapshot::newest_snapshot;
 
@@ -141,11 +145,17 @@ impl TableProvider for LatestTable {
         {
             equivalences.add_ordering(ordering);
         }
+        // The filter's bounds on the designated timestamp bound the search by binary search.
+        let bounds = match (&self.filter, self.timestamp_name()) {
+            (Some(filter), Some(ts)) => time_bounds(std::slice::from_ref(filter), ts),
+            _ => TimeBounds::default(),
+        };
         Ok(Arc::new(LatestExec {
             table: self.table.clone(),
             planned: self.planned.clone(),
             keys: self.keys.clone(),
             filter,
+            bounds,
             projection,
             properties: Arc::new(PlanProperties::new(
                 equivalences,
@@ -168,6 +178,8 @@ pub(crate) struct LatestExec {
     planned: Arc<TableMeta>,
     keys: Vec<usize>,
     filter: Option<Arc<dyn PhysicalExpr>>,
+    /// The filter's bounds on the designated timestamp: rows outside are never read.
+    bounds: TimeBounds,
     projection: Vec<usize>,
     output: SchemaRef,
     properties: Arc<PlanProperties>,
@@ -235,6 +247,7 @@ impl ExecutionPlan for LatestExec {
             snapshot: newest_snapshot(&self.table, &self.planned)?,
             keys: self.keys.clone(),
             filter: self.filter.clone(),
+            bounds: self.bounds,
             projection: self.projection.clone(),
             output: self.output.clone(),
             rows_read: MetricBuilder::new(&self.metrics).counter("rows_read", partition),
@@ -252,6 +265,7 @@ struct Search {
     snapshot: Arc<Snapshot>,
     keys: Vec<usize>,
     filter: Option<Arc<dyn PhysicalExpr>>,
+    bounds: TimeBounds,
     projection: Vec<usize>,
     output: SchemaRef,
     rows_read: Count,
@@ -372,20 +386,30 @@ impl Search {
         let mut chunk_rows = symbol_keys
             .saturating_mul(2)
             .clamp(FIRST_CHUNK_ROWS, CHUNK_ROWS);
+        // The rows inside the filter's time bounds, by partition, oldest first.
+        let spans = ranges(&self.snapshot, self.bounds).map_err(external)?;
         // Rows kept, by partition, newest partition first.
         let mut found: Vec<(usize, Vec<u32>)> = Vec::new();
-        'partitions: for (p, partition) in self.snapshot.partitions().iter().enumerate().rev() {
+        'partitions: for (at, span) in spans.iter().enumerate().rev() {
+            let (p, rows) = (span.partition, span.rows.clone());
             let mut picked: Vec<u32> = Vec::new();
-            let mut end = partition.row_count;
-            while end > 0 {
+            let mut end = rows.end;
+            // Whether the older spans hold a NULL key, found out once it matters.
+            let mut older_null: Option<bool> = None;
+            while end > rows.start {
                 let complete = seen_symbol_keys == symbol_keys;
-                if seen_keys == all_keys
-                    || (complete && !self.has_null_key(&nullable, p, 0..end)?)
-                {
+                let exhausted = seen_keys == all_keys
+                    || (complete && !self.null_key(&nullable, p, rows.start..end)? && {
+                        if older_null.is_none() {
+                            older_null = Some(self.older_null_key(&nullable, &spans[..at])?);
+                        }
+                        older_null == Some(false)
+                    });
+                if exhausted {
                     found.push((p, picked));
                     break 'partitions;
                 }
-                let start = end.saturating_sub(chunk_rows);
+                let start = end.saturating_sub(chunk_rows).max(rows.start);
                 chunk_rows = (chunk_rows * 2).min(CHUNK_ROWS);
                 let batch = self
                     .snapshot
@@ -473,7 +497,7 @@ impl Search {
     }
 
     /// Whether any of key columns `keys` has a NULL in rows `rows` of partition `p`.
-    fn has_null_key(&self, keys: &[usize], p: usize, rows: std::ops::Range<u64>) -> DfResult<bool> {
+    fn null_key(&self, keys: &[usize], p: usize, rows: std::ops::Range<u64>) -> DfResult<bool> {
         for &k in keys {
             if self
                 .snapshot
@@ -481,6 +505,16 @@ impl Search {
                 .map_err(external)?
                 > 0
             {
+                return Ok(true);
+            }
+        }
+        Ok(false)
+    }
+
+    /// Whether any of key columns `keys` has a NULL in the spans `older` still to search.
+    fn older_null_key(&self, keys: &[usize], older: &[Frame]) -> DfResult<bool> {
+        for span in older {
+            if self.null_key(keys, span.partition, span.rows.clone())? {
                 return Ok(true);
             }
         }
@@ -634,6 +668,11 @@ mod tests {
                 1_024.0,
             ),
             ("SELECT * FROM t LATEST ON ts PARTITION BY k", 512.0),
+            // A time range in the filter bounds the rows searched: one hour, not the table.
+            (
+                "SELECT * FROM t WHERE ts IN '2024-01-01T05' LATEST ON ts PARTITION BY h",
+                130.0,
+            ),
         ] {
             let analyze = format!("EXPLAIN ANALYZE {query}");
             let analyzed = crate::collect(engine.run(&analyze).await.expect(query))
@@ -662,6 +701,40 @@ mod tests {
                 .unwrap_or_else(|| panic!("no rows_read in {analyzed}"));
             assert!(read <= most, "{query}: read {read} rows: {analyzed}");
         }
+        // Time bounds in the filter bound the search; the window agrees.
+        for filter in [
+            "WHERE ts < '2024-01-02T12:00:00Z' ",
+            "WHERE ts >= '2024-01-02T00:00:00Z' AND ts < '2024-01-03T00:00:00Z' AND v > 1000 ",
+            "WHERE ts IN '2024-01-02T05' ",
+        ] {
+            let latest = format!("SELECT * FROM t {filter}LATEST ON ts PARTITION BY h");
+            let window = format!(
+                "SELECT ts, h, k, v FROM (SELECT *, row_number() OVER (PARTITION BY h \
+                 ORDER BY ts DESC) AS rn FROM t {filter}) WHERE rn = 1 ORDER BY ts"
+            );
+            let (_, got) = plan_and_rows(&engine, &latest).await;
+            let (_, want) = plan_and_rows(&engine, &window).await;
+            assert_eq!(got, want, "{latest}");
+            assert!(got.lines().count() > 6, "{got}");
+        }
+        // A NULL key held only by an older partition is still found once the newer
+        // partitions gave every other key its row.
+        for sql in [
+            "CREATE TABLE n (ts TIMESTAMP, k SYMBOL, v LONG) TIMESTAMP(ts) PARTITION BY DAY",
+            "INSERT INTO n VALUES ('2024-01-01T01:00:00Z', NULL, 1), ('2024-01-01T02:00:00Z', 'a', 2)",
+            // More rows than the search's first chunk, none NULL.
+            "INSERT INTO n SELECT to_timestamp_seconds(1704153600 + value), \
+             CASE value % 2 WHEN 0 THEN 'a' ELSE 'b' END, 10 + value FROM generate_series(0, 999)",
+        ] {
+            engine.run(sql).await.expect(sql);
+        }
+        let (_, rows) = plan_and_rows(&engine, "SELECT v FROM n LATEST ON ts PARTITION BY k").await;
+        assert_eq!(
+            rows.lines().filter(|l| l.starts_with("| ")).count(),
+            4,
+            "{rows}"
+        );
+        assert!(rows.contains("| 1 "), "{rows}");
         // Keys the table never held: nothing passes.
         let (_, none) = plan_and_rows(
             &engine,

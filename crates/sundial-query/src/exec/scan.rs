@@ -20,7 +20,7 @@ use datafusion::arrow::array::{Array, AsArray, BooleanArray, UInt32Array};
 use datafusion::arrow::compute::{
     SortOptions, filter_record_batch, prep_null_mask_filter, take_record_batch,
 };
-use datafusion::arrow::datatypes::SchemaRef;
+use datafusion::arrow::datatypes::{DataType, SchemaRef};
 use datafusion::arrow::record_batch::RecordBatch;
 use datafusion::common::stats::Precision;
 use datafusion::common::tree_node::{TreeNode, TreeNodeRecursion};
@@ -163,10 +163,20 @@ fn column_name(expr: &Expr) -> Option<&str> {
     }
 }
 
-/// A constant timestamp as nanoseconds.
+/// A constant timestamp as nanoseconds: a literal, or a literal cast to a timestamp type (a
+/// filter not yet simplified, as LATEST ON's search receives it).
 fn literal_ns(expr: &Expr) -> Option<i64> {
-    let Expr::Literal(value, _) = expr else {
-        return None;
+    let cast;
+    let value = match expr {
+        Expr::Literal(value, _) => value,
+        Expr::Cast(c) if matches!(c.field.data_type(), DataType::Timestamp(..)) => {
+            let Expr::Literal(value, _) = c.expr.as_ref() else {
+                return None;
+            };
+            cast = value.cast_to(c.field.data_type()).ok()?;
+            &cast
+        }
+        _ => return None,
     };
     match value {
         ScalarValue::TimestampNanosecond(Some(v), _) => Some(*v),

@@ -12,6 +12,7 @@
 //! | `ts IN '2016-01-01;2h'`          | `ts IN (__sundial_interval('2016-01-01;2h'))`    |
 //! | `a ASOF JOIN b [ON ..] [TOLERANCE 1s]` | `a ASOF JOIN b MATCH_CONDITION (__sundial_time_join(i)) [ON ..]` |
 //! | `a LT JOIN b [ON ..]`            | the same, with `ASOF` for `LT`                   |
+//! | `FROM (q) timestamp(ts) [a]`     | `FROM (SELECT * FROM (q) __sundial_ts ORDER BY ts) [a]` |
 //!
 //! The clause's details go to [`Clauses`], indexed by the marker's `i`; the AST rewrite in
 //! the parent module finds each marker in the SELECT it belongs to. Text outside the clauses
@@ -162,6 +163,29 @@ fn mentions_a_clause(sql: &str) -> bool {
             && (mentions_word(sql, "asof")
                 || mentions_word(sql, "lt")
                 || mentions_word(sql, "splice")))
+        || declares_a_timestamp(sql)
+}
+
+/// Whether `)` is followed by `timestamp (` somewhere in `sql`: a subquery that declares its
+/// designated timestamp.
+fn declares_a_timestamp(sql: &str) -> bool {
+    let bytes = sql.as_bytes();
+    let skip_space = |mut i: usize| {
+        while bytes.get(i).is_some_and(u8::is_ascii_whitespace) {
+            i += 1;
+        }
+        i
+    };
+    bytes.iter().enumerate().any(|(i, b)| {
+        if *b != b')' {
+            return false;
+        }
+        let at = skip_space(i + 1);
+        let Some(word) = bytes.get(at..at + 9) else {
+            return false;
+        };
+        word.eq_ignore_ascii_case(b"timestamp") && bytes.get(skip_space(at + 9)) == Some(&b'(')
+    })
 }
 
 /// Whether `word` occurs in `sql` on its own, not inside a longer name (`lt` in `result`).
@@ -234,13 +258,23 @@ impl Scanner<'_> {
     fn run(&mut self) -> Result<()> {
         // Byte offset just past the WHERE keyword of the SELECT open at each depth.
         let mut wheres: Vec<Option<usize>> = vec![None];
+        // Token index of each open parenthesis.
+        let mut opens: Vec<usize> = Vec::new();
         while self.pos < self.tokens.len() {
             match &self.tokens[self.pos].token {
-                Token::LParen => wheres.push(None),
+                Token::LParen => {
+                    wheres.push(None);
+                    opens.push(self.pos);
+                }
                 Token::RParen => {
                     wheres.pop();
                     if wheres.is_empty() {
                         wheres.push(None);
+                    }
+                    if let Some(open) = opens.pop()
+                        && self.declared_timestamp(open)
+                    {
+                        continue;
                     }
                 }
                 _ => {}
@@ -411,6 +445,46 @@ impl Scanner<'_> {
         }
         let (start, end) = (self.start_byte(first), self.end_byte(self.pos - 1));
         Ok(self.sql[start..end].to_string())
+    }
+
+    // --- (query) timestamp(ts) ---
+
+    /// At the `)` closing a subquery in FROM or JOIN opened at token `open`, followed by
+    /// `timestamp(ts)`: QuestDB's declaration that the subquery's rows are ordered by `ts`, its
+    /// designated timestamp. The subquery becomes one sorted by `ts`, which the time joins,
+    /// SAMPLE BY and LATEST ON take as its designated timestamp (a sort of rows already in
+    /// order costs one comparison per row). Moves past the declaration when it rewrote it.
+    fn declared_timestamp(&mut self, open: usize) -> bool {
+        let close = self.pos;
+        let is_query = self.kw_at(open + 1, "SELECT")
+            || self.kw_at(open + 1, "WITH")
+            || self.token_at(open + 1) == Some(&Token::LParen);
+        let in_from = open > 0
+            && (self.kw_at(open - 1, "FROM")
+                || self.kw_at(open - 1, "JOIN")
+                || matches!(self.token_at(open - 1), Some(Token::Comma | Token::LParen)));
+        let declared = self.kw_at(close + 1, "TIMESTAMP")
+            && self.token_at(close + 2) == Some(&Token::LParen)
+            && matches!(self.token_at(close + 3), Some(Token::Word(_)))
+            && self.token_at(close + 4) == Some(&Token::RParen);
+        if !(is_query && in_from && declared) {
+            return false;
+        }
+        let column = &self.tokens[close + 3];
+        let column = self.sql[self.start_byte(close + 3)..self.end_of(column)].to_string();
+        let at = self.start_byte(open);
+        self.edits.push(Edit {
+            start: at,
+            end: at,
+            text: "(SELECT * FROM ".into(),
+        });
+        self.edits.push(Edit {
+            start: self.start_byte(close + 1),
+            end: self.end_byte(close + 4),
+            text: format!("__sundial_ts ORDER BY {column})"),
+        });
+        self.pos = close + 5;
+        true
     }
 
     // --- SAMPLE BY ---
@@ -970,6 +1044,27 @@ mod tests {
         assert_eq!(clauses.time_joins[0].kind, TimeJoinKind::Lt);
         assert_eq!(clauses.time_joins[0].tolerance_ns, Some(10_000_000_000));
         assert_eq!(clauses.time_joins[1].tolerance_ns, None);
+    }
+
+    #[test]
+    fn a_subquery_declaring_its_timestamp_is_sorted_by_it() {
+        let (sql, _) = rewritten(
+            "SELECT * FROM (SELECT ts, v FROM t WHERE v > 0) timestamp(ts) a \
+             ASOF JOIN ((SELECT * FROM u) TIMESTAMP (\"t s\")) b",
+        );
+        assert_eq!(
+            sql,
+            "SELECT * FROM (SELECT * FROM (SELECT ts, v FROM t WHERE v > 0) __sundial_ts ORDER BY \
+             ts) a ASOF JOIN ((SELECT * FROM (SELECT * FROM u) __sundial_ts ORDER BY \"t s\")) b \
+             MATCH_CONDITION (__sundial_time_join(0))"
+        );
+        // CREATE TABLE AS keeps its own TIMESTAMP(ts); a function's argument is no subquery.
+        for kept in [
+            "CREATE TABLE t2 AS (SELECT * FROM t) TIMESTAMP(ts)",
+            "SELECT f((SELECT 1)) timestamp(x) FROM t LIMIT 1",
+        ] {
+            assert_eq!(rewritten(kept).0, kept);
+        }
     }
 
     #[test]
