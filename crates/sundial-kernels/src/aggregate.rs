@@ -322,7 +322,34 @@ impl Accumulator {
                 let mut lanes = [$init; LANES];
                 let mut rest = $init;
                 let mut n = 0u64;
-                for_each_block(len, selection, nulls, |base, bits| {
+                // The blocks are walked here, not through `for_each_block`'s closure, so that
+                // the lanes stay in registers and the loop is compiled for AVX2 with its
+                // caller.
+                let words = len.div_ceil(64);
+                let tail = match len % 64 {
+                    0 => u64::MAX,
+                    r => (1u64 << r) - 1,
+                };
+                let valid = nulls.map(|n| n.inner().slice(0, len));
+                let valid_chunks = valid.as_ref().map(|v| v.bit_chunks());
+                let mut valid_words = valid_chunks.as_ref().map(|chunks| {
+                    let remainder =
+                        (chunks.remainder_len() > 0).then(|| chunks.remainder_bits());
+                    chunks.iter().chain(remainder)
+                });
+                for w in 0..words {
+                    let mut bits = match selection {
+                        Some(s) => s.words()[w],
+                        None if w + 1 == words => tail,
+                        None => u64::MAX,
+                    };
+                    if let Some(valid) = valid_words.as_mut() {
+                        bits &= valid.next().unwrap_or(0);
+                    }
+                    if bits == 0 {
+                        continue;
+                    }
+                    let base = w * 64;
                     if bits == u64::MAX {
                         let block: &[T; 64] = values[base..base + 64].try_into().expect("64");
                         for chunk in block.chunks_exact(LANES) {
@@ -353,7 +380,7 @@ impl Accumulator {
                             rest = $combine(rest, $key(values[row]));
                         }
                     }
-                });
+                }
                 counts[0] += n;
                 $out(lanes.into_iter().fold(rest, $combine));
             }};
