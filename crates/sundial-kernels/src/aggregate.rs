@@ -333,8 +333,7 @@ impl Accumulator {
                 let valid = nulls.map(|n| n.inner().slice(0, len));
                 let valid_chunks = valid.as_ref().map(|v| v.bit_chunks());
                 let mut valid_words = valid_chunks.as_ref().map(|chunks| {
-                    let remainder =
-                        (chunks.remainder_len() > 0).then(|| chunks.remainder_bits());
+                    let remainder = (chunks.remainder_len() > 0).then(|| chunks.remainder_bits());
                     chunks.iter().chain(remainder)
                 });
                 for w in 0..words {

@@ -100,6 +100,10 @@ pub(crate) struct PartitionDir {
     /// Zone entries read so far, per column id: only of zones complete under the snapshot
     /// that read them, which never change (see `zone.rs`).
     zones: Mutex<HashMap<u32, Arc<[Option<Zone>]>>>,
+    /// Per SYMBOL column id, `(n, d)`: the codes of the first `n` rows were checked to be
+    /// below `d`. Committed rows never change, so a read of rows below `n` with a dictionary
+    /// of at least `d` symbols may skip the check (see `read::symbol_array`).
+    symbols_checked: Mutex<HashMap<u32, (u64, usize)>>,
     /// For a Parquet part: the file's committed length, whether it is remote, and the file
     /// once opened.
     parquet: Option<(u64, bool, Arc<OpenedParquet>)>,
@@ -199,7 +203,30 @@ impl PartitionDir {
             id: NEXT_PARTITION_DIR_ID.fetch_add(1, Ordering::Relaxed),
             table,
             zones: Mutex::new(HashMap::new()),
+            symbols_checked: Mutex::new(HashMap::new()),
             parquet,
+        }
+    }
+
+    /// Whether the codes of rows `..end` of SYMBOL column `id` were checked to name symbols
+    /// of a dictionary of `symbols` symbols.
+    pub(crate) fn symbols_checked(&self, id: u32, end: u64, symbols: usize) -> bool {
+        self.symbols_checked.lock().is_ok_and(|checked| {
+            checked
+                .get(&id)
+                .is_some_and(|&(n, d)| end <= n && d <= symbols)
+        })
+    }
+
+    /// Records that the codes of rows `rows` of SYMBOL column `id` are below `symbols`; the
+    /// mark grows when they continue the checked rows (below the larger of the two bounds).
+    pub(crate) fn note_symbols_checked(&self, id: u32, rows: std::ops::Range<u64>, symbols: usize) {
+        if let Ok(mut checked) = self.symbols_checked.lock() {
+            let (n, d) = checked.entry(id).or_insert((0, 0));
+            if rows.start <= *n {
+                *n = (*n).max(rows.end);
+                *d = (*d).max(symbols);
+            }
         }
     }
 

@@ -90,7 +90,29 @@ pub(crate) fn read_array(
                 ColumnType::Date => primitive::<Date64Type>(buf, start, len, nulls),
                 ColumnType::Symbol => {
                     let keys = PrimitiveArray::<Int32Type>::new(rows_of(&buf, start, len), nulls);
-                    symbol_array(keys, column, symbols.map(|s| s.values()), &path())?
+                    let rows = start as u64..(start + len) as u64;
+                    match symbols.map(|s| s.values()) {
+                        // Rows checked by an earlier read name symbols of any dictionary
+                        // since: dictionaries only grow.
+                        Some(values) if dir.symbols_checked(id, rows.end, values.len()) => {
+                            // SAFETY: every code of these rows was checked to be below a
+                            // dictionary size of at most `values.len()` (`symbol_array`,
+                            // recorded below); the rows are committed and never rewritten
+                            // in this directory.
+                            Arc::new(unsafe {
+                                DictionaryArray::new_unchecked(keys, values.clone())
+                            })
+                        }
+                        values => {
+                            let symbols = values.map_or(0, |v| v.len());
+                            let (array, checked) =
+                                symbol_array_checked(keys, column, values, &path())?;
+                            if checked {
+                                dir.note_symbols_checked(id, rows, symbols);
+                            }
+                            array
+                        }
+                    }
                 }
                 ColumnType::Uuid => {
                     uuid_strings(&buf.as_slice()[start * 16..(start + len) * 16], nulls)
@@ -191,6 +213,17 @@ fn symbol_array(
     symbols: Option<&SymbolValues>,
     path: &std::path::Path,
 ) -> Result<ArrayRef> {
+    symbol_array_checked(codes, column, symbols, path).map(|(array, _)| array)
+}
+
+/// [`symbol_array`], and whether every code (NULL rows' included) was found to name a symbol
+/// in one pass, so the rows may skip the check when read again.
+fn symbol_array_checked(
+    codes: PrimitiveArray<Int32Type>,
+    column: &ColumnMeta,
+    symbols: Option<&SymbolValues>,
+    path: &std::path::Path,
+) -> Result<(ArrayRef, bool)> {
     let values = symbols
         .ok_or_else(|| StorageError::Internal(format!("no dictionary for column {}", column.id)))?;
     let values: ArrayRef = values.clone();
@@ -203,7 +236,7 @@ fn symbol_array(
     if outside && codes.null_count() > 0 {
         let array = DictionaryArray::try_new(codes, values)
             .map_err(|e| StorageError::corrupt(path, e.to_string()))?;
-        return Ok(Arc::new(array));
+        return Ok((Arc::new(array), false));
     }
     if outside {
         let (min, max) = codes
@@ -220,7 +253,7 @@ fn symbol_array(
     }
     // SAFETY: every code, a NULL row's included, was just checked to be in 0..values.len().
     let array = unsafe { DictionaryArray::new_unchecked(codes, values) };
-    Ok(Arc::new(array))
+    Ok((Arc::new(array), true))
 }
 
 /// Whether any of `codes` is outside `0..symbols` (a negative code, as unsigned, is above).
