@@ -121,6 +121,26 @@ def test_cold():
     check("2.00x" in t and "20.0x" in t and "2.50x" in t, "cold ratios: %s" % t)
 
 
+def test_distribution():
+    """A battery of more than DISTRIBUTION_MIN queries: one bar per query with both medians,
+    sorted by Sundial/QuestDB, the worst ten named, a failed query left out."""
+    lines = ["# bench/analytics.sh 2026-11-28T07:27:52Z: scale=small, queries=x.txt"]
+    for i in range(50):
+        family = "latest" if i % 2 else "sample"
+        lines.append("result: label=questdb query=%s_%03d median_ms=1.000 rows=1" % (family, i))
+        lines.append("result: label=sundial query=%s_%03d median_ms=%.3f rows=1"
+                     % (family, i, 0.1 * (i + 1)))
+    lines.append("result: label=questdb query=join_001 failed: 00000: no")
+    status, doc, _ = run("\n".join(lines) + "\n")
+    check(status == 0, "distribution: exit 0")
+    b, t = bars(doc), texts(doc)
+    check(len(b) == 50, "a bar per query with both medians: %d" % len(b))
+    check(b[0].startswith("latest_049 5.00"),
+          "worst first: %s" % b[0])
+    check(any(x.startswith("median 2.") for x in t), "summary line: %s" % t)
+    check("worst ten:" in t and any("5.00  latest_049" == x for x in t), "worst named: %s" % t)
+
+
 def test_refuses():
     status, doc, err = run("protocol type\n# nothing measured\n")
     check(status == 1 and doc is None and "no `result:` lines" in err, "refused: %r" % err)
