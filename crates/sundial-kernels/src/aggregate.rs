@@ -322,33 +322,9 @@ impl Accumulator {
                 let mut lanes = [$init; LANES];
                 let mut rest = $init;
                 let mut n = 0u64;
-                // The blocks are walked here, not through `for_each_block`'s closure, so that
-                // the lanes stay in registers and the loop is compiled for AVX2 with its
-                // caller.
-                let words = len.div_ceil(64);
-                let tail = match len % 64 {
-                    0 => u64::MAX,
-                    r => (1u64 << r) - 1,
-                };
-                let valid = nulls.map(|n| n.inner().slice(0, len));
-                let valid_chunks = valid.as_ref().map(|v| v.bit_chunks());
-                let mut valid_words = valid_chunks.as_ref().map(|chunks| {
-                    let remainder = (chunks.remainder_len() > 0).then(|| chunks.remainder_bits());
-                    chunks.iter().chain(remainder)
-                });
-                for w in 0..words {
-                    let mut bits = match selection {
-                        Some(s) => s.words()[w],
-                        None if w + 1 == words => tail,
-                        None => u64::MAX,
-                    };
-                    if let Some(valid) = valid_words.as_mut() {
-                        bits &= valid.next().unwrap_or(0);
-                    }
-                    if bits == 0 {
-                        continue;
-                    }
-                    let base = w * 64;
+                // A loop over `blocks`, not `for_each_block`'s closure: the lanes stay in
+                // registers and the loop is compiled for AVX2 with its caller.
+                for (base, bits) in blocks(len, selection, nulls) {
                     if bits == u64::MAX {
                         let block: &[T; 64] = values[base..base + 64].try_into().expect("64");
                         for chunk in block.chunks_exact(LANES) {
@@ -442,30 +418,43 @@ pub(crate) fn for_each_block(
     nulls: Option<&NullBuffer>,
     mut f: impl FnMut(usize, u64),
 ) {
+    for (base, bits) in blocks(len, selection, nulls) {
+        f(base, bits);
+    }
+}
+
+/// The 64-row blocks of `len` rows with a row that passes `selection` (all without one) and is
+/// valid in `nulls`: each block's first row and the bits of those rows.
+#[inline(always)]
+pub(crate) fn blocks<'a>(
+    len: usize,
+    selection: Option<&'a Selection>,
+    nulls: Option<&'a NullBuffer>,
+) -> impl Iterator<Item = (usize, u64)> + 'a {
     let words = len.div_ceil(64);
     let tail = match len % 64 {
         0 => u64::MAX,
         r => (1u64 << r) - 1,
     };
-    let valid = nulls.map(|n| n.inner().slice(0, len));
-    let mut valid_words = valid.as_ref().map(|v| {
-        let chunks = v.bit_chunks();
+    // The validity of the column's rows from its first; bits past `len` are cut by `tail`.
+    let mut valid_words = nulls.map(|n| {
+        let chunks = n.inner().bit_chunks();
         let remainder = (chunks.remainder_len() > 0).then(|| chunks.remainder_bits());
         chunks.iter().chain(remainder)
     });
-    for w in 0..words {
+    (0..words).filter_map(move |w| {
         let mut bits = match selection {
             Some(s) => s.words()[w],
-            None if w + 1 == words => tail,
             None => u64::MAX,
         };
+        if w + 1 == words {
+            bits &= tail;
+        }
         if let Some(valid) = valid_words.as_mut() {
             bits &= valid.next().unwrap_or(0);
         }
-        if bits != 0 {
-            f(w * 64, bits);
-        }
-    }
+        (bits != 0).then_some((w * 64, bits))
+    })
 }
 
 /// Calls `f(row)` for each row that passes `selection` and is valid in `nulls`, ascending.

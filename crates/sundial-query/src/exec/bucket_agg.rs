@@ -462,9 +462,6 @@ impl ExecutionPlan for BucketAggregateExec {
 
 /// Number types the states hold.
 trait Native: Copy + Default {
-    fn plus(self, other: Self) -> Self;
-    /// Total order: NaN above every number, as DataFusion's `max` and `min` have it.
-    fn above(self, other: Self) -> bool;
     /// The scan kernels' fold computing `op` over values of this type.
     fn fold(op: Op) -> Fold;
     /// The value of `slot` of a kernel accumulator of this type.
@@ -472,12 +469,6 @@ trait Native: Copy + Default {
 }
 
 impl Native for f64 {
-    fn plus(self, other: Self) -> Self {
-        self + other
-    }
-    fn above(self, other: Self) -> bool {
-        self.total_cmp(&other).is_gt()
-    }
     fn fold(op: Op) -> Fold {
         match op {
             Op::Min => Fold::MinFloat,
@@ -492,12 +483,6 @@ impl Native for f64 {
 }
 
 impl Native for i64 {
-    fn plus(self, other: Self) -> Self {
-        self.wrapping_add(other)
-    }
-    fn above(self, other: Self) -> bool {
-        self > other
-    }
     fn fold(op: Op) -> Fold {
         match op {
             Op::Min => Fold::MinInt,
@@ -533,17 +518,20 @@ impl<T: Native> Slots<T> {
     }
 
     /// Folds rows `rows` of `array` with the scan kernels, into slot 0 or each row's slot of
-    /// `row_slots`. Returns false (and folds nothing) when the kernels cannot read the array.
-    fn update_kernel(
+    /// `row_slots`.
+    fn update(
         &mut self,
         array: &dyn Array,
         rows: Range<usize>,
         row_slots: Option<&[u32]>,
-    ) -> bool {
+    ) -> DfResult<()> {
         let part = array.slice(rows.start, rows.len());
-        let Some(values) = ColumnValues::of(part.as_ref()) else {
-            return false;
-        };
+        let values = ColumnValues::of(part.as_ref()).ok_or_else(|| {
+            DataFusionError::Internal(format!(
+                "BucketAggregateExec cannot fold a {} column",
+                part.data_type()
+            ))
+        })?;
         let slot_count = self.counts.len().max(1);
         let kernel = self
             .kernel
@@ -554,7 +542,7 @@ impl<T: Native> Slots<T> {
             Some(slots) => KernelSlots::PerRow(&slots[rows.clone()]),
         };
         kernel.update(Some(&values), None, slots, rows.len());
-        true
+        Ok(())
     }
 
     /// Moves the kernel's state of `slot` into the slots and resets it there.
@@ -564,16 +552,10 @@ impl<T: Native> Slots<T> {
         };
         let n = kernel.count(slot);
         if n > 0 {
-            let v = T::of_kernel(kernel, slot);
-            let (value, count) = (&mut self.values[slot], &mut self.counts[slot]);
-            *value = match self.op {
-                _ if *count == 0 => v,
-                Op::Sum | Op::Avg => value.plus(v),
-                Op::Min if value.above(v) => v,
-                Op::Max if v.above(*value) => v,
-                _ => *value,
-            };
-            *count += n;
+            // Values reach a slot only through the kernel, which it leaves empty on emit.
+            debug_assert_eq!(self.counts[slot], 0);
+            self.values[slot] = T::of_kernel(kernel, slot);
+            self.counts[slot] = n;
             kernel.reset_slot(slot);
         }
     }
@@ -585,75 +567,8 @@ impl<T: Native> Slots<T> {
         }
     }
 
-    /// Adds `rows` of `values` (NULLs skipped), each to the slot `slot_of` gives (`None`:
-    /// all to slot 0). The operation is chosen once per call, not per row.
-    fn update(
-        &mut self,
-        values: &[T],
-        nulls: Option<&NullBuffer>,
-        rows: Range<usize>,
-        slot_of: Option<impl Fn(usize) -> usize>,
-    ) {
-        match self.op {
-            Op::Count => self.count_rows(nulls, rows, slot_of),
-            Op::Sum | Op::Avg => self.fold(values, nulls, rows, slot_of, false, T::plus),
-            Op::Min => self.fold(values, nulls, rows, slot_of, true, |value, v| {
-                if value.above(v) { v } else { value }
-            }),
-            Op::Max => self.fold(values, nulls, rows, slot_of, true, |value, v| {
-                if v.above(value) { v } else { value }
-            }),
-        }
-    }
-
-    /// Folds with `step`; with `replace_first`, a slot's first value replaces its state (so
-    /// `min` and `max` start from a value; sums start from zero).
-    #[inline(always)]
-    fn fold(
-        &mut self,
-        values: &[T],
-        nulls: Option<&NullBuffer>,
-        rows: Range<usize>,
-        slot_of: Option<impl Fn(usize) -> usize>,
-        replace_first: bool,
-        step: impl Fn(T, T) -> T,
-    ) {
-        let nulls = nulls.filter(|n| n.null_count() > 0);
-        let Some(slot_of) = slot_of else {
-            // One slot: the state stays in registers over the run.
-            let (mut value, mut count) = (self.values[0], self.counts[0]);
-            let mut add = |v: T| {
-                value = if replace_first && count == 0 {
-                    v
-                } else {
-                    step(value, v)
-                };
-                count += 1;
-            };
-            match nulls {
-                None => values[rows].iter().for_each(|&v| add(v)),
-                Some(n) => rows
-                    .filter(|&row| n.is_valid(row))
-                    .for_each(|row| add(values[row])),
-            }
-            (self.values[0], self.counts[0]) = (value, count);
-            return;
-        };
-        for row in rows {
-            if nulls.is_some_and(|n| n.is_null(row)) {
-                continue;
-            }
-            let (slot, v) = (slot_of(row), values[row]);
-            let (value, count) = (&mut self.values[slot], &mut self.counts[slot]);
-            *value = if replace_first && *count == 0 {
-                v
-            } else {
-                step(*value, v)
-            };
-            *count += 1;
-        }
-    }
-
+    /// Counts the valid rows of `rows` (all without `nulls`), each in the slot `slot_of`
+    /// gives (`None`: all in slot 0).
     fn count_rows(
         &mut self,
         nulls: Option<&NullBuffer>,
@@ -761,7 +676,12 @@ impl Accumulator {
         })
     }
 
-    fn update(&mut self, arg: &Argument, rows: Range<usize>, row_slots: Option<&[u32]>) {
+    fn update(
+        &mut self,
+        arg: &Argument,
+        rows: Range<usize>,
+        row_slots: Option<&[u32]>,
+    ) -> DfResult<()> {
         let slot_of = row_slots.map(|slots| move |row: usize| slots[row] as usize);
         match (self, arg) {
             (Accumulator::Count { slots, .. }, Argument::Rows { all: true }) => {
@@ -771,20 +691,15 @@ impl Accumulator {
                 slots.count_rows(nulls.as_ref(), rows, slot_of)
             }
             (Accumulator::F64 { slots, .. } | Accumulator::Avg { slots, .. }, Argument::F64(a)) => {
-                let folded = slots.update_kernel(a, rows.clone(), row_slots);
-                if !folded {
-                    slots.update(a.values(), a.nulls(), rows, slot_of)
-                }
+                return slots.update(a, rows, row_slots);
             }
             (Accumulator::I64 { slots, .. }, Argument::I64(a)) => {
-                let folded = slots.update_kernel(a, rows.clone(), row_slots);
-                if !folded {
-                    slots.update(a.values(), a.nulls(), rows, slot_of)
-                }
+                return slots.update(a, rows, row_slots);
             }
             // A NULL constant counts nothing; `argument` builds no other pairs.
             _ => {}
         }
+        Ok(())
     }
 
     /// Appends the slot's states (or value) to the output and resets the slot. Without values,
@@ -910,7 +825,7 @@ impl Aggregation {
                 self.close_bucket();
                 self.open = Some(bucket);
             }
-            self.add_run(row_slots.as_deref(), &args, rows);
+            self.add_run(row_slots.as_deref(), &args, rows)?;
         }
         Ok(())
     }
@@ -1007,31 +922,30 @@ impl Aggregation {
     }
 
     /// Adds rows `rows`, all of the open bucket; `slots` holds each row's slot when keyed.
-    fn add_run(&mut self, slots: Option<&[u32]>, args: &[Argument], rows: Range<usize>) {
+    fn add_run(
+        &mut self,
+        slots: Option<&[u32]>,
+        args: &[Argument],
+        rows: Range<usize>,
+    ) -> DfResult<()> {
         match slots {
-            None => {
-                self.touch(0);
-                self.update(args, rows, None);
-            }
+            None => self.touch(0),
             Some(slots) => {
                 for &slot in &slots[rows.clone()] {
                     self.touch(slot as usize);
                 }
-                self.update(args, rows, Some(slots));
             }
         }
+        for (arg, accumulator) in args.iter().zip(&mut self.accumulators) {
+            accumulator.update(arg, rows.clone(), slots)?;
+        }
+        Ok(())
     }
 
     fn touch(&mut self, slot: usize) {
         if !self.is_touched[slot] {
             self.is_touched[slot] = true;
             self.touched.push(slot);
-        }
-    }
-
-    fn update(&mut self, args: &[Argument], rows: Range<usize>, row_slots: Option<&[u32]>) {
-        for (arg, accumulator) in args.iter().zip(&mut self.accumulators) {
-            accumulator.update(arg, rows.clone(), row_slots);
         }
     }
 
