@@ -8,7 +8,9 @@
 use arrow_buffer::NullBuffer;
 
 use crate::selection::Selection;
-use crate::values::{ColumnValues, Native, from_total_key, total_key, with_slice};
+use crate::values::{
+    ColumnValues, Native, PREFETCH_AHEAD_BYTES, from_total_key, prefetch, total_key, with_slice,
+};
 
 /// What an accumulator folds of each valid passing value. Every fold also counts them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -325,6 +327,10 @@ impl Accumulator {
                 // A loop over `blocks`, not `for_each_block`'s closure: the lanes stay in
                 // registers and the loop is compiled for AVX2 with its caller.
                 for (base, bits) in blocks(len, selection, nulls) {
+                    prefetch(
+                        values,
+                        base + PREFETCH_AHEAD_BYTES / std::mem::size_of::<T>(),
+                    );
                     if bits == u64::MAX {
                         let block: &[T; 64] = values[base..base + 64].try_into().expect("64");
                         for chunk in block.chunks_exact(LANES) {
@@ -392,20 +398,81 @@ impl Accumulator {
                 i64::max;
                 |s: i64| ints[0] = ints[0].max(s)
             ),
-            Fold::MinFloat => ungrouped!(
-                i64::MAX;
-                |v: T| total_key(v.to_f64());
-                i64::min;
-                |s: i64| ints[0] = ints[0].min(s)
-            ),
-            Fold::MaxFloat => ungrouped!(
-                i64::MIN;
-                |v: T| total_key(v.to_f64());
-                i64::max;
-                |s: i64| ints[0] = ints[0].max(s)
-            ),
+            Fold::MinFloat => {
+                let (key, n) = float_extreme::<T, false>(values, selection, nulls);
+                ints[0] = ints[0].min(key);
+                counts[0] += n;
+            }
+            Fold::MaxFloat => {
+                let (key, n) = float_extreme::<T, true>(values, selection, nulls);
+                ints[0] = ints[0].max(key);
+                counts[0] += n;
+            }
         }
     }
+}
+
+/// The [`total_key`] of the largest (`MAX`) or smallest value of the rows that pass and are
+/// valid, in IEEE 754's total order, and how many there are (the key is the fold's identity
+/// when none is).
+///
+/// A block is reduced with IEEE comparisons of the floats themselves, which vectorise; they
+/// agree with the total order except on NaN and on the two zeros, so a block holding a NaN or
+/// whose extreme is a zero is reduced again by keys. Rows that do not pass are replaced by
+/// the identity (an infinity) through their bit's mask.
+#[inline(always)]
+fn float_extreme<T: Native, const MAX: bool>(
+    values: &[T],
+    selection: Option<&Selection>,
+    nulls: Option<&NullBuffer>,
+) -> (i64, u64) {
+    let len = values.len();
+    let better = |a: i64, b: i64| if MAX { a.max(b) } else { a.min(b) };
+    let identity = if MAX {
+        f64::NEG_INFINITY
+    } else {
+        f64::INFINITY
+    };
+    let mut best = if MAX { i64::MIN } else { i64::MAX };
+    let mut n = 0u64;
+    for (base, bits) in blocks(len, selection, nulls) {
+        prefetch(
+            values,
+            base + PREFETCH_AHEAD_BYTES / std::mem::size_of::<T>(),
+        );
+        let passing = bits.count_ones();
+        n += u64::from(passing);
+        if passing >= MASKED_BLOCK_ROWS_MIN && base + 64 <= len {
+            let block: &[T; 64] = values[base..base + 64].try_into().expect("64");
+            let mut lanes = [identity; LANES];
+            let mut unordered = [false; LANES];
+            for (c, chunk) in block.chunks_exact(LANES).enumerate() {
+                let masks = &BYTE_MASKS[((bits >> (c * LANES)) & 0xff) as usize];
+                for l in 0..LANES {
+                    let x = chunk[l].to_f64().masked(masks[l], identity);
+                    unordered[l] |= x.is_nan();
+                    let wins = if MAX { x > lanes[l] } else { x < lanes[l] };
+                    lanes[l] = if wins { x } else { lanes[l] };
+                }
+            }
+            let extreme =
+                lanes.into_iter().fold(
+                    identity,
+                    |a, b| if (b > a) == MAX && b != a { b } else { a },
+                );
+            if !unordered.contains(&true) && extreme != 0.0 {
+                best = better(best, total_key(extreme));
+                continue;
+            }
+        }
+        let mut bits = bits;
+        while bits != 0 {
+            let row = base + bits.trailing_zeros() as usize;
+            bits &= bits - 1;
+            best = better(best, total_key(values[row].to_f64()));
+        }
+    }
+    (best, n)
 }
 
 /// Calls `f(first_row, bits)` for each 64-row block of `len` rows with the bits of the rows
@@ -424,37 +491,37 @@ pub(crate) fn for_each_block(
 }
 
 /// The 64-row blocks of `len` rows with a row that passes `selection` (all without one) and is
-/// valid in `nulls`: each block's first row and the bits of those rows.
+/// valid in `nulls`: each block's first row and the bits of those rows. The bits are computed
+/// first, a word per block, so that the loop over them is a plain loop over a slice.
 #[inline(always)]
-pub(crate) fn blocks<'a>(
+pub(crate) fn blocks(
     len: usize,
-    selection: Option<&'a Selection>,
-    nulls: Option<&'a NullBuffer>,
-) -> impl Iterator<Item = (usize, u64)> + 'a {
+    selection: Option<&Selection>,
+    nulls: Option<&NullBuffer>,
+) -> impl Iterator<Item = (usize, u64)> {
     let words = len.div_ceil(64);
-    let tail = match len % 64 {
-        0 => u64::MAX,
-        r => (1u64 << r) - 1,
+    let mut bits: Vec<u64> = match selection {
+        Some(s) => s.words()[..words].to_vec(),
+        None => vec![u64::MAX; words],
     };
-    // The validity of the column's rows from its first; bits past `len` are cut by `tail`.
-    let mut valid_words = nulls.map(|n| {
-        let chunks = n.inner().bit_chunks();
+    if let Some(last) = bits.last_mut()
+        && !len.is_multiple_of(64)
+    {
+        *last &= (1u64 << (len % 64)) - 1;
+    }
+    // The validity of the column's rows from its first; bits past `len` were cut above.
+    if let Some(nulls) = nulls {
+        let chunks = nulls.inner().bit_chunks();
         let remainder = (chunks.remainder_len() > 0).then(|| chunks.remainder_bits());
-        chunks.iter().chain(remainder)
-    });
-    (0..words).filter_map(move |w| {
-        let mut bits = match selection {
-            Some(s) => s.words()[w],
-            None => u64::MAX,
-        };
-        if w + 1 == words {
-            bits &= tail;
+        let mut valid = chunks.iter().chain(remainder);
+        for word in &mut bits {
+            *word &= valid.next().unwrap_or(0);
         }
-        if let Some(valid) = valid_words.as_mut() {
-            bits &= valid.next().unwrap_or(0);
-        }
-        (bits != 0).then_some((w * 64, bits))
-    })
+    }
+    bits.into_iter()
+        .enumerate()
+        .filter(|&(_, b)| b != 0)
+        .map(|(w, b)| (w * 64, b))
 }
 
 /// Calls `f(row)` for each row that passes `selection` and is valid in `nulls`, ascending.
@@ -493,12 +560,33 @@ mod tests {
     #[test]
     fn folds_match_a_row_at_a_time_reference() {
         let mut rng = rand::rngs::StdRng::seed_from_u64(11);
-        for len in [0, 5, 64, 130, 1000] {
+        // Lengths, and whether NaNs occur (blocks without them take the floats' own
+        // comparisons); zeros of both signs and infinities always may.
+        // A third kind: no infinities and nothing above zero, so that extremes are zeros.
+        // Many single blocks of that kind: one block's wrong zero is not hidden by another's.
+        let cases = [
+            (0, true, 0),
+            (5, true, 0),
+            (64, true, 0),
+            (130, true, 0),
+            (1000, true, 0),
+            (1000, false, 0),
+            (4000, false, 0),
+            (4000, false, 1),
+        ];
+        for (len, nans, kind) in cases.into_iter().chain([(64, false, 1); 200]) {
             let floats: Vec<Option<f64>> = (0..len)
                 .map(|_| {
-                    rng.random_bool(0.8).then(|| match rng.random_range(0..20) {
-                        0 => f64::NAN,
-                        _ => rng.random_range(-100..100) as f64,
+                    rng.random_bool(0.8).then(|| match rng.random_range(0..40) {
+                        0 | 1 if nans => f64::NAN,
+                        2 | 6 | 7 if kind == 1 => -0.0,
+                        3 | 8 | 9 if kind == 1 => 0.0,
+                        2 => -0.0,
+                        3 => 0.0,
+                        4 if kind == 0 => f64::INFINITY,
+                        5 if kind == 0 => f64::NEG_INFINITY,
+                        _ if kind == 1 => -(rng.random_range(1..100) as f64),
+                        _ => rng.random_range(-100..100) as f64 + 0.25,
                     })
                 })
                 .collect();

@@ -9,7 +9,10 @@
 use std::sync::Arc;
 
 use crate::selection::{Selection, and_bits, and_not_bits};
-use crate::values::{ColumnValues, Domain, Native, Values, sql_key, with_slice};
+use crate::values::{
+    ColumnValues, Domain, Native, PREFETCH_AHEAD_BYTES, Values, from_total_key, prefetch, sql_key,
+    with_slice,
+};
 
 /// A comparison of a value with a constant.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -132,8 +135,11 @@ impl Predicate {
         }
     }
 
-    /// The disjunction of `parts`.
-    pub fn or(mut parts: Vec<Predicate>) -> Predicate {
+    /// The disjunction of `parts`. Equalities and IN lists of one column (its domain and
+    /// arithmetic alike) merge into one IN list, tested in one pass over the column: `a = 1
+    /// OR a = 2` is `a IN (1, 2)`, NULLs failing both alike.
+    pub fn or(parts: Vec<Predicate>) -> Predicate {
+        let mut parts = merge_equalities(parts);
         match parts.len() {
             0 => Predicate::Const(false),
             1 => parts.pop().expect("one part"),
@@ -188,6 +194,58 @@ impl Predicate {
     }
 }
 
+/// `parts` with the equality and plain IN tests of each column merged into one IN test, at the
+/// place of the column's first.
+fn merge_equalities(parts: Vec<Predicate>) -> Vec<Predicate> {
+    fn keys_of(leaf: &Leaf) -> Option<&[i64]> {
+        match &leaf.test {
+            Test::Compare { op: CmpOp::Eq, key } => Some(std::slice::from_ref(key)),
+            Test::In {
+                keys,
+                negated: false,
+            } => Some(keys),
+            _ => None,
+        }
+    }
+    let mut merged: Vec<Predicate> = Vec::with_capacity(parts.len());
+    // Per merged IN: its position in `merged` and its keys so far.
+    let mut lists: Vec<(usize, Vec<i64>)> = Vec::new();
+    for part in parts {
+        let Predicate::Leaf(leaf) = &part else {
+            merged.push(part);
+            continue;
+        };
+        let Some(keys) = keys_of(leaf) else {
+            merged.push(part);
+            continue;
+        };
+        let same_operand = |p: &Predicate| {
+            matches!(p, Predicate::Leaf(l) if l.column == leaf.column
+                && l.domain == leaf.domain && l.arith == leaf.arith)
+        };
+        match lists.iter_mut().find(|(at, _)| same_operand(&merged[*at])) {
+            Some((_, list)) => list.extend_from_slice(keys),
+            None => {
+                lists.push((merged.len(), keys.to_vec()));
+                merged.push(part);
+            }
+        }
+    }
+    for (at, mut keys) in lists {
+        keys.sort_unstable();
+        keys.dedup();
+        if let Predicate::Leaf(leaf) = &mut merged[at]
+            && keys.len() > 1
+        {
+            leaf.test = Test::In {
+                keys: keys.into(),
+                negated: false,
+            };
+        }
+    }
+    merged
+}
+
 impl Leaf {
     fn narrow(&self, column: &ColumnValues, selection: &mut Selection) {
         let len = selection.len();
@@ -230,25 +288,6 @@ impl Leaf {
     }
 }
 
-/// How far ahead of the block being tested its column is fetched into cache. Mapped files
-/// live in 4 KiB pages, at whose edges the processor's own prefetcher stops.
-const PREFETCH_AHEAD_BYTES: usize = 4096;
-
-/// Asks the processor to fetch `values[at]` into cache, if it exists.
-#[inline(always)]
-pub(crate) fn prefetch<T>(values: &[T], at: usize) {
-    #[cfg(target_arch = "x86_64")]
-    if at < values.len() {
-        // SAFETY: a prefetch reads nothing a program sees, and `at` is in bounds.
-        unsafe {
-            std::arch::x86_64::_mm_prefetch(
-                values.as_ptr().add(at).cast::<i8>(),
-                std::arch::x86_64::_MM_HINT_T0,
-            )
-        };
-    }
-}
-
 /// `words[w] &= ` the rows of block `w` of `values` that pass `test`, for the blocks that still
 /// hold a passing row.
 #[inline(always)]
@@ -280,11 +319,73 @@ fn run<T: Native>(values: &[T], words: &mut [u64], test: impl Fn(T) -> bool + Co
     }
 }
 
+/// [`run`] with `fast`, a test that agrees with `exact` on every value that is not NaN: a
+/// block holding a NaN is tested again with `exact`.
+#[inline(always)]
+fn run_checked<T: Native>(
+    values: &[T],
+    words: &mut [u64],
+    fast: impl Fn(T) -> bool + Copy,
+    exact: impl Fn(T) -> bool + Copy,
+) {
+    let test_block = |block: &[T], word: &mut u64| {
+        let mut mask = 0u64;
+        let mut unordered = false;
+        for (j, &v) in block.iter().enumerate() {
+            mask |= u64::from(fast(v)) << j;
+            unordered |= v.to_f64().is_nan();
+        }
+        if unordered {
+            mask = 0;
+            for (j, &v) in block.iter().enumerate() {
+                mask |= u64::from(exact(v)) << j;
+            }
+        }
+        *word &= mask;
+    };
+    let mut blocks = values.chunks_exact(64);
+    for (w, (word, block)) in words.iter_mut().zip(&mut blocks).enumerate() {
+        prefetch(
+            values,
+            w * 64 + PREFETCH_AHEAD_BYTES / std::mem::size_of::<T>(),
+        );
+        if *word != 0 {
+            test_block(block, word);
+        }
+    }
+    let rest = blocks.remainder();
+    if !rest.is_empty() {
+        test_block(rest, &mut words[values.len() / 64]);
+    }
+}
+
 /// The comparison of each value's key (see [`Domain`]) with `key`: compiled for AVX2 too,
 /// and that version taken when the processor has it.
 fn compare<T: Native>(values: &[T], words: &mut [u64], domain: Key, op: CmpOp, key: i64) {
     #[cfg(target_arch = "x86_64")]
     if std::arch::is_x86_feature_detected!("avx2") {
+        // 32- and 64-bit integers compared with a key of their type: the hand-written kernel.
+        if domain == (Domain::Int, None) {
+            use crate::simd::LaneTest;
+            let (test, negated) = match op {
+                CmpOp::Eq => (LaneTest::Eq, false),
+                CmpOp::NotEq => (LaneTest::Eq, true),
+                CmpOp::Gt => (LaneTest::Gt, false),
+                CmpOp::LtEq => (LaneTest::Gt, true),
+                CmpOp::Lt => (LaneTest::Lt, false),
+                CmpOp::GtEq => (LaneTest::Lt, true),
+            };
+            if let (Some(v), Ok(k)) = (T::as_i32s(values), i32::try_from(key)) {
+                // SAFETY: the processor supports AVX2, checked just above.
+                unsafe { crate::simd::compare(v, words, test, negated, k) };
+                return;
+            }
+            if let Some(v) = T::as_i64s(values) {
+                // SAFETY: as above.
+                unsafe { crate::simd::compare(v, words, test, negated, key) };
+                return;
+            }
+        }
         // SAFETY: the processor supports AVX2, checked just above.
         unsafe { compare_avx2(values, words, domain, op, key) };
         return;
@@ -311,6 +412,63 @@ fn compare_any<T: Native>(values: &[T], words: &mut [u64], domain: Key, op: CmpO
                 CmpOp::GtEq => run(values, words, |v: T| $k(v) >= key),
             }
         };
+    }
+    if domain.0 == Domain::Int {
+        match T::from_key(key) {
+            // The key is a value of the column's type: compared at its width.
+            Ok(native) => {
+                match op {
+                    CmpOp::Eq => run(values, words, |v: T| v == native),
+                    CmpOp::NotEq => run(values, words, |v: T| v != native),
+                    CmpOp::Lt => run(values, words, |v: T| v < native),
+                    CmpOp::LtEq => run(values, words, |v: T| v <= native),
+                    CmpOp::Gt => run(values, words, |v: T| v > native),
+                    CmpOp::GtEq => run(values, words, |v: T| v >= native),
+                }
+                return;
+            }
+            // Beyond every value of the type: each passes or none does.
+            Err(side @ (std::cmp::Ordering::Less | std::cmp::Ordering::Greater)) => {
+                let key_below = side == std::cmp::Ordering::Less;
+                let all_pass = match op {
+                    CmpOp::Eq => false,
+                    CmpOp::NotEq => true,
+                    CmpOp::Lt | CmpOp::LtEq => !key_below,
+                    CmpOp::Gt | CmpOp::GtEq => key_below,
+                };
+                if !all_pass {
+                    words.fill(0);
+                }
+                return;
+            }
+            Err(std::cmp::Ordering::Equal) => {}
+        }
+    }
+    if domain == (Domain::Float, None) {
+        let constant = from_total_key(key);
+        if !constant.is_nan() {
+            // A number: IEEE comparisons agree with the keys' order on every value but NaN
+            // (both zeros are equal in both), so blocks without a NaN take them.
+            macro_rules! checked {
+                ($cmp:expr) => {
+                    run_checked(
+                        values,
+                        words,
+                        |v: T| $cmp(v.to_f64(), constant),
+                        |v: T| $cmp(sql_key(v.to_f64()), key),
+                    )
+                };
+            }
+            match op {
+                CmpOp::Eq => checked!(|a, b| a == b),
+                CmpOp::NotEq => checked!(|a, b| a != b),
+                CmpOp::Lt => checked!(|a, b| a < b),
+                CmpOp::LtEq => checked!(|a, b| a <= b),
+                CmpOp::Gt => checked!(|a, b| a > b),
+                CmpOp::GtEq => checked!(|a, b| a >= b),
+            }
+            return;
+        }
     }
     match domain {
         (Domain::Int, _) => by_op!(|v: T| v.to_i64()),
@@ -363,10 +521,60 @@ fn in_list_any<T: Native>(
         return;
     }
     if keys.len() <= IN_LINEAR_MAX {
-        run(values, words, |v: T| {
-            let k = key(v);
-            keys.contains(&k) != negated
-        });
+        // Compared with a fixed number of keys (the list padded with its first), without an
+        // early exit, so that the loop vectorises.
+        fn padded<K: Copy, const N: usize>(keys: &[K]) -> [K; N] {
+            let mut out = [keys[0]; N];
+            out[..keys.len()].copy_from_slice(keys);
+            out
+        }
+        macro_rules! with_list {
+            ($list:expr, $n:literal, $key:expr) => {{
+                let list = padded::<_, $n>($list);
+                run(values, words, |v: T| {
+                    let k = $key(v);
+                    list.iter().fold(false, |found, &l| found | (k == l)) != negated
+                })
+            }};
+        }
+        macro_rules! by_length {
+            ($list:expr, $key:expr) => {
+                match $list.len() {
+                    1 => with_list!($list, 1, $key),
+                    2 => with_list!($list, 2, $key),
+                    3 | 4 => with_list!($list, 4, $key),
+                    _ => with_list!($list, 8, $key),
+                }
+            };
+        }
+        if domain.0 == Domain::Int && T::from_key(0).is_ok() {
+            // Integers compare at their width; keys no value of the type equals are dropped.
+            let natives: Vec<T> = keys.iter().filter_map(|&k| T::from_key(k).ok()).collect();
+            if natives.is_empty() {
+                if !negated {
+                    words.fill(0);
+                }
+                return;
+            }
+            #[cfg(target_arch = "x86_64")]
+            if domain.1.is_none() && std::arch::is_x86_feature_detected!("avx2") {
+                if let Some(v) = T::as_i32s(values) {
+                    let keys = T::as_i32s(&natives).expect("the values' type");
+                    // SAFETY: the processor supports AVX2, checked just above.
+                    unsafe { crate::simd::in_list(v, words, keys, negated) };
+                    return;
+                }
+                if let Some(v) = T::as_i64s(values) {
+                    let keys = T::as_i64s(&natives).expect("the values' type");
+                    // SAFETY: as above.
+                    unsafe { crate::simd::in_list(v, words, keys, negated) };
+                    return;
+                }
+            }
+            by_length!(&natives, |v: T| v);
+        } else {
+            by_length!(keys, key);
+        }
         return;
     }
     let (lo, hi) = (keys[0], keys[keys.len() - 1]);
@@ -422,9 +630,10 @@ mod tests {
                 .collect();
             let floats: Vec<Option<f64>> = (0..len)
                 .map(|_| {
+                    // NaNs only at odd lengths: the even ones test the blocks without.
                     rng.random_bool(0.9).then(|| match rng.random_range(0..10) {
-                        0 => f64::NAN,
-                        1 => -0.0,
+                        0 if len % 2 == 1 => f64::NAN,
+                        0 | 1 => -0.0,
                         _ => rng.random_range(-5..5) as f64 / 2.0,
                     })
                 })
@@ -533,6 +742,127 @@ mod tests {
                 .collect();
             assert_eq!(rows(&p, &arrays, len), expected);
             assert_eq!(arrays[0].len(), len);
+        }
+    }
+
+    #[test]
+    fn narrow_integers_compare_with_keys_beyond_their_type() {
+        let values: Vec<i8> = (-128..=127).collect();
+        let len = values.len();
+        let narrow: ArrayRef = std::sync::Arc::new(arrow_array::Int8Array::from(values.clone()));
+        let ops = [
+            CmpOp::Eq,
+            CmpOp::NotEq,
+            CmpOp::Lt,
+            CmpOp::LtEq,
+            CmpOp::Gt,
+            CmpOp::GtEq,
+        ];
+        for key in [-1000i64, -129, -128, -1, 0, 127, 128, 1 << 40] {
+            for op in ops {
+                let holds = |v: i64| match op {
+                    CmpOp::Eq => v == key,
+                    CmpOp::NotEq => v != key,
+                    CmpOp::Lt => v < key,
+                    CmpOp::LtEq => v <= key,
+                    CmpOp::Gt => v > key,
+                    CmpOp::GtEq => v >= key,
+                };
+                let expected: Vec<usize> = (0..len).filter(|&i| holds(values[i].into())).collect();
+                let test = Test::Compare { op, key };
+                let p = leaf(0, Domain::Int, test);
+                assert_eq!(
+                    rows(&p, std::slice::from_ref(&narrow), len),
+                    expected,
+                    "{op:?} {key}"
+                );
+            }
+        }
+        for keys in [vec![-300i64, 5, 300], vec![-300, 300], vec![-128, 127]] {
+            for negated in [false, true] {
+                let expected: Vec<usize> = (0..len)
+                    .filter(|&i| keys.contains(&values[i].into()) != negated)
+                    .collect();
+                let test = Test::In {
+                    keys: keys.clone().into(),
+                    negated,
+                };
+                let p = leaf(0, Domain::Int, test);
+                assert_eq!(
+                    rows(&p, std::slice::from_ref(&narrow), len),
+                    expected,
+                    "{keys:?}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn equalities_of_one_column_in_a_disjunction_merge_into_one_list() {
+        let ints: ArrayRef = std::sync::Arc::new(Int64Array::from(
+            (0..500)
+                .map(|i| (i % 7 != 0).then_some(i % 13))
+                .collect::<Vec<_>>(),
+        ));
+        let eq = |column, key| leaf(column, Domain::Int, Test::Compare { op: CmpOp::Eq, key });
+        let listed = |keys: &[i64]| {
+            leaf(
+                0,
+                Domain::Int,
+                Test::In {
+                    keys: keys.into(),
+                    negated: false,
+                },
+            )
+        };
+        // a = 3 OR b = 5 OR a IN (4, 9) OR a = 3 OR a > 11, with b the same column read again.
+        let p = Predicate::or(vec![
+            eq(0, 3),
+            eq(1, 5),
+            listed(&[4, 9]),
+            eq(0, 3),
+            leaf(
+                0,
+                Domain::Int,
+                Test::Compare {
+                    op: CmpOp::Gt,
+                    key: 11,
+                },
+            ),
+        ]);
+        let Predicate::Or(parts) = &p else {
+            panic!("{p:?}")
+        };
+        assert_eq!(parts.len(), 3, "{parts:?}");
+        assert_eq!(parts[0], listed(&[3, 4, 9]));
+        let arrays = [ints.clone(), ints];
+        let expected: Vec<usize> = (0..500)
+            .filter(|&i| i % 7 != 0 && [3, 4, 5, 9, 12].contains(&(i % 13)))
+            .collect();
+        assert_eq!(rows(&p, &arrays, 500), expected);
+        let narrow: ArrayRef = std::sync::Arc::new(Int32Array::from(
+            (0..500)
+                .map(|i| (i % 7 != 0).then_some(i % 13))
+                .collect::<Vec<_>>(),
+        ));
+        for n in 1..=8 {
+            let keys: Vec<i64> = (0..n).map(|k| k * 2).collect();
+            for negated in [false, true] {
+                let expected: Vec<usize> = (0..500)
+                    .filter(|&i| i % 7 != 0 && keys.contains(&(i as i64 % 13)) != negated)
+                    .collect();
+                let p = leaf(
+                    0,
+                    Domain::Int,
+                    Test::In {
+                        keys: keys.clone().into(),
+                        negated,
+                    },
+                );
+                assert_eq!(rows(&p, &arrays, 500), expected, "{n} keys");
+                let narrow = std::slice::from_ref(&narrow);
+                assert_eq!(rows(&p, narrow, 500), expected, "{n} keys of INT");
+            }
         }
     }
 

@@ -10,6 +10,10 @@
 //!                       Accumulator::update: count / sum / min / max per slot, no rows built
 //! ```
 //!
+//! Comparisons of 32- and 64-bit integers with constants are written with AVX2 instructions
+//! (`simd`), taken when the processor has them; everything else is portable Rust the compiler
+//! vectorises, compiled for AVX2 too.
+//!
 //! Zone maps ([`Zone`]) summarise a run of a column's values; [`Predicate::may_pass`] tells
 //! from them whether any row of the run can pass, so scans skip runs that cannot.
 //!
@@ -24,6 +28,7 @@ mod aggregate;
 mod filter;
 mod group;
 mod selection;
+mod simd;
 mod values;
 mod zone;
 

@@ -106,14 +106,30 @@ impl<'a> ColumnValues<'a> {
 }
 
 /// A native value the kernels read, widened to the domain it compares or sums in.
-pub(crate) trait Native: Copy + Send + Sync + 'static {
+pub(crate) trait Native: Copy + PartialOrd + Send + Sync + 'static {
     fn to_i64(self) -> i64;
     fn to_f64(self) -> f64;
+    /// An integer key as a value of this type, compared natively (more lanes per
+    /// instruction than widened): `Err(Ordering)` tells where the key lies when no value of
+    /// the type equals it (below or above them all); always `Err(Equal)` for floating-point
+    /// types, whose values compare by [`sql_key`].
+    fn from_key(key: i64) -> Result<Self, std::cmp::Ordering>;
+    /// The values as 32-bit integers, if that is what they are.
+    fn as_i32s(values: &[Self]) -> Option<&[i32]> {
+        let _ = values;
+        None
+    }
+    /// The values as 64-bit integers, if that is what they are.
+    fn as_i64s(values: &[Self]) -> Option<&[i64]> {
+        let _ = values;
+        None
+    }
 }
 
 macro_rules! native {
-    ($($t:ty),*) => {$(
+    ($($t:ty: $int:literal { $($own:item)* }),*) => {$(
         impl Native for $t {
+            $($own)*
             #[inline(always)]
             fn to_i64(self) -> i64 {
                 self as i64
@@ -122,10 +138,59 @@ macro_rules! native {
             fn to_f64(self) -> f64 {
                 self as f64
             }
+            #[inline(always)]
+            fn from_key(key: i64) -> Result<Self, std::cmp::Ordering> {
+                if !$int {
+                    return Err(std::cmp::Ordering::Equal);
+                }
+                if key < <$t>::MIN as i64 {
+                    Err(std::cmp::Ordering::Less)
+                } else if key > <$t>::MAX as i64 {
+                    Err(std::cmp::Ordering::Greater)
+                } else {
+                    Ok(key as $t)
+                }
+            }
         }
     )*};
 }
-native!(i8, i16, i32, i64, f32, f64);
+native!(
+    i8: true {},
+    i16: true {},
+    i32: true {
+        #[inline(always)]
+        fn as_i32s(values: &[i32]) -> Option<&[i32]> {
+            Some(values)
+        }
+    },
+    i64: true {
+        #[inline(always)]
+        fn as_i64s(values: &[i64]) -> Option<&[i64]> {
+            Some(values)
+        }
+    },
+    f32: false {},
+    f64: false {}
+);
+
+/// How far ahead of the block being read its column is fetched into cache. Mapped files live
+/// in 4 KiB pages, at whose edges the processor's own prefetcher stops.
+pub(crate) const PREFETCH_AHEAD_BYTES: usize = 4096;
+
+/// Asks the processor to fetch `values[at]` into cache, if it exists.
+#[inline(always)]
+pub(crate) fn prefetch<T>(values: &[T], at: usize) {
+    #[cfg(target_arch = "x86_64")]
+    if at < values.len() {
+        // SAFETY: a prefetch reads nothing a program sees, and `at` is in bounds.
+        unsafe {
+            std::arch::x86_64::_mm_prefetch(
+                values.as_ptr().add(at).cast::<i8>(),
+                std::arch::x86_64::_MM_HINT_T0,
+            )
+        };
+    }
+}
 
 /// `x`'s position in IEEE 754's total order as an integer: `a.total_cmp(&b)` is
 /// `total_key(a).cmp(&total_key(b))`.

@@ -491,9 +491,12 @@ impl QueryPlanner for SundialQueryPlanner {
         plan: &LogicalPlan,
         session: &dyn Session,
     ) -> DfResult<Arc<dyn ExecutionPlan>> {
-        DefaultPhysicalPlanner::with_extension_planners(vec![Arc::new(AsofPlanner)])
-            .create_physical_plan(plan, session)
-            .await
+        DefaultPhysicalPlanner::with_extension_planners(vec![
+            Arc::new(AsofPlanner),
+            Arc::new(crate::shared::SharedPlanner::default()),
+        ])
+        .create_physical_plan(plan, session)
+        .await
     }
 }
 
@@ -677,8 +680,106 @@ mod tests {
             let want = expected(&left, &right, keyed, strict, tolerance_s);
             assert_eq!(matches(&engine, &sql).await, want, "{sql}");
         }
+        // Few left rows, whose keys and times narrow the right side's scan; an empty left
+        // side; a right side that is a subquery of projections and filters.
+        let few = |&(id, sym, _): &Row| id < 300 && matches!(sym, Some(1 | 3) | None);
+        let even = |&(id, _, _): &Row| id % 2 == 0;
+        let subquery = "(SELECT ts, id * 1 AS n, id, sym FROM r WHERE id % 2 = 0) r";
+        for (join, filter, keyed, strict, tolerance_s, left_rows, right_rows) in [
+            (
+                "ASOF JOIN r ON (sym)".to_string(),
+                "WHERE l.id < 300 AND (l.sym IN ('s1', 's3') OR l.sym IS NULL)",
+                true,
+                false,
+                None,
+                &few as &dyn Fn(&Row) -> bool,
+                &(|_: &Row| true) as &dyn Fn(&Row) -> bool,
+            ),
+            (
+                "LT JOIN r ON (sym) TOLERANCE 1h".to_string(),
+                "WHERE l.id < 300 AND l.sym IN ('s1', 's3')",
+                true,
+                true,
+                Some(3600),
+                &|r: &Row| few(r) && r.1.is_some(),
+                &|_: &Row| true,
+            ),
+            (
+                format!("ASOF JOIN {subquery} ON (sym)"),
+                "WHERE l.id < 300 AND l.sym IN ('s1', 's3')",
+                true,
+                false,
+                None,
+                &|r: &Row| few(r) && r.1.is_some(),
+                &even,
+            ),
+            (
+                format!("LT JOIN {subquery}"),
+                "WHERE l.id BETWEEN 100 AND 120",
+                false,
+                true,
+                None,
+                &|r: &Row| (100..=120).contains(&r.0),
+                &even,
+            ),
+            (
+                "ASOF JOIN r ON (sym)".to_string(),
+                "WHERE l.id < 0",
+                true,
+                false,
+                None,
+                &|_: &Row| false,
+                &|_: &Row| true,
+            ),
+        ] {
+            let sql = format!("{select} {join} {filter}");
+            let left: Vec<Row> = left.iter().copied().filter(|r| left_rows(r)).collect();
+            let right: Vec<Row> = right.iter().copied().filter(|r| right_rows(r)).collect();
+            let want = expected(&left, &right, keyed, strict, tolerance_s);
+            assert_eq!(matches(&engine, &sql).await, want, "{sql}");
+        }
         let (plan, _) = plan_and_rows(&engine, &format!("{select} ASOF JOIN r ON (sym)")).await;
         assert!(plan.contains("AsofJoinExec"), "{plan}");
         assert!(!plan.contains("HashJoinExec"), "{plan}");
+    }
+
+    /// A narrowed right side keeps the rows at the newest left time (for ASOF, not LT) and at
+    /// the tolerance's edge.
+    #[tokio::test]
+    async fn narrowing_keeps_the_rows_at_its_edges() {
+        let (engine, _dir) = engine();
+        let left: Vec<Row> = vec![(1, Some(1), 100), (2, Some(1), 200), (3, Some(2), 200)];
+        let right: Vec<Row> = vec![
+            (10, Some(1), 100),
+            (11, Some(2), 150),
+            (12, Some(1), 200),
+            (13, Some(1), 300),
+            (14, Some(3), 50),
+        ];
+        let mut setup = vec![
+            "CREATE TABLE l (id LONG, sym SYMBOL, ts TIMESTAMP) TIMESTAMP(ts) PARTITION BY DAY"
+                .to_string(),
+            "CREATE TABLE r (id LONG, sym SYMBOL, ts TIMESTAMP) TIMESTAMP(ts) PARTITION BY DAY"
+                .to_string(),
+        ];
+        setup.extend(insert("l", &left));
+        setup.extend(insert("r", &right));
+        for sql in &setup {
+            engine.run(sql).await.expect(sql);
+        }
+        let select = "SELECT l.id, r.id, CAST(l.ts AS BIGINT) FROM l";
+        for (join, keyed, strict, tolerance_s) in [
+            ("ASOF JOIN r ON (sym)", true, false, None),
+            ("LT JOIN r ON (sym)", true, true, None),
+            ("ASOF JOIN r", false, false, None),
+            ("LT JOIN r", false, true, None),
+            ("ASOF JOIN r ON (sym) TOLERANCE 50s", true, false, Some(50)),
+            ("LT JOIN r ON (sym) TOLERANCE 100s", true, true, Some(100)),
+            ("ASOF JOIN r TOLERANCE 100s", false, false, Some(100)),
+        ] {
+            let sql = format!("{select} {join}");
+            let want = expected(&left, &right, keyed, strict, tolerance_s);
+            assert_eq!(matches(&engine, &sql).await, want, "{sql}");
+        }
     }
 }

@@ -515,6 +515,8 @@ impl Engine {
                 // Last: it wraps what the other rules made.
                 .with_physical_optimizer_rule(Arc::new(crate::exec::cooperative::YieldEverywhere)),
         )
+        // Last among the analyzer rules: it shares subqueries in their final form.
+        .with_analyzer_rule(Arc::new(crate::shared::ShareRepeats))
         .build();
         let ctx = SessionContext::new_with_state(state);
         let catalog = ctx

@@ -101,7 +101,12 @@ fn latest_input(input: &LogicalPlan, keys: &[Expr], filter: Option<Expr>) -> DfR
                 .iter()
                 .map(|k| symbol_column(k, meta))
                 .collect::<DfResult<Vec<_>>>()?;
-            let latest = LatestTable::new(table.table().clone(), meta.clone(), keys, filter)?;
+            let latest = LatestTable::new(
+                (table.table().clone(), table.indexes().clone()),
+                meta.clone(),
+                keys,
+                filter,
+            )?;
             let scan = TableScanBuilder::new(
                 scan.table_name.clone(),
                 provider_as_source(Arc::new(latest)),

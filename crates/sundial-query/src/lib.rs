@@ -10,8 +10,8 @@
 //!  plans         text shapes ─▶ statement shapes ─▶ kept physical plans; point lookups
 //!     │
 //!  asof, latest  planner extensions: ASOF/LT/SPLICE JOIN (analyzer rule, logical node,
-//!     │          planner);
-//!     │          LATEST ON over SYMBOL keys (analyzer rule to a LatestTable scan)
+//!  shared        planner); LATEST ON over SYMBOL keys (analyzer rule to a LatestTable
+//!     │          scan); subqueries read more than once computed once (shared)
 //!  permissions   plan checks: file writes, session settings; access: the role each
 //!     │          statement needs, checked at every run (users: CREATE USER, GRANT, ...);
 //!     │          column_origin: the table and column each result column reads
@@ -90,6 +90,7 @@ mod provider;
 mod result_names;
 mod running;
 mod session_statements;
+mod shared;
 mod snapshot;
 pub mod text;
 mod users;

@@ -111,6 +111,11 @@ impl SundialTable {
         &self.table
     }
 
+    /// The key indexes the table's scans share.
+    pub(crate) fn indexes(&self) -> &Arc<KeyIndexes> {
+        &self.indexes
+    }
+
     /// The newest snapshot, provided the table still has the columns the plan was made for
     /// (see [`newest_snapshot`]).
     pub(crate) fn scan_snapshot(&self) -> DfResult<Arc<Snapshot>> {

@@ -4,6 +4,12 @@
 //! finds its match in O(1) after the cursor catches up with its timestamp: O(left + right)
 //! overall, both sides read once.
 //!
+//! The left side is read first, up to [`LEFT_BUFFER_ROWS_MAX`] rows. When that is all of it,
+//! the right side is narrowed (`narrow`) to the rows those left rows can match: no later
+//! than the newest left row, no older than the tolerance allows, and holding keys the left
+//! rows hold. A few left rows then cost a few right keys' rows, not the right table; an empty
+//! left side reads no right row.
+//!
 //! SPLICE JOIN reads the left side whole too, and `splice_join` pairs the rows of both.
 //!
 //! Keys compare as values: a NULL key matches a NULL key, as QuestDB's time joins match
@@ -19,11 +25,12 @@ use datafusion::arrow::compute::SortOptions;
 use datafusion::arrow::compute::{cast, concat_batches, take};
 use datafusion::arrow::datatypes::{DataType, Int64Type, SchemaRef, TimeUnit};
 use datafusion::arrow::row::{RowConverter, Rows, SortField};
-use datafusion::common::HashMap;
 use datafusion::common::tree_node::TreeNodeRecursion;
+use datafusion::common::{HashMap, HashSet, ScalarValue};
 use datafusion::error::{DataFusionError, Result as DfResult};
 use datafusion::execution::memory_pool::{MemoryConsumer, MemoryReservation};
 use datafusion::execution::{SendableRecordBatchStream, TaskContext};
+use datafusion::logical_expr::Operator;
 use datafusion::physical_expr::{
     EquivalenceProperties, LexRequirement, OrderingRequirements, PhysicalExpr, PhysicalSortExpr,
     PhysicalSortRequirement,
@@ -39,6 +46,7 @@ use datafusion::physical_plan::{
 use futures::{StreamExt, TryStreamExt};
 use sundial_sql::names::TimeJoinKind;
 
+use super::scan::Narrowing;
 use super::splice_join;
 
 /// The two sides of the join.
@@ -209,13 +217,13 @@ impl ExecutionPlan for AsofJoinExec {
                 "AsofJoinExec has one partition, asked for {partition}"
             )));
         }
-        let right = self.inputs.right.execute(0, context.clone())?;
         let left = self.inputs.left.execute(0, context.clone())?;
         let reservation = MemoryConsumer::new("AsofJoinExec").register(context.memory_pool());
         let matching = self.matching.clone();
         let schema = self.schema.clone();
         let clause = self.clause;
         if matching.kind == TimeJoinKind::Splice {
+            let right = self.inputs.right.execute(0, context.clone())?;
             let batch_rows = context.session_config().batch_size().max(1);
             let joined = futures::stream::once(async move {
                 let right = RightSide::read(right, &matching, reservation, clause).await?;
@@ -227,10 +235,22 @@ impl ExecutionPlan for AsofJoinExec {
                 joined,
             )));
         }
+        let right_plan = self.inputs.right.clone();
+        let left_reservation =
+            MemoryConsumer::new("AsofJoinExec left").register(context.memory_pool());
         let joined = futures::stream::once(async move {
+            let left = LeftStart::read(left, left_reservation).await?;
+            let right_plan = match &left.rest {
+                // Every left row is known: the right side need hold only rows they can match.
+                None if left.rows == 0 => return Ok(futures::stream::empty().boxed()),
+                None => narrowed_right(&right_plan, &left.batches, &matching)?,
+                Some(_) => right_plan,
+            };
+            let right = right_plan.execute(0, context)?;
             let right = RightSide::read(right, &matching, reservation, clause).await?;
             let mut merge = Merge::new(right, matching, schema, clause);
-            Ok::<_, DataFusionError>(left.map(move |batch| merge.join(&batch?)))
+            let joined = left.stream().map(move |batch| merge.join(&batch?));
+            Ok::<_, DataFusionError>(joined.boxed())
         })
         .try_flatten();
         Ok(Box::pin(RecordBatchStreamAdapter::new(
@@ -238,6 +258,161 @@ impl ExecutionPlan for AsofJoinExec {
             joined,
         )))
     }
+}
+
+/// Left rows a join buffers before it reads the right side: when the whole left side fits,
+/// the right side is narrowed to the rows its keys and times can match.
+const LEFT_BUFFER_ROWS_MAX: usize = 1 << 18;
+
+/// Distinct left keys past which the right side is not narrowed by key: a list of most of
+/// the right side's keys costs a test per right row and keeps nearly all of them.
+const NARROWING_KEYS_MAX: usize = 64;
+
+/// The left side's first batches, up to [`LEFT_BUFFER_ROWS_MAX`] rows, and its rest.
+struct LeftStart {
+    batches: Vec<RecordBatch>,
+    rows: usize,
+    /// The batches after them; `None` when `batches` hold every left row.
+    rest: Option<SendableRecordBatchStream>,
+    _reservation: MemoryReservation,
+}
+
+impl LeftStart {
+    async fn read(
+        mut stream: SendableRecordBatchStream,
+        reservation: MemoryReservation,
+    ) -> DfResult<Self> {
+        let mut batches = Vec::new();
+        let mut rows = 0usize;
+        while rows <= LEFT_BUFFER_ROWS_MAX {
+            let Some(batch) = stream.next().await else {
+                return Ok(LeftStart {
+                    batches,
+                    rows,
+                    rest: None,
+                    _reservation: reservation,
+                });
+            };
+            let batch = batch?;
+            reservation.try_grow(batch.get_array_memory_size())?;
+            rows += batch.num_rows();
+            batches.push(batch);
+        }
+        Ok(LeftStart {
+            batches,
+            rows,
+            rest: Some(stream),
+            _reservation: reservation,
+        })
+    }
+
+    /// Every left batch, the buffered ones first (their memory is held until they are
+    /// passed on).
+    fn stream(self) -> futures::stream::BoxStream<'static, DfResult<RecordBatch>> {
+        let LeftStart {
+            batches,
+            rest,
+            _reservation,
+            ..
+        } = self;
+        let buffered = futures::stream::iter(batches.into_iter().map(move |b| {
+            _reservation.shrink(b.get_array_memory_size().min(_reservation.size()));
+            Ok(b)
+        }));
+        match rest {
+            Some(rest) => buffered.chain(rest).boxed(),
+            None => buffered.boxed(),
+        }
+    }
+}
+
+/// The right plan narrowed to the rows that `left` (every left row) can match: times up to
+/// the newest left row's (within the tolerance of the oldest), and, for each key compared
+/// as a plain column, the values left rows hold. The plan as it is when it cannot be
+/// narrowed.
+fn narrowed_right(
+    right: &Arc<dyn ExecutionPlan>,
+    left: &[RecordBatch],
+    matching: &Match,
+) -> DfResult<Arc<dyn ExecutionPlan>> {
+    let mut conditions = Vec::new();
+    if let Some(time) = matching.right_time.downcast_ref::<Column>() {
+        let mut range: Option<(i64, i64)> = None;
+        for batch in left {
+            let times = nanos(
+                &matching
+                    .left_time
+                    .evaluate(batch)?
+                    .into_array(batch.num_rows())?,
+            )?;
+            let min = datafusion::arrow::compute::min(&times);
+            let max = datafusion::arrow::compute::max(&times);
+            if let (Some(min), Some(max)) = (min, max) {
+                range = Some(range.map_or((min, max), |(lo, hi)| (lo.min(min), hi.max(max))));
+            }
+        }
+        // No left row has a time, so none matches: the right side needs no row.
+        let (oldest, newest) = range.unwrap_or((i64::MIN, i64::MIN));
+        let op = match matching.kind {
+            TimeJoinKind::Lt => Operator::Lt,
+            _ => Operator::LtEq,
+        };
+        conditions.push((time.index(), Narrowing::Time { op, ns: newest }));
+        if let Some(tolerance) = matching.tolerance_ns {
+            let ns = oldest.saturating_sub(tolerance);
+            conditions.push((
+                time.index(),
+                Narrowing::Time {
+                    op: Operator::GtEq,
+                    ns,
+                },
+            ));
+        }
+    }
+    let right_schema = right.schema();
+    for (l, r) in &matching.keys {
+        let Some(column) = r.downcast_ref::<Column>() else {
+            continue;
+        };
+        let right_type = r.data_type(&right_schema)?;
+        if let Some(values) = distinct_values(l, left, &right_type)? {
+            conditions.push((column.index(), Narrowing::OneOf(values)));
+        }
+    }
+    Ok(super::narrow::narrowed(right, &conditions)?.unwrap_or_else(|| right.clone()))
+}
+
+/// The distinct values of `expr` over `batches`, cast to `to`; `None` if one is NULL (a NULL
+/// key matches a NULL key, which no list can name) or there are more than
+/// [`NARROWING_KEYS_MAX`].
+fn distinct_values(
+    expr: &Arc<dyn PhysicalExpr>,
+    batches: &[RecordBatch],
+    to: &DataType,
+) -> DfResult<Option<Vec<ScalarValue>>> {
+    let converter = RowConverter::new(vec![SortField::new(to.clone())])?;
+    let mut seen: HashSet<Box<[u8]>> = HashSet::new();
+    let mut values = Vec::new();
+    for batch in batches {
+        let array = evaluate(std::iter::once(expr), batch, std::slice::from_ref(to))?
+            .pop()
+            .ok_or_else(|| DataFusionError::Internal("a key evaluated to nothing".into()))?;
+        if array.null_count() > 0 {
+            return Ok(None);
+        }
+        let rows = converter.convert_columns(std::slice::from_ref(&array))?;
+        for (i, row) in rows.iter().enumerate() {
+            if seen.contains(row.as_ref()) {
+                continue;
+            }
+            if seen.len() == NARROWING_KEYS_MAX {
+                return Ok(None);
+            }
+            seen.insert(row.as_ref().into());
+            values.push(ScalarValue::try_from_array(&array, i)?);
+        }
+    }
+    Ok(Some(values))
 }
 
 /// SPLICE JOIN: reads the left side whole too, pairs the rows of both sides

@@ -23,8 +23,11 @@
 //! closes; counts read only validity bitmaps.
 //!
 //! Fused: `count`, `sum`, `avg`, `min`, `max` over DOUBLE, LONG, INT and TIMESTAMP
-//! arguments, grouped by the bucket and at most one SYMBOL column. Anything else (DISTINCT,
-//! FILTER, ordered aggregates, other keys) keeps DataFusion's hash aggregate.
+//! arguments, grouped by the bucket and up to three SYMBOL columns. Several keys combine into
+//! one slot number (each key a digit: its code + 1, NULL 0), up to 2¹⁶ combinations; they
+//! always emit partial states (a dictionary that grows between batches renumbers the slots,
+//! closing the open bucket early). Anything else (DISTINCT, FILTER, ordered aggregates, other
+//! keys) keeps DataFusion's hash aggregate.
 
 use std::fmt;
 use std::ops::Range;
@@ -124,7 +127,9 @@ fn fuse(aggregate: &AggregateExec) -> DfResult<Option<Arc<dyn ExecutionPlan>>> {
         aggregate,
         BucketAggregateExec::try_fuse,
         |fused, partial, single| {
-            if fused.bucket_order().is_some() {
+            // Several keys renumber their slots when a dictionary grows, closing the open
+            // bucket early: only partial states may come out twice for one bucket.
+            if fused.bucket_order().is_some() && fused.keys.len() <= 1 {
                 return Ok(fused.into_single(single).map(|e| Arc::new(e) as _));
             }
             // Buckets may close out of order: a final aggregate merges the partial states.
@@ -175,8 +180,9 @@ pub(crate) struct BucketAggregateExec {
     input: Arc<dyn ExecutionPlan>,
     /// The bucket expression and its position among the group columns.
     bucket: (Arc<dyn PhysicalExpr>, usize),
-    /// The SYMBOL key column and its position among the group columns.
-    key: Option<(Arc<dyn PhysicalExpr>, usize)>,
+    /// The SYMBOL key columns (at most [`BUCKET_KEYS_MAX`]) and their positions among the
+    /// group columns.
+    keys: Vec<(Arc<dyn PhysicalExpr>, usize)>,
     aggregates: Vec<Aggregate>,
     emit: Emit,
     /// The output: group columns, then each aggregate's state columns ([`Emit::States`]) or
@@ -210,12 +216,12 @@ impl BucketAggregateExec {
             return Ok(None);
         };
         let mut bucket = None;
-        let mut key = None;
+        let mut keys = Vec::new();
         for (i, (expr, _)) in group_by.expr().iter().enumerate() {
             if bucket.is_none() && is_bucket_of(expr, time) {
                 bucket = Some((expr.clone(), i));
-            } else if key.is_none() && is_symbol_column(expr, &input_schema) {
-                key = Some((expr.clone(), i));
+            } else if keys.len() < BUCKET_KEYS_MAX && is_symbol_column(expr, &input_schema) {
+                keys.push((expr.clone(), i));
             } else {
                 return Ok(None);
             }
@@ -257,7 +263,7 @@ impl BucketAggregateExec {
         Ok(Some(BucketAggregateExec {
             input: input.clone(),
             bucket,
-            key,
+            keys,
             aggregates,
             emit: Emit::States,
             schema,
@@ -372,7 +378,7 @@ impl DisplayAs for BucketAggregateExec {
             "BucketAggregateExec: mode={mode}, bucket={}",
             self.bucket.0
         )?;
-        if let Some((key, _)) = &self.key {
+        for (key, _) in &self.keys {
             write!(f, ", key={key}")?;
         }
         let names: Vec<String> = self
@@ -402,7 +408,7 @@ impl ExecutionPlan for BucketAggregateExec {
         f: &mut dyn FnMut(&Arc<dyn PhysicalExpr>) -> DfResult<TreeNodeRecursion>,
     ) -> DfResult<TreeNodeRecursion> {
         let exprs = std::iter::once(&self.bucket.0)
-            .chain(self.key.iter().map(|(k, _)| k))
+            .chain(self.keys.iter().map(|(k, _)| k))
             .chain(self.aggregates.iter().map(|a| &a.arg));
         crate::exec::visit_each(exprs, f)
     }
@@ -418,7 +424,7 @@ impl ExecutionPlan for BucketAggregateExec {
         Ok(Arc::new(BucketAggregateExec {
             input,
             bucket: self.bucket.clone(),
-            key: self.key.clone(),
+            keys: self.keys.clone(),
             aggregates: self.aggregates.clone(),
             emit: self.emit,
             schema: self.schema.clone(),
@@ -747,9 +753,10 @@ struct Aggregation {
     bucket: Arc<dyn PhysicalExpr>,
     /// The bucket as (timestamp column, step, origin) when its stride has a fixed length.
     fixed: Option<(usize, i64, i64)>,
-    key: Option<Arc<dyn PhysicalExpr>>,
-    /// The bucket's position among the group columns (the key has the other).
+    keys: Vec<Arc<dyn PhysicalExpr>>,
+    /// Where the bucket and each key are among the group columns.
     bucket_at: usize,
+    keys_at: Vec<usize>,
     args: Vec<Arc<dyn PhysicalExpr>>,
     accumulators: Vec<Accumulator>,
     emit: Emit,
@@ -760,20 +767,41 @@ struct Aggregation {
     /// Slots the open bucket has rows for, in first-seen order.
     touched: Vec<usize>,
     is_touched: Vec<bool>,
-    /// The key's dictionary (the largest seen: SYMBOL codes only grow).
-    key_values: Option<ArrayRef>,
-    /// Output rows built so far: their buckets and key codes.
+    /// Each key's dictionary (the largest seen: SYMBOL codes only grow).
+    key_values: Vec<Option<ArrayRef>>,
+    /// Each key's digit count: its dictionary's symbols and NULL. A slot is the number
+    /// `Σ digitᵢ · Πⱼ<ᵢ radixⱼ`, a key's digit being its code + 1, or 0 for NULL.
+    radix: Vec<usize>,
+    /// When the combinations of several keys outnumber [`BUCKET_SLOTS_MAX`]: the slot of
+    /// each combination met (as its number above), in order of first appearance.
+    sparse: Option<Sparse>,
+    /// Output rows built so far: their buckets and each key's codes.
     buckets: Int64Builder,
-    keys: Vec<Option<i32>>,
+    codes: Vec<Vec<Option<i32>>>,
 }
+
+/// Slots numbered as combinations of keys first appear.
+#[derive(Default)]
+struct Sparse {
+    slots: datafusion::common::HashMap<u64, u32>,
+    numbers: Vec<u64>,
+}
+
+/// Most SYMBOL keys a bucket aggregate groups by.
+const BUCKET_KEYS_MAX: usize = 3;
+
+/// Combinations of several keys' symbols up to which each is a slot of its own; past it,
+/// slots are numbered as combinations appear.
+const BUCKET_SLOTS_MAX: u64 = 1 << 16;
 
 impl Aggregation {
     fn new(exec: &BucketAggregateExec, batch_rows: usize) -> Self {
         Aggregation {
             bucket: exec.bucket.0.clone(),
             fixed: crate::functions::fixed_floor(&exec.bucket.0),
-            key: exec.key.as_ref().map(|(k, _)| k.clone()),
+            keys: exec.keys.iter().map(|(k, _)| k.clone()).collect(),
             bucket_at: exec.bucket.1,
+            keys_at: exec.keys.iter().map(|(_, at)| *at).collect(),
             args: exec.aggregates.iter().map(|a| a.arg.clone()).collect(),
             accumulators: exec.aggregates.iter().map(Accumulator::new).collect(),
             emit: exec.emit,
@@ -782,9 +810,11 @@ impl Aggregation {
             open: None,
             touched: Vec::new(),
             is_touched: Vec::new(),
-            key_values: None,
+            key_values: vec![None; exec.keys.len()],
+            radix: vec![1; exec.keys.len()],
+            sparse: None,
             buckets: Int64Builder::new(),
-            keys: Vec::new(),
+            codes: vec![Vec::new(); exec.keys.len()],
         }
     }
 
@@ -794,24 +824,78 @@ impl Aggregation {
             return Ok(());
         }
         let runs = self.runs(batch)?;
-        let codes = match &self.key {
-            Some(key) => Some(self.key_codes(key.evaluate(batch)?.into_array(n)?)?),
-            None => None,
+        let mut codes = Vec::with_capacity(self.keys.len());
+        for i in 0..self.keys.len() {
+            let array = self.keys[i].evaluate(batch)?.into_array(n)?;
+            codes.push(self.key_codes(i, array)?);
+        }
+        let radix: Vec<usize> = self
+            .key_values
+            .iter()
+            .map(|v| v.as_ref().map_or(0, |v| v.len()) + 1)
+            .collect();
+        if radix != self.radix {
+            // With several keys a dictionary that grows renumbers the slots: the open
+            // bucket's states go out first (partial states, merged above).
+            if self.keys.len() > 1 {
+                self.close_bucket();
+            }
+            self.radix = radix;
+            let combinations = self
+                .radix
+                .iter()
+                .try_fold(1u64, |p, &r| p.checked_mul(r as u64));
+            self.sparse = match combinations {
+                Some(c) if c <= BUCKET_SLOTS_MAX || self.keys.len() <= 1 => None,
+                _ => Some(Sparse::default()),
+            };
+        }
+        // Each row's keys, once per batch: their digits (code + 1, 0 for NULL) as one number.
+        let row_slots: Option<Vec<u32>> = if codes.is_empty() {
+            None
+        } else {
+            let mut numbers = vec![0u64; n];
+            let mut stride = 1u64;
+            for (codes, &radix) in codes.iter().zip(&self.radix) {
+                let values = codes.values();
+                match codes.nulls() {
+                    None => {
+                        for (number, &c) in numbers.iter_mut().zip(values.iter()) {
+                            *number += (c as u64 + 1) * stride;
+                        }
+                    }
+                    Some(nulls) => {
+                        for ((number, &c), valid) in
+                            numbers.iter_mut().zip(values.iter()).zip(nulls.iter())
+                        {
+                            *number += if valid { (c as u64 + 1) * stride } else { 0 };
+                        }
+                    }
+                }
+                stride = stride.saturating_mul(radix as u64);
+            }
+            Some(match &mut self.sparse {
+                None => numbers.into_iter().map(|k| k as u32).collect(),
+                Some(sparse) => numbers
+                    .into_iter()
+                    .map(|k| {
+                        let next = sparse.numbers.len() as u32;
+                        *sparse.slots.entry(k).or_insert_with(|| {
+                            sparse.numbers.push(k);
+                            next
+                        })
+                    })
+                    .collect(),
+            })
         };
-        let slots = self.key_values.as_ref().map_or(1, |v| v.len() + 1);
+        let slots = match (&self.sparse, &row_slots) {
+            (Some(sparse), _) => sparse.numbers.len().max(1),
+            (None, Some(_)) => self.radix.iter().product(),
+            (None, None) => 1,
+        };
         self.is_touched
             .resize(slots.max(self.is_touched.len()), false);
         let args = self.arguments(batch, slots)?;
-        // Each row's slot, once per batch: its key's code + 1, 0 for NULL.
-        let row_slots: Option<Vec<u32>> = codes.as_ref().map(|codes| match codes.nulls() {
-            None => codes.values().iter().map(|&c| c as u32 + 1).collect(),
-            Some(nulls) => codes
-                .values()
-                .iter()
-                .zip(nulls.iter())
-                .map(|(&c, valid)| if valid { c as u32 + 1 } else { 0 })
-                .collect(),
-        });
         for (bucket, rows) in runs {
             if self.open != Some(bucket) {
                 if self.emit == Emit::Values
@@ -881,13 +965,13 @@ impl Aggregation {
         Ok(runs)
     }
 
-    /// The key's SYMBOL codes; remembers the dictionary.
-    fn key_codes(&mut self, keys: ArrayRef) -> DfResult<Int32Array> {
+    /// Key `i`'s SYMBOL codes; remembers its dictionary.
+    fn key_codes(&mut self, i: usize, keys: ArrayRef) -> DfResult<Int32Array> {
         let dictionary = keys
             .as_dictionary_opt::<Int32Type>()
             .ok_or_else(|| DataFusionError::Internal("bucket key is not a SYMBOL".into()))?;
         let values = dictionary.values();
-        match &self.key_values {
+        match &self.key_values[i] {
             Some(kept) if Arc::ptr_eq(kept, values) => {}
             Some(kept) => {
                 // SYMBOL codes only grow: one dictionary must begin with the other.
@@ -902,10 +986,10 @@ impl Aggregation {
                     ));
                 }
                 if kept.len() < values.len() {
-                    self.key_values = Some(values.clone());
+                    self.key_values[i] = Some(values.clone());
                 }
             }
-            None => self.key_values = Some(values.clone()),
+            None => self.key_values[i] = Some(values.clone()),
         }
         Ok(dictionary.keys().clone())
     }
@@ -958,8 +1042,14 @@ impl Aggregation {
         for &slot in &self.touched {
             self.is_touched[slot] = false;
             self.buckets.append_option(bucket);
-            if self.key.is_some() {
-                self.keys.push(slot.checked_sub(1).map(|code| code as i32));
+            let mut rest = match &self.sparse {
+                Some(sparse) => sparse.numbers[slot] as usize,
+                None => slot,
+            };
+            for (codes, &radix) in self.codes.iter_mut().zip(&self.radix) {
+                let digit = rest % radix;
+                rest /= radix;
+                codes.push(digit.checked_sub(1).map(|code| code as i32));
             }
             for accumulator in &mut self.accumulators {
                 accumulator.emit(slot, self.emit);
@@ -974,16 +1064,20 @@ impl Aggregation {
         if rows == 0 || (!all && rows < self.batch_rows) {
             return Ok(None);
         }
-        let mut columns: Vec<ArrayRef> = Vec::with_capacity(self.schema.fields().len());
-        columns.push(Arc::new(self.buckets.finish()));
-        if self.key.is_some() {
-            let codes = Int32Array::from(std::mem::take(&mut self.keys));
-            let values = self.key_values.clone().ok_or_else(|| {
+        // The group columns in their order: the bucket and each key at its position.
+        let mut groups: Vec<(usize, ArrayRef)> = Vec::with_capacity(1 + self.keys.len());
+        groups.push((self.bucket_at, Arc::new(self.buckets.finish())));
+        for i in 0..self.keys.len() {
+            let codes = Int32Array::from(std::mem::take(&mut self.codes[i]));
+            let values = self.key_values[i].clone().ok_or_else(|| {
                 DataFusionError::Internal("bucket key without a dictionary".into())
             })?;
             let keys = Arc::new(DictionaryArray::<Int32Type>::try_new(codes, values)?);
-            columns.insert(1 - self.bucket_at, keys);
+            groups.push((self.keys_at[i], keys));
         }
+        groups.sort_by_key(|(at, _)| *at);
+        let mut columns: Vec<ArrayRef> = Vec::with_capacity(self.schema.fields().len());
+        columns.extend(groups.into_iter().map(|(_, array)| array));
         for accumulator in &mut self.accumulators {
             accumulator.finish(&mut columns, self.emit);
         }
@@ -1051,12 +1145,16 @@ mod tests {
                  CASE WHEN value % 7 = 0 THEN NULL WHEN value % 11 = 0 THEN 'NaN'::double \
                       ELSE value * 0.5 END, \
                  CASE WHEN value % 6 = 0 THEN NULL ELSE value * 3 - 5000 END, \
-                 CASE WHEN value % 4 = 0 THEN NULL ELSE CAST(value % 1000 AS INT) END \
+                 CASE WHEN value % 4 = 0 THEN NULL ELSE CAST(value % 1000 AS INT) END, \
+                 CASE value % 3 WHEN 0 THEN 'x' WHEN 1 THEN 'y' END, \
+                 concat('w', CAST(value % 300 AS VARCHAR)), \
+                 CASE WHEN value % 13 = 0 THEN NULL ELSE concat('v', CAST(value % 257 AS VARCHAR)) END \
                  FROM generate_series({from}, {to} - 1)"
             )
         };
         vec![
-            "CREATE TABLE t (ts TIMESTAMP, k SYMBOL, d DOUBLE, e DOUBLE, l LONG, i INT) \
+            "CREATE TABLE t (ts TIMESTAMP, k SYMBOL, d DOUBLE, e DOUBLE, l LONG, i INT, \
+             g SYMBOL, w SYMBOL, v SYMBOL) \
              TIMESTAMP(ts) \
              PARTITION BY DAY"
                 .to_string(),
@@ -1110,6 +1208,24 @@ mod tests {
                 ),
                 format!(
                     "SELECT timestamp_floor('10m', ts + INTERVAL '0 seconds', '2024-01-01T00:03:00Z') AS b, {AGGREGATES} FROM t GROUP BY b ORDER BY b"
+                ),
+            ),
+            // Two keys: slots for each combination of their symbols.
+            (
+                format!(
+                    "SELECT timestamp_floor('1h', ts) AS b, k, g, {AGGREGATES} FROM t GROUP BY b, k, g ORDER BY b, k, g"
+                ),
+                format!(
+                    "SELECT timestamp_floor('1h', ts + INTERVAL '0 seconds') AS b, k, g, {AGGREGATES} FROM t GROUP BY b, k, g ORDER BY b, k, g"
+                ),
+            ),
+            // Three keys of 3 x 301 x 258 combinations: slots numbered as they appear.
+            (
+                format!(
+                    "SELECT g, timestamp_floor('1d', ts) AS b, w, v, {AGGREGATES} FROM t GROUP BY g, b, w, v ORDER BY b, g, w, v"
+                ),
+                format!(
+                    "SELECT g, timestamp_floor('1d', ts + INTERVAL '0 seconds') AS b, w, v, {AGGREGATES} FROM t GROUP BY g, b, w, v ORDER BY b, g, w, v"
                 ),
             ),
             (
@@ -1203,6 +1319,10 @@ mod tests {
             assert_eq!(got, want, "{sql}");
             assert!(got.lines().count() > 5, "{got}");
         }
+        // Several keys always emit partial states, merged by a final aggregate.
+        let keyed = format!("SELECT ts, k, g, {AGGREGATES} FROM t SAMPLE BY 1h");
+        let (plan, _) = plan_and_rows(&engine, &keyed).await;
+        assert!(plan.contains("BucketAggregateExec: mode=partial"), "{plan}");
         let zoned = format!(
             "SELECT ts, {AGGREGATES} FROM t SAMPLE BY 1h ALIGN TO CALENDAR TIME ZONE 'Europe/Berlin'"
         );

@@ -17,7 +17,12 @@
 //! needs, compiled into a scan kernel where it can be (`kernel_filter`). When the filter names the keys
 //! (`k = 'a'`, `k IN (...)`, ORs of them, among its conjuncts), only those can pass, so the
 //! search stops once each has its row: three of five hundred trucks read what their newest
-//! rows need, not the table. Bounds the filter puts on the designated timestamp (`ts < c`,
+//! rows need, not the table. With one key column and at most 64 keys named, no scan runs at
+//! all: each key's rows come from the key index (`key_index`, built per partition on first
+//! use and shared), newest partition first, and a key takes its newest row that passes the
+//! rest of the filter (tested a few rows at a time, newest first), so k keys read k rows
+//! when nothing else filters; a partition too big for the indexes' budget falls back to the
+//! scan. Bounds the filter puts on the designated timestamp (`ts < c`,
 //! `ts IN '2016-01-01'`) bound the search by binary search: it starts at the newest row inside
 //! them and never reads outside. The search may stop early only when no NULL key can still
 //! turn up: neither in the rest of the partition nor in the older spans still to search.
@@ -55,12 +60,17 @@ use sundial_storage::{Snapshot, Table, TableMeta};
 use super::kernel_filter::{FilterColumns, compile, select};
 use super::scan::{Frame, TimeBounds, ranges, time_bounds};
 use crate::error::external;
+use crate::key_index::{IndexRows, KeyIndexes};
 use crate::snapshot::newest_snapshot;
 
 /// Most rows read per step of the backward scan.
 const CHUNK_ROWS: u64 = 4_096;
 /// Fewest rows read by the first step.
 const FIRST_CHUNK_ROWS: u64 = 256;
+/// Keys named by the filter up to which each is found through the key index.
+const PROBED_KEYS_MAX: usize = 64;
+/// A probed key's rows tested by the first step (doubling up to [`CHUNK_ROWS`]).
+const FIRST_PROBED_ROWS: usize = 8;
 
 /// The latest row per key of a table. Planning reads the schema of the snapshot current then;
 /// each scan reads the table's newest snapshot, as
@@ -68,6 +78,7 @@ const FIRST_CHUNK_ROWS: u64 = 256;
 #[derive(Debug)]
 pub(crate) struct LatestTable {
     table: Arc<Table>,
+    indexes: Arc<KeyIndexes>,
     /// The metadata planned against (not the snapshot: see `SundialTable`).
     planned: Arc<TableMeta>,
     schema: SchemaRef,
@@ -84,7 +95,7 @@ impl LatestTable {
 
     /// The latest rows per `keys` (SYMBOL columns) of `table` among those `filter` keeps.
     pub(crate) fn new(
-        table: Arc<Table>,
+        (table, indexes): (Arc<Table>, Arc<KeyIndexes>),
         planned: Arc<TableMeta>,
         keys: Vec<usize>,
         filter: Option<Expr>,
@@ -98,6 +109,7 @@ impl LatestTable {
         Ok(LatestTable {
             schema: planned.arrow_schema(),
             table,
+            indexes,
             planned,
             filter,
             keys,
@@ -152,6 +164,7 @@ impl TableProvider for LatestTable {
         };
         Ok(Arc::new(LatestExec {
             table: self.table.clone(),
+            indexes: self.indexes.clone(),
             planned: self.planned.clone(),
             keys: self.keys.clone(),
             filter,
@@ -174,6 +187,7 @@ impl TableProvider for LatestTable {
 #[derive(Debug)]
 pub(crate) struct LatestExec {
     table: Arc<Table>,
+    indexes: Arc<KeyIndexes>,
     /// The metadata planned against.
     planned: Arc<TableMeta>,
     keys: Vec<usize>,
@@ -245,6 +259,8 @@ impl ExecutionPlan for LatestExec {
     ) -> DfResult<SendableRecordBatchStream> {
         let search = Search {
             snapshot: newest_snapshot(&self.table, &self.planned)?,
+            table: self.table.clone(),
+            indexes: self.indexes.clone(),
             keys: self.keys.clone(),
             filter: self.filter.clone(),
             bounds: self.bounds,
@@ -263,6 +279,8 @@ impl ExecutionPlan for LatestExec {
 /// One backward search.
 struct Search {
     snapshot: Arc<Snapshot>,
+    table: Arc<Table>,
+    indexes: Arc<KeyIndexes>,
     keys: Vec<usize>,
     filter: Option<Arc<dyn PhysicalExpr>>,
     bounds: TimeBounds,
@@ -273,6 +291,9 @@ struct Search {
 
 /// A key: the SYMBOL codes of a row, `-1` for NULL.
 type Key = Vec<i32>;
+
+/// Rows found: per partition, newest partition first, its rows newest first.
+type Found = Vec<(usize, Vec<u32>)>;
 
 /// The keys met so far.
 enum SeenKeys {
@@ -346,6 +367,14 @@ impl Search {
             .filter(|(_, allowed)| allowed.is_none())
             .map(|(&k, _)| k)
             .collect();
+        // Few keys named by the filter, of one key column: each key's rows through the key
+        // index, newest first, so k keys read their own rows only.
+        if let ([key], [Some(codes)]) = (self.keys.as_slice(), allowed.as_slice())
+            && codes.len() <= PROBED_KEYS_MAX
+            && let Some(found) = self.probe(*key, codes)?
+        {
+            return self.assemble(found);
+        }
         // Only the key columns and the columns the filter reads are read while searching; the
         // filter's columns are renumbered for that projection.
         let mut searched: Vec<usize> = self.keys.clone();
@@ -389,7 +418,7 @@ impl Search {
         // The rows inside the filter's time bounds, by partition, oldest first.
         let spans = ranges(&self.snapshot, self.bounds).map_err(external)?;
         // Rows kept, by partition, newest partition first.
-        let mut found: Vec<(usize, Vec<u32>)> = Vec::new();
+        let mut found: Found = Vec::new();
         'partitions: for (at, span) in spans.iter().enumerate().rev() {
             let (p, rows) = (span.partition, span.rows.clone());
             let mut picked: Vec<u32> = Vec::new();
@@ -453,7 +482,12 @@ impl Search {
             }
             found.push((p, picked));
         }
-        // Partitions were searched newest first; QuestDB returns rows oldest first.
+        self.assemble(found)
+    }
+
+    /// The rows found, by partition newest first (each partition's rows newest first), read
+    /// oldest first as QuestDB returns them.
+    fn assemble(&self, found: Found) -> DfResult<RecordBatch> {
         let mut batches = Vec::with_capacity(found.len());
         for (p, mut rows) in found.into_iter().rev() {
             if rows.is_empty() {
@@ -467,6 +501,108 @@ impl Search {
             batches.push(batch.with_schema(self.output.clone())?);
         }
         Ok(concat_batches(&self.output, &batches)?)
+    }
+
+    /// The newest passing row of each of `codes` in key column `key`, found through the key
+    /// index: for each partition newest first, each code still missing takes its rows inside
+    /// the time bounds from the index and tests them newest first, a block at a time, until
+    /// one passes. `None` when a partition cannot be indexed (too big for the indexes'
+    /// budget): the caller searches by scanning.
+    fn probe(&self, key: usize, codes: &HashSet<i32>) -> DfResult<Option<Found>> {
+        let mut missing: Vec<i32> = codes.iter().copied().collect();
+        missing.sort_unstable();
+        // A filter that only names keys is applied by the index: nothing left to test.
+        let only_keys = self.filter.as_ref().is_none_or(|f| {
+            conjuncts(f)
+                .into_iter()
+                .all(|c| named_symbols(c).is_some_and(|(column, _)| column == key))
+        });
+        let filter = if only_keys {
+            None
+        } else {
+            self.filter.as_ref()
+        };
+        let mut searched: Vec<usize> = Vec::new();
+        if let Some(filter) = filter {
+            searched.extend(collect_columns(filter).iter().map(Column::index));
+        }
+        searched.sort_unstable();
+        searched.dedup();
+        let filter = match filter {
+            Some(filter) => {
+                let projected = self.snapshot.meta().arrow_schema().project(&searched)?;
+                Some(reassign_expr_columns(filter.clone(), &projected)?)
+            }
+            None => None,
+        };
+        let spans = ranges(&self.snapshot, self.bounds).map_err(external)?;
+        let mut found = Vec::new();
+        for span in spans.iter().rev() {
+            if missing.is_empty() {
+                break;
+            }
+            let mut picked = Vec::new();
+            let mut still = Vec::with_capacity(missing.len());
+            for &code in &missing {
+                let hits = match self.indexes.rows(
+                    &self.table,
+                    &self.snapshot,
+                    u64::MAX,
+                    (span.partition, key),
+                    i64::from(code),
+                    span.rows.clone(),
+                    usize::MAX,
+                )? {
+                    IndexRows::Hits(hits) => hits,
+                    IndexRows::Unindexed | IndexRows::Deferred => return Ok(None),
+                };
+                match self.newest_passing(span.partition, &hits, &searched, filter.as_ref())? {
+                    Some(row) => picked.push(row),
+                    None => still.push(code),
+                }
+            }
+            missing = still;
+            picked.sort_unstable_by(|a, b| b.cmp(a));
+            found.push((span.partition, picked));
+        }
+        Ok(Some(found))
+    }
+
+    /// The newest of `rows` (ascending rows of partition `p`) that passes `filter` (over the
+    /// columns `searched`), testing blocks of them newest first.
+    fn newest_passing(
+        &self,
+        p: usize,
+        rows: &[u32],
+        searched: &[usize],
+        filter: Option<&Arc<dyn PhysicalExpr>>,
+    ) -> DfResult<Option<u32>> {
+        let Some(filter) = filter else {
+            return Ok(rows.last().copied());
+        };
+        let mut end = rows.len();
+        let mut block = FIRST_PROBED_ROWS;
+        while end > 0 {
+            let start = end.saturating_sub(block);
+            block = (block * 2).min(CHUNK_ROWS as usize);
+            let batch = self
+                .snapshot
+                .read_batch_picked(p, searched, &rows[start..end])
+                .map_err(external)?;
+            self.rows_read.add(batch.num_rows());
+            let mask = filter.evaluate(&batch)?.into_array(batch.num_rows())?;
+            let mask = mask.as_boolean_opt().ok_or_else(|| {
+                DataFusionError::Internal("LATEST filter gave no booleans".into())
+            })?;
+            if let Some(i) = (0..batch.num_rows())
+                .rev()
+                .find(|&i| mask.is_valid(i) && mask.value(i))
+            {
+                return Ok(Some(rows[start + i]));
+            }
+            end = start;
+        }
+        Ok(None)
     }
 
     /// Per key column, the codes of the symbols the filter lets through when one of its
@@ -643,6 +779,7 @@ mod tests {
             // Filters naming the keys: the search stops once those have their rows.
             ("h", "WHERE h IN ('h1', 'h250', 'h699', 'nowhere') "),
             ("h", "WHERE h = 'h5' OR h = 'h7' "),
+            ("h", "WHERE h IN ('h650', 'h1', 'h299') AND v < 1400 "),
             ("h, k", "WHERE k = 'b' AND h IN ('h3', 'h7') AND v > 10 "),
         ] {
             let latest = format!("SELECT * FROM t {filter}LATEST ON ts PARTITION BY {keys}");
@@ -663,9 +800,19 @@ mod tests {
         // So does one whose every key, the NULL key included, turns up in the newest rows,
         // though older rows hold NULL keys too.
         for (query, most) in [
+            // Keys the filter names are found through the key index: their rows only, even
+            // for h650, whose newest row is 6,000 rows back.
             (
                 "SELECT * FROM t WHERE h IN ('h1', 'h2') LATEST ON ts PARTITION BY h",
-                1_024.0,
+                0.0,
+            ),
+            (
+                "SELECT * FROM t WHERE h IN ('h650', 'h1') LATEST ON ts PARTITION BY h",
+                0.0,
+            ),
+            (
+                "SELECT * FROM t WHERE h IN ('h650', 'h1') AND v < 1400 LATEST ON ts PARTITION BY h",
+                64.0,
             ),
             ("SELECT * FROM t LATEST ON ts PARTITION BY k", 512.0),
             // A time range in the filter bounds the rows searched: one hour, not the table.

@@ -10,7 +10,9 @@
 //!  scan_agg ──┴ partial_agg  ScanAggregateExec: aggregates folded over a scan's selected
 //!   └ kernel_filter    rows, grouped by SYMBOL codes; filters compiled into kernels
 //!  asof_join           AsofJoinExec: merge of two inputs in time order
-//!   └ splice_join      the pairing of both sides' rows for SPLICE JOIN
+//!   ├ splice_join      the pairing of both sides' rows for SPLICE JOIN
+//!   └ narrow           the right side narrowed to rows the left rows can match
+//!  shared              SharedExec: a repeated subquery computed once per run
 //!  cooperative         every operator yields; nested-loop probes in slices
 //! ```
 //!
@@ -32,9 +34,11 @@ mod frame;
 pub(crate) mod index_scan;
 mod kernel_filter;
 pub(crate) mod latest;
+mod narrow;
 mod partial_agg;
 pub mod scan;
 pub(crate) mod scan_agg;
+pub(crate) mod shared;
 mod splice_join;
 pub(crate) mod values;
 mod zone_skip;
