@@ -597,6 +597,22 @@ mod tests {
             .collect()
     }
 
+    /// Tables `l` and `r` holding `left` and `right`, inserted in chunks that arrive out of
+    /// order, so partitions are rewritten by merges.
+    async fn create_sides(engine: &crate::Engine, left: &[Row], right: &[Row]) {
+        let mut setup = vec![
+            "CREATE TABLE l (id LONG, sym SYMBOL, ts TIMESTAMP) TIMESTAMP(ts) PARTITION BY DAY"
+                .to_string(),
+            "CREATE TABLE r (id LONG, sym SYMBOL, ts TIMESTAMP) TIMESTAMP(ts) PARTITION BY DAY"
+                .to_string(),
+        ];
+        setup.extend(insert("l", left));
+        setup.extend(insert("r", right));
+        for sql in &setup {
+            engine.run(sql).await.expect(sql);
+        }
+    }
+
     /// The matches a time join must find, by brute force: left id to right id.
     fn expected(
         left: &[Row],
@@ -650,18 +666,7 @@ mod tests {
         let mut seed = 0x9e37_79b9_7f4a_7c15;
         let left = random_rows(&mut seed, 1500, false);
         let right = random_rows(&mut seed, 1000, true);
-        let mut setup = vec![
-            "CREATE TABLE l (id LONG, sym SYMBOL, ts TIMESTAMP) TIMESTAMP(ts) PARTITION BY DAY"
-                .to_string(),
-            "CREATE TABLE r (id LONG, sym SYMBOL, ts TIMESTAMP) TIMESTAMP(ts) PARTITION BY DAY"
-                .to_string(),
-        ];
-        // Chunks arrive out of order, so partitions are rewritten by merges.
-        setup.extend(insert("l", &left));
-        setup.extend(insert("r", &right));
-        for sql in &setup {
-            engine.run(sql).await.expect(sql);
-        }
+        create_sides(&engine, &left, &right).await;
         let select = "SELECT l.id, r.id, CAST(l.ts AS BIGINT) FROM l";
         for (join, keyed, strict, tolerance_s) in [
             ("ASOF JOIN r ON (sym)", true, false, None),
@@ -756,17 +761,7 @@ mod tests {
             (13, Some(1), 300),
             (14, Some(3), 50),
         ];
-        let mut setup = vec![
-            "CREATE TABLE l (id LONG, sym SYMBOL, ts TIMESTAMP) TIMESTAMP(ts) PARTITION BY DAY"
-                .to_string(),
-            "CREATE TABLE r (id LONG, sym SYMBOL, ts TIMESTAMP) TIMESTAMP(ts) PARTITION BY DAY"
-                .to_string(),
-        ];
-        setup.extend(insert("l", &left));
-        setup.extend(insert("r", &right));
-        for sql in &setup {
-            engine.run(sql).await.expect(sql);
-        }
+        create_sides(&engine, &left, &right).await;
         let select = "SELECT l.id, r.id, CAST(l.ts AS BIGINT) FROM l";
         for (join, keyed, strict, tolerance_s) in [
             ("ASOF JOIN r ON (sym)", true, false, None),
