@@ -294,9 +294,14 @@ impl LeftStart {
                 });
             };
             let batch = batch?;
-            reservation.try_grow(batch.get_array_memory_size())?;
+            // A memory pool that refuses the buffer ends it: the join then merges as it would
+            // a long left side, streaming the rest.
+            let refused = reservation.try_grow(batch.get_array_memory_size()).is_err();
             rows += batch.num_rows();
             batches.push(batch);
+            if refused {
+                break;
+            }
         }
         Ok(LeftStart {
             batches,

@@ -773,18 +773,22 @@ struct Aggregation {
     /// `Σ digitᵢ · Πⱼ<ᵢ radixⱼ`, a key's digit being its code + 1, or 0 for NULL.
     radix: Vec<usize>,
     /// When the combinations of several keys outnumber [`BUCKET_SLOTS_MAX`]: the slot of
-    /// each combination met (as its number above), in order of first appearance.
+    /// each combination met, in order of first appearance.
     sparse: Option<Sparse>,
     /// Output rows built so far: their buckets and each key's codes.
     buckets: Int64Builder,
     codes: Vec<Vec<Option<i32>>>,
 }
 
+/// A row's keys' digits (code + 1, 0 for NULL), one per key, the rest 0.
+type Digits = [u32; BUCKET_KEYS_MAX];
+
 /// Slots numbered as combinations of keys first appear.
 #[derive(Default)]
 struct Sparse {
-    slots: datafusion::common::HashMap<u64, u32>,
-    numbers: Vec<u64>,
+    slots: datafusion::common::HashMap<Digits, u32>,
+    /// Each slot's combination.
+    digits: Vec<Digits>,
 }
 
 /// Most SYMBOL keys a bucket aggregate groups by.
@@ -793,6 +797,15 @@ const BUCKET_KEYS_MAX: usize = 3;
 /// Combinations of several keys' symbols up to which each is a slot of its own; past it,
 /// slots are numbered as combinations appear.
 const BUCKET_SLOTS_MAX: u64 = 1 << 16;
+
+/// Combinations numbered as they appear past which, at the next batch, the open bucket's
+/// partial states go out and the numbering starts afresh: the states held stay bounded
+/// however many combinations the keys make (the final aggregate above merges the pieces).
+#[cfg(not(test))]
+const SPARSE_SLOTS_MAX: usize = 1 << 20;
+/// Small in tests, so that the three-key test starts its numbering afresh many times.
+#[cfg(test)]
+const SPARSE_SLOTS_MAX: usize = 64;
 
 impl Aggregation {
     fn new(exec: &BucketAggregateExec, batch_rows: usize) -> Self {
@@ -850,38 +863,53 @@ impl Aggregation {
                 _ => Some(Sparse::default()),
             };
         }
-        // Each row's keys, once per batch: their digits (code + 1, 0 for NULL) as one number.
+        if let Some(sparse) = &mut self.sparse
+            && sparse.digits.len() > SPARSE_SLOTS_MAX
+        {
+            self.close_bucket();
+            self.sparse = Some(Sparse::default());
+        }
+        // Each row's slot, once per batch: its keys' digits as one number, or the number of
+        // their combination when numbered as they appear.
         let row_slots: Option<Vec<u32>> = if codes.is_empty() {
             None
         } else {
-            let mut numbers = vec![0u64; n];
-            let mut stride = 1u64;
-            for (codes, &radix) in codes.iter().zip(&self.radix) {
+            let mut digits = vec![[0u32; BUCKET_KEYS_MAX]; n];
+            for (k, codes) in codes.iter().enumerate() {
                 let values = codes.values();
                 match codes.nulls() {
                     None => {
-                        for (number, &c) in numbers.iter_mut().zip(values.iter()) {
-                            *number += (c as u64 + 1) * stride;
+                        for (d, &c) in digits.iter_mut().zip(values.iter()) {
+                            d[k] = c as u32 + 1;
                         }
                     }
                     Some(nulls) => {
-                        for ((number, &c), valid) in
-                            numbers.iter_mut().zip(values.iter()).zip(nulls.iter())
+                        for ((d, &c), valid) in
+                            digits.iter_mut().zip(values.iter()).zip(nulls.iter())
                         {
-                            *number += if valid { (c as u64 + 1) * stride } else { 0 };
+                            d[k] = if valid { c as u32 + 1 } else { 0 };
                         }
                     }
                 }
-                stride = stride.saturating_mul(radix as u64);
             }
             Some(match &mut self.sparse {
-                None => numbers.into_iter().map(|k| k as u32).collect(),
-                Some(sparse) => numbers
+                // Fewer than 2^16 combinations: the number fits.
+                None => digits
+                    .iter()
+                    .map(|d| {
+                        let mut number = 0u32;
+                        for k in (0..self.radix.len()).rev() {
+                            number = number * self.radix[k] as u32 + d[k];
+                        }
+                        number
+                    })
+                    .collect(),
+                Some(sparse) => digits
                     .into_iter()
-                    .map(|k| {
-                        let next = sparse.numbers.len() as u32;
-                        *sparse.slots.entry(k).or_insert_with(|| {
-                            sparse.numbers.push(k);
+                    .map(|d| {
+                        let next = sparse.digits.len() as u32;
+                        *sparse.slots.entry(d).or_insert_with(|| {
+                            sparse.digits.push(d);
                             next
                         })
                     })
@@ -889,7 +917,7 @@ impl Aggregation {
             })
         };
         let slots = match (&self.sparse, &row_slots) {
-            (Some(sparse), _) => sparse.numbers.len().max(1),
+            (Some(sparse), _) => sparse.digits.len().max(1),
             (None, Some(_)) => self.radix.iter().product(),
             (None, None) => 1,
         };
@@ -1042,13 +1070,16 @@ impl Aggregation {
         for &slot in &self.touched {
             self.is_touched[slot] = false;
             self.buckets.append_option(bucket);
-            let mut rest = match &self.sparse {
-                Some(sparse) => sparse.numbers[slot] as usize,
-                None => slot,
-            };
-            for (codes, &radix) in self.codes.iter_mut().zip(&self.radix) {
-                let digit = rest % radix;
-                rest /= radix;
+            let mut rest = slot;
+            for (k, (codes, &radix)) in self.codes.iter_mut().zip(&self.radix).enumerate() {
+                let digit = match &self.sparse {
+                    Some(sparse) => sparse.digits[slot][k] as usize,
+                    None => {
+                        let digit = rest % radix;
+                        rest /= radix;
+                        digit
+                    }
+                };
                 codes.push(digit.checked_sub(1).map(|code| code as i32));
             }
             for accumulator in &mut self.accumulators {

@@ -59,9 +59,16 @@ pub(crate) fn symbol_filter(
         return None;
     }
     let symbols = snapshot.symbols(column).map_or(0, |s| s.len());
-    let selective = symbols >= UNINDEXED_SYMBOLS_MIN
-        && values.len().saturating_mul(UNINDEXED_NAMED_FRACTION_MAX) <= symbols;
-    (column_meta.indexed || selective).then_some(SymbolFilter { column, values })
+    (column_meta.indexed || names_few_of_many(values.len(), symbols))
+        .then_some(SymbolFilter { column, values })
+}
+
+/// Whether `named` symbols of a dictionary of `symbols` are few enough of many that their
+/// rows are best found through the in-memory key index, for a column without one declared
+/// (here, and for LATEST ON's keys).
+pub(crate) fn names_few_of_many(named: usize, symbols: usize) -> bool {
+    symbols >= UNINDEXED_SYMBOLS_MIN
+        && named.saturating_mul(UNINDEXED_NAMED_FRACTION_MAX) <= symbols
 }
 
 /// The filters among `filters` that are [`SymbolFilter`]s.

@@ -17,8 +17,8 @@
 //! needs, compiled into a scan kernel where it can be (`kernel_filter`). When the filter names the keys
 //! (`k = 'a'`, `k IN (...)`, ORs of them, among its conjuncts), only those can pass, so the
 //! search stops once each has its row: three of five hundred trucks read what their newest
-//! rows need, not the table. With one key column and at most 64 keys named, no scan runs at
-//! all: each key's rows come from the key index (`key_index`, built per partition on first
+//! rows need, not the table. With one key column and a few of its many symbols named (as
+//! `index_scan::names_few_of_many` decides for filters), no scan runs at all: each key's rows come from the key index (`key_index`, built per partition on first
 //! use and shared), newest partition first, and a key takes its newest row that passes the
 //! rest of the filter (tested a few rows at a time, newest first), so k keys read k rows
 //! when nothing else filters; a partition too big for the indexes' budget falls back to the
@@ -57,6 +57,7 @@ use datafusion::physical_plan::{
 use sundial_kernels::Predicate;
 use sundial_storage::{Snapshot, Table, TableMeta};
 
+use super::index_scan::names_few_of_many;
 use super::kernel_filter::{FilterColumns, compile, select};
 use super::scan::{Frame, TimeBounds, ranges, time_bounds};
 use crate::error::external;
@@ -67,8 +68,6 @@ use crate::snapshot::newest_snapshot;
 const CHUNK_ROWS: u64 = 4_096;
 /// Fewest rows read by the first step.
 const FIRST_CHUNK_ROWS: u64 = 256;
-/// Keys named by the filter up to which each is found through the key index.
-const PROBED_KEYS_MAX: usize = 64;
 /// A probed key's rows tested by the first step (doubling up to [`CHUNK_ROWS`]).
 const FIRST_PROBED_ROWS: usize = 8;
 
@@ -370,7 +369,10 @@ impl Search {
         // Few keys named by the filter, of one key column: each key's rows through the key
         // index, newest first, so k keys read their own rows only.
         if let ([key], [Some(codes)]) = (self.keys.as_slice(), allowed.as_slice())
-            && codes.len() <= PROBED_KEYS_MAX
+            && names_few_of_many(
+                codes.len(),
+                self.snapshot.symbols(*key).map_or(0, |s| s.len()),
+            )
             && let Some(found) = self.probe(*key, codes)?
         {
             return self.assemble(found);
