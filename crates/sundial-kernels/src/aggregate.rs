@@ -142,6 +142,23 @@ impl Accumulator {
         self.counts.get(slot).copied().unwrap_or(0)
     }
 
+    /// Folds into slot 0 (ensured) `count` values known without reading them (a zone map's)
+    /// whose extreme is `key`: the value for an integer fold, its [`total_key`] for a
+    /// floating-point one. Only for `min` and `max` folds.
+    pub fn add_extreme(&mut self, key: i64, count: u64) {
+        self.counts[0] += count;
+        if count == 0 {
+            return;
+        }
+        match self.fold {
+            Fold::MinInt | Fold::MinFloat => self.ints[0] = self.ints[0].min(key),
+            Fold::MaxInt | Fold::MaxFloat => self.ints[0] = self.ints[0].max(key),
+            Fold::Count | Fold::SumInt | Fold::SumFloat => {
+                debug_assert!(false, "{:?} takes no extreme", self.fold)
+            }
+        }
+    }
+
     /// Counts `n` more values in `slot` (ensured), found without folding them.
     pub fn add_count(&mut self, slot: usize, n: u64) {
         self.counts[slot] += n;
@@ -220,6 +237,42 @@ impl Accumulator {
     ) {
         #[cfg(target_arch = "x86_64")]
         if std::arch::is_x86_feature_detected!("avx2") {
+            // Ungrouped folds of 64-bit values the compiler vectorises poorly: the
+            // hand-written kernels.
+            if let Slots::One = slots {
+                let rows = || blocks(values.len(), selection, nulls);
+                let (ints, floats, counts) = (&mut self.ints, &mut self.floats, &mut self.counts);
+                // SAFETY (every call below): the processor supports AVX2, checked above.
+                let done = match (self.fold, T::as_i64s(values), T::as_f64s(values)) {
+                    (Fold::MinInt, Some(v), _) => {
+                        Some(unsafe { crate::simd::extreme_i64::<false>(v, rows()) })
+                    }
+                    (Fold::MaxInt, Some(v), _) => {
+                        Some(unsafe { crate::simd::extreme_i64::<true>(v, rows()) })
+                    }
+                    (Fold::MinFloat, _, Some(v)) => {
+                        Some(unsafe { crate::simd::extreme_f64::<false>(v, rows()) })
+                    }
+                    (Fold::MaxFloat, _, Some(v)) => {
+                        Some(unsafe { crate::simd::extreme_f64::<true>(v, rows()) })
+                    }
+                    (Fold::SumFloat, Some(v), _) => {
+                        let (sum, n) = unsafe { crate::simd::float_sum_i64(v, rows()) };
+                        floats[0] += sum;
+                        counts[0] += n;
+                        return;
+                    }
+                    _ => None,
+                };
+                if let Some((key, n)) = done {
+                    ints[0] = match self.fold {
+                        Fold::MinInt | Fold::MinFloat => ints[0].min(key),
+                        _ => ints[0].max(key),
+                    };
+                    counts[0] += n;
+                    return;
+                }
+            }
             // SAFETY: the processor supports AVX2, checked just above.
             unsafe { self.update_values_avx2(values, nulls, selection, slots) };
             return;
@@ -380,6 +433,11 @@ impl Accumulator {
                 i64::wrapping_add;
                 |s: i64| ints[0] = ints[0].wrapping_add(s)
             ),
+            Fold::SumFloat if T::INT => {
+                let (sum, n) = int_float_sum(values, selection, nulls);
+                floats[0] += sum;
+                counts[0] += n;
+            }
             Fold::SumFloat => ungrouped!(
                 0f64;
                 |v: T| v.to_f64();
@@ -416,10 +474,11 @@ impl Accumulator {
 /// valid, in IEEE 754's total order, and how many there are (the key is the fold's identity
 /// when none is).
 ///
-/// A block is reduced with IEEE comparisons of the floats themselves, which vectorise; they
-/// agree with the total order except on NaN and on the two zeros, so a block holding a NaN or
-/// whose extreme is a zero is reduced again by keys. Rows that do not pass are replaced by
-/// the identity (an infinity) through their bit's mask.
+/// Blocks are folded into eight lanes with IEEE comparisons of the floats themselves, which
+/// vectorise; they agree with the total order except on NaN and on the two zeros. So a block
+/// holding a NaN is reduced by keys instead, and the lanes note whether a zero of the sign
+/// the total order prefers (-0.0 for MIN) passed, which decides an extreme that is a zero.
+/// Rows that do not pass are replaced by the identity (an infinity) through their bit's mask.
 #[inline(always)]
 fn float_extreme<T: Native, const MAX: bool>(
     values: &[T],
@@ -434,6 +493,10 @@ fn float_extreme<T: Native, const MAX: bool>(
         f64::INFINITY
     };
     let mut best = if MAX { i64::MIN } else { i64::MAX };
+    // The lanes of every block folded without NaN; whether any was.
+    let mut lanes = [identity; LANES];
+    let mut preferred_zero = [false; LANES];
+    let mut folded = false;
     let mut n = 0u64;
     for (base, bits) in blocks(len, selection, nulls) {
         prefetch(
@@ -444,24 +507,35 @@ fn float_extreme<T: Native, const MAX: bool>(
         n += u64::from(passing);
         if passing >= MASKED_BLOCK_ROWS_MIN && base + 64 <= len {
             let block: &[T; 64] = values[base..base + 64].try_into().expect("64");
-            let mut lanes = [identity; LANES];
+            let mut block_lanes = [identity; LANES];
             let mut unordered = [false; LANES];
+            let mut zero = [false; LANES];
             for (c, chunk) in block.chunks_exact(LANES).enumerate() {
                 let masks = &BYTE_MASKS[((bits >> (c * LANES)) & 0xff) as usize];
                 for l in 0..LANES {
                     let x = chunk[l].to_f64().masked(masks[l], identity);
                     unordered[l] |= x.is_nan();
-                    let wins = if MAX { x > lanes[l] } else { x < lanes[l] };
-                    lanes[l] = if wins { x } else { lanes[l] };
+                    // The masked rows are infinities, never zeros.
+                    zero[l] |= x == 0.0 && x.is_sign_negative() != MAX;
+                    let wins = if MAX {
+                        x > block_lanes[l]
+                    } else {
+                        x < block_lanes[l]
+                    };
+                    block_lanes[l] = if wins { x } else { block_lanes[l] };
                 }
             }
-            let extreme =
-                lanes.into_iter().fold(
-                    identity,
-                    |a, b| if (b > a) == MAX && b != a { b } else { a },
-                );
-            if !unordered.contains(&true) && extreme != 0.0 {
-                best = better(best, total_key(extreme));
+            if !unordered.contains(&true) {
+                for l in 0..LANES {
+                    let wins = if MAX {
+                        block_lanes[l] > lanes[l]
+                    } else {
+                        block_lanes[l] < lanes[l]
+                    };
+                    lanes[l] = if wins { block_lanes[l] } else { lanes[l] };
+                    preferred_zero[l] |= zero[l];
+                }
+                folded = true;
                 continue;
             }
         }
@@ -472,7 +546,75 @@ fn float_extreme<T: Native, const MAX: bool>(
             best = better(best, total_key(values[row].to_f64()));
         }
     }
+    if folded {
+        let extreme =
+            lanes.into_iter().fold(
+                identity,
+                |a, b| if (b > a) == MAX && b != a { b } else { a },
+            );
+        // An extreme that is a zero is the zero of the preferred sign if one passed, else
+        // the other: IEEE comparisons cannot tell the two apart.
+        let extreme = if extreme != 0.0 {
+            extreme
+        } else if preferred_zero.contains(&true) == MAX {
+            0.0
+        } else {
+            -0.0
+        };
+        best = better(best, total_key(extreme));
+    }
     (best, n)
+}
+
+/// The sum, as a float, of the integer values of the rows that pass and are valid, and how
+/// many there are (`avg` of an integer column).
+///
+/// Each block's values are summed exactly as integers and the block's sum added as a float:
+/// one conversion per block, where AVX2 has none for 64-bit lanes and a conversion per value
+/// would be scalar, and no rounding inside a block. A block holding a value beyond 2^56 in
+/// magnitude, whose 64 values could overflow `i64`, adds them one at a time as floats.
+#[inline(always)]
+fn int_float_sum<T: Native>(
+    values: &[T],
+    selection: Option<&Selection>,
+    nulls: Option<&NullBuffer>,
+) -> (f64, u64) {
+    let len = values.len();
+    let mut total = 0f64;
+    let mut n = 0u64;
+    for (base, bits) in blocks(len, selection, nulls) {
+        prefetch(
+            values,
+            base + PREFETCH_AHEAD_BYTES / std::mem::size_of::<T>(),
+        );
+        let passing = bits.count_ones();
+        n += u64::from(passing);
+        if passing >= MASKED_BLOCK_ROWS_MIN && base + 64 <= len {
+            let block: &[T; 64] = values[base..base + 64].try_into().expect("64");
+            let mut sums = [0i64; LANES];
+            // Nonzero once a value lies outside [-2^56, 2^56).
+            let mut wide = [0u64; LANES];
+            for (c, chunk) in block.chunks_exact(LANES).enumerate() {
+                let masks = &BYTE_MASKS[((bits >> (c * LANES)) & 0xff) as usize];
+                for l in 0..LANES {
+                    let v = chunk[l].to_i64().masked(masks[l], 0);
+                    sums[l] = sums[l].wrapping_add(v);
+                    wide[l] |= (v.wrapping_add(1 << 56) as u64) >> 57;
+                }
+            }
+            if wide == [0; LANES] {
+                // At most 64 values below 2^56 in magnitude: the sum is below 2^62.
+                total += sums.iter().sum::<i64>() as f64;
+                continue;
+            }
+        }
+        let mut bits = bits;
+        while bits != 0 {
+            total += values[base + bits.trailing_zeros() as usize].to_f64();
+            bits &= bits - 1;
+        }
+    }
+    (total, n)
 }
 
 /// Calls `f(first_row, bits)` for each 64-row block of `len` rows with the bits of the rows
@@ -551,7 +693,7 @@ pub(crate) fn for_each_row(
 mod tests {
     use std::sync::Arc;
 
-    use arrow_array::{ArrayRef, Float64Array, Int16Array};
+    use arrow_array::{ArrayRef, Float64Array, Int16Array, Int64Array};
     use rand::{Rng, SeedableRng};
 
     use super::*;
@@ -593,6 +735,19 @@ mod tests {
             let shorts: Vec<Option<i16>> = (0..len)
                 .map(|_| rng.random_bool(0.8).then(|| rng.random_range(-300..300)))
                 .collect();
+            let wide_blocks = rng.random_bool(0.3);
+            let longs: Vec<Option<i64>> = (0..len)
+                .map(|i| {
+                    rng.random_bool(0.8).then(|| match rng.random_range(0..50) {
+                        0 if wide_blocks && i % 64 < 8 => i64::MAX - rng.random_range(0..9),
+                        1 if wide_blocks => i64::MIN + rng.random_range(0..9),
+                        2 => (1 << 56) - rng.random_range(0..2),
+                        3 => -(1 << 56) - rng.random_range(0..2),
+                        _ => rng.random_range(-1_000_000..1_000_000),
+                    })
+                })
+                .collect();
+            let l: ArrayRef = Arc::new(Int64Array::from(longs.clone()));
             let f: ArrayRef = Arc::new(Float64Array::from(floats.clone()));
             let s: ArrayRef = Arc::new(Int16Array::from(shorts.clone()));
             let selection = (len > 0).then(|| {
@@ -675,6 +830,39 @@ mod tests {
                                 fs.iter().copied().max_by(f64::total_cmp).unwrap().to_bits()
                             ),
                             _ => {}
+                        }
+                    }
+                    // 64-bit integers: the hand-written extremes, and sums as floats (`avg`),
+                    // exact per block unless a block holds values too wide for that.
+                    if matches!(fold, Fold::MinInt | Fold::MaxInt | Fold::SumFloat) {
+                        let lc = ColumnValues::of(l.as_ref()).unwrap();
+                        let mut acc = Accumulator::new(fold);
+                        acc.ensure(3);
+                        acc.update(Some(&lc), selection.as_ref(), slots, len);
+                        for slot in 0..3 {
+                            let ls: Vec<i64> = (0..len)
+                                .filter(|&i| passes(i) && slot_of(i) == slot)
+                                .filter_map(|i| longs[i])
+                                .collect();
+                            assert_eq!(acc.count(slot), ls.len() as u64, "{fold:?}");
+                            match fold {
+                                Fold::MinInt if !ls.is_empty() => {
+                                    assert_eq!(acc.int(slot), *ls.iter().min().unwrap())
+                                }
+                                Fold::MaxInt if !ls.is_empty() => {
+                                    assert_eq!(acc.int(slot), *ls.iter().max().unwrap())
+                                }
+                                Fold::SumFloat => {
+                                    let exact: i128 = ls.iter().map(|&v| i128::from(v)).sum();
+                                    let magnitude: f64 = ls.iter().map(|&v| (v as f64).abs()).sum();
+                                    let got = acc.float(slot);
+                                    assert!(
+                                        (got - exact as f64).abs() <= magnitude * 1e-12,
+                                        "{exact} {got}"
+                                    );
+                                }
+                                _ => {}
+                            }
                         }
                     }
                     // count(*) counts passing rows, NULL or not.

@@ -107,6 +107,8 @@ impl<'a> ColumnValues<'a> {
 
 /// A native value the kernels read, widened to the domain it compares or sums in.
 pub(crate) trait Native: Copy + PartialOrd + Send + Sync + 'static {
+    /// Whether the type is an integer type (its values sum exactly as `i64`).
+    const INT: bool;
     fn to_i64(self) -> i64;
     fn to_f64(self) -> f64;
     /// An integer key as a value of this type, compared natively (more lanes per
@@ -124,12 +126,18 @@ pub(crate) trait Native: Copy + PartialOrd + Send + Sync + 'static {
         let _ = values;
         None
     }
+    /// The values as 64-bit floats, if that is what they are.
+    fn as_f64s(values: &[Self]) -> Option<&[f64]> {
+        let _ = values;
+        None
+    }
 }
 
 macro_rules! native {
     ($($t:ty: $int:literal { $($own:item)* }),*) => {$(
         impl Native for $t {
             $($own)*
+            const INT: bool = $int;
             #[inline(always)]
             fn to_i64(self) -> i64 {
                 self as i64
@@ -170,7 +178,12 @@ native!(
         }
     },
     f32: false {},
-    f64: false {}
+    f64: false {
+        #[inline(always)]
+        fn as_f64s(values: &[f64]) -> Option<&[f64]> {
+            Some(values)
+        }
+    }
 );
 
 /// How far ahead of the block being read its column is fetched into cache. Mapped files live

@@ -26,13 +26,27 @@
 //! `ts IN '2016-01-01'`) bound the search by binary search: it starts at the newest row inside
 //! them and never reads outside. The search may stop early only when no NULL key can still
 //! turn up: neither in the rest of the partition nor in the older spans still to search.
+//!
+//! A chunk's passing rows are visited a 64-row word at a time, highest bit first, and a
+//! row's key (its codes, NULL a digit of its own) indexes a flag per combination
+//! ([`SeenKeys`]), so a row whose key was met allocates and hashes nothing. A search not done
+//! after its newest [`SEQUENTIAL_ROWS`] splits what is left into one run per thread
+//! ([`split_rows`]); each run searches from the keys met so far, a run that ends the search
+//! (nothing older can add a key) halts the runs older than it, and their rows merge newest
+//! run first, a key met by two runs keeping the newer row:
+//!
+//! ```text
+//!  oldest ─────────────────────────────────────────────── newest
+//!  [ run 1 (thread 1) ][ run 0 (this thread) ][ newest rows, read first alone ]
+//! ```
 
 use std::collections::HashSet;
 use std::fmt;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering as AtomicOrdering};
 
 use async_trait::async_trait;
-use datafusion::arrow::array::{Array, AsArray, BooleanArray, RecordBatch};
+use datafusion::arrow::array::{Array, AsArray, Int32Array, RecordBatch};
 use datafusion::arrow::compute::concat_batches;
 use datafusion::arrow::datatypes::{Int32Type, SchemaRef};
 use datafusion::catalog::Session;
@@ -54,7 +68,7 @@ use datafusion::physical_plan::{
     DisplayAs, DisplayFormatType, ExecutionPlan, Partitioning, PlanProperties,
     ReplaceChildrenOptions,
 };
-use sundial_kernels::Predicate;
+use sundial_kernels::{Predicate, Selection};
 use sundial_storage::{Snapshot, Table, TableMeta};
 
 use super::index_scan::names_few_of_many;
@@ -64,11 +78,21 @@ use crate::error::external;
 use crate::key_index::{IndexRows, KeyIndexes};
 use crate::snapshot::newest_snapshot;
 
-/// Most rows read per step of the backward scan.
-const CHUNK_ROWS: u64 = 4_096;
+/// Most rows read per step of the backward scan (the step doubles up to it, so a search that
+/// stops early reads at most twice what it needed).
+const CHUNK_ROWS: u64 = 32_768;
+/// Most rows a key index probe tests per step.
+const PROBED_ROWS_MAX: usize = 4_096;
+/// Most combinations of key codes kept as a flag each (1 MiB); others are hashed.
+const DENSE_KEYS_MAX: u64 = 1 << 20;
 /// Fewest rows read by the first step.
 const FIRST_CHUNK_ROWS: u64 = 256;
-/// A probed key's rows tested by the first step (doubling up to [`CHUNK_ROWS`]).
+/// Rows the newest part of a search reads alone before the rest is split between threads
+/// (a few hundred in tests, so that their small tables are split too).
+const SEQUENTIAL_ROWS: u64 = if cfg!(test) { 300 } else { 1 << 20 };
+/// Fewest rows left to search for a split between threads to pay for the threads.
+const PARALLEL_ROWS_MIN: u64 = if cfg!(test) { 300 } else { 1 << 20 };
+/// A probed key's rows tested by the first step (doubling up to [`PROBED_ROWS_MAX`]).
 const FIRST_PROBED_ROWS: usize = 8;
 
 /// The latest row per key of a table. Planning reads the schema of the snapshot current then;
@@ -254,7 +278,7 @@ impl ExecutionPlan for LatestExec {
     fn execute(
         &self,
         partition: usize,
-        _context: Arc<TaskContext>,
+        context: Arc<TaskContext>,
     ) -> DfResult<SendableRecordBatchStream> {
         let search = Search {
             snapshot: newest_snapshot(&self.table, &self.planned)?,
@@ -266,6 +290,7 @@ impl ExecutionPlan for LatestExec {
             projection: self.projection.clone(),
             output: self.output.clone(),
             rows_read: MetricBuilder::new(&self.metrics).counter("rows_read", partition),
+            threads: context.session_config().target_partitions().max(1),
         };
         let batch = futures::stream::once(async move { search.run() });
         Ok(Box::pin(RecordBatchStreamAdapter::new(
@@ -286,6 +311,8 @@ struct Search {
     projection: Vec<usize>,
     output: SchemaRef,
     rows_read: Count,
+    /// Threads a long search is split between (the session's target partitions).
+    threads: usize,
 }
 
 /// A key: the SYMBOL codes of a row, `-1` for NULL.
@@ -294,36 +321,151 @@ type Key = Vec<i32>;
 /// Rows found: per partition, newest partition first, its rows newest first.
 type Found = Vec<(usize, Vec<u32>)>;
 
-/// The keys met so far.
-enum SeenKeys {
-    /// One key column: a flag per code, NULL first.
-    One(Vec<bool>),
-    Many(HashSet<Key, foldhash::fast::RandomState>),
+/// What a backward scan reads and when it is done.
+struct ScanPlan {
+    /// The columns read: the keys and what the filter reads, ascending.
+    searched: Vec<usize>,
+    filter: Option<RowFilter>,
+    /// Each key column's place among `searched`.
+    key_at: Vec<usize>,
+    /// The keys without a NULL there can be (the product of the dictionaries, or of the
+    /// symbols the filter names).
+    symbol_keys: u64,
+    /// Every key there can be, NULLs included.
+    all_keys: u64,
+    /// The key columns that may hold NULL keys (those the filter does not restrict).
+    nullable: Vec<usize>,
+}
+
+/// A backward scan's progress: the keys met, the next chunk's size and the rows kept.
+#[derive(Clone)]
+struct Progress {
+    seen: SeenKeys,
+    seen_symbol_keys: u64,
+    seen_keys: u64,
+    chunk_rows: u64,
+    found: Found,
+}
+
+/// How a backward scan ended.
+enum Scanned {
+    /// No older row can add a key.
+    Exhausted,
+    /// Every row was read.
+    Done,
+    /// Stopped by its budget or halted: the spans still to read, oldest first.
+    Paused(Vec<Frame>),
+}
+
+/// `spans` (oldest first) cut into `pieces` runs of about equal rows, newest run first, each
+/// oldest first.
+fn split_rows(spans: &[Frame], pieces: usize) -> Vec<Vec<Frame>> {
+    let total: u64 = spans.iter().map(Frame::len).sum();
+    let per_piece = total.div_ceil(pieces.max(1) as u64).max(1);
+    let mut out: Vec<Vec<Frame>> = Vec::new();
+    let mut current: Vec<Frame> = Vec::new();
+    let mut room = per_piece;
+    for span in spans.iter().rev() {
+        let mut end = span.rows.end;
+        while end > span.rows.start {
+            let start = end.saturating_sub(room).max(span.rows.start);
+            current.push(Frame::range(span.partition, start..end));
+            room -= end - start;
+            end = start;
+            if room == 0 {
+                current.reverse();
+                out.push(std::mem::take(&mut current));
+                room = per_piece;
+            }
+        }
+    }
+    if !current.is_empty() {
+        current.reverse();
+        out.push(current);
+    }
+    out
+}
+
+/// The keys met so far: a flag per combination of the key columns' codes when the
+/// dictionaries are small enough (each column a digit: 0 for NULL, code + 1 otherwise), the
+/// keys themselves in a set otherwise. No row allocates once its key was met.
+#[derive(Clone)]
+struct SeenKeys {
+    /// Per key column: the digit's radix (dictionary size + 1) and its place value.
+    digits: Vec<(u64, u64)>,
+    /// A flag per combination; `None` when there are more than [`DENSE_KEYS_MAX`].
+    dense: Option<Vec<bool>>,
+    /// Keys with a code past the snapshot's dictionary, or all keys without `dense`.
+    sparse: HashSet<Key, foldhash::fast::RandomState>,
+    /// The key being looked up (reused).
+    key: Key,
 }
 
 impl SeenKeys {
     fn new(search: &Search) -> Self {
-        match search.keys.as_slice() {
-            [k] => SeenKeys::One(vec![
-                false;
-                search.snapshot.symbols(*k).map_or(0, |s| s.len()) + 1
-            ]),
-            _ => SeenKeys::Many(HashSet::default()),
+        let symbols = search
+            .keys
+            .iter()
+            .map(|&k| search.snapshot.symbols(k).map_or(0, |s| s.len() as u64));
+        Self::with_symbols(symbols, DENSE_KEYS_MAX)
+    }
+
+    /// For key columns of `symbols` symbols each, flagged densely up to `dense_max` keys.
+    fn with_symbols(symbols: impl Iterator<Item = u64>, dense_max: u64) -> Self {
+        let mut place = 1u64;
+        let digits: Vec<(u64, u64)> = symbols
+            .map(|n| {
+                let radix = n + 1;
+                let digit = (radix, place);
+                place = place.saturating_mul(radix);
+                digit
+            })
+            .collect();
+        SeenKeys {
+            digits,
+            dense: (place <= dense_max).then(|| vec![false; place as usize]),
+            sparse: HashSet::default(),
+            key: Vec::new(),
         }
     }
 
-    /// Records `key`; whether it is new.
-    fn insert(&mut self, key: &[i32]) -> bool {
-        match self {
-            SeenKeys::One(flags) => {
-                let slot = (key[0] + 1) as usize;
-                if slot >= flags.len() {
-                    flags.resize(slot + 1, false);
-                }
-                !std::mem::replace(&mut flags[slot], true)
+    /// Records the key of `row` (its codes in `codes`, one array per key column); whether
+    /// it is new, and whether it holds a NULL.
+    #[inline(always)]
+    fn insert(&mut self, codes: &[&Int32Array], row: usize) -> (bool, bool) {
+        let mut has_null = false;
+        if let Some(dense) = &mut self.dense {
+            let mut slot = 0u64;
+            let mut fits = true;
+            for (c, &(radix, place)) in codes.iter().zip(&self.digits) {
+                let digit = if c.is_null(row) {
+                    has_null = true;
+                    0
+                } else {
+                    u64::from(c.value(row) as u32) + 1
+                };
+                fits &= digit < radix;
+                slot += digit.min(radix - 1) * place;
             }
-            SeenKeys::Many(set) => !set.contains(key) && set.insert(key.to_vec()),
+            if fits {
+                return (
+                    !std::mem::replace(&mut dense[slot as usize], true),
+                    has_null,
+                );
+            }
         }
+        self.key.clear();
+        self.key.extend(
+            codes
+                .iter()
+                .map(|c| if c.is_null(row) { -1 } else { c.value(row) }),
+        );
+        has_null = self.key.iter().any(|&c| c < 0);
+        let new = !self.sparse.contains(&self.key);
+        if new {
+            self.sparse.insert(self.key.clone());
+        }
+        (new, has_null)
     }
 }
 
@@ -409,82 +551,217 @@ impl Search {
             .map(|k| searched.binary_search(k))
             .collect::<Result<_, _>>()
             .map_err(|_| DataFusionError::Internal("LATEST: a key column not searched".into()))?;
-        let mut seen = SeenKeys::new(self);
-        let mut key: Key = Vec::with_capacity(self.keys.len());
-        let mut seen_symbol_keys = 0u64;
-        let mut seen_keys = 0u64;
-        // A first chunk about as large as the keys there are, doubling up to CHUNK_ROWS.
-        let mut chunk_rows = symbol_keys
-            .saturating_mul(2)
-            .clamp(FIRST_CHUNK_ROWS, CHUNK_ROWS);
+        let plan = ScanPlan {
+            searched,
+            filter,
+            key_at,
+            symbol_keys,
+            all_keys,
+            nullable,
+        };
+        let mut progress = Progress {
+            seen: SeenKeys::new(self),
+            seen_symbol_keys: 0,
+            seen_keys: 0,
+            // A first chunk about as large as the keys there are, doubling up to CHUNK_ROWS.
+            chunk_rows: symbol_keys
+                .saturating_mul(2)
+                .clamp(FIRST_CHUNK_ROWS, CHUNK_ROWS),
+            found: Vec::new(),
+        };
         // The rows inside the filter's time bounds, by partition, oldest first.
         let spans = ranges(&self.snapshot, self.bounds).map_err(external)?;
-        // Rows kept, by partition, newest partition first.
-        let mut found: Found = Vec::new();
-        'partitions: for (at, span) in spans.iter().enumerate().rev() {
+        // The newest rows alone first: most searches end there. What a search that goes on
+        // has left is split between the cores.
+        let budget = if self.threads > 1 {
+            SEQUENTIAL_ROWS
+        } else {
+            u64::MAX
+        };
+        if let Scanned::Paused(rest) =
+            self.scan(&plan, &spans, &[], &mut progress, budget, &|| false)?
+        {
+            let rows: u64 = rest.iter().map(Frame::len).sum();
+            if rows >= PARALLEL_ROWS_MIN {
+                let found = self.scan_in_parallel(&plan, &rest, &progress)?;
+                progress.found.extend(found);
+            } else {
+                self.scan(&plan, &rest, &[], &mut progress, u64::MAX, &|| false)?;
+            }
+        }
+        self.assemble(progress.found)
+    }
+
+    /// Scans `spans` (oldest first, all newer than the spans `older`) from their newest row
+    /// back, recording in `progress` the first passing row of each key not met before. Stops once no older row can add a key, once every row
+    /// is read, once `budget` rows were read (returning the spans still to read), or when
+    /// `halt` says so between chunks.
+    fn scan(
+        &self,
+        plan: &ScanPlan,
+        spans: &[Frame],
+        older: &[Frame],
+        progress: &mut Progress,
+        budget: u64,
+        halt: &dyn Fn() -> bool,
+    ) -> DfResult<Scanned> {
+        let mut read = 0u64;
+        for (at, span) in spans.iter().enumerate().rev() {
             let (p, rows) = (span.partition, span.rows.clone());
             let mut picked: Vec<u32> = Vec::new();
             let mut end = rows.end;
             // Whether the older spans hold a NULL key, found out once it matters.
             let mut older_null: Option<bool> = None;
             while end > rows.start {
-                let complete = seen_symbol_keys == symbol_keys;
-                let exhausted = seen_keys == all_keys
-                    || (complete && !self.null_key(&nullable, p, rows.start..end)? && {
+                let complete = progress.seen_symbol_keys == plan.symbol_keys;
+                let exhausted = progress.seen_keys == plan.all_keys
+                    || (complete && !self.null_key(&plan.nullable, p, rows.start..end)? && {
                         if older_null.is_none() {
-                            older_null = Some(self.older_null_key(&nullable, &spans[..at])?);
+                            older_null = Some(
+                                self.older_null_key(&plan.nullable, &spans[..at])?
+                                    || self.older_null_key(&plan.nullable, older)?,
+                            );
                         }
                         older_null == Some(false)
                     });
                 if exhausted {
-                    found.push((p, picked));
-                    break 'partitions;
+                    progress.found.push((p, picked));
+                    return Ok(Scanned::Exhausted);
                 }
-                let start = end.saturating_sub(chunk_rows).max(rows.start);
-                chunk_rows = (chunk_rows * 2).min(CHUNK_ROWS);
+                if read >= budget || halt() {
+                    progress.found.push((p, picked));
+                    let mut rest = spans[..at].to_vec();
+                    rest.push(Frame::range(p, rows.start..end));
+                    return Ok(Scanned::Paused(rest));
+                }
+                let start = end.saturating_sub(progress.chunk_rows).max(rows.start);
+                progress.chunk_rows = (progress.chunk_rows * 2).min(CHUNK_ROWS);
                 let batch = self
                     .snapshot
-                    .read_batch(p, &searched, start..end)
+                    .read_batch(p, &plan.searched, start..end)
                     .map_err(external)?;
                 self.rows_read.add(batch.num_rows());
-                let mask = mask(filter.as_ref(), &batch)?;
-                let codes: Vec<_> = key_at
+                read += batch.num_rows() as u64;
+                let codes: Vec<&Int32Array> = plan
+                    .key_at
                     .iter()
-                    .map(|&k| batch.column(k).as_dictionary::<Int32Type>().keys().clone())
+                    .map(|&k| batch.column(k).as_dictionary::<Int32Type>().keys())
                     .collect();
-                for row in (0..batch.num_rows()).rev() {
-                    if mask
-                        .as_ref()
-                        .is_some_and(|m| !m.value(row) || m.is_null(row))
-                    {
-                        continue;
+                // Once every key without a NULL was met, a chunk without NULL keys has
+                // nothing new (the search goes on only for NULL keys older rows may hold).
+                if complete && codes.iter().all(|c| c.null_count() == 0) {
+                    end = start;
+                    continue;
+                }
+                let words = passing_words(plan.filter.as_ref(), &batch)?;
+                // The passing rows, last first: a word at a time, its highest bit first.
+                for (w, &word) in words.iter().enumerate().rev() {
+                    let mut bits = word;
+                    while bits != 0 {
+                        let bit = 63 - bits.leading_zeros() as usize;
+                        bits ^= 1 << bit;
+                        let row = w * 64 + bit;
+                        let (new, has_null) = progress.seen.insert(&codes, row);
+                        if !new {
+                            continue;
+                        }
+                        progress.seen_keys += 1;
+                        if !has_null {
+                            progress.seen_symbol_keys += 1;
+                        }
+                        let at = u32::try_from(start + row as u64).map_err(|_| {
+                            DataFusionError::ResourcesExhausted(
+                                "LATEST over a partition of more than 4 Gi rows".into(),
+                            )
+                        })?;
+                        picked.push(at);
                     }
-                    key.clear();
-                    key.extend(
-                        codes
-                            .iter()
-                            .map(|c| if c.is_null(row) { -1 } else { c.value(row) }),
-                    );
-                    let has_null = key.iter().any(|&c| c < 0);
-                    if (complete && !has_null) || !seen.insert(&key) {
-                        continue;
-                    }
-                    seen_keys += 1;
-                    if !has_null {
-                        seen_symbol_keys += 1;
-                    }
-                    let at = u32::try_from(start + row as u64).map_err(|_| {
-                        DataFusionError::ResourcesExhausted(
-                            "LATEST over a partition of more than 4 Gi rows".into(),
-                        )
-                    })?;
-                    picked.push(at);
                 }
                 end = start;
             }
-            found.push((p, picked));
+            progress.found.push((p, picked));
         }
-        self.assemble(found)
+        Ok(Scanned::Done)
+    }
+
+    /// Scans `rest` (oldest first) in as many pieces as there are threads, each piece on its
+    /// own thread from `progress` (the keys met in the newer rows), and merges what they
+    /// found, newest piece first: a key found by several pieces keeps its row of the newest.
+    /// A piece that finds no older row can add a key stops the pieces older than it.
+    fn scan_in_parallel(
+        &self,
+        plan: &ScanPlan,
+        rest: &[Frame],
+        progress: &Progress,
+    ) -> DfResult<Found> {
+        let pieces = split_rows(rest, self.threads);
+        // The newest piece found to have ended the search.
+        let ended = AtomicUsize::new(usize::MAX);
+        let run = |i: usize| -> DfResult<Found> {
+            let mut mine = Progress {
+                found: Vec::new(),
+                chunk_rows: CHUNK_ROWS,
+                ..progress.clone()
+            };
+            let older: Vec<Frame> = pieces[i + 1..].iter().rev().flatten().cloned().collect();
+            let halt = || ended.load(AtomicOrdering::Relaxed) < i;
+            if let Scanned::Exhausted =
+                self.scan(plan, &pieces[i], &older, &mut mine, u64::MAX, &halt)?
+            {
+                ended.fetch_min(i, AtomicOrdering::Relaxed);
+            }
+            Ok(mine.found)
+        };
+        let found: Vec<DfResult<Found>> = std::thread::scope(|scope| {
+            let others: Vec<_> = (1..pieces.len())
+                .map(|i| scope.spawn(move || run(i)))
+                .collect();
+            let mut all = vec![run(0)];
+            all.extend(others.into_iter().map(|h| {
+                h.join().unwrap_or_else(|_| {
+                    Err(DataFusionError::Internal(
+                        "a LATEST scan thread panicked".into(),
+                    ))
+                })
+            }));
+            all
+        });
+        // Newest piece first; within a piece, partitions and rows newest first.
+        let mut kept: HashSet<Key, foldhash::fast::RandomState> = HashSet::default();
+        let mut merged: Found = Vec::new();
+        for piece in found {
+            for (p, rows) in piece? {
+                if rows.is_empty() {
+                    continue;
+                }
+                let mut ascending = rows.clone();
+                ascending.sort_unstable();
+                let keys = self
+                    .snapshot
+                    .read_batch_picked(p, &self.keys, &ascending)
+                    .map_err(external)?;
+                let codes: Vec<&Int32Array> = keys
+                    .columns()
+                    .iter()
+                    .map(|c| c.as_dictionary::<Int32Type>().keys())
+                    .collect();
+                let mut picked = Vec::with_capacity(rows.len());
+                for row in rows {
+                    let i = ascending.binary_search(&row).map_err(|_| {
+                        DataFusionError::Internal("LATEST: a picked row went missing".into())
+                    })?;
+                    let key: Key = codes
+                        .iter()
+                        .map(|c| if c.is_null(i) { -1 } else { c.value(i) })
+                        .collect();
+                    if kept.insert(key) {
+                        picked.push(row);
+                    }
+                }
+                merged.push((p, picked));
+            }
+        }
+        Ok(merged)
     }
 
     /// The rows found, by partition newest first (each partition's rows newest first), read
@@ -586,7 +863,7 @@ impl Search {
         let mut block = FIRST_PROBED_ROWS;
         while end > 0 {
             let start = end.saturating_sub(block);
-            block = (block * 2).min(CHUNK_ROWS as usize);
+            block = (block * 2).min(PROBED_ROWS_MAX);
             let batch = self
                 .snapshot
                 .read_batch_picked(p, searched, &rows[start..end])
@@ -667,16 +944,23 @@ struct RowFilter {
     kernel: Option<Predicate>,
 }
 
-/// Which rows of `batch` pass `filter` (a NULL result does not); `None` without one.
-fn mask(filter: Option<&RowFilter>, batch: &RecordBatch) -> DfResult<Option<BooleanArray>> {
+/// The rows of `batch` that pass `filter` (a NULL result does not; all rows without one):
+/// bit `i` of word `w` is row `64 * w + i`, and no bit past the last row is set.
+fn passing_words(filter: Option<&RowFilter>, batch: &RecordBatch) -> DfResult<Vec<u64>> {
+    let rows = batch.num_rows();
     let Some(filter) = filter else {
-        return Ok(None);
+        return Ok(Selection::all(rows).words().to_vec());
     };
     if let Some(selected) = filter.kernel.as_ref().and_then(|k| select(k, batch)) {
-        return Ok(Some(BooleanArray::new(selected.into_bits(), None)));
+        return Ok(selected.words().to_vec());
     }
-    let values = filter.expr.evaluate(batch)?.into_array(batch.num_rows())?;
-    Ok(Some(values.as_boolean().clone()))
+    let values = filter.expr.evaluate(batch)?.into_array(rows)?;
+    let values = values
+        .as_boolean_opt()
+        .ok_or_else(|| DataFusionError::Internal("LATEST filter gave no booleans".into()))?;
+    let mut selected = Selection::from_bits(values.values());
+    selected.and_valid(values.nulls());
+    Ok(selected.words().to_vec())
 }
 
 /// The conjuncts of `e` (`a AND b AND c`).
@@ -748,7 +1032,74 @@ fn named_symbols(e: &Arc<dyn PhysicalExpr>) -> Option<(usize, Vec<ScalarValue>)>
 
 #[cfg(test)]
 mod tests {
+    use datafusion::arrow::array::{Array, Int32Array};
+
+    use super::SeenKeys;
     use crate::exec::scan::tests::{engine, plan_and_rows};
+
+    /// Spans cut into pieces of about equal rows, newest first, that cover every row once.
+    #[test]
+    fn split_rows_covers_every_row_once_newest_piece_first() {
+        use super::{Frame, split_rows};
+        let spans = vec![
+            Frame::range(0, 10..110),
+            Frame::range(1, 0..7),
+            Frame::range(2, 0..300),
+        ];
+        for pieces in 1..6 {
+            let split = split_rows(&spans, pieces);
+            assert!(split.len() <= pieces, "{split:?}");
+            let mut rows: Vec<(usize, u64)> = Vec::new();
+            for piece in split.iter().rev() {
+                for f in piece {
+                    rows.extend(f.rows.clone().map(|r| (f.partition, r)));
+                }
+            }
+            let want: Vec<(usize, u64)> = spans
+                .iter()
+                .flat_map(|f| f.rows.clone().map(move |r| (f.partition, r)))
+                .collect();
+            assert_eq!(rows, want, "{pieces} pieces");
+            let sizes: Vec<u64> = split
+                .iter()
+                .map(|p| p.iter().map(Frame::len).sum())
+                .collect();
+            assert!(
+                sizes.iter().max().unwrap() - sizes.iter().min().unwrap()
+                    <= 407 / pieces as u64 + 1,
+                "{sizes:?}"
+            );
+        }
+    }
+
+    /// The dense flags, the set they fall back to (codes past the dictionary) and the set
+    /// alone (too many combinations) tell the same new keys and NULLs.
+    #[test]
+    fn seen_keys_agree_dense_and_sparse() {
+        let a = Int32Array::from(
+            (0..3000)
+                .map(|i: i32| (i % 7 != 0).then_some((i * 31) % 13))
+                .collect::<Vec<_>>(),
+        );
+        let b = Int32Array::from(
+            (0..3000)
+                .map(|i: i32| Some((i * 17) % 5))
+                .collect::<Vec<_>>(),
+        );
+        let codes = [&a, &b];
+        // The first dictionary declares 10 symbols: codes 10 to 12 lie past it.
+        let mut dense = SeenKeys::with_symbols([10, 5].into_iter(), u64::MAX);
+        let mut sparse = SeenKeys::with_symbols([10, 5].into_iter(), 0);
+        assert!(dense.dense.is_some() && sparse.dense.is_none());
+        let mut want = std::collections::HashSet::new();
+        for row in 0..3000 {
+            let key = (a.is_valid(row).then(|| a.value(row)), b.value(row));
+            let expected = (want.insert(key), key.0.is_none());
+            assert_eq!(dense.insert(&codes, row), expected, "row {row}");
+            assert_eq!(sparse.insert(&codes, row), expected, "row {row}");
+        }
+        assert_eq!(want.len(), 14 * 5);
+    }
 
     /// The backward search against a window over every row: one key and two (with NULL
     /// keys), with and without a filter, over several partitions where some keys only

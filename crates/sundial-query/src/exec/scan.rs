@@ -41,8 +41,8 @@ use datafusion::physical_plan::{
     DisplayAs, DisplayFormatType, ExecutionPlan, Partitioning, PlanProperties,
     ReplaceChildrenOptions, SortOrderPushdownResult,
 };
-use sundial_kernels::{Predicate, Selection};
-use sundial_storage::{Snapshot, Table, TableMeta};
+use sundial_kernels::{Predicate, Selection, Zone};
+use sundial_storage::{Snapshot, Table, TableMeta, ZONE_ROWS};
 
 pub use super::frame::Frame;
 use super::index_scan::{pick_rows, symbol_filter, symbol_filters};
@@ -732,6 +732,28 @@ fn pieces(frame: Frame, batch_rows: u64, reverse: bool) -> impl Iterator<Item = 
     })
 }
 
+/// `frame` in pieces of at most `batch_rows` rows whose ends lie on zone boundaries (whole
+/// multiples of [`ZONE_ROWS`] rows from the partition's first row, as many zones a piece as
+/// `batch_rows` holds) where the frame allows, so that a piece covers whole zones, which an
+/// aggregate can take from their zone maps. Rows an index picked are cut as [`pieces`] cuts.
+fn zone_pieces(frame: Frame, batch_rows: u64) -> Box<dyn Iterator<Item = Frame> + Send> {
+    if frame.picks.is_some() {
+        return Box::new(pieces(frame, batch_rows, false));
+    }
+    let step = (batch_rows / ZONE_ROWS).max(1) * ZONE_ROWS;
+    let (first, end) = (frame.rows.start, frame.rows.end);
+    let mut at = first;
+    Box::new(std::iter::from_fn(move || {
+        if at >= end {
+            return None;
+        }
+        let next = ((at / step + 1) * step).min(end);
+        let piece = frame.slice(at - first, next - first);
+        at = next;
+        Some(piece)
+    }))
+}
+
 impl DisplayAs for SundialScanExec {
     fn fmt_as(&self, _t: DisplayFormatType, f: &mut fmt::Formatter) -> fmt::Result {
         let frames = self.frames();
@@ -1024,7 +1046,7 @@ impl SundialScanExec {
         let pieces = self
             .frames_of(&data, partition)
             .into_iter()
-            .flat_map(|frame| pieces(frame, batch_rows, false))
+            .flat_map(|frame| zone_pieces(frame, batch_rows))
             .collect();
         Ok(ChunkReader {
             data,
@@ -1063,6 +1085,15 @@ impl ChunkReader {
             }
         };
         Ok(Chunk { batch, selection })
+    }
+
+    /// The zones of output column `column` in `piece`'s partition complete in the snapshot,
+    /// from the partition's first (see `Snapshot::zones`).
+    pub(crate) fn zones(&self, piece: &Frame, column: usize) -> DfResult<Vec<Option<Zone>>> {
+        self.data
+            .snapshot
+            .zones(piece.partition, self.projection[column])
+            .map_err(external)
     }
 
     /// How many of `piece`'s rows are NULL in output column `column`, from the validity bitmap

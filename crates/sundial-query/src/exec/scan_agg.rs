@@ -23,6 +23,7 @@
 //! aggregate.
 
 use std::fmt;
+use std::ops::Range;
 use std::sync::Arc;
 
 use datafusion::arrow::array::{
@@ -43,16 +44,21 @@ use datafusion::physical_plan::execution_plan::{
     Boundedness, EmissionType, ReplaceChildrenOptions,
 };
 use datafusion::physical_plan::expressions::{CastExpr, Column, Literal};
+use datafusion::physical_plan::metrics::{
+    Count, ExecutionPlanMetricsSet, MetricBuilder, MetricsSet,
+};
 use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
 use datafusion::physical_plan::{
     DisplayAs, DisplayFormatType, ExecutionPlan, ExecutionPlanProperties, PlanProperties,
 };
 use sundial_kernels::{
-    Accumulator, ColumnValues, Fold, GROUP_KEYS_MAX, GroupKey, Grouper, KeyKind, Slots, domain_of,
+    Accumulator, ColumnValues, Domain, Fold, GROUP_KEYS_MAX, GroupKey, Grouper, KeyKind, Slots,
+    Zone, domain_of, from_total_key,
 };
+use sundial_storage::ZONE_ROWS;
 
 use super::partial_agg::{final_over, fuse_partial_stage, states_at};
-use super::scan::{Chunk, ChunkReader, SundialScanExec, scan_batch_rows};
+use super::scan::{Chunk, ChunkReader, Frame, SundialScanExec, scan_batch_rows};
 
 /// Replaces partial aggregates over a Sundial scan with [`ScanAggregateExec`] (and
 /// single-stage ones with a final aggregate over it).
@@ -118,6 +124,8 @@ pub(crate) struct ScanAggregateExec {
     /// Group columns, then each aggregate's state columns.
     schema: SchemaRef,
     properties: Arc<PlanProperties>,
+    /// `zone_rows`: rows whose extremes came from zone maps, not read (EXPLAIN ANALYZE).
+    metrics: ExecutionPlanMetricsSet,
 }
 
 impl ScanAggregateExec {
@@ -195,6 +203,7 @@ impl ScanAggregateExec {
             aggregates,
             schema,
             properties,
+            metrics: ExecutionPlanMetricsSet::new(),
         }))
     }
 }
@@ -333,10 +342,15 @@ impl ExecutionPlan for ScanAggregateExec {
             aggregates: self.aggregates.clone(),
             schema: self.schema.clone(),
             properties: self.properties.clone(),
+            metrics: ExecutionPlanMetricsSet::new(),
         }))
     }
 
     with_new_children_recomputing!();
+
+    fn metrics(&self) -> Option<MetricsSet> {
+        Some(self.metrics.clone_inner())
+    }
 
     fn execute(
         &self,
@@ -412,6 +426,7 @@ impl ExecutionPlan for ScanAggregateExec {
             schema: self.schema.clone(),
             distinct_only,
             every_symbol_seen: false,
+            zone_rows: MetricBuilder::new(&self.metrics).counter("zone_rows", partition),
         };
         let stream = futures::stream::unfold(Some(chunks), move |open| {
             let result = open.map(|mut chunks| match folding.step(&mut chunks) {
@@ -436,6 +451,65 @@ impl ExecutionPlan for ScanAggregateExec {
     }
 }
 
+/// Folds into `accumulator` (an ungrouped `min` or `max`) the extremes of the whole zones of
+/// `piece` (rows of a partition, all of them counting) that `zones` (the partition's) tell
+/// exactly, and returns the runs of the piece's rows, from its first, still to be read: rows
+/// outside whole zones and zones whose entry is missing or inexact. A zone's extreme is
+/// exact for integers; for floating-point values unless it is a zero (a zone map keeps no
+/// sign of zero) or a NaN.
+fn fold_zones(
+    accumulator: &mut Accumulator,
+    zones: &[Option<Zone>],
+    piece: &Frame,
+    zone_rows: &Count,
+) -> Vec<Range<usize>> {
+    let min = matches!(accumulator.fold(), Fold::MinInt | Fold::MinFloat);
+    let float = matches!(accumulator.fold(), Fold::MinFloat | Fold::MaxFloat);
+    let (first, end) = (piece.rows.start, piece.rows.end);
+    let mut reads: Vec<Range<usize>> = Vec::new();
+    let mut read = |rows: Range<u64>| {
+        let rows = (rows.start - first) as usize..(rows.end - first) as usize;
+        match reads.last_mut() {
+            Some(last) if last.end == rows.start => last.end = rows.end,
+            _ if rows.is_empty() => {}
+            _ => reads.push(rows),
+        }
+    };
+    let mut at = first;
+    for z in first.div_ceil(ZONE_ROWS)..end / ZONE_ROWS {
+        let rows = z * ZONE_ROWS..(z + 1) * ZONE_ROWS;
+        let exact = zones.get(z as usize).copied().flatten().and_then(|zone| {
+            let count = u64::from(zone.rows.saturating_sub(zone.nulls));
+            if !zone.has_values() {
+                return Some((0, 0));
+            }
+            let key = if min { zone.min } else { zone.max };
+            let expected = if float { Domain::Float } else { Domain::Int };
+            let x = from_total_key(key);
+            (zone.domain == expected && (!float || (!x.is_nan() && x != 0.0)))
+                .then_some((key, count))
+        });
+        if let Some((key, count)) = exact {
+            read(at..rows.start);
+            accumulator.add_extreme(key, count);
+            zone_rows.add(ZONE_ROWS as usize);
+            at = rows.end;
+        }
+    }
+    read(at..end);
+    reads
+}
+
+/// A column's values as the kernels read them.
+fn column_values(array: &ArrayRef) -> DfResult<ColumnValues<'_>> {
+    ColumnValues::of(array.as_ref()).ok_or_else(|| {
+        DataFusionError::Internal(format!(
+            "ScanAggregateExec cannot read a {} column",
+            array.data_type()
+        ))
+    })
+}
+
 /// One output partition's fold: states per group slot.
 struct Folding {
     /// The states' memory, counted against the query's memory limit.
@@ -454,6 +528,8 @@ struct Folding {
     /// A grouping by one SYMBOL key without aggregates has met every symbol of the dictionary:
     /// only NULL can still add a group.
     every_symbol_seen: bool,
+    /// Rows whose extremes came from zone maps.
+    zone_rows: Count,
 }
 
 /// Symbols past which a grouping without aggregates does not check whether it has met them
@@ -488,14 +564,14 @@ impl Folding {
                 return Ok(true);
             }
         }
-        self.consume(chunks.read(&piece)?)?;
+        self.consume(chunks.read(&piece)?, &piece, chunks)?;
         if self.distinct_only && !self.every_symbol_seen && symbols <= SEEN_CHECK_SYMBOLS_MAX {
             self.every_symbol_seen = (0..symbols).all(|code| self.rows.count(code) > 0);
         }
         Ok(true)
     }
 
-    fn consume(&mut self, chunk: Chunk) -> DfResult<()> {
+    fn consume(&mut self, chunk: Chunk, piece: &Frame, chunks: &ChunkReader) -> DfResult<()> {
         let len = chunk.batch.num_rows();
         let selection = chunk.selection.as_ref();
         if selection.is_some_and(|s| s.none_pass()) || len == 0 {
@@ -524,8 +600,27 @@ impl Folding {
         };
         self.rows.ensure(slot_count);
         self.rows.update(None, selection, slots, len);
+        // Ungrouped extremes of every row of whole zones come from the zones' maps.
+        let from_zones =
+            matches!(slots, Slots::One) && selection.is_none() && piece.picks.is_none();
         for (aggregate, accumulator) in self.aggregates.iter().zip(&mut self.accumulators) {
             accumulator.ensure(slot_count);
+            if from_zones
+                && let Some(c) = aggregate.column
+                && matches!(
+                    aggregate.fold,
+                    Fold::MinInt | Fold::MaxInt | Fold::MinFloat | Fold::MaxFloat
+                )
+            {
+                let zones = chunks.zones(piece, c)?;
+                let array = chunk.batch.column(c);
+                for read in fold_zones(accumulator, &zones, piece, &self.zone_rows) {
+                    let sliced = array.slice(read.start, read.len());
+                    let values = column_values(&sliced)?;
+                    accumulator.update(Some(&values), None, Slots::One, read.len());
+                }
+                continue;
+            }
             let values = aggregate.column.map(column).transpose()?;
             accumulator.update(values.as_ref(), selection, slots, len);
         }
