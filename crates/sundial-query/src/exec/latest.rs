@@ -51,7 +51,8 @@ use datafusion::arrow::compute::concat_batches;
 use datafusion::arrow::datatypes::{Int32Type, SchemaRef};
 use datafusion::catalog::Session;
 use datafusion::common::tree_node::TreeNodeRecursion;
-use datafusion::common::{DFSchema, DataFusionError, Result as DfResult, ScalarValue};
+use datafusion::common::stats::Precision;
+use datafusion::common::{DFSchema, DataFusionError, Result as DfResult, ScalarValue, Statistics};
 use datafusion::datasource::{TableProvider, TableType};
 use datafusion::execution::{SendableRecordBatchStream, TaskContext};
 use datafusion::logical_expr::Expr;
@@ -63,6 +64,7 @@ use datafusion::physical_plan::execution_plan::{Boundedness, EmissionType};
 use datafusion::physical_plan::metrics::{
     Count, ExecutionPlanMetricsSet, MetricBuilder, MetricsSet,
 };
+use datafusion::physical_plan::statistics::StatisticsArgs;
 use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
 use datafusion::physical_plan::{
     DisplayAs, DisplayFormatType, ExecutionPlan, Partitioning, PlanProperties,
@@ -185,6 +187,13 @@ impl TableProvider for LatestTable {
             (Some(filter), Some(ts)) => time_bounds(std::slice::from_ref(filter), ts),
             _ => TimeBounds::default(),
         };
+        // A row per key at most: per key column its symbols and NULL.
+        let snapshot = newest_snapshot(&self.table, &self.planned)?;
+        let rows_bound = self
+            .keys
+            .iter()
+            .map(|&k| snapshot.symbols(k).map_or(0, |s| s.len()).saturating_add(1))
+            .fold(1usize, usize::saturating_mul);
         Ok(Arc::new(LatestExec {
             table: self.table.clone(),
             indexes: self.indexes.clone(),
@@ -193,6 +202,7 @@ impl TableProvider for LatestTable {
             filter,
             bounds,
             projection,
+            rows_bound,
             properties: Arc::new(PlanProperties::new(
                 equivalences,
                 Partitioning::UnknownPartitioning(1),
@@ -218,6 +228,8 @@ pub(crate) struct LatestExec {
     /// The filter's bounds on the designated timestamp: rows outside are never read.
     bounds: TimeBounds,
     projection: Vec<usize>,
+    /// The most rows it returns: one per key of the dictionaries when planned.
+    rows_bound: usize,
     output: SchemaRef,
     properties: Arc<PlanProperties>,
     /// `rows_read`: the rows the search read (EXPLAIN ANALYZE shows it).
@@ -273,6 +285,18 @@ impl ExecutionPlan for LatestExec {
 
     fn metrics(&self) -> Option<MetricsSet> {
         Some(self.metrics.clone_inner())
+    }
+
+    /// At most a row per key, an estimate (the dictionaries may grow before it runs): a
+    /// search over few keys keeps the plan above it in one partition, unrepartitioned.
+    fn statistics_from_inputs(
+        &self,
+        _input_stats: &[Arc<Statistics>],
+        _args: &StatisticsArgs,
+    ) -> DfResult<Arc<Statistics>> {
+        let mut statistics = Statistics::new_unknown(&self.output);
+        statistics.num_rows = Precision::Inexact(self.rows_bound);
+        Ok(Arc::new(statistics))
     }
 
     fn execute(
