@@ -59,6 +59,24 @@ load() { # http ilp
     done
 }
 
+# CPU time process $1 has used, in clock ticks.
+cpu_ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat"; }
+
+# Waits until process $1 uses under a tenth of a core over a second: what the load left
+# running (QuestDB applying its WAL, Sundial writing zone maps and merging) finishes before
+# the battery measures queries. At most 120 s.
+settle() { # pid
+    local waited=0 before after ticks
+    ticks=$(getconf CLK_TCK)
+    while (( waited++ < 120 )); do
+        before=$(cpu_ticks "$1")
+        sleep 1
+        after=$(cpu_ticks "$1")
+        (( (after - before) * 10 < ticks )) && return 0
+    done
+    echo "process $1 still busy 120 s after loading" >&2
+}
+
 run_battery() { # label pg
     local reference=()
     [[ $1 == questdb || ! -d $WORK/answers/questdb ]] ||
@@ -71,6 +89,7 @@ run_battery() { # label pg
 run_sundial() {
     bench/peers/sundial.sh start "$WORK/sundial"
     load 127.0.0.1:29000 127.0.0.1:29009
+    settle "$(bench/peers/sundial.sh pid "$WORK/sundial")"
     run_battery sundial 127.0.0.1:28812
     bench/peers/sundial.sh stop "$WORK/sundial"
     [[ -n ${KEEP_DATA:-} ]] || rm -rf "$WORK/sundial/data"
@@ -81,6 +100,7 @@ run_questdb() {
     rm -rf "$root"
     bench/peers/questdb.sh start "$root" >/dev/null
     load 127.0.0.1:$QDB_HTTP_PORT 127.0.0.1:$QDB_ILP_PORT
+    settle "$(tr -d '[:space:]' <"$root/questdb.pid")"
     run_battery questdb 127.0.0.1:$QDB_PG_PORT
     bench/peers/questdb.sh stop "$root"
     [[ -n ${KEEP_DATA:-} ]] || rm -rf "$root"

@@ -37,4 +37,4 @@ pub use filter::{Arith, ArithOp, CmpOp, Leaf, Predicate, Test};
 pub use group::{DENSE_SLOTS_MAX, GROUP_KEYS_MAX, GroupKey, Grouper, KeyKind};
 pub use selection::Selection;
 pub use values::{ColumnValues, Domain, Values, domain_of, from_total_key, sql_key, total_key};
-pub use zone::Zone;
+pub use zone::{Zeros, Zone};

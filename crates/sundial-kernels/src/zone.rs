@@ -19,6 +19,17 @@ pub struct Zone {
     pub nulls: u32,
     /// Rows the zone covers, NULL or not.
     pub rows: u32,
+    /// Which zeros a floating-point zone's valid values hold, which its keys (one for -0.0
+    /// and 0.0) cannot tell; `None` when unknown (integer zones, and entries that predate
+    /// it).
+    pub zeros: Option<Zeros>,
+}
+
+/// Which zeros a run of floating-point values holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Zeros {
+    pub negative: bool,
+    pub positive: bool,
 }
 
 impl Zone {
@@ -39,12 +50,20 @@ impl Zone {
             _b => return None
         );
         let nulls = column.nulls.map_or(0, |n| n.null_count()) as u32;
+        let zeros = match domain {
+            Domain::Int => None,
+            Domain::Float => with_slice!(column.values,
+                v => Some(zeros(v, column)),
+                _b => None
+            ),
+        };
         Some(Zone {
             domain,
             min,
             max,
             nulls,
             rows,
+            zeros,
         })
     }
 
@@ -57,12 +76,34 @@ impl Zone {
                 domain,
                 min: sql_key(self.min as f64),
                 max: sql_key(self.max as f64),
+                zeros: None,
                 ..self
             }),
             (Domain::Int, Domain::Float) => Some(Zone { domain, ..self }),
             _ => None,
         }
     }
+}
+
+/// Which zeros the valid values of `v` hold.
+fn zeros<T: Native>(v: &[T], column: &ColumnValues) -> Zeros {
+    let mut zeros = Zeros::default();
+    let mut note = |x: f64| {
+        if x == 0.0 {
+            if x.is_sign_negative() {
+                zeros.negative = true;
+            } else {
+                zeros.positive = true;
+            }
+        }
+    };
+    match column.nulls {
+        Some(nulls) if nulls.null_count() > 0 => {
+            nulls.valid_indices().for_each(|i| note(v[i].to_f64()))
+        }
+        _ => v.iter().for_each(|x| note(x.to_f64())),
+    }
+    zeros
 }
 
 /// The smallest and largest key of the valid values of `v` (`(i64::MAX, i64::MIN)` if none).
@@ -180,6 +221,15 @@ mod tests {
         let z = Zone::of(&ColumnValues::of(&f).unwrap(), Domain::Float).unwrap();
         assert_eq!(z.min, sql_key(0.0));
         assert_eq!(z.max, sql_key(f64::NAN));
+        let zeros = |z: Zone| z.zeros.map(|z| (z.negative, z.positive));
+        assert_eq!(zeros(z), Some((true, false)));
+        let f = Float64Array::from(vec![Some(0.0), None, Some(-1.0)]);
+        let z = Zone::of(&ColumnValues::of(&f).unwrap(), Domain::Float).unwrap();
+        assert_eq!(zeros(z), Some((false, true)));
+        assert_eq!(
+            zeros(Zone::of(&ColumnValues::of(&a).unwrap(), Domain::Int).unwrap()),
+            None
+        );
     }
 
     /// Whatever the values, a zone never rules out a run that has a passing row.
@@ -243,6 +293,7 @@ mod tests {
             max: 20,
             nulls: 0,
             rows: 100,
+            zeros: None,
         };
         let may = |p: Predicate| p.may_pass(&mut |_| Some(z));
         assert!(!may(leaf(cmp(CmpOp::Gt, 20), Domain::Int)));

@@ -375,8 +375,8 @@ fn extremes_from_zone_maps_answer_as_the_general_path() {
             used |= analyzed.contains("zone_rows=") && !analyzed.contains("zone_rows=0");
         }
         assert!(used, "no extreme came from a zone map");
-        // Every zone of `neg` has -0.0 as its largest value, which its map cannot tell from
-        // 0.0: the zones are read, and the answer keeps the sign.
+        // Every zone of `neg` has -0.0 as its largest value, one key with 0.0 in the map,
+        // which notes the zeros a zone holds: the answer keeps the sign.
         let neg = run(&engine, "SELECT max(neg) FROM z").await.expect("max neg");
         assert!(neg.contains("| -0.0 "), "{neg}");
     });

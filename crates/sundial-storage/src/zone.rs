@@ -21,7 +21,7 @@ use std::ops::Range;
 use std::sync::Arc;
 
 pub use sundial_kernels::Zone;
-use sundial_kernels::{ColumnValues, Domain};
+use sundial_kernels::{ColumnValues, Domain, Zeros};
 
 use crate::dir_sync::UnsyncedDirs;
 use crate::error::{IoContext, Result};
@@ -62,11 +62,24 @@ pub(crate) fn complete_zones(rows: u64) -> u64 {
     rows / ZONE_ROWS
 }
 
+/// Bits of an entry's count word below which the NULL count lies (at most `ZONE_ROWS`).
+const NULLS_BITS: u32 = 17;
+/// The count word's flags: which zeros a floating-point zone holds, and that it says so.
+const ZEROS_KNOWN: u32 = 1 << 31;
+const NEGATIVE_ZERO: u32 = 1 << 30;
+const POSITIVE_ZERO: u32 = 1 << 29;
+
 fn encode(zone: &Zone) -> [u8; ENTRY_BYTES] {
+    debug_assert!(u64::from(zone.nulls) <= ZONE_ROWS, "a zone's NULLs");
     let mut entry = [0u8; ENTRY_BYTES];
     entry[0..8].copy_from_slice(&zone.min.to_le_bytes());
     entry[8..16].copy_from_slice(&zone.max.to_le_bytes());
-    entry[16..20].copy_from_slice(&zone.nulls.to_le_bytes());
+    let zeros = zone.zeros.map_or(0, |z| {
+        ZEROS_KNOWN
+            | if z.negative { NEGATIVE_ZERO } else { 0 }
+            | if z.positive { POSITIVE_ZERO } else { 0 }
+    });
+    entry[16..20].copy_from_slice(&(zone.nulls | zeros).to_le_bytes());
     let crc = crc32fast::hash(&entry[0..20]);
     entry[20..24].copy_from_slice(&crc.to_le_bytes());
     entry
@@ -78,16 +91,23 @@ fn decode(entry: &[u8], domain: Domain) -> Option<Zone> {
     if entry.len() != ENTRY_BYTES || crc32fast::hash(&entry[0..20]) != half(20) {
         return None;
     }
-    let nulls = half(16);
-    if u64::from(nulls) > ZONE_ROWS {
+    let counts = half(16);
+    let nulls = counts & ((1 << NULLS_BITS) - 1);
+    let flags = ZEROS_KNOWN | NEGATIVE_ZERO | POSITIVE_ZERO;
+    if u64::from(nulls) > ZONE_ROWS || counts & !flags & !((1 << NULLS_BITS) - 1) != 0 {
         return None;
     }
+    let zeros = (counts & ZEROS_KNOWN != 0).then(|| Zeros {
+        negative: counts & NEGATIVE_ZERO != 0,
+        positive: counts & POSITIVE_ZERO != 0,
+    });
     Some(Zone {
         domain,
         min: word(0) as i64,
         max: word(8) as i64,
         nulls,
         rows: ZONE_ROWS as u32,
+        zeros,
     })
 }
 
@@ -182,6 +202,8 @@ pub(crate) fn read_zones(
         max: i64::MIN,
         nulls: ZONE_ROWS as u32,
         rows: ZONE_ROWS as u32,
+        // Every row NULL: no zero either.
+        zeros: (domain == Domain::Float).then(Zeros::default),
     };
     Ok((0..zones as usize)
         .map(|k| {
@@ -205,9 +227,27 @@ mod tests {
             domain: Domain::Float,
             min: -5,
             max: 1 << 40,
-            nulls: 17,
+            nulls: ZONE_ROWS as u32,
             rows: ZONE_ROWS as u32,
+            zeros: None,
         };
+        // The zeros a float zone holds travel with its NULL count, unknown in older entries.
+        for zeros in [
+            None,
+            Some(Zeros::default()),
+            Some(Zeros {
+                negative: true,
+                positive: false,
+            }),
+            Some(Zeros {
+                negative: true,
+                positive: true,
+            }),
+        ] {
+            let zone = Zone { zeros, ..zone };
+            assert_eq!(decode(&encode(&zone), Domain::Float), Some(zone));
+        }
+        let zone = Zone { nulls: 17, ..zone };
         let mut entry = encode(&zone);
         assert_eq!(decode(&entry, Domain::Float), Some(zone));
         entry[3] ^= 1;

@@ -50,8 +50,8 @@ use datafusion::arrow::array::{Array, AsArray, Int32Array, RecordBatch};
 use datafusion::arrow::compute::concat_batches;
 use datafusion::arrow::datatypes::{Int32Type, SchemaRef};
 use datafusion::catalog::Session;
-use datafusion::common::tree_node::TreeNodeRecursion;
 use datafusion::common::stats::Precision;
+use datafusion::common::tree_node::TreeNodeRecursion;
 use datafusion::common::{DFSchema, DataFusionError, Result as DfResult, ScalarValue, Statistics};
 use datafusion::datasource::{TableProvider, TableType};
 use datafusion::execution::{SendableRecordBatchStream, TaskContext};
@@ -314,7 +314,11 @@ impl ExecutionPlan for LatestExec {
             projection: self.projection.clone(),
             output: self.output.clone(),
             rows_read: MetricBuilder::new(&self.metrics).counter("rows_read", partition),
-            threads: context.session_config().target_partitions().max(1),
+            threads: context
+                .session_config()
+                .target_partitions()
+                .min(std::thread::available_parallelism().map_or(1, usize::from))
+                .max(1),
         };
         let batch = futures::stream::once(async move { search.run() });
         Ok(Box::pin(RecordBatchStreamAdapter::new(
@@ -335,7 +339,8 @@ struct Search {
     projection: Vec<usize>,
     output: SchemaRef,
     rows_read: Count,
-    /// Threads a long search is split between (the session's target partitions).
+    /// Threads a long search is split between: the session's target partitions, at most
+    /// the processors there are.
     threads: usize,
 }
 

@@ -53,7 +53,7 @@ use datafusion::physical_plan::{
 };
 use sundial_kernels::{
     Accumulator, ColumnValues, Domain, Fold, GROUP_KEYS_MAX, GroupKey, Grouper, KeyKind, Slots,
-    Zone, domain_of, from_total_key,
+    Zone, domain_of, from_total_key, total_key,
 };
 use sundial_storage::ZONE_ROWS;
 
@@ -455,8 +455,8 @@ impl ExecutionPlan for ScanAggregateExec {
 /// `piece` (rows of a partition, all of them counting) that `zones` (the partition's) tell
 /// exactly, and returns the runs of the piece's rows, from its first, still to be read: rows
 /// outside whole zones and zones whose entry is missing or inexact. A zone's extreme is
-/// exact for integers; for floating-point values unless it is a zero (a zone map keeps no
-/// sign of zero) or a NaN.
+/// exact for integers; for floating-point values unless it is a NaN (the entry keeps no
+/// payload), or a zero in an entry that does not say which zeros the zone holds.
 fn fold_zones(
     accumulator: &mut Accumulator,
     zones: &[Option<Zone>],
@@ -485,9 +485,25 @@ fn fold_zones(
             }
             let key = if min { zone.min } else { zone.max };
             let expected = if float { Domain::Float } else { Domain::Int };
+            if zone.domain != expected {
+                return None;
+            }
+            if !float {
+                return Some((key, count));
+            }
             let x = from_total_key(key);
-            (zone.domain == expected && (!float || (!x.is_nan() && x != 0.0)))
-                .then_some((key, count))
+            if x.is_nan() {
+                return None;
+            }
+            if x != 0.0 {
+                return Some((key, count));
+            }
+            // A zero extreme: the zero the total order prefers (-0.0 for MIN) if the zone
+            // holds one, else the other, when the zone says which it holds.
+            let zeros = zone.zeros?;
+            let preferred = if min { zeros.negative } else { zeros.positive };
+            let zero = if preferred == min { -0.0 } else { 0.0 };
+            Some((total_key(zero), count))
         });
         if let Some((key, count)) = exact {
             read(at..rows.start);
