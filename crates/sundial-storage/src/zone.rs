@@ -97,7 +97,7 @@ fn decode(entry: &[u8], domain: Domain) -> Option<Zone> {
     if u64::from(nulls) > ZONE_ROWS || counts & !flags & !((1 << NULLS_BITS) - 1) != 0 {
         return None;
     }
-    let zeros = (counts & ZEROS_KNOWN != 0).then(|| Zeros {
+    let zeros = (counts & ZEROS_KNOWN != 0).then_some(Zeros {
         negative: counts & NEGATIVE_ZERO != 0,
         positive: counts & POSITIVE_ZERO != 0,
     });
