@@ -693,7 +693,7 @@ pub(crate) fn for_each_row(
 mod tests {
     use std::sync::Arc;
 
-    use arrow_array::{ArrayRef, Float64Array, Int16Array, Int64Array};
+    use arrow_array::{Array, ArrayRef, Float64Array, Int16Array, Int64Array};
     use rand::{Rng, SeedableRng};
 
     use super::*;
@@ -864,6 +864,38 @@ mod tests {
                                 _ => {}
                             }
                         }
+                    }
+                    // The portable folds, which AVX2 machines take only for other types
+                    // (FLOAT, narrower integers), against the same reference.
+                    if !grouped && fold == Fold::Count {
+                        let passing: Vec<usize> = (0..len).filter(|&i| passes(i)).collect();
+                        let fa = f.as_any().downcast_ref::<Float64Array>().unwrap();
+                        let fs: Vec<f64> = passing.iter().filter_map(|&i| floats[i]).collect();
+                        let (min, n) = float_extreme::<f64, false>(
+                            fa.values(),
+                            selection.as_ref(),
+                            fa.nulls(),
+                        );
+                        let (max, _) =
+                            float_extreme::<f64, true>(fa.values(), selection.as_ref(), fa.nulls());
+                        assert_eq!(n, fs.len() as u64);
+                        if let (Some(lo), Some(hi)) = (
+                            fs.iter().copied().min_by(f64::total_cmp),
+                            fs.iter().copied().max_by(f64::total_cmp),
+                        ) {
+                            assert_eq!(from_total_key(min).to_bits(), lo.to_bits());
+                            assert_eq!(from_total_key(max).to_bits(), hi.to_bits());
+                        }
+                        let la = l.as_any().downcast_ref::<Int64Array>().unwrap();
+                        let ls: Vec<i64> = passing.iter().filter_map(|&i| longs[i]).collect();
+                        let (sum, n) = int_float_sum(la.values(), selection.as_ref(), la.nulls());
+                        assert_eq!(n, ls.len() as u64);
+                        let exact: i128 = ls.iter().map(|&v| i128::from(v)).sum();
+                        let magnitude: f64 = ls.iter().map(|&v| (v as f64).abs()).sum();
+                        assert!(
+                            (sum - exact as f64).abs() <= magnitude * 1e-12,
+                            "{exact} {sum}"
+                        );
                     }
                     // count(*) counts passing rows, NULL or not.
                     let mut star = Accumulator::new(Fold::Count);

@@ -250,6 +250,12 @@ mod tests {
         let zone = Zone { nulls: 17, ..zone };
         let mut entry = encode(&zone);
         assert_eq!(decode(&entry, Domain::Float), Some(zone));
+        // A count word with bits no writer sets, under a matching CRC, is no entry.
+        let mut stray = entry;
+        stray[16..20].copy_from_slice(&(17u32 | 1 << 20).to_le_bytes());
+        let crc = crc32fast::hash(&stray[0..20]);
+        stray[20..24].copy_from_slice(&crc.to_le_bytes());
+        assert_eq!(decode(&stray, Domain::Float), None);
         entry[3] ^= 1;
         assert_eq!(decode(&entry, Domain::Float), None);
         assert_eq!(decode(&[0u8; ENTRY_BYTES], Domain::Int), None);

@@ -593,14 +593,7 @@ impl Folding {
         if selection.is_some_and(|s| s.none_pass()) || len == 0 {
             return Ok(());
         }
-        let column = |i: usize| {
-            ColumnValues::of(chunk.batch.column(i).as_ref()).ok_or_else(|| {
-                DataFusionError::Internal(format!(
-                    "ScanAggregateExec cannot read a {} column",
-                    chunk.batch.column(i).data_type()
-                ))
-            })
-        };
+        let column = |i: usize| column_values(chunk.batch.column(i));
         let (slots, slot_count) = match &mut self.grouper {
             None => (Slots::One, 1),
             Some(grouper) => {
