@@ -308,6 +308,10 @@ impl Accumulator {
             macro_rules! grouped {
                 ($update:expr, $identity:expr) => {
                     for_each_block(len, selection, nulls, |base, bits| {
+                        prefetch(
+                            values,
+                            base + PREFETCH_AHEAD_BYTES / std::mem::size_of::<T>(),
+                        );
                         if bits.count_ones() >= DENSE_BLOCK_ROWS_MIN && base + 64 <= len {
                             let block: &[T; 64] = values[base..base + 64].try_into().expect("64");
                             let block_slots: &[u32; 64] =

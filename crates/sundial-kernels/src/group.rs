@@ -10,7 +10,7 @@ use foldhash::HashMap;
 
 use crate::aggregate::for_each_row;
 use crate::selection::Selection;
-use crate::values::{ColumnValues, Values};
+use crate::values::{ColumnValues, PREFETCH_AHEAD_BYTES, Values, prefetch};
 
 /// Combined key indexes up to this many are slots themselves (dense arrays of states).
 pub const DENSE_SLOTS_MAX: u64 = 1 << 16;
@@ -252,22 +252,37 @@ impl Grouper {
             };
             let codes = &codes[..len];
             let null = (card - 1) as u32;
-            let code = |row: usize, c: i32| match key.nulls {
-                Some(nulls) if !nulls.is_valid(row) => null,
-                _ => c as u32,
-            };
+            // At most DENSE_SLOTS_MAX combinations: no overflow (but a NULL row's code may be
+            // anything until its digit is replaced below, so its arithmetic wraps).
+            let digit = stride as u32;
+            // Every row's code first, a cache line at a time: mapped columns lie in 4 KiB
+            // pages, at whose edges the processor's prefetcher stops, so they are fetched
+            // ahead by hand.
             if i == 0 {
-                match key.nulls {
-                    None => self.slots.extend(codes.iter().map(|&c| c as u32)),
-                    Some(_) => self
-                        .slots
-                        .extend(codes.iter().enumerate().map(|(row, &c)| code(row, c))),
+                self.slots.reserve(len);
+                for (line, codes_16) in codes.chunks(16).enumerate() {
+                    prefetch(codes, line * 16 + PREFETCH_AHEAD_BYTES / 4);
+                    self.slots.extend(codes_16.iter().map(|&c| c as u32));
                 }
             } else {
-                // At most DENSE_SLOTS_MAX combinations: no overflow.
-                let stride = stride as u32;
-                for (row, (slot, &c)) in self.slots.iter_mut().zip(codes).enumerate() {
-                    *slot += code(row, c) * stride;
+                for (line, (slots_16, codes_16)) in
+                    self.slots.chunks_mut(16).zip(codes.chunks(16)).enumerate()
+                {
+                    prefetch(codes, line * 16 + PREFETCH_AHEAD_BYTES / 4);
+                    for (slot, &c) in slots_16.iter_mut().zip(codes_16) {
+                        *slot = slot.wrapping_add((c as u32).wrapping_mul(digit));
+                    }
+                }
+            }
+            // Then the NULL rows' digit replaced by the NULL code's.
+            if let Some(nulls) = key.nulls
+                && nulls.null_count() > 0
+            {
+                for row in (0..len).filter(|&row| !nulls.is_valid(row)) {
+                    let slot = &mut self.slots[row];
+                    *slot = slot
+                        .wrapping_sub((codes[row] as u32).wrapping_mul(digit))
+                        .wrapping_add(null * digit);
                 }
             }
             stride *= card;

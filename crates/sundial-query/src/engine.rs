@@ -511,6 +511,7 @@ impl Engine {
                 .with_physical_optimizer_rule(Arc::new(crate::bounded::BoundLiterals(
                     result_bound.clone(),
                 )))
+                .with_physical_optimizer_rule(Arc::new(crate::exec::in_order::ScanInOrder))
                 .with_physical_optimizer_rule(Arc::new(crate::exec::cooperative::SliceProbes))
                 // Last: it wraps what the other rules made.
                 .with_physical_optimizer_rule(Arc::new(crate::exec::cooperative::YieldEverywhere)),

@@ -1,8 +1,10 @@
-//! The time join's merge. The right side is read whole into one batch, with each row's
-//! timestamp and key number; the left side streams past it. A cursor walks the right rows in
+//! The time join's merge. The right side is read whole and held as its input's batches (a
+//! scan's arrays map the table's files, so nothing is copied), with each row's timestamp and
+//! key number (`join_keys`); the left side streams past it. A cursor walks the right rows in
 //! timestamp order, remembering for each key the newest row it has passed, so each left row
 //! finds its match in O(1) after the cursor catches up with its timestamp: O(left + right)
-//! overall, both sides read once.
+//! overall, both sides read once. The matched right rows are gathered from the held batches
+//! per left batch.
 //!
 //! The left side is read first, up to [`LEFT_BUFFER_ROWS_MAX`] rows. When that is all of it,
 //! the right side is narrowed (`narrow`) to the rows those left rows can match: no later
@@ -11,22 +13,23 @@
 //! left side reads no right row.
 //!
 //! SPLICE JOIN reads the left side whole too, and `splice_join` pairs the rows of both.
-//!
-//! Keys compare as values: a NULL key matches a NULL key, as QuestDB's time joins match
-//! them (a SYMBOL's NULL is one of its values there).
 
 use std::fmt;
 use std::sync::Arc;
 
 use datafusion::arrow::array::{
-    Array, ArrayRef, AsArray, Int64Array, RecordBatch, UInt32Array, new_null_array,
+    Array, ArrayRef, AsArray, BooleanArray, BooleanBufferBuilder, Int64Array, RecordBatch,
+    UInt32Array, new_null_array,
 };
-use datafusion::arrow::compute::SortOptions;
+use datafusion::arrow::buffer::ScalarBuffer;
+use datafusion::arrow::compute::kernels::boolean::not;
+use datafusion::arrow::compute::kernels::nullif::nullif;
+use datafusion::arrow::compute::{SortOptions, interleave};
 use datafusion::arrow::compute::{cast, concat_batches, take};
 use datafusion::arrow::datatypes::{DataType, Int64Type, SchemaRef, TimeUnit};
-use datafusion::arrow::row::{RowConverter, Rows, SortField};
+use datafusion::arrow::row::{RowConverter, SortField};
 use datafusion::common::tree_node::TreeNodeRecursion;
-use datafusion::common::{HashMap, HashSet, ScalarValue};
+use datafusion::common::{HashSet, ScalarValue};
 use datafusion::error::{DataFusionError, Result as DfResult};
 use datafusion::execution::memory_pool::{MemoryConsumer, MemoryReservation};
 use datafusion::execution::{SendableRecordBatchStream, TaskContext};
@@ -46,6 +49,7 @@ use datafusion::physical_plan::{
 use futures::{StreamExt, TryStreamExt};
 use sundial_sql::names::TimeJoinKind;
 
+use super::join_keys::{DictionaryCache, KeyNumbers};
 use super::scan::Narrowing;
 use super::splice_join;
 
@@ -67,9 +71,7 @@ pub(crate) struct Match {
     pub tolerance_ns: Option<i64>,
 }
 
-/// Key number of left rows whose key no right row has.
-const NO_KEY: u32 = u32::MAX;
-/// `latest` entry of a key no right row has been passed for yet.
+/// Rows a join holds at most, both sides together.
 const NO_ROW: u32 = u32::MAX;
 
 #[derive(Debug)]
@@ -424,7 +426,7 @@ fn distinct_values(
 /// (`splice_join::pairs`) and yields them in batches of `batch_rows`.
 async fn splice(
     mut left: SendableRecordBatchStream,
-    right: RightSide,
+    mut right: RightSide,
     matching: &Match,
     schema: SchemaRef,
     clause: &'static str,
@@ -439,11 +441,11 @@ async fn splice(
         rows += batch.num_rows();
         batches.push(batch);
     }
-    if rows.saturating_add(right.batch.num_rows()) >= NO_ROW as usize {
+    if rows.saturating_add(right.rows) >= NO_ROW as usize {
         return Err(DataFusionError::ResourcesExhausted(format!(
             "{clause}: the two sides have {rows} and {} rows, more than the {NO_ROW} a join \
              holds",
-            right.batch.num_rows()
+            right.rows
         )));
     }
     let left_batch = concat_batches(&left_schema, &batches)?;
@@ -456,20 +458,25 @@ async fn splice(
             "{clause}: left rows are out of timestamp order"
         )));
     }
-    let left_keys = right.key_numbers_of(matching, &left_batch)?;
+    let left_keys = right.key_numbers_of(matching, &left_batch, &mut Default::default())?;
+    let key_count = right.key_count();
+    let right_batch = concat_batches(&right.schema, &right.batches)?;
+    let right_times: Vec<i64> = right.times.iter().flat_map(|t| t.iter().copied()).collect();
+    let right_keys: Option<Vec<u32>> = right
+        .numbers
+        .as_ref()
+        .map(|_| right.key_numbers.iter().flatten().copied().collect());
+    drop(right.batches);
     let (left_rows, right_rows) = splice_join::pairs(
         splice_join::Side {
             times: &left_times,
             keys: left_keys.as_deref(),
         },
         splice_join::Side {
-            times: &right.times,
-            keys: right
-                .converter
-                .as_ref()
-                .map(|_| right.key_numbers.as_slice()),
+            times: &right_times,
+            keys: right_keys.as_deref(),
         },
-        right.key_count(),
+        key_count,
     );
     let total = left_rows.len();
     let batches = (0..total).step_by(batch_rows).map(move |start| {
@@ -488,25 +495,28 @@ async fn splice(
                 .collect()
         };
         let mut columns = pick(&left_rows, &left_batch)?;
-        columns.extend(pick(&right_rows, &right.batch)?);
+        columns.extend(pick(&right_rows, &right_batch)?);
         Ok(RecordBatch::try_new(schema.clone(), columns)?)
     });
     Ok(futures::stream::iter(batches))
 }
 
-/// The right side, whole: its rows in timestamp order, with their timestamps and key numbers.
+/// The right side, whole, as its input's batches (a scan's map the table's files, so holding
+/// them copies nothing): each batch's timestamps and key numbers beside it.
 struct RightSide {
-    batch: RecordBatch,
-    /// Nanoseconds; NULL timestamps (which never match) count as the latest possible.
-    times: Vec<i64>,
-    /// Each row's key number, or [`NO_KEY`]; empty when the join has no keys.
-    key_numbers: Vec<u32>,
-    /// Key bytes (arrow's row format) to key number.
-    numbers: HashMap<Box<[u8]>, u32>,
-    converter: Option<RowConverter>,
-    /// The right keys' types, which left keys are cast to.
-    key_types: Vec<DataType>,
-    /// Holds the memory of `batch` for as long as the join runs.
+    schema: SchemaRef,
+    /// The non-empty batches, in timestamp order.
+    batches: Vec<RecordBatch>,
+    rows: usize,
+    /// Per batch, nanoseconds; NULL timestamps (which never match) count as the latest
+    /// possible.
+    times: Vec<ScalarBuffer<i64>>,
+    /// Per batch, each row's key number ([`NO_KEY`] never: right keys are all numbered);
+    /// empty when the join has no keys.
+    key_numbers: Vec<Vec<u32>>,
+    /// `None` when the join has no keys.
+    numbers: Option<KeyNumbers>,
+    /// Holds the memory of `batches` for as long as the join runs.
     _reservation: MemoryReservation,
 }
 
@@ -517,97 +527,117 @@ impl RightSide {
         reservation: MemoryReservation,
         clause: &str,
     ) -> DfResult<Self> {
-        let schema = stream.schema();
-        let mut batches = Vec::new();
-        let mut rows = 0usize;
-        while let Some(batch) = stream.next().await {
-            let batch = batch?;
-            reservation.try_grow(batch.get_array_memory_size())?;
-            rows += batch.num_rows();
-            batches.push(batch);
-        }
-        if rows >= NO_ROW as usize {
-            return Err(DataFusionError::ResourcesExhausted(format!(
-                "{clause}: the right side has {rows} rows, more than the {NO_ROW} a join holds"
-            )));
-        }
-        let batch = concat_batches(&schema, &batches)?;
-        drop(batches);
-        reservation.try_resize(batch.get_array_memory_size())?;
-        let times = nanos(
-            &matching
-                .right_time
-                .evaluate(&batch)?
-                .into_array(batch.num_rows())?,
-        )?;
-        let times: Vec<i64> = times.iter().map(|t| t.unwrap_or(i64::MAX)).collect();
-        if let Some(w) = times.windows(2).position(|w| w[0] > w[1]) {
-            return Err(DataFusionError::Internal(format!(
-                "{clause}: right rows {w} and {} are out of timestamp order",
-                w + 1
-            )));
-        }
         let mut side = RightSide {
-            batch,
-            times,
+            schema: stream.schema(),
+            batches: Vec::new(),
+            rows: 0,
+            times: Vec::new(),
             key_numbers: Vec::new(),
-            numbers: HashMap::new(),
-            converter: None,
-            key_types: Vec::new(),
+            numbers: None,
             _reservation: reservation,
         };
-        if !matching.keys.is_empty() {
-            side.number_keys(matching)?;
+        let mut cache = DictionaryCache::default();
+        let mut last = i64::MIN;
+        while let Some(batch) = stream.next().await {
+            let batch = batch?;
+            let n = batch.num_rows();
+            if n == 0 {
+                continue;
+            }
+            side._reservation.try_grow(batch.get_array_memory_size())?;
+            if side.rows + n >= NO_ROW as usize {
+                return Err(DataFusionError::ResourcesExhausted(format!(
+                    "{clause}: the right side has more than the {NO_ROW} rows a join holds"
+                )));
+            }
+            let times = nanos(&matching.right_time.evaluate(&batch)?.into_array(n)?)?;
+            let times = match times.null_count() {
+                0 => times.values().clone(),
+                _ => times.iter().map(|t| t.unwrap_or(i64::MAX)).collect(),
+            };
+            let descending = match last > times[0] {
+                true => Some(side.rows.wrapping_sub(1)),
+                false => times
+                    .windows(2)
+                    .position(|w| w[0] > w[1])
+                    .map(|w| side.rows + w),
+            };
+            if let Some(w) = descending {
+                return Err(DataFusionError::Internal(format!(
+                    "{clause}: right rows {w} and {} are out of timestamp order",
+                    w.wrapping_add(1)
+                )));
+            }
+            last = times[n - 1];
+            if !matching.keys.is_empty() {
+                let keys = evaluate(
+                    matching.keys.iter().map(|(_, r)| r),
+                    &batch,
+                    side.numbers.as_ref().map_or(&[], |k| k.types()),
+                )?;
+                let numbers = match &mut side.numbers {
+                    Some(numbers) => numbers,
+                    none => none.insert(KeyNumbers::new(
+                        keys.iter().map(|k| k.data_type().clone()).collect(),
+                    )?),
+                };
+                side.key_numbers
+                    .push(numbers.number(&keys, n, true, &mut cache)?);
+            }
+            side.rows += n;
+            side.times.push(times);
+            side.batches.push(batch);
+        }
+        if !matching.keys.is_empty() && side.numbers.is_none() {
+            // No right row: the right keys' types are those of the expressions.
+            let schema = side.schema.clone();
+            let types = matching
+                .keys
+                .iter()
+                .map(|(_, r)| r.data_type(&schema))
+                .collect::<DfResult<Vec<_>>>()?;
+            side.numbers = Some(KeyNumbers::new(types)?);
         }
         Ok(side)
     }
 
-    /// Numbers the distinct keys of the right rows.
-    fn number_keys(&mut self, matching: &Match) -> DfResult<()> {
-        let keys = evaluate(matching.keys.iter().map(|(_, r)| r), &self.batch, &[])?;
-        self.key_types = keys.iter().map(|k| k.data_type().clone()).collect();
-        let fields = self.key_types.iter().cloned().map(SortField::new).collect();
-        let converter = RowConverter::new(fields)?;
-        let rows = converter.convert_columns(&keys)?;
-        self.key_numbers = Vec::with_capacity(rows.num_rows());
-        for row in rows.iter() {
-            let next = self.numbers.len() as u32;
-            let number = match self.numbers.get(row.as_ref()) {
-                Some(n) => *n,
-                None => {
-                    self.numbers.insert(row.as_ref().into(), next);
-                    next
-                }
-            };
-            self.key_numbers.push(number);
-        }
-        self.converter = Some(converter);
-        Ok(())
-    }
-
     /// The key number of each row of `batch`, a batch of the left side ([`NO_KEY`] for keys
     /// no right row has), or `None` when the join has no keys.
-    fn key_numbers_of(&self, matching: &Match, batch: &RecordBatch) -> DfResult<Option<Vec<u32>>> {
-        let Some(converter) = &self.converter else {
+    fn key_numbers_of(
+        &mut self,
+        matching: &Match,
+        batch: &RecordBatch,
+        cache: &mut DictionaryCache,
+    ) -> DfResult<Option<Vec<u32>>> {
+        let Some(numbers) = &mut self.numbers else {
             return Ok(None);
         };
-        let keys = evaluate(matching.keys.iter().map(|(l, _)| l), batch, &self.key_types)?;
-        let rows: Rows = converter.convert_columns(&keys)?;
-        Ok(Some(
-            rows.iter()
-                .map(|row| self.numbers.get(row.as_ref()).copied().unwrap_or(NO_KEY))
-                .collect(),
-        ))
+        let keys = evaluate(matching.keys.iter().map(|(l, _)| l), batch, numbers.types())?;
+        Ok(Some(numbers.number(
+            &keys,
+            batch.num_rows(),
+            false,
+            cache,
+        )?))
     }
 
     fn key_count(&self) -> usize {
-        if self.converter.is_some() {
-            self.numbers.len()
-        } else {
-            1
-        }
+        self.numbers.as_ref().map_or(1, KeyNumbers::count)
     }
 }
+
+/// A right row: its batch and its row in the batch.
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct RightRow {
+    batch: u32,
+    row: u32,
+}
+
+/// `latest` entry of a key no right row has been passed for yet.
+const NO_RIGHT_ROW: RightRow = RightRow {
+    batch: NO_ROW,
+    row: NO_ROW,
+};
 
 /// The merge's state between left batches.
 struct Merge {
@@ -616,11 +646,13 @@ struct Merge {
     schema: SchemaRef,
     clause: &'static str,
     /// Right rows before this one have been passed.
-    cursor: usize,
-    /// Per key number, the newest right row passed, or [`NO_ROW`].
-    latest: Vec<u32>,
+    cursor: RightRow,
+    /// Per key number, the newest right row passed, or [`NO_RIGHT_ROW`].
+    latest: Vec<RightRow>,
     /// The last left timestamp seen: left rows must not go back in time.
     last_left: i64,
+    /// The numbers of the left side's SYMBOL key values.
+    left_dictionary: DictionaryCache,
 }
 
 impl Merge {
@@ -630,47 +662,66 @@ impl Merge {
         schema: SchemaRef,
         clause: &'static str,
     ) -> Self {
-        let latest = vec![NO_ROW; right.key_count()];
+        let latest = vec![NO_RIGHT_ROW; right.key_count()];
         Merge {
             right,
             matching,
             schema,
             clause,
-            cursor: 0,
+            cursor: RightRow { batch: 0, row: 0 },
             latest,
             last_left: i64::MIN,
+            left_dictionary: DictionaryCache::default(),
         }
     }
 
     fn join(&mut self, left: &RecordBatch) -> DfResult<RecordBatch> {
         let n = left.num_rows();
         let times = nanos(&self.matching.left_time.evaluate(left)?.into_array(n)?)?;
-        let keys = self.right.key_numbers_of(&self.matching, left)?;
+        let keys = self
+            .right
+            .key_numbers_of(&self.matching, left, &mut self.left_dictionary)?;
+        // Rows with no match take the first right row, and are made NULL after.
         let mut picks = Vec::with_capacity(n);
+        let mut matched = BooleanBufferBuilder::new(n);
         for i in 0..n {
-            if times.is_null(i) {
-                picks.push(None);
+            let pick = match times.is_valid(i) {
+                true => {
+                    let t = times.value(i);
+                    if t < self.last_left {
+                        return Err(DataFusionError::Internal(format!(
+                            "{}: left rows are out of timestamp order",
+                            self.clause
+                        )));
+                    }
+                    self.last_left = t;
+                    self.advance(t);
+                    let key = keys.as_ref().map_or(0, |k| k[i]);
+                    self.pick(key, t)
+                }
+                false => None,
+            };
+            matched.append(pick.is_some());
+            let at = pick.unwrap_or(RightRow { batch: 0, row: 0 });
+            picks.push((at.batch as usize, at.row as usize));
+        }
+        let matched = BooleanArray::new(matched.finish(), None);
+        let mut columns = left.columns().to_vec();
+        for (c, field) in self.right.schema.fields().iter().enumerate() {
+            if self.right.batches.is_empty() {
+                columns.push(new_null_array(field.data_type(), n));
                 continue;
             }
-            let t = times.value(i);
-            if t < self.last_left {
-                return Err(DataFusionError::Internal(format!(
-                    "{}: left rows are out of timestamp order",
-                    self.clause
-                )));
-            }
-            self.last_left = t;
-            self.advance(t);
-            let key = keys.as_ref().map_or(0, |k| k[i]);
-            picks.push(self.pick(key, t));
-        }
-        let picks = UInt32Array::from(picks);
-        let mut columns = left.columns().to_vec();
-        for column in self.right.batch.columns() {
-            columns.push(if self.right.batch.num_rows() == 0 {
-                new_null_array(column.data_type(), n)
-            } else {
-                take(column.as_ref(), &picks, None)?
+            let arrays: Vec<&dyn Array> = self
+                .right
+                .batches
+                .iter()
+                .map(|b| b.column(c).as_ref())
+                .collect();
+            let picked = interleave(&arrays, &picks)?;
+            columns.push(match matched.true_count() == n {
+                true => picked,
+                false => nullif(&picked, &not(&matched)?)?,
             });
         }
         Ok(RecordBatch::try_new(self.schema.clone(), columns)?)
@@ -678,34 +729,44 @@ impl Merge {
 
     /// Passes the right rows a left row at `t` may match.
     fn advance(&mut self, t: i64) {
-        let times = &self.right.times;
         let strict = self.matching.kind == TimeJoinKind::Lt;
-        while self.cursor < times.len() {
-            let rt = times[self.cursor];
-            if rt > t || (strict && rt == t) {
-                break;
+        let right = &self.right;
+        while let Some(times) = right.times.get(self.cursor.batch as usize) {
+            let keys = right.key_numbers.get(self.cursor.batch as usize);
+            let mut row = self.cursor.row as usize;
+            while row < times.len() {
+                let rt = times[row];
+                if rt > t || (strict && rt == t) {
+                    self.cursor.row = row as u32;
+                    return;
+                }
+                let key = keys.map_or(0, |k| k[row]);
+                self.latest[key as usize] = RightRow {
+                    batch: self.cursor.batch,
+                    row: row as u32,
+                };
+                row += 1;
             }
-            let key = self
-                .right
-                .key_numbers
-                .get(self.cursor)
-                .copied()
-                .unwrap_or(0);
-            if key != NO_KEY {
-                self.latest[key as usize] = self.cursor as u32;
-            }
-            self.cursor += 1;
+            self.cursor = RightRow {
+                batch: self.cursor.batch + 1,
+                row: 0,
+            };
         }
     }
 
     /// The right row matching a left row at `t` with key number `key`.
-    fn pick(&self, key: u32, t: i64) -> Option<u32> {
+    fn pick(&self, key: u32, t: i64) -> Option<RightRow> {
         let row = *self.latest.get(key as usize)?;
-        if row == NO_ROW {
+        if row == NO_RIGHT_ROW {
             return None;
         }
         match self.matching.tolerance_ns {
-            Some(ns) if t.saturating_sub(self.right.times[row as usize]) > ns => None,
+            Some(ns)
+                if t.saturating_sub(self.right.times[row.batch as usize][row.row as usize])
+                    > ns =>
+            {
+                None
+            }
             _ => Some(row),
         }
     }

@@ -16,7 +16,8 @@
 //! bucket starts. The final aggregate above merges them as before. Rows out of order only cost
 //! extra partial rows (the final aggregate merges equal groups), never wrong results.
 //!
-//! A stride of fixed length (`timestamp_floor` by seconds to weeks, no time zone) computes one
+//! A stride of fixed length (`timestamp_floor` by seconds to weeks, no time zone) and the
+//! timestamp as an integer divided by constants (`cast(ts AS long) / 3600000000`) compute one
 //! bucket per run, the run ending where a timestamp leaves it; other buckets are evaluated per
 //! row. Sums, minima and maxima fold each run with the scan kernels of `sundial-kernels`
 //! (vectorised, NULL-aware, a slot per key code), merged into the bucket's states when it
@@ -41,8 +42,9 @@ use datafusion::arrow::buffer::NullBuffer;
 use datafusion::arrow::compute::SortOptions;
 use datafusion::arrow::compute::cast;
 use datafusion::arrow::datatypes::{
-    DataType, Float64Type, Int32Type, Int64Type, SchemaRef, TimestampNanosecondType,
+    DataType, Float64Type, Int32Type, Int64Type, SchemaRef, TimeUnit, TimestampNanosecondType,
 };
+use datafusion::common::ScalarValue;
 use datafusion::common::tree_node::{Transformed, TreeNode, TreeNodeRecursion};
 use datafusion::config::ConfigOptions;
 use datafusion::error::{DataFusionError, Result as DfResult};
@@ -218,7 +220,7 @@ impl BucketAggregateExec {
         let mut bucket = None;
         let mut keys = Vec::new();
         for (i, (expr, _)) in group_by.expr().iter().enumerate() {
-            if bucket.is_none() && is_bucket_of(expr, time) {
+            if bucket.is_none() && is_bucket_of(expr, time, &input_schema) {
                 bucket = Some((expr.clone(), i));
             } else if keys.len() < BUCKET_KEYS_MAX && is_symbol_column(expr, &input_schema) {
                 keys.push((expr.clone(), i));
@@ -301,6 +303,11 @@ impl BucketAggregateExec {
     /// `timestamp_floor` in UTC do; in a time zone, a clock change can make a later instant's
     /// bucket start earlier.
     fn bucket_order(&self) -> Option<SortOptions> {
+        let first = self.input.properties().output_ordering()?.first();
+        if time_quotient(&self.bucket.0, &self.input.schema()).is_some() {
+            // Divisions by positive constants never decrease.
+            return Some(first.options);
+        }
         let f = self.bucket.0.downcast_ref::<ScalarFunctionExpr>()?;
         let zone = f.args().get(3).and_then(|a| a.downcast_ref::<Literal>());
         let monotone = match f.name() {
@@ -308,7 +315,6 @@ impl BucketAggregateExec {
             "timestamp_floor" => f.args().len() < 4 || zone.is_some_and(|z| z.value().is_null()),
             _ => false,
         };
-        let first = self.input.properties().output_ordering()?.first();
         monotone.then_some(first.options)
     }
 }
@@ -322,8 +328,12 @@ fn ordered_time_column(input: &dyn ExecutionPlan) -> Option<usize> {
     first.expr.downcast_ref::<Column>().map(Column::index)
 }
 
-/// Whether `expr` is `timestamp_floor(stride, time, ...)` or `date_bin(width, time, ...)`.
-fn is_bucket_of(expr: &Arc<dyn PhysicalExpr>, time: usize) -> bool {
+/// Whether `expr` is `timestamp_floor(stride, time, ...)`, `date_bin(width, time, ...)` or
+/// the time as an integer divided by constants (see [`FixedBucket::Quotient`]).
+fn is_bucket_of(expr: &Arc<dyn PhysicalExpr>, time: usize, schema: &SchemaRef) -> bool {
+    if let Some(FixedBucket::Quotient { column, .. }) = time_quotient(expr, schema) {
+        return column == time;
+    }
     let Some(f) = expr.downcast_ref::<ScalarFunctionExpr>() else {
         return false;
     };
@@ -751,8 +761,8 @@ impl Accumulator {
 /// One partition's aggregation.
 struct Aggregation {
     bucket: Arc<dyn PhysicalExpr>,
-    /// The bucket as (timestamp column, step, origin) when its stride has a fixed length.
-    fixed: Option<(usize, i64, i64)>,
+    /// The bucket when it is computed once per run of rows.
+    fixed: Option<FixedBucket>,
     keys: Vec<Arc<dyn PhysicalExpr>>,
     /// Where the bucket and each key are among the group columns.
     bucket_at: usize,
@@ -811,7 +821,7 @@ impl Aggregation {
     fn new(exec: &BucketAggregateExec, batch_rows: usize) -> Self {
         Aggregation {
             bucket: exec.bucket.0.clone(),
-            fixed: crate::functions::fixed_floor(&exec.bucket.0),
+            fixed: FixedBucket::of(&exec.bucket.0, &exec.input.schema()),
             keys: exec.keys.iter().map(|(k, _)| k.clone()).collect(),
             bucket_at: exec.bucket.1,
             keys_at: exec.keys.iter().map(|(_, at)| *at).collect(),
@@ -942,39 +952,33 @@ impl Aggregation {
         Ok(())
     }
 
-    /// The runs of consecutive rows of `batch` with one bucket. A fixed-length stride over
-    /// a timestamp column without NULLs computes a bucket per run: the run goes on while
-    /// the timestamps stay inside that bucket, one comparison per row. Otherwise the bucket
-    /// expression is evaluated for every row.
+    /// The runs of consecutive rows of `batch` with one bucket. A [`FixedBucket`] over a
+    /// timestamp column without NULLs computes a bucket per run: the run goes on while the
+    /// timestamps stay inside that bucket's range, one comparison per row. Otherwise the
+    /// bucket expression is evaluated for every row.
     fn runs(&self, batch: &RecordBatch) -> DfResult<Vec<(Option<i64>, Range<usize>)>> {
         let n = batch.num_rows();
         let mut runs = Vec::new();
-        if let Some((column, step, origin)) = self.fixed
+        if let Some(fixed) = self.fixed
             && let Some(ts) = batch
-                .column(column)
+                .column(fixed.column())
                 .as_primitive_opt::<TimestampNanosecondType>()
             && ts.null_count() == 0
         {
             let ts = ts.values();
             let mut start = 0;
             while start < n {
-                let t = ts[start];
-                let lo = t
-                    .checked_sub(origin)
-                    .and_then(|d| d.div_euclid(step).checked_mul(step))
-                    .and_then(|d| d.checked_add(origin));
-                let Some(lo) = lo else {
+                let Some((bucket, lo, hi)) = fixed.bucket(ts[start]) else {
                     // Out of the range a bucket can start in: the function says NULL.
                     runs.push((None, start..start + 1));
                     start += 1;
                     continue;
                 };
-                let hi = lo.saturating_add(step);
                 let end = ts[start + 1..]
                     .iter()
                     .position(|&u| u < lo || u >= hi)
                     .map_or(n, |p| start + 1 + p);
-                runs.push((Some(lo), start..end));
+                runs.push((Some(bucket), start..end));
                 start = end;
             }
             return Ok(runs);
@@ -1127,6 +1131,102 @@ impl Aggregation {
     }
 }
 
+/// A bucket computed once per run of rows in time order: the rows of a bucket are those whose
+/// timestamps lie in one range.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum FixedBucket {
+    /// `timestamp_floor` by a fixed-length stride (`functions::fixed_floor`): the bucket is
+    /// the start of the stride holding the timestamp.
+    Floor {
+        column: usize,
+        step: i64,
+        origin: i64,
+    },
+    /// The timestamp cast to an integer (nanoseconds) and divided by positive integer
+    /// constants, as `cast(ts AS long) / 3600000000` groups by hour: the bucket is the
+    /// quotient, rounded toward zero as integer division rounds (so the bucket 0 spans both
+    /// sides of the epoch).
+    Quotient { column: usize, divisor: i64 },
+}
+
+impl FixedBucket {
+    fn of(expr: &Arc<dyn PhysicalExpr>, schema: &SchemaRef) -> Option<Self> {
+        if let Some((column, step, origin)) = crate::functions::fixed_floor(expr) {
+            return Some(FixedBucket::Floor {
+                column,
+                step,
+                origin,
+            });
+        }
+        time_quotient(expr, schema)
+    }
+
+    fn column(self) -> usize {
+        match self {
+            FixedBucket::Floor { column, .. } | FixedBucket::Quotient { column, .. } => column,
+        }
+    }
+
+    /// The bucket of the timestamp `t` (nanoseconds) and the timestamps `[lo, hi)` in it;
+    /// `None` when the bucket is NULL (a stride start out of range).
+    fn bucket(self, t: i64) -> Option<(i64, i64, i64)> {
+        match self {
+            FixedBucket::Floor { step, origin, .. } => {
+                let lo = t
+                    .checked_sub(origin)
+                    .and_then(|d| d.div_euclid(step).checked_mul(step))
+                    .and_then(|d| d.checked_add(origin))?;
+                Some((lo, lo, lo.saturating_add(step)))
+            }
+            FixedBucket::Quotient { divisor: d, .. } => {
+                let q = t / d;
+                // |q · d| <= |t|, so the products at q are exact.
+                let (lo, hi) = match q.cmp(&0) {
+                    std::cmp::Ordering::Greater => (q * d, (q + 1).saturating_mul(d)),
+                    std::cmp::Ordering::Less => {
+                        ((q - 1).saturating_mul(d).saturating_add(1), q * d + 1)
+                    }
+                    std::cmp::Ordering::Equal => (1 - d, d),
+                };
+                Some((q, lo, hi))
+            }
+        }
+    }
+}
+
+/// `expr` as a [`FixedBucket::Quotient`]: `CAST(ts AS Int64)`, `ts` a nanosecond timestamp
+/// column, divided by one or more positive integer constants whose product fits 64 bits.
+fn time_quotient(expr: &Arc<dyn PhysicalExpr>, schema: &SchemaRef) -> Option<FixedBucket> {
+    use datafusion::logical_expr::Operator;
+    use datafusion::physical_plan::expressions::{BinaryExpr, CastExpr};
+    let mut divisor = 1i64;
+    let mut e = expr;
+    while let Some(b) = e.downcast_ref::<BinaryExpr>() {
+        if *b.op() != Operator::Divide || b.left().data_type(schema).ok()? != DataType::Int64 {
+            return None;
+        }
+        let d = match b.right().downcast_ref::<Literal>()?.value() {
+            ScalarValue::Int64(Some(d)) => *d,
+            _ => return None,
+        };
+        if d <= 0 {
+            return None;
+        }
+        divisor = divisor.checked_mul(d)?;
+        e = b.left();
+    }
+    let cast = e.downcast_ref::<CastExpr>()?;
+    let column = cast.expr().downcast_ref::<Column>()?;
+    let nanos = matches!(
+        schema.field(column.index()).data_type(),
+        DataType::Timestamp(TimeUnit::Nanosecond, _)
+    );
+    (nanos && *cast.cast_type() == DataType::Int64).then_some(FixedBucket::Quotient {
+        column: column.index(),
+        divisor,
+    })
+}
+
 /// Whether bucket `b` follows bucket `a` in ascending order, NULL last (the scan's order).
 fn comes_after(b: Option<i64>, a: Option<i64>) -> bool {
     match (a, b) {
@@ -1259,6 +1359,17 @@ mod tests {
                     "SELECT g, timestamp_floor('1d', ts + INTERVAL '0 seconds') AS b, w, v, {AGGREGATES} FROM t GROUP BY g, b, w, v ORDER BY b, g, w, v"
                 ),
             ),
+            // The time as an integer divided by constants: the quotient per run of rows. (The
+            // dialect reads the cast of a TIMESTAMP column as microseconds, that of another
+            // expression as DataFusion's nanoseconds.)
+            (
+                format!(
+                    "SELECT cast(ts AS long) / 3600000000 AS h, k, {AGGREGATES} FROM t GROUP BY h, k ORDER BY h, k"
+                ),
+                format!(
+                    "SELECT cast(ts + INTERVAL '0 seconds' AS long) / 1000 / 3600000000 AS h, k, {AGGREGATES} FROM t GROUP BY h, k ORDER BY h, k"
+                ),
+            ),
             (
                 format!("SELECT ts, k, {AGGREGATES} FROM t SAMPLE BY 1w"),
                 format!(
@@ -1278,6 +1389,38 @@ mod tests {
                 .collect();
             assert!(differing.is_empty(), "{fused}: {differing:#?}");
             assert_eq!(got.lines().count(), want.lines().count(), "{fused}");
+            assert!(got.lines().count() > 5, "{got}");
+        }
+    }
+
+    /// Integer division rounds toward zero, so the quotient 0 spans both sides of the epoch
+    /// and the buckets before it end where their multiples do: the runs follow.
+    #[tokio::test]
+    async fn time_quotients_round_toward_zero_across_the_epoch() {
+        let (engine, _dir) = engine();
+        for sql in [
+            "CREATE TABLE e (ts TIMESTAMP, k SYMBOL, d DOUBLE) TIMESTAMP(ts) PARTITION BY DAY",
+            "INSERT INTO e SELECT to_timestamp_seconds(value * 7 - 21000), \
+             CASE value % 3 WHEN 0 THEN 'a' WHEN 1 THEN 'b' END, value * 0.5 \
+             FROM generate_series(0, 5999)",
+        ] {
+            engine.run(sql).await.expect(sql);
+        }
+        for divisor in ["3600000000", "1000 / 600000", "7000000"] {
+            let fused = format!(
+                "SELECT cast(ts AS long) / {divisor} AS q, k, count(*), sum(d), min(d), max(ts) \
+                 FROM e GROUP BY q, k ORDER BY q, k"
+            );
+            // The cast of an expression is nanoseconds, that of the column microseconds.
+            let reference = fused.replace(
+                "cast(ts AS long)",
+                "cast(ts + INTERVAL '0 seconds' AS long) / 1000",
+            );
+            let (plan, got) = plan_and_rows(&engine, &fused).await;
+            assert!(plan.contains("BucketAggregateExec"), "{fused}: {plan}");
+            let (plan, want) = plan_and_rows(&engine, &reference).await;
+            assert!(!plan.contains("BucketAggregateExec"), "{reference}: {plan}");
+            assert_eq!(got, want, "{fused}");
             assert!(got.lines().count() > 5, "{got}");
         }
     }

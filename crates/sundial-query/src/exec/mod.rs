@@ -4,12 +4,14 @@
 //!  bind ──────────────▶ a kept plan made ready for a run: its scans take the run's values
 //!   └ values            (values) and read the newest rows; other nodes get fresh state
 //!  scan ─┬─ frame      SundialScanExec: frames of partitions on all cores, ts pruning, order
-//!        └─ index_scan rows picked through symbol indexes
+//!        ├─ index_scan rows picked through symbol indexes
+//!        └─ in_order   one partition where a merge by timestamp would recombine them
 //!  latest              LatestExec: newest row per key, reading partitions backwards
 //!  bucket_agg ┐        BucketAggregateExec: time-bucket aggregates in scan order, no hash
 //!  scan_agg ──┴ partial_agg  ScanAggregateExec: aggregates folded over a scan's selected
 //!   └ kernel_filter    rows, grouped by SYMBOL codes; filters compiled into kernels
 //!  asof_join           AsofJoinExec: merge of two inputs in time order
+//!   ├ join_keys        key numbers: SYMBOL keys by dictionary value, others by row bytes
 //!   ├ splice_join      the pairing of both sides' rows for SPLICE JOIN
 //!   └ narrow           the right side narrowed to rows the left rows can match
 //!  shared              SharedExec: a repeated subquery computed once per run
@@ -31,7 +33,9 @@ pub(crate) mod bind;
 pub(crate) mod bucket_agg;
 pub(crate) mod cooperative;
 mod frame;
+pub(crate) mod in_order;
 pub(crate) mod index_scan;
+mod join_keys;
 mod kernel_filter;
 pub(crate) mod latest;
 mod narrow;

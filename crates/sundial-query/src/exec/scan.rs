@@ -525,6 +525,9 @@ pub struct SundialScanExec {
     partitions: usize,
     /// Newest rows first: frames and the rows in each in descending timestamp order.
     reverse: bool,
+    /// Runs in one partition because its consumer wants every row in timestamp order
+    /// ([`SundialScanExec::in_one_partition`]), whatever the number of rows.
+    serial_for_order: bool,
     properties: Arc<PlanProperties>,
 }
 
@@ -575,13 +578,14 @@ impl SundialScanExec {
             limit,
             partitions,
             reverse,
+            serial_for_order: false,
             properties,
         }
     }
 
     /// The same scan with another limit or order (keeps the rows it reads).
     fn rebuilt(&self, limit: Option<usize>, partitions: usize, reverse: bool) -> Self {
-        SundialScanExec::build(
+        let mut exec = SundialScanExec::build(
             self.source.clone(),
             self.data.clone(),
             self.projection.clone(),
@@ -589,7 +593,21 @@ impl SundialScanExec {
             limit,
             partitions,
             reverse,
-        )
+        );
+        exec.serial_for_order = self.serial_for_order && partitions == 1;
+        exec
+    }
+
+    /// The same scan in one partition, its rows in ascending timestamp order, for a consumer
+    /// that would otherwise merge the partitions by timestamp; `None` when the scan is
+    /// already one partition, reversed, or does not output the designated timestamp.
+    pub(crate) fn in_one_partition(&self) -> Option<Self> {
+        if self.partitions <= 1 || self.reverse || self.timestamp_output().is_none() {
+            return None;
+        }
+        let mut exec = self.rebuilt(self.limit, 1, false);
+        exec.serial_for_order = true;
+        Some(exec)
     }
 
     /// This scan reading the newest rows with `values` for its placeholders, or, with no
@@ -603,6 +621,7 @@ impl SundialScanExec {
                 let rows: u64 = data.frames.iter().map(Frame::len).sum();
                 if self.partitions < self.source.target_partitions
                     && !self.reverse
+                    && !self.serial_for_order
                     && self.limit.is_none()
                     && rows > REUSED_SERIAL_SCAN_ROWS_MAX
                 {

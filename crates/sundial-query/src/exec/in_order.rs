@@ -1,0 +1,95 @@
+//! Scans read in one partition where their rows are wanted in timestamp order anyway.
+//!
+//! ```text
+//!  SortPreservingMergeExec [ts]            Projection
+//!    Projection                      ==>     SundialScanExec (one partition)
+//!      SundialScanExec (N partitions)
+//! ```
+//!
+//! A table's rows lie in timestamp order, so a scan in one partition yields them in that
+//! order with no merge. N partitions each hold every N-th frame, and merging them back costs
+//! a comparison and a copy per row on one core: more than the columns cost to read, which
+//! are mapped and read without copying. Only projections (and the cooperative wrappers) may
+//! stand between the merge and the scan: a filter above the scan would lose the partitions'
+//! parallel evaluation. A merge with a limit keeps its partitions (the limit already stops
+//! it early).
+
+use std::sync::Arc;
+
+use datafusion::common::tree_node::{Transformed, TreeNode};
+use datafusion::config::ConfigOptions;
+use datafusion::error::Result as DfResult;
+use datafusion::physical_optimizer::PhysicalOptimizerRule;
+use datafusion::physical_plan::coop::CooperativeExec;
+use datafusion::physical_plan::execution_plan::{ChildrenPropertiesMode, ReplaceChildrenOptions};
+use datafusion::physical_plan::projection::ProjectionExec;
+use datafusion::physical_plan::sorts::sort_preserving_merge::SortPreservingMergeExec;
+use datafusion::physical_plan::{ExecutionPlan, ExecutionPlanProperties};
+
+use super::scan::SundialScanExec;
+
+/// Replaces a merge by timestamp over a partitioned Sundial scan with the scan in one
+/// partition (see the module docs).
+#[derive(Debug, Default)]
+pub(crate) struct ScanInOrder;
+
+impl PhysicalOptimizerRule for ScanInOrder {
+    fn name(&self) -> &str {
+        "sundial_scan_in_order"
+    }
+
+    fn optimize(
+        &self,
+        plan: Arc<dyn ExecutionPlan>,
+        _config: &ConfigOptions,
+    ) -> DfResult<Arc<dyn ExecutionPlan>> {
+        let rewritten = plan.transform_up(|node| {
+            let Some(merge) = node.downcast_ref::<SortPreservingMergeExec>() else {
+                return Ok(Transformed::no(node));
+            };
+            if merge.fetch().is_some() {
+                return Ok(Transformed::no(node));
+            }
+            let Some(serial) = serial(merge.input())? else {
+                return Ok(Transformed::no(node));
+            };
+            let ordered = serial.output_partitioning().partition_count() == 1
+                && serial
+                    .equivalence_properties()
+                    .ordering_satisfy(merge.expr().clone())?;
+            Ok(match ordered {
+                true => Transformed::yes(serial),
+                false => Transformed::no(node),
+            })
+        })?;
+        Ok(rewritten.data)
+    }
+
+    fn schema_check(&self) -> bool {
+        true
+    }
+}
+
+/// `plan` with the scan at its bottom in one partition, if only projections stand above it.
+fn serial(plan: &Arc<dyn ExecutionPlan>) -> DfResult<Option<Arc<dyn ExecutionPlan>>> {
+    if let Some(scan) = plan.downcast_ref::<SundialScanExec>() {
+        return Ok(scan
+            .in_one_partition()
+            .map(|s| Arc::new(s) as Arc<dyn ExecutionPlan>));
+    }
+    let passes = plan.downcast_ref::<ProjectionExec>().is_some()
+        || plan.downcast_ref::<CooperativeExec>().is_some();
+    let [child] = plan.children()[..] else {
+        return Ok(None);
+    };
+    if !passes {
+        return Ok(None);
+    }
+    let Some(child) = serial(child)? else {
+        return Ok(None);
+    };
+    Ok(Some(plan.clone().replace_children(
+        vec![child],
+        ReplaceChildrenOptions::new(ChildrenPropertiesMode::Recompute),
+    )?))
+}
