@@ -308,10 +308,11 @@ impl Accumulator {
             macro_rules! grouped {
                 ($update:expr, $identity:expr) => {
                     for_each_block(len, selection, nulls, |base, bits| {
-                        prefetch(
-                            values,
-                            base + PREFETCH_AHEAD_BYTES / std::mem::size_of::<T>(),
-                        );
+                        // Every cache line of the block a page ahead (see `prefetch`).
+                        let ahead = base + PREFETCH_AHEAD_BYTES / std::mem::size_of::<T>();
+                        for line in (0..64).step_by(64 / std::mem::size_of::<T>()) {
+                            prefetch(values, ahead + line);
+                        }
                         if bits.count_ones() >= DENSE_BLOCK_ROWS_MIN && base + 64 <= len {
                             let block: &[T; 64] = values[base..base + 64].try_into().expect("64");
                             let block_slots: &[u32; 64] =

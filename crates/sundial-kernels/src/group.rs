@@ -278,11 +278,20 @@ impl Grouper {
             if let Some(nulls) = key.nulls
                 && nulls.null_count() > 0
             {
-                for row in (0..len).filter(|&row| !nulls.is_valid(row)) {
-                    let slot = &mut self.slots[row];
-                    *slot = slot
-                        .wrapping_sub((codes[row] as u32).wrapping_mul(digit))
-                        .wrapping_add(null * digit);
+                let valid = nulls.inner().slice(0, len);
+                let chunks = valid.bit_chunks();
+                let tail = (chunks.remainder_len() > 0)
+                    .then(|| chunks.remainder_bits() | (u64::MAX << chunks.remainder_len()));
+                for (w, word) in chunks.iter().chain(tail).enumerate() {
+                    let mut invalid = !word;
+                    while invalid != 0 {
+                        let row = w * 64 + invalid.trailing_zeros() as usize;
+                        invalid &= invalid - 1;
+                        let slot = &mut self.slots[row];
+                        *slot = slot
+                            .wrapping_sub((codes[row] as u32).wrapping_mul(digit))
+                            .wrapping_add(null * digit);
+                    }
                 }
             }
             stride *= card;

@@ -93,3 +93,45 @@ fn serial(plan: &Arc<dyn ExecutionPlan>) -> DfResult<Option<Arc<dyn ExecutionPla
         ReplaceChildrenOptions::new(ChildrenPropertiesMode::Recompute),
     )?))
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::exec::scan::tests::{engine_with, plan_and_rows};
+
+    #[tokio::test]
+    async fn merges_by_timestamp_over_scans_become_one_partition() {
+        let (engine, _dir) = engine_with(&[
+            "CREATE TABLE t (ts TIMESTAMP, k SYMBOL, v DOUBLE) TIMESTAMP(ts) PARTITION BY HOUR",
+            "INSERT INTO t SELECT to_timestamp_seconds(1704067200 + value * 7), \
+             CASE value % 3 WHEN 0 THEN 'a' WHEN 1 THEN 'b' END, value * 0.5 \
+             FROM generate_series(0, 19999)",
+            "SET datafusion.execution.target_partitions = 4",
+        ])
+        .await;
+        let (plan, got) = plan_and_rows(&engine, "SELECT ts, v * 2 AS w FROM t ORDER BY ts").await;
+        assert!(!plan.contains("SortPreservingMergeExec"), "{plan}");
+        assert!(plan.contains("SundialScanExec"), "{plan}");
+        // The same rows as a sort of the rows a limit gathered.
+        let (plan, want) = plan_and_rows(
+            &engine,
+            "SELECT ts, v * 2 AS w FROM (SELECT * FROM t LIMIT 1000000000) ORDER BY ts",
+        )
+        .await;
+        assert!(plan.contains("Sort"), "{plan}");
+        assert_eq!(got, want);
+        assert_eq!(
+            got.lines().count(),
+            20_004,
+            "20,000 rows and the table's frame"
+        );
+        // Both sides of a time join.
+        let (plan, got) = plan_and_rows(
+            &engine,
+            "SELECT count(*), sum(b.v) FROM t a LT JOIN t b ON (k)",
+        )
+        .await;
+        assert!(!plan.contains("SortPreservingMergeExec"), "{plan}");
+        assert!(plan.contains("AsofJoinExec"), "{plan}");
+        assert!(got.contains("| 20000 "), "{got}");
+    }
+}

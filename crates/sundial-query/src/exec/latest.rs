@@ -317,7 +317,7 @@ impl ExecutionPlan for LatestExec {
             threads: context
                 .session_config()
                 .target_partitions()
-                .min(std::thread::available_parallelism().map_or(1, usize::from))
+                .min(processors())
                 .max(1),
         };
         let batch = futures::stream::once(async move { search.run() });
@@ -1057,6 +1057,13 @@ fn named_symbols(e: &Arc<dyn PhysicalExpr>) -> Option<(usize, Vec<ScalarValue>)>
         }
         _ => None,
     }
+}
+
+/// The processors this process may run on, asked once: the answer reads the scheduler's
+/// affinity and the cgroup's quota, system calls a LATEST search of a few rows should not pay.
+fn processors() -> usize {
+    static PROCESSORS: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *PROCESSORS.get_or_init(|| std::thread::available_parallelism().map_or(1, usize::from))
 }
 
 #[cfg(test)]
