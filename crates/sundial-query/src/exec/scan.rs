@@ -1088,6 +1088,16 @@ impl ChunkReader {
         self.data.filter.is_some()
     }
 
+    /// Whether testing a row may fail (`2 / x` of a row where `x` is 0): the filter is an
+    /// expression, not a kernel (kernels never fail). A reader that stops before the last
+    /// row must then not, or it would answer where reading every row fails.
+    pub(crate) fn filter_may_fail(&self) -> bool {
+        self.data
+            .filter
+            .as_ref()
+            .is_some_and(|f| f.kernel.is_none())
+    }
+
     /// The next piece to read, if any is left.
     pub(crate) fn next_piece(&mut self) -> Option<Frame> {
         self.pieces.pop_front()

@@ -558,7 +558,8 @@ impl Folding {
     /// `count(DISTINCT sym)` and `SELECT DISTINCT sym` (a grouping by one key with no
     /// aggregate) stop reading once every symbol has a group: the rest of the rows can only
     /// add NULL, which the validity bitmaps tell without reading the codes when no filter
-    /// applies.
+    /// applies. A filter that may fail on a row (an expression, not a kernel) reads every
+    /// row, so that the answer fails where the general path's does.
     fn step(&mut self, chunks: &mut ChunkReader) -> DfResult<bool> {
         let Some(piece) = chunks.next_piece() else {
             return Ok(false);
@@ -581,7 +582,11 @@ impl Folding {
             }
         }
         self.consume(chunks.read(&piece)?, &piece, chunks)?;
-        if self.distinct_only && !self.every_symbol_seen && symbols <= SEEN_CHECK_SYMBOLS_MAX {
+        if self.distinct_only
+            && !self.every_symbol_seen
+            && symbols <= SEEN_CHECK_SYMBOLS_MAX
+            && !chunks.filter_may_fail()
+        {
             self.every_symbol_seen = (0..symbols).all(|code| self.rows.count(code) > 0);
         }
         Ok(true)
@@ -727,6 +732,39 @@ impl Folding {
 #[cfg(test)]
 mod tests {
     use crate::exec::scan::tests::{answer_as_general_path, engine, engine_with, plan_and_rows};
+
+    /// A DISTINCT that has met every symbol and NULL stops reading, unless its filter may
+    /// fail on a later row: then it reads on and fails as the general path does.
+    #[tokio::test]
+    async fn distinct_reads_every_row_when_its_filter_may_fail() {
+        let (engine, _dir) = engine_with(&[
+            "CREATE TABLE d (ts TIMESTAMP, s SYMBOL, x INT) TIMESTAMP(ts) PARTITION BY HOUR",
+            "INSERT INTO d SELECT to_timestamp_seconds(1704067200 + value), \
+             CASE value % 3 WHEN 0 THEN 'a' WHEN 1 THEN 'b' END, \
+             CASE WHEN value = 29999 THEN 0 ELSE 1 END FROM generate_series(0, 29999)",
+        ])
+        .await;
+        let sql = "SELECT DISTINCT s FROM d WHERE 2 / x < 3";
+        let explained = crate::collect(engine.run(&format!("EXPLAIN {sql}")).await.unwrap())
+            .await
+            .unwrap();
+        let plan = datafusion::arrow::util::pretty::pretty_format_batches(&explained.batches)
+            .unwrap()
+            .to_string();
+        assert!(plan.contains("ScanAggregateExec"), "{plan}");
+        let failed = match engine.run(sql).await {
+            Ok(stream) => crate::collect(stream).await.is_err(),
+            Err(_) => true,
+        };
+        assert!(
+            failed,
+            "{sql} answered, though its last row divides by zero"
+        );
+        // A kernel filter cannot fail: the scan may stop once it has met every value.
+        let (_, rows) =
+            plan_and_rows(&engine, "SELECT DISTINCT s FROM d WHERE x > 0 ORDER BY s").await;
+        assert_eq!(rows.lines().count(), 7, "{rows}");
+    }
 
     /// Integer keys (alone, beside SYMBOL keys, small, large, negative and NULL) fold in the
     /// scan, with the answers of DataFusion's hash aggregate.
