@@ -35,16 +35,11 @@ use std::ops::Range;
 use std::sync::Arc;
 
 use datafusion::arrow::array::{
-    Array, ArrayBuilder, ArrayRef, AsArray, DictionaryArray, Float64Builder, Int32Array,
-    Int64Array, Int64Builder, RecordBatch, UInt64Builder,
+    Array, ArrayBuilder, ArrayRef, AsArray, DictionaryArray, Int32Array, Int64Builder, RecordBatch,
 };
-use datafusion::arrow::buffer::NullBuffer;
 use datafusion::arrow::compute::SortOptions;
 use datafusion::arrow::compute::cast;
-use datafusion::arrow::datatypes::{
-    DataType, Float64Type, Int32Type, Int64Type, SchemaRef, TimeUnit, TimestampNanosecondType,
-};
-use datafusion::common::ScalarValue;
+use datafusion::arrow::datatypes::{DataType, Int32Type, SchemaRef, TimestampNanosecondType};
 use datafusion::common::tree_node::{Transformed, TreeNode, TreeNodeRecursion};
 use datafusion::config::ConfigOptions;
 use datafusion::error::{DataFusionError, Result as DfResult};
@@ -61,14 +56,12 @@ use datafusion::physical_plan::expressions::{Column, Literal};
 use datafusion::physical_plan::sorts::sort::SortExec;
 use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
 use datafusion::physical_plan::{
-    ColumnarValue, DisplayAs, DisplayFormatType, ExecutionPlan, ExecutionPlanProperties,
-    PlanProperties,
+    DisplayAs, DisplayFormatType, ExecutionPlan, ExecutionPlanProperties, PlanProperties,
 };
 use futures::StreamExt;
 
-use sundial_kernels::ColumnValues;
-use sundial_kernels::{Accumulator as Kernel, Fold, Slots as KernelSlots};
-
+use super::bucket_fn::{FixedBucket, time_quotient};
+use super::bucket_states::{Accumulator, Aggregate, Argument, Emit, Kind, Op, as_i64};
 use super::partial_agg::{final_over, fuse_partial_stage, states_at};
 
 /// Replaces partial aggregates over time buckets with [`BucketAggregateExec`] (and single-stage
@@ -140,42 +133,6 @@ fn fuse(aggregate: &AggregateExec) -> DfResult<Option<Arc<dyn ExecutionPlan>>> {
     )
 }
 
-/// An aggregate function the exec computes, and the kind of its argument.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Op {
-    Count,
-    Sum,
-    Avg,
-    Min,
-    Max,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Kind {
-    F64,
-    I64,
-}
-
-#[derive(Debug, Clone)]
-struct Aggregate {
-    op: Op,
-    kind: Kind,
-    arg: Arc<dyn PhysicalExpr>,
-}
-
-impl Aggregate {
-    /// The partial state's column types, as DataFusion's partial aggregate writes them.
-    fn state_types(&self, arg_type: &DataType) -> Vec<DataType> {
-        match (self.op, self.kind) {
-            (Op::Count, _) => vec![DataType::Int64],
-            (Op::Sum, Kind::F64) => vec![DataType::Float64],
-            (Op::Sum, Kind::I64) => vec![DataType::Int64],
-            (Op::Avg, _) => vec![DataType::UInt64, DataType::Float64],
-            (Op::Min | Op::Max, _) => vec![arg_type.clone()],
-        }
-    }
-}
-
 /// The partial aggregate of [`FuseBucketAggregates`], computed in timestamp order.
 #[derive(Debug)]
 pub(crate) struct BucketAggregateExec {
@@ -191,17 +148,6 @@ pub(crate) struct BucketAggregateExec {
     /// value ([`Emit::Values`]).
     schema: SchemaRef,
     properties: Arc<PlanProperties>,
-}
-
-/// What a closed bucket's row holds.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Emit {
-    /// Partial states, for a final aggregate above to merge: rows out of timestamp order only
-    /// cost extra rows.
-    States,
-    /// Final values, replacing a single-stage aggregate: each bucket is emitted once, in
-    /// ascending order, so rows out of timestamp order are an error.
-    Values,
 }
 
 impl BucketAggregateExec {
@@ -473,288 +419,6 @@ impl ExecutionPlan for BucketAggregateExec {
             self.schema.clone(),
             stream,
         )))
-    }
-}
-
-/// Number types the states hold.
-trait Native: Copy + Default {
-    /// The scan kernels' fold computing `op` over values of this type.
-    fn fold(op: Op) -> Fold;
-    /// The value of `slot` of a kernel accumulator of this type.
-    fn of_kernel(kernel: &Kernel, slot: usize) -> Self;
-}
-
-impl Native for f64 {
-    fn fold(op: Op) -> Fold {
-        match op {
-            Op::Min => Fold::MinFloat,
-            Op::Max => Fold::MaxFloat,
-            Op::Count => Fold::Count,
-            Op::Sum | Op::Avg => Fold::SumFloat,
-        }
-    }
-    fn of_kernel(kernel: &Kernel, slot: usize) -> Self {
-        kernel.float(slot)
-    }
-}
-
-impl Native for i64 {
-    fn fold(op: Op) -> Fold {
-        match op {
-            Op::Min => Fold::MinInt,
-            Op::Max => Fold::MaxInt,
-            Op::Count => Fold::Count,
-            Op::Sum | Op::Avg => Fold::SumInt,
-        }
-    }
-    fn of_kernel(kernel: &Kernel, slot: usize) -> Self {
-        kernel.int(slot)
-    }
-}
-
-/// One aggregate's states, a slot per key.
-struct Slots<T> {
-    op: Op,
-    values: Vec<T>,
-    /// Values seen (rows, for `count`).
-    counts: Vec<u64>,
-    /// The scan kernels' states (vectorised and NULL-aware), merged into `values` when the
-    /// bucket closes.
-    kernel: Option<Kernel>,
-}
-
-impl<T: Native> Slots<T> {
-    fn new(op: Op) -> Self {
-        Slots {
-            op,
-            values: Vec::new(),
-            counts: Vec::new(),
-            kernel: None,
-        }
-    }
-
-    /// Folds rows `rows` of `array` with the scan kernels, into slot 0 or each row's slot of
-    /// `row_slots`.
-    fn update(
-        &mut self,
-        array: &dyn Array,
-        rows: Range<usize>,
-        row_slots: Option<&[u32]>,
-    ) -> DfResult<()> {
-        let part = array.slice(rows.start, rows.len());
-        let values = ColumnValues::of(part.as_ref()).ok_or_else(|| {
-            DataFusionError::Internal(format!(
-                "BucketAggregateExec cannot fold a {} column",
-                part.data_type()
-            ))
-        })?;
-        let slot_count = self.counts.len().max(1);
-        let kernel = self
-            .kernel
-            .get_or_insert_with(|| Kernel::new(T::fold(self.op)));
-        kernel.ensure(slot_count);
-        let slots = match row_slots {
-            None => KernelSlots::One,
-            Some(slots) => KernelSlots::PerRow(&slots[rows.clone()]),
-        };
-        kernel.update(Some(&values), None, slots, rows.len());
-        Ok(())
-    }
-
-    /// Moves the kernel's state of `slot` into the slots and resets it there.
-    fn absorb_kernel(&mut self, slot: usize) {
-        let Some(kernel) = &mut self.kernel else {
-            return;
-        };
-        let n = kernel.count(slot);
-        if n > 0 {
-            // Values reach a slot only through the kernel, which it leaves empty on emit.
-            debug_assert_eq!(self.counts[slot], 0);
-            self.values[slot] = T::of_kernel(kernel, slot);
-            self.counts[slot] = n;
-            kernel.reset_slot(slot);
-        }
-    }
-
-    fn ensure(&mut self, slots: usize) {
-        if self.counts.len() < slots {
-            self.values.resize(slots, T::default());
-            self.counts.resize(slots, 0);
-        }
-    }
-
-    /// Counts the valid rows of `rows` (all without `nulls`), each in the slot `slot_of`
-    /// gives (`None`: all in slot 0).
-    fn count_rows(
-        &mut self,
-        nulls: Option<&NullBuffer>,
-        rows: Range<usize>,
-        slot_of: Option<impl Fn(usize) -> usize>,
-    ) {
-        let nulls = nulls.filter(|n| n.null_count() > 0);
-        let Some(slot_of) = slot_of else {
-            self.counts[0] += match nulls {
-                None => rows.len() as u64,
-                Some(n) => (rows.len() - n.slice(rows.start, rows.len()).null_count()) as u64,
-            };
-            return;
-        };
-        for row in rows {
-            if nulls.is_none_or(|n| n.is_valid(row)) {
-                self.counts[slot_of(row)] += 1;
-            }
-        }
-    }
-
-    /// The slot's value, or `None` if it saw none; and resets the slot.
-    fn take(&mut self, slot: usize) -> (Option<T>, u64) {
-        self.absorb_kernel(slot);
-        let count = std::mem::take(&mut self.counts[slot]);
-        let value = std::mem::take(&mut self.values[slot]);
-        ((count > 0).then_some(value), count)
-    }
-}
-
-/// One aggregate's states and the output columns they are written to, in DataFusion's
-/// partial-state layout.
-enum Accumulator {
-    Count {
-        slots: Slots<i64>,
-        counts: Int64Builder,
-    },
-    /// `sum`, `min` or `max` of DOUBLE.
-    F64 {
-        slots: Slots<f64>,
-        out: Float64Builder,
-    },
-    /// `sum`, `min` or `max` of integers and timestamps.
-    I64 {
-        slots: Slots<i64>,
-        out: Int64Builder,
-    },
-    Avg {
-        slots: Slots<f64>,
-        counts: UInt64Builder,
-        sums: Float64Builder,
-    },
-}
-
-impl Accumulator {
-    fn new(a: &Aggregate) -> Self {
-        match (a.op, a.kind) {
-            (Op::Count, _) => Accumulator::Count {
-                slots: Slots::new(a.op),
-                counts: Int64Builder::new(),
-            },
-            (Op::Avg, _) => Accumulator::Avg {
-                slots: Slots::new(a.op),
-                counts: UInt64Builder::new(),
-                sums: Float64Builder::new(),
-            },
-            (_, Kind::F64) => Accumulator::F64 {
-                slots: Slots::new(a.op),
-                out: Float64Builder::new(),
-            },
-            (_, Kind::I64) => Accumulator::I64 {
-                slots: Slots::new(a.op),
-                out: Int64Builder::new(),
-            },
-        }
-    }
-
-    fn ensure(&mut self, slots: usize) {
-        match self {
-            Accumulator::Count { slots: s, .. } | Accumulator::I64 { slots: s, .. } => {
-                s.ensure(slots)
-            }
-            Accumulator::F64 { slots: s, .. } | Accumulator::Avg { slots: s, .. } => {
-                s.ensure(slots)
-            }
-        }
-    }
-
-    /// The argument's values over `batch`, in the form this accumulator reads.
-    fn argument(&self, value: ColumnarValue, rows: usize) -> DfResult<Argument> {
-        Ok(match (self, value) {
-            (Accumulator::Count { .. }, ColumnarValue::Scalar(s)) => {
-                Argument::Rows { all: !s.is_null() }
-            }
-            (Accumulator::Count { .. }, ColumnarValue::Array(array)) => {
-                Argument::Valid(array.logical_nulls())
-            }
-            (Accumulator::F64 { .. } | Accumulator::Avg { .. }, value) => Argument::F64(
-                value
-                    .into_array(rows)?
-                    .as_primitive::<Float64Type>()
-                    .clone(),
-            ),
-            (Accumulator::I64 { .. }, value) => Argument::I64(as_i64(value.into_array(rows)?)?),
-        })
-    }
-
-    fn update(
-        &mut self,
-        arg: &Argument,
-        rows: Range<usize>,
-        row_slots: Option<&[u32]>,
-    ) -> DfResult<()> {
-        let slot_of = row_slots.map(|slots| move |row: usize| slots[row] as usize);
-        match (self, arg) {
-            (Accumulator::Count { slots, .. }, Argument::Rows { all: true }) => {
-                slots.count_rows(None, rows, slot_of)
-            }
-            (Accumulator::Count { slots, .. }, Argument::Valid(nulls)) => {
-                slots.count_rows(nulls.as_ref(), rows, slot_of)
-            }
-            (Accumulator::F64 { slots, .. } | Accumulator::Avg { slots, .. }, Argument::F64(a)) => {
-                return slots.update(a, rows, row_slots);
-            }
-            (Accumulator::I64 { slots, .. }, Argument::I64(a)) => {
-                return slots.update(a, rows, row_slots);
-            }
-            // A NULL constant counts nothing; `argument` builds no other pairs.
-            _ => {}
-        }
-        Ok(())
-    }
-
-    /// Appends the slot's states (or value) to the output and resets the slot. Without values,
-    /// sums, extremes, avg and avg's count and sum are NULL, as DataFusion has them.
-    fn emit(&mut self, slot: usize, emit: Emit) {
-        match self {
-            Accumulator::Count { slots, counts } => counts.append_value(slots.take(slot).1 as i64),
-            Accumulator::F64 { slots, out } => out.append_option(slots.take(slot).0),
-            Accumulator::I64 { slots, out } => out.append_option(slots.take(slot).0),
-            Accumulator::Avg {
-                slots,
-                counts,
-                sums,
-            } => {
-                let (sum, count) = slots.take(slot);
-                match emit {
-                    Emit::States => {
-                        counts.append_option((count > 0).then_some(count));
-                        sums.append_option(sum);
-                    }
-                    Emit::Values => sums.append_option(sum.map(|sum| sum / count as f64)),
-                }
-            }
-        }
-    }
-
-    /// The state (or value) columns built so far.
-    fn finish(&mut self, columns: &mut Vec<ArrayRef>, emit: Emit) {
-        match self {
-            Accumulator::Count { counts, .. } => columns.push(Arc::new(counts.finish())),
-            Accumulator::F64 { out, .. } => columns.push(Arc::new(out.finish())),
-            Accumulator::I64 { out, .. } => columns.push(Arc::new(out.finish())),
-            Accumulator::Avg { counts, sums, .. } => {
-                if emit == Emit::States {
-                    columns.push(Arc::new(counts.finish()));
-                }
-                columns.push(Arc::new(sums.finish()));
-            }
-        }
     }
 }
 
@@ -1131,102 +795,6 @@ impl Aggregation {
     }
 }
 
-/// A bucket computed once per run of rows in time order: the rows of a bucket are those whose
-/// timestamps lie in one range.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum FixedBucket {
-    /// `timestamp_floor` by a fixed-length stride (`functions::fixed_floor`): the bucket is
-    /// the start of the stride holding the timestamp.
-    Floor {
-        column: usize,
-        step: i64,
-        origin: i64,
-    },
-    /// The timestamp cast to an integer (nanoseconds) and divided by positive integer
-    /// constants, as `cast(ts AS long) / 3600000000` groups by hour: the bucket is the
-    /// quotient, rounded toward zero as integer division rounds (so the bucket 0 spans both
-    /// sides of the epoch).
-    Quotient { column: usize, divisor: i64 },
-}
-
-impl FixedBucket {
-    fn of(expr: &Arc<dyn PhysicalExpr>, schema: &SchemaRef) -> Option<Self> {
-        if let Some((column, step, origin)) = crate::functions::fixed_floor(expr) {
-            return Some(FixedBucket::Floor {
-                column,
-                step,
-                origin,
-            });
-        }
-        time_quotient(expr, schema)
-    }
-
-    fn column(self) -> usize {
-        match self {
-            FixedBucket::Floor { column, .. } | FixedBucket::Quotient { column, .. } => column,
-        }
-    }
-
-    /// The bucket of the timestamp `t` (nanoseconds) and the timestamps `[lo, hi)` in it;
-    /// `None` when the bucket is NULL (a stride start out of range).
-    fn bucket(self, t: i64) -> Option<(i64, i64, i64)> {
-        match self {
-            FixedBucket::Floor { step, origin, .. } => {
-                let lo = t
-                    .checked_sub(origin)
-                    .and_then(|d| d.div_euclid(step).checked_mul(step))
-                    .and_then(|d| d.checked_add(origin))?;
-                Some((lo, lo, lo.saturating_add(step)))
-            }
-            FixedBucket::Quotient { divisor: d, .. } => {
-                let q = t / d;
-                // |q · d| <= |t|, so the products at q are exact.
-                let (lo, hi) = match q.cmp(&0) {
-                    std::cmp::Ordering::Greater => (q * d, (q + 1).saturating_mul(d)),
-                    std::cmp::Ordering::Less => {
-                        ((q - 1).saturating_mul(d).saturating_add(1), q * d + 1)
-                    }
-                    std::cmp::Ordering::Equal => (1 - d, d),
-                };
-                Some((q, lo, hi))
-            }
-        }
-    }
-}
-
-/// `expr` as a [`FixedBucket::Quotient`]: `CAST(ts AS Int64)`, `ts` a nanosecond timestamp
-/// column, divided by one or more positive integer constants whose product fits 64 bits.
-fn time_quotient(expr: &Arc<dyn PhysicalExpr>, schema: &SchemaRef) -> Option<FixedBucket> {
-    use datafusion::logical_expr::Operator;
-    use datafusion::physical_plan::expressions::{BinaryExpr, CastExpr};
-    let mut divisor = 1i64;
-    let mut e = expr;
-    while let Some(b) = e.downcast_ref::<BinaryExpr>() {
-        if *b.op() != Operator::Divide || b.left().data_type(schema).ok()? != DataType::Int64 {
-            return None;
-        }
-        let d = match b.right().downcast_ref::<Literal>()?.value() {
-            ScalarValue::Int64(Some(d)) => *d,
-            _ => return None,
-        };
-        if d <= 0 {
-            return None;
-        }
-        divisor = divisor.checked_mul(d)?;
-        e = b.left();
-    }
-    let cast = e.downcast_ref::<CastExpr>()?;
-    let column = cast.expr().downcast_ref::<Column>()?;
-    let nanos = matches!(
-        schema.field(column.index()).data_type(),
-        DataType::Timestamp(TimeUnit::Nanosecond, _)
-    );
-    (nanos && *cast.cast_type() == DataType::Int64).then_some(FixedBucket::Quotient {
-        column: column.index(),
-        divisor,
-    })
-}
-
 /// Whether bucket `b` follows bucket `a` in ascending order, NULL last (the scan's order).
 fn comes_after(b: Option<i64>, a: Option<i64>) -> bool {
     match (a, b) {
@@ -1234,31 +802,6 @@ fn comes_after(b: Option<i64>, a: Option<i64>) -> bool {
         (Some(_), None) => true,
         (None, _) => false,
     }
-}
-
-/// An aggregate's argument over one batch.
-enum Argument {
-    /// A constant (`count(*)`): every row counts if it is not NULL.
-    Rows {
-        all: bool,
-    },
-    /// `count(x)`: the rows where `x` is not NULL.
-    Valid(Option<NullBuffer>),
-    F64(datafusion::arrow::array::Float64Array),
-    I64(Int64Array),
-}
-
-/// Integers and timestamps as `i64`.
-fn as_i64(array: ArrayRef) -> DfResult<Int64Array> {
-    let array = match array.data_type() {
-        DataType::Int64 => array,
-        DataType::Timestamp(unit, _) => cast(
-            &cast(&array, &DataType::Timestamp(*unit, None))?,
-            &DataType::Int64,
-        )?,
-        _ => cast(&array, &DataType::Int64)?,
-    };
-    Ok(array.as_primitive::<Int64Type>().clone())
 }
 
 #[cfg(test)]

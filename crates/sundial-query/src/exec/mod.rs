@@ -10,6 +10,8 @@
 //!  bucket_agg ┐        BucketAggregateExec: time-bucket aggregates in scan order, no hash
 //!  scan_agg ──┴ partial_agg  ScanAggregateExec: aggregates folded over a scan's selected
 //!   └ kernel_filter    rows, grouped by SYMBOL codes; filters compiled into kernels
+//!  bucket_fn           the bucket aggregate's runs of one bucket (strides, quotients)
+//!  bucket_states       the bucket aggregate's states per key slot, written out
 //!  asof_join           AsofJoinExec: merge of two inputs in time order
 //!   ├ join_keys        key numbers: SYMBOL keys by dictionary value, others by row bytes
 //!   ├ splice_join      the pairing of both sides' rows for SPLICE JOIN
@@ -31,6 +33,8 @@ use datafusion::physical_expr::PhysicalExpr;
 pub(crate) mod asof_join;
 pub(crate) mod bind;
 pub(crate) mod bucket_agg;
+mod bucket_fn;
+mod bucket_states;
 pub(crate) mod cooperative;
 mod frame;
 pub(crate) mod in_order;
