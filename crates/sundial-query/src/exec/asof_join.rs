@@ -266,6 +266,10 @@ impl ExecutionPlan for AsofJoinExec {
 /// the right side is narrowed to the rows its keys and times can match.
 const LEFT_BUFFER_ROWS_MAX: usize = 1 << 18;
 
+/// Rows of a right batch below which it is gathered with the batches beside it into one of
+/// at least this many rows before it is held.
+const HELD_BATCH_ROWS: usize = 4096;
+
 /// Distinct left keys past which the right side is not narrowed by key: a list of most of
 /// the right side's keys costs a test per right row and keeps nearly all of them.
 const NARROWING_KEYS_MAX: usize = 64;
@@ -537,7 +541,11 @@ impl RightSide {
             _reservation: reservation,
         };
         let mut cache = DictionaryCache::default();
-        let mut last = i64::MIN;
+        // Small batches (a selective filter's) are gathered into batches of at least
+        // HELD_BATCH_ROWS rows, so that the batches held, which each left batch's gather
+        // visits, stay few; large ones (a scan's, over the mapped files) are held as they are.
+        let mut pending: Vec<RecordBatch> = Vec::new();
+        let mut pending_rows = 0usize;
         while let Some(batch) = stream.next().await {
             let batch = batch?;
             let n = batch.num_rows();
@@ -545,49 +553,25 @@ impl RightSide {
                 continue;
             }
             side._reservation.try_grow(batch.get_array_memory_size())?;
-            if side.rows + n >= NO_ROW as usize {
+            if side.rows + pending_rows + n >= NO_ROW as usize {
                 return Err(DataFusionError::ResourcesExhausted(format!(
                     "{clause}: the right side has more than the {NO_ROW} rows a join holds"
                 )));
             }
-            let times = nanos(&matching.right_time.evaluate(&batch)?.into_array(n)?)?;
-            let times = match times.null_count() {
-                0 => times.values().clone(),
-                _ => times.iter().map(|t| t.unwrap_or(i64::MAX)).collect(),
-            };
-            let descending = match last > times[0] {
-                true => Some(side.rows.wrapping_sub(1)),
-                false => times
-                    .windows(2)
-                    .position(|w| w[0] > w[1])
-                    .map(|w| side.rows + w),
-            };
-            if let Some(w) = descending {
-                return Err(DataFusionError::Internal(format!(
-                    "{clause}: right rows {w} and {} are out of timestamp order",
-                    w.wrapping_add(1)
-                )));
+            if n >= HELD_BATCH_ROWS {
+                side.hold_pending(&mut pending, matching, &mut cache, clause)?;
+                pending_rows = 0;
+                side.hold(batch, matching, &mut cache, clause)?;
+                continue;
             }
-            last = times[n - 1];
-            if !matching.keys.is_empty() {
-                let keys = evaluate(
-                    matching.keys.iter().map(|(_, r)| r),
-                    &batch,
-                    side.numbers.as_ref().map_or(&[], |k| k.types()),
-                )?;
-                let numbers = match &mut side.numbers {
-                    Some(numbers) => numbers,
-                    none => none.insert(KeyNumbers::new(
-                        keys.iter().map(|k| k.data_type().clone()).collect(),
-                    )?),
-                };
-                side.key_numbers
-                    .push(numbers.number(&keys, n, true, &mut cache)?);
+            pending_rows += n;
+            pending.push(batch);
+            if pending_rows >= HELD_BATCH_ROWS {
+                side.hold_pending(&mut pending, matching, &mut cache, clause)?;
+                pending_rows = 0;
             }
-            side.rows += n;
-            side.times.push(times);
-            side.batches.push(batch);
         }
+        side.hold_pending(&mut pending, matching, &mut cache, clause)?;
         if !matching.keys.is_empty() && side.numbers.is_none() {
             // No right row: the right keys' types are those of the expressions.
             let schema = side.schema.clone();
@@ -601,7 +585,73 @@ impl RightSide {
         Ok(side)
     }
 
-    /// The key number of each row of `batch`, a batch of the left side ([`NO_KEY`] for keys
+    /// Holds `pending`, concatenated into one batch, if it holds any.
+    fn hold_pending(
+        &mut self,
+        pending: &mut Vec<RecordBatch>,
+        matching: &Match,
+        cache: &mut DictionaryCache,
+        clause: &str,
+    ) -> DfResult<()> {
+        if pending.is_empty() {
+            return Ok(());
+        }
+        let batch = concat_batches(&self.schema, pending.iter())?;
+        pending.clear();
+        self.hold(batch, matching, cache, clause)
+    }
+
+    /// Holds `batch`, a non-empty batch of the right side's next rows, with its rows'
+    /// timestamps and key numbers.
+    fn hold(
+        &mut self,
+        batch: RecordBatch,
+        matching: &Match,
+        cache: &mut DictionaryCache,
+        clause: &str,
+    ) -> DfResult<()> {
+        let n = batch.num_rows();
+        let times = nanos(&matching.right_time.evaluate(&batch)?.into_array(n)?)?;
+        let times = match times.null_count() {
+            0 => times.values().clone(),
+            _ => times.iter().map(|t| t.unwrap_or(i64::MAX)).collect(),
+        };
+        let last = self.times.last().and_then(|t| t.last().copied());
+        let descending = match last.is_some_and(|last| last > times[0]) {
+            true => Some(self.rows.wrapping_sub(1)),
+            false => times
+                .windows(2)
+                .position(|w| w[0] > w[1])
+                .map(|w| self.rows + w),
+        };
+        if let Some(w) = descending {
+            return Err(DataFusionError::Internal(format!(
+                "{clause}: right rows {w} and {} are out of timestamp order",
+                w.wrapping_add(1)
+            )));
+        }
+        if !matching.keys.is_empty() {
+            let keys = evaluate(
+                matching.keys.iter().map(|(_, r)| r),
+                &batch,
+                self.numbers.as_ref().map_or(&[], |k| k.types()),
+            )?;
+            let numbers = match &mut self.numbers {
+                Some(numbers) => numbers,
+                none => none.insert(KeyNumbers::new(
+                    keys.iter().map(|k| k.data_type().clone()).collect(),
+                )?),
+            };
+            self.key_numbers
+                .push(numbers.number(&keys, n, true, cache)?);
+        }
+        self.rows += n;
+        self.times.push(times);
+        self.batches.push(batch);
+        Ok(())
+    }
+
+    /// The key number of each row of `batch`, a batch of the left side (`NO_KEY` for keys
     /// no right row has), or `None` when the join has no keys.
     fn key_numbers_of(
         &mut self,

@@ -127,11 +127,20 @@ mod tests {
         // Both sides of a time join.
         let (plan, got) = plan_and_rows(
             &engine,
-            "SELECT count(*), sum(b.v) FROM t a LT JOIN t b ON (k)",
+            "SELECT count(*), sum(b.v) AS s FROM t a LT JOIN t b ON (k)",
         )
         .await;
         assert!(!plan.contains("SortPreservingMergeExec"), "{plan}");
         assert!(plan.contains("AsofJoinExec"), "{plan}");
         assert!(got.contains("| 20000 "), "{got}");
+        // The right side's small batches (a partition of 514 rows each) are gathered before
+        // they are held: the newest earlier row of each key is the previous row of its key.
+        let (_, want) = plan_and_rows(
+            &engine,
+            "SELECT count(*), sum(p) AS s FROM \
+             (SELECT lag(v) OVER (PARTITION BY k ORDER BY ts) AS p FROM t)",
+        )
+        .await;
+        assert_eq!(got, want);
     }
 }
