@@ -50,7 +50,7 @@ use datafusion::physical_expr::{
 use datafusion::physical_optimizer::PhysicalOptimizerRule;
 use datafusion::physical_plan::aggregates::AggregateExec;
 use datafusion::physical_plan::execution_plan::{
-    Boundedness, EmissionType, ReplaceChildrenOptions,
+    Boundedness, ChildrenPropertiesMode, EmissionType, ReplaceChildrenOptions,
 };
 use datafusion::physical_plan::expressions::{Column, Literal};
 use datafusion::physical_plan::sorts::sort::SortExec;
@@ -63,6 +63,7 @@ use futures::StreamExt;
 use super::bucket_fn::{FixedBucket, time_quotient};
 use super::bucket_states::{Accumulator, Aggregate, Argument, Emit, Kind, Op, as_i64};
 use super::partial_agg::{final_over, fuse_partial_stage, states_at};
+use super::scan::{Frame, SundialScanExec};
 
 /// Replaces partial aggregates over time buckets with [`BucketAggregateExec`] (and single-stage
 /// ones with a final aggregate over it).
@@ -75,7 +76,7 @@ impl PhysicalOptimizerRule for FuseBucketAggregates {
         plan: Arc<dyn ExecutionPlan>,
         _: &ConfigOptions,
     ) -> DfResult<Arc<dyn ExecutionPlan>> {
-        plan.transform_up(|node| {
+        let fused = plan.transform_up(|node| {
             if let Some(sort) = node.downcast_ref::<SortExec>() {
                 return Ok(match sorted_already(sort)? {
                     Some(input) => Transformed::yes(input),
@@ -89,8 +90,8 @@ impl PhysicalOptimizerRule for FuseBucketAggregates {
                 Some(fused) => Transformed::yes(fused),
                 None => Transformed::no(node),
             })
-        })
-        .map(|t| t.data)
+        })?;
+        serial_finals(fused.data, true)
     }
 
     fn name(&self) -> &str {
@@ -131,6 +132,125 @@ fn fuse(aggregate: &AggregateExec) -> DfResult<Option<Arc<dyn ExecutionPlan>>> {
             final_over(partial, single, Arc::new(fused)).map(Some)
         },
     )
+}
+
+/// Rows per expected group at or under which a final aggregate over a fused bucket
+/// aggregate's partial states becomes the fused aggregate over its input in one partition,
+/// emitting final values: with so few rows per group, merging the partitions' states (a hash
+/// aggregate of about as many rows as groups from each, and the sort a SAMPLE BY adds) costs
+/// more than folding the rows on one core.
+const SERIAL_ROWS_PER_GROUP_MAX: u64 = 64;
+
+/// `plan` with every final aggregate [`serial_final`] replaces replaced, where each node above
+/// it takes its input in any number of partitions (`free` says so of the nodes above `plan`).
+fn serial_finals(plan: Arc<dyn ExecutionPlan>, free: bool) -> DfResult<Arc<dyn ExecutionPlan>> {
+    if free
+        && let Some(aggregate) = plan.downcast_ref::<AggregateExec>()
+        && let Some(serial) = serial_final(aggregate)?
+    {
+        return Ok(serial);
+    }
+    let children: Vec<Arc<dyn ExecutionPlan>> = plan.children().into_iter().cloned().collect();
+    if children.is_empty() {
+        return Ok(plan);
+    }
+    let free = free && takes_any_partitioning(&plan);
+    let mut changed = false;
+    let mut rewritten = Vec::with_capacity(children.len());
+    for child in children {
+        let new = serial_finals(child.clone(), free)?;
+        changed |= !Arc::ptr_eq(&new, &child);
+        rewritten.push(new);
+    }
+    if !changed {
+        return Ok(plan);
+    }
+    plan.replace_children(
+        rewritten,
+        ReplaceChildrenOptions::new(ChildrenPropertiesMode::Recompute),
+    )
+}
+
+/// Whether `plan` answers the same whatever the number of its input's partitions.
+fn takes_any_partitioning(plan: &Arc<dyn ExecutionPlan>) -> bool {
+    use datafusion::physical_plan::coalesce_partitions::CoalescePartitionsExec;
+    use datafusion::physical_plan::filter::FilterExec;
+    use datafusion::physical_plan::limit::{GlobalLimitExec, LocalLimitExec};
+    use datafusion::physical_plan::projection::ProjectionExec;
+    use datafusion::physical_plan::sorts::sort_preserving_merge::SortPreservingMergeExec;
+    plan.downcast_ref::<ProjectionExec>().is_some()
+        || plan.downcast_ref::<FilterExec>().is_some()
+        || plan.downcast_ref::<SortExec>().is_some()
+        || plan.downcast_ref::<SortPreservingMergeExec>().is_some()
+        || plan.downcast_ref::<CoalescePartitionsExec>().is_some()
+        || plan.downcast_ref::<GlobalLimitExec>().is_some()
+        || plan.downcast_ref::<LocalLimitExec>().is_some()
+}
+
+/// A final aggregate over the partial states of a [`BucketAggregateExec`] expecting at most
+/// [`SERIAL_ROWS_PER_GROUP_MAX`] rows per group, as the fused aggregate over its input read
+/// in one partition (`in_order::serial`), emitting final values in bucket order.
+fn serial_final(aggregate: &AggregateExec) -> DfResult<Option<Arc<dyn ExecutionPlan>>> {
+    use datafusion::physical_plan::Partitioning;
+    use datafusion::physical_plan::aggregates::AggregateMode;
+    use datafusion::physical_plan::coalesce_partitions::CoalescePartitionsExec;
+    use datafusion::physical_plan::repartition::RepartitionExec;
+    let final_stage = matches!(
+        aggregate.mode(),
+        AggregateMode::Final | AggregateMode::FinalPartitioned
+    );
+    if !final_stage || aggregate.limit_options().is_some() {
+        return Ok(None);
+    }
+    let mut below = aggregate.input();
+    while below.downcast_ref::<RepartitionExec>().is_some()
+        || below.downcast_ref::<CoalescePartitionsExec>().is_some()
+    {
+        let [child] = below.children()[..] else {
+            return Ok(None);
+        };
+        below = child;
+    }
+    let Some(partial) = below.downcast_ref::<BucketAggregateExec>() else {
+        return Ok(None);
+    };
+    let parallel = partial.input.output_partitioning().partition_count() > 1;
+    if partial.emit != Emit::States || partial.keys.len() > 1 || !parallel {
+        return Ok(None);
+    }
+    let (Some(options), Some((rows, groups))) = (partial.bucket_order(), partial.expected_groups())
+    else {
+        return Ok(None);
+    };
+    if rows > groups.saturating_mul(SERIAL_ROWS_PER_GROUP_MAX) {
+        return Ok(None);
+    }
+    let schema = aggregate.schema();
+    if schema.fields().len() != aggregate.group_expr().expr().len() + partial.aggregates.len() {
+        return Ok(None);
+    }
+    let Some(input) = super::in_order::serial(&partial.input)? else {
+        return Ok(None);
+    };
+    let at = partial.bucket.1;
+    let bucket = Column::new(schema.field(at).name(), at);
+    let mut equivalences = EquivalenceProperties::new(schema.clone());
+    equivalences.add_ordering([PhysicalSortExpr::new(Arc::new(bucket), options)]);
+    let properties = PlanProperties::new(
+        equivalences,
+        Partitioning::UnknownPartitioning(1),
+        EmissionType::Incremental,
+        Boundedness::Bounded,
+    );
+    Ok(Some(Arc::new(BucketAggregateExec {
+        input,
+        bucket: partial.bucket.clone(),
+        keys: partial.keys.clone(),
+        aggregates: partial.aggregates.clone(),
+        emit: Emit::Values,
+        schema,
+        properties: Arc::new(properties),
+    })))
 }
 
 /// The partial aggregate of [`FuseBucketAggregates`], computed in timestamp order.
@@ -242,6 +362,45 @@ impl BucketAggregateExec {
             properties: Arc::new(properties),
             ..self
         })
+    }
+
+    /// The rows the scan below reads and the groups they may make, when both are known:
+    /// buckets of a fixed width over each partition's time range, times the key's symbols
+    /// (and NULL).
+    fn expected_groups(&self) -> Option<(u64, u64)> {
+        let width = match FixedBucket::of(&self.bucket.0, &self.input.schema())? {
+            FixedBucket::Floor { step, .. } => step,
+            FixedBucket::Quotient { divisor, .. } => divisor,
+        };
+        let mut plan = &self.input;
+        let scan = loop {
+            if let Some(scan) = plan.downcast_ref::<SundialScanExec>() {
+                break scan;
+            }
+            let [child] = plan.children()[..] else {
+                return None;
+            };
+            plan = child;
+        };
+        let snapshot = scan.snapshot()?;
+        let frames = scan.frames();
+        let rows: u64 = frames.iter().map(Frame::len).sum();
+        let mut partitions: Vec<usize> = frames.iter().map(|f| f.partition).collect();
+        partitions.dedup();
+        let buckets: u64 = partitions
+            .iter()
+            .filter_map(|&p| snapshot.partitions().get(p))
+            .map(|m| (m.max_ts.saturating_sub(m.min_ts) / width).unsigned_abs() + 1)
+            .sum();
+        let symbols = match self.keys.first() {
+            None => 1,
+            Some((key, _)) => {
+                let name = key.downcast_ref::<Column>()?.name();
+                let at = scan.schema().index_of(name).ok()?;
+                snapshot.symbols(*scan.projection().get(at)?)?.len() as u64 + 1
+            }
+        };
+        Some((rows, buckets.saturating_mul(symbols)))
     }
 
     /// The order buckets close in, which is their output order in a single stage: the input's
@@ -934,6 +1093,34 @@ mod tests {
             assert_eq!(got.lines().count(), want.lines().count(), "{fused}");
             assert!(got.lines().count() > 5, "{got}");
         }
+    }
+
+    /// A grouping expecting a few rows per group (a bucket of an hour per symbol, rows 97 s
+    /// apart) folds its rows in one partition into final values: no partial states to merge.
+    /// One expecting many rows per group keeps its partitions.
+    #[tokio::test]
+    async fn many_small_groups_aggregate_in_one_partition() {
+        let (engine, _dir) = engine();
+        for sql in inserts() {
+            engine.run(&sql).await.expect(&sql);
+        }
+        engine
+            .run("SET datafusion.execution.target_partitions = 3")
+            .await
+            .expect("SET");
+        let fused = format!("SELECT ts, k, {AGGREGATES} FROM t SAMPLE BY 1h");
+        let reference = format!(
+            "SELECT timestamp_floor('1h', ts + INTERVAL '0 seconds') AS ts, k, {AGGREGATES} \
+             FROM t GROUP BY 1, 2 ORDER BY 1, 2 NULLS LAST"
+        );
+        let (plan, got) = plan_and_rows(&engine, &fused).await;
+        assert!(plan.contains("BucketAggregateExec: mode=single"), "{plan}");
+        assert!(!plan.contains("RepartitionExec"), "{plan}");
+        let (_, want) = plan_and_rows(&engine, &reference).await;
+        assert_eq!(got, want, "{fused}");
+        assert!(got.lines().count() > 100, "{got}");
+        let (plan, _) = plan_and_rows(&engine, "SELECT ts, count(*) FROM t SAMPLE BY 1d").await;
+        assert!(plan.contains("BucketAggregateExec: mode=partial"), "{plan}");
     }
 
     /// Integer division rounds toward zero, so the quotient 0 spans both sides of the epoch

@@ -71,7 +71,7 @@ impl PhysicalOptimizerRule for ScanInOrder {
 }
 
 /// `plan` with the scan at its bottom in one partition, if only projections stand above it.
-fn serial(plan: &Arc<dyn ExecutionPlan>) -> DfResult<Option<Arc<dyn ExecutionPlan>>> {
+pub(super) fn serial(plan: &Arc<dyn ExecutionPlan>) -> DfResult<Option<Arc<dyn ExecutionPlan>>> {
     if let Some(scan) = plan.downcast_ref::<SundialScanExec>() {
         return Ok(scan
             .in_one_partition()
