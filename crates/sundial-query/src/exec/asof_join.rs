@@ -515,7 +515,7 @@ struct RightSide {
     /// Per batch, nanoseconds; NULL timestamps (which never match) count as the latest
     /// possible.
     times: Vec<ScalarBuffer<i64>>,
-    /// Per batch, each row's key number ([`NO_KEY`] never: right keys are all numbered);
+    /// Per batch, each row's key number (never `NO_KEY`: every right key is numbered);
     /// empty when the join has no keys.
     key_numbers: Vec<Vec<u32>>,
     /// `None` when the join has no keys.
