@@ -1,5 +1,5 @@
-//! Bucketed aggregation fused onto the scan: `SAMPLE BY` (`timestamp_floor`) and
-//! `time_bucket` (`date_bin`) groups computed as the rows stream past in timestamp order,
+//! Bucketed aggregation fused onto the scan: `SAMPLE BY` (`timestamp_floor`), `date_trunc`
+//! and `time_bucket` (`date_bin`) groups computed as the rows stream past in timestamp order,
 //! without a hash table.
 //!
 //! ```text
@@ -16,7 +16,8 @@
 //! bucket starts. The final aggregate above merges them as before. Rows out of order only cost
 //! extra partial rows (the final aggregate merges equal groups), never wrong results.
 //!
-//! A stride of fixed length (`timestamp_floor` by seconds to weeks, no time zone) and the
+//! A stride of fixed length (`timestamp_floor` by seconds to weeks, no time zone; `date_trunc`
+//! to microseconds up to days) and the
 //! timestamp as an integer divided by constants (`cast(ts AS long) / 3600000000`) compute one
 //! bucket per run, the run ending where a timestamp leaves it; other buckets are evaluated per
 //! row. Sums, minima and maxima fold each run with the scan kernels of `sundial-kernels`
@@ -24,7 +25,9 @@
 //! closes; counts read only validity bitmaps.
 //!
 //! Fused: `count`, `sum`, `avg`, `min`, `max` over DOUBLE, LONG, INT and TIMESTAMP
-//! arguments, grouped by the bucket and up to three SYMBOL columns. Several keys combine into
+//! arguments, and `first_value`/`last_value` (QuestDB's `first`, `last`) of any argument
+//! ordered by the input's time column (each group's first or last row as the rows arrive),
+//! grouped by the bucket and up to three SYMBOL columns. Several keys combine into
 //! one slot number (each key a digit: its code + 1, NULL 0), up to 2¹⁶ combinations; they
 //! always emit partial states (a dictionary that grows between batches renumbers the slots,
 //! closing the open bucket early). Anything else (DISTINCT, FILTER, ordered aggregates, other
@@ -52,6 +55,7 @@ use datafusion::physical_expr::{
     EquivalenceProperties, PhysicalExpr, PhysicalSortExpr, ScalarFunctionExpr,
 };
 use datafusion::physical_optimizer::PhysicalOptimizerRule;
+use datafusion::physical_expr::aggregate::AggregateFunctionExpr;
 use datafusion::physical_plan::aggregates::AggregateExec;
 use datafusion::physical_plan::execution_plan::{
     Boundedness, ChildrenPropertiesMode, EmissionType, ReplaceChildrenOptions,
@@ -64,8 +68,10 @@ use datafusion::physical_plan::{
 };
 use futures::StreamExt;
 
-use super::bucket_fn::{FixedBucket, time_quotient};
-use super::bucket_states::{Accumulator, Aggregate, Argument, Emit, Kind, Op, as_i64};
+use super::bucket_fn::{FixedBucket, date_trunc_step, time_quotient};
+use super::bucket_states::{
+    Accumulator, Aggregate, Argument, Emit, Kind, Op, Order, as_i64,
+};
 use super::partial_agg::{final_over, fuse_partial_stage, states_at};
 use super::scan::{Frame, SundialScanExec};
 
@@ -308,7 +314,7 @@ impl BucketAggregateExec {
         let mut state_at = group_by.expr().len();
         let mut aggregates = Vec::new();
         for expr in partial.aggr_expr() {
-            if expr.is_distinct() || !expr.order_bys().is_empty() {
+            if expr.is_distinct() {
                 return Ok(None);
             }
             let args = expr.expressions();
@@ -317,7 +323,12 @@ impl BucketAggregateExec {
             };
             let arg = arg.clone();
             let arg_type = arg.data_type(&input_schema)?;
-            let Some(aggregate) = aggregate_of(expr.fun().name(), arg, &arg_type) else {
+            let aggregate = match expr.order_bys() {
+                [] => aggregate_of(expr.fun().name(), arg, &arg_type),
+                [order] => pick_of(expr, order, arg, time, input.as_ref())?,
+                _ => None,
+            };
+            let Some(aggregate) = aggregate else {
                 return Ok(None);
             };
             let Some(next) = states_at(&schema, state_at, &aggregate.state_types(&arg_type)) else {
@@ -335,7 +346,7 @@ impl BucketAggregateExec {
             EmissionType::Incremental,
             Boundedness::Bounded,
         ));
-        Ok(Some(BucketAggregateExec {
+        let mut fused = BucketAggregateExec {
             input: input.clone(),
             bucket,
             keys,
@@ -343,7 +354,19 @@ impl BucketAggregateExec {
             emit: Emit::States,
             schema,
             properties,
-        }))
+        };
+        // Each partition's buckets close in order (one may close twice, never out of order):
+        // the nodes above may rely on it, as on DataFusion's partial aggregate in sorted mode
+        // over a bucket it knows to be monotonic (`date_trunc`).
+        if let Some(options) = fused.bucket_order() {
+            let at = fused.bucket.1;
+            let bucket = Column::new(fused.schema.field(at).name(), at);
+            let mut equivalences = EquivalenceProperties::new(fused.schema.clone());
+            equivalences.add_ordering([PhysicalSortExpr::new(Arc::new(bucket), options)]);
+            let properties = fused.properties.as_ref().clone();
+            fused.properties = Arc::new(properties.with_eq_properties(equivalences));
+        }
+        Ok(Some(fused))
     }
 
     /// This partial aggregate turned into `single`, a single-stage aggregate over the same
@@ -424,6 +447,17 @@ impl BucketAggregateExec {
         let zone = f.args().get(3).and_then(|a| a.downcast_ref::<Literal>());
         let monotone = match f.name() {
             "date_bin" => true,
+            // In UTC every unit's truncation never decreases; in a zone only those computed
+            // from the epoch do.
+            "date_trunc" => {
+                date_trunc_step(&self.bucket.0, &self.input.schema()).is_some()
+                    || f.args().get(1).is_some_and(|a| {
+                        matches!(
+                            a.data_type(&self.input.schema()),
+                            Ok(DataType::Timestamp(_, None))
+                        )
+                    })
+            }
             "timestamp_floor" => f.args().len() < 4 || zone.is_some_and(|z| z.value().is_null()),
             _ => false,
         };
@@ -440,8 +474,8 @@ fn ordered_time_column(input: &dyn ExecutionPlan) -> Option<usize> {
     first.expr.downcast_ref::<Column>().map(Column::index)
 }
 
-/// Whether `expr` is `timestamp_floor(stride, time, ...)`, `date_bin(width, time, ...)` or
-/// the time as an integer divided by constants (see [`FixedBucket::Quotient`]).
+/// Whether `expr` is `timestamp_floor(stride, time, ...)`, `date_bin(width, time, ...)`,
+/// `date_trunc(unit, time)` or the time as an integer divided by constants (see [`FixedBucket::Quotient`]).
 fn is_bucket_of(expr: &Arc<dyn PhysicalExpr>, time: usize, schema: &SchemaRef) -> bool {
     if let Some(FixedBucket::Quotient { column, .. }) = time_quotient(expr, schema) {
         return column == time;
@@ -449,7 +483,7 @@ fn is_bucket_of(expr: &Arc<dyn PhysicalExpr>, time: usize, schema: &SchemaRef) -
     let Some(f) = expr.downcast_ref::<ScalarFunctionExpr>() else {
         return false;
     };
-    matches!(f.name(), "timestamp_floor" | "date_bin")
+    matches!(f.name(), "timestamp_floor" | "date_bin" | "date_trunc")
         && f.args()
             .get(1)
             .and_then(|a| a.downcast_ref::<Column>())
@@ -486,7 +520,52 @@ fn aggregate_of(name: &str, arg: Arc<dyn PhysicalExpr>, arg_type: &DataType) -> 
         DataType::Int32 if matches!(op, Op::Min | Op::Max) => Kind::I64,
         _ => return None,
     };
-    Some(Aggregate { op, kind, arg })
+    Some(Aggregate {
+        op,
+        kind,
+        arg,
+        order: None,
+    })
+}
+
+/// `first_value(arg ORDER BY time)` or `last_value(...)` respecting NULLs, ordered by the
+/// input's time column in its order or exactly against it: the first or last row of each
+/// group as the rows arrive.
+fn pick_of(
+    expr: &AggregateFunctionExpr,
+    order: &PhysicalSortExpr,
+    arg: Arc<dyn PhysicalExpr>,
+    time: usize,
+    input: &dyn ExecutionPlan,
+) -> DfResult<Option<Aggregate>> {
+    let last = match expr.fun().name() {
+        "first_value" => false,
+        "last_value" => true,
+        _ => return Ok(None),
+    };
+    let Some(first) = input.properties().output_ordering().map(|o| o.first()) else {
+        return Ok(None);
+    };
+    let on_time = order
+        .expr
+        .downcast_ref::<Column>()
+        .is_some_and(|c| c.index() == time);
+    let along = order.options == first.options;
+    let against = order.options == !first.options;
+    if expr.ignore_nulls() || !on_time || !(along || against) {
+        return Ok(None);
+    }
+    let schema = input.schema();
+    Ok(Some(Aggregate {
+        op: if last == along { Op::Last } else { Op::First },
+        kind: Kind::Any,
+        order: Some(Order {
+            time: order.expr.clone(),
+            value_type: arg.data_type(&schema)?,
+            time_type: order.expr.data_type(&schema)?,
+        }),
+        arg,
+    }))
 }
 
 impl DisplayAs for BucketAggregateExec {
@@ -531,7 +610,8 @@ impl ExecutionPlan for BucketAggregateExec {
     ) -> DfResult<TreeNodeRecursion> {
         let exprs = std::iter::once(&self.bucket.0)
             .chain(self.keys.iter().map(|(k, _)| k))
-            .chain(self.aggregates.iter().map(|a| &a.arg));
+            .chain(self.aggregates.iter().map(|a| &a.arg))
+            .chain(self.aggregates.iter().filter_map(|a| a.order.as_ref().map(|o| &o.time)));
         crate::exec::visit_each(exprs, f)
     }
 
@@ -779,6 +859,9 @@ impl Aggregation {
             }
             self.add_run(row_slots.as_deref(), &args, rows)?;
         }
+        for accumulator in &mut self.accumulators {
+            accumulator.compact()?;
+        }
         Ok(())
     }
 
@@ -858,11 +941,10 @@ impl Aggregation {
 
     /// Each aggregate's argument over `batch`, with states sized for `slots`.
     fn arguments(&mut self, batch: &RecordBatch, slots: usize) -> DfResult<Vec<Argument>> {
-        let n = batch.num_rows();
         let mut args = Vec::with_capacity(self.args.len());
         for (arg, accumulator) in self.args.iter().zip(&mut self.accumulators) {
             accumulator.ensure(slots);
-            args.push(accumulator.argument(arg.evaluate(batch)?, n)?);
+            args.push(accumulator.argument(arg.evaluate(batch)?, batch)?);
         }
         Ok(args)
     }
@@ -944,7 +1026,7 @@ impl Aggregation {
         let mut columns: Vec<ArrayRef> = Vec::with_capacity(self.schema.fields().len());
         columns.extend(groups.into_iter().map(|(_, array)| array));
         for accumulator in &mut self.accumulators {
-            accumulator.finish(&mut columns, self.emit);
+            accumulator.finish(&mut columns, self.emit)?;
         }
         let columns = columns
             .into_iter()
@@ -1048,6 +1130,66 @@ mod tests {
                 ),
                 format!(
                     "SELECT timestamp_floor('10m', ts + INTERVAL '0 seconds', '2024-01-01T00:03:00Z') AS b, {AGGREGATES} FROM t GROUP BY b ORDER BY b"
+                ),
+            ),
+            // DataFusion knows date_bin and date_trunc never decrease: an ORDER BY the bucket
+            // alone relies on the fused aggregate's order.
+            (
+                format!(
+                    "SELECT date_bin(INTERVAL '2 hours', ts) AS b, {AGGREGATES} FROM t GROUP BY b ORDER BY b"
+                ),
+                format!(
+                    "SELECT date_bin(INTERVAL '2 hours', ts + INTERVAL '0 seconds') AS b, {AGGREGATES} FROM t GROUP BY b ORDER BY b"
+                ),
+            ),
+            // date_trunc to a fixed unit is a floor from the epoch; to months, per row.
+            (
+                format!(
+                    "SELECT date_trunc('hour', ts) AS b, {AGGREGATES} FROM t WHERE k <> 'b' GROUP BY b ORDER BY b"
+                ),
+                format!(
+                    "SELECT date_trunc('hour', ts + INTERVAL '0 seconds') AS b, {AGGREGATES} FROM t WHERE k <> 'b' GROUP BY b ORDER BY b"
+                ),
+            ),
+            (
+                format!(
+                    "SELECT k, date_trunc('MINUTE', ts) AS b, {AGGREGATES} FROM t GROUP BY k, b ORDER BY b, k"
+                ),
+                format!(
+                    "SELECT k, date_trunc('MINUTE', ts + INTERVAL '0 seconds') AS b, {AGGREGATES} FROM t GROUP BY k, b ORDER BY b, k"
+                ),
+            ),
+            (
+                format!(
+                    "SELECT date_trunc('day', ts) AS b, k, {AGGREGATES} FROM t GROUP BY b, k ORDER BY b, k"
+                ),
+                format!(
+                    "SELECT date_trunc('day', ts + INTERVAL '0 seconds') AS b, k, {AGGREGATES} FROM t GROUP BY b, k ORDER BY b, k"
+                ),
+            ),
+            (
+                format!(
+                    "SELECT date_trunc('month', ts) AS b, k, g, {AGGREGATES} FROM t GROUP BY b, k, g ORDER BY b, k, g"
+                ),
+                format!(
+                    "SELECT date_trunc('month', ts + INTERVAL '0 seconds') AS b, k, g, {AGGREGATES} FROM t GROUP BY b, k, g ORDER BY b, k, g"
+                ),
+            ),
+            // First and last values of any type, NULLs included, in time order.
+            (
+                format!(
+                    "SELECT ts, k, first(d) AS fd, last(d) AS ld, first(l) AS fl, last(w) AS lw, last(ts) AS lt, {AGGREGATES} FROM t SAMPLE BY 1h"
+                ),
+                format!(
+                    "SELECT timestamp_floor('1h', ts + INTERVAL '0 seconds') AS ts, k, first_value(d ORDER BY ts) AS fd, last_value(d ORDER BY ts) AS ld, first_value(l ORDER BY ts) AS fl, last_value(w ORDER BY ts) AS lw, last_value(ts ORDER BY ts) AS lt, {AGGREGATES} FROM t GROUP BY 1, 2 ORDER BY 1, 2 NULLS LAST"
+                ),
+            ),
+            (
+                format!(
+                    "SELECT timestamp_floor('1h', ts) AS b, k, g, first_value(v ORDER BY ts) AS fv, last_value(i ORDER BY ts) AS li, first_value(e ORDER BY ts DESC) AS le FROM t GROUP BY b, k, g ORDER BY b, k, g"
+                ),
+                format!(
+                    "SELECT timestamp_floor('1h', ts + INTERVAL '0 seconds') AS b, k, g, first_value(v ORDER BY ts) AS fv, last_value(i ORDER BY ts) AS li, first_value(e ORDER BY ts DESC) AS le FROM t GROUP BY b, k, g ORDER BY b, k, g"
                 ),
             ),
             // Two keys: slots for each combination of their symbols.
@@ -1251,7 +1393,8 @@ mod tests {
         for sql in [
             "SELECT timestamp_floor('1h', ts) AS b, sum(d) FILTER (WHERE l > 0) FROM t GROUP BY b",
             "SELECT timestamp_floor('1h', ts) AS b, i, count(*) FROM t GROUP BY b, i",
-            "SELECT timestamp_floor('1h', ts) AS b, first_value(d ORDER BY ts) FROM t GROUP BY b",
+            "SELECT timestamp_floor('1h', ts) AS b, first_value(d ORDER BY l) FROM t GROUP BY b",
+            "SELECT timestamp_floor('1h', ts) AS b, last_value(d ORDER BY ts) IGNORE NULLS FROM t GROUP BY b",
             "SELECT k, count(*) FROM t GROUP BY k",
         ] {
             let (plan, _) = plan_and_rows(&engine, sql).await;

@@ -13,8 +13,9 @@ use datafusion::physical_plan::expressions::{Column, Literal};
 /// timestamps lie in one range.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum FixedBucket {
-    /// `timestamp_floor` by a fixed-length stride (`functions::fixed_floor`): the bucket is
-    /// the start of the stride holding the timestamp.
+    /// `timestamp_floor` by a fixed-length stride (`functions::fixed_floor`), or `date_trunc`
+    /// to a unit of fixed length ([`date_trunc_step`]): the bucket is the start of the stride
+    /// holding the timestamp.
     Floor {
         column: usize,
         step: i64,
@@ -34,6 +35,13 @@ impl FixedBucket {
                 column,
                 step,
                 origin,
+            });
+        }
+        if let Some((column, step)) = date_trunc_step(expr, schema) {
+            return Some(FixedBucket::Floor {
+                column,
+                step,
+                origin: 0,
             });
         }
         time_quotient(expr, schema)
@@ -70,6 +78,45 @@ impl FixedBucket {
             }
         }
     }
+}
+
+/// `date_trunc(unit, ts)`, `ts` a nanosecond timestamp column, truncating to a unit of fixed
+/// length: the column and the unit in nanoseconds. DataFusion truncates such units as
+/// `t - t.rem_euclid(unit)`, a floor from the epoch: microseconds to minutes in any time zone
+/// (zones' offsets are whole minutes), hours and days only without one.
+pub(super) fn date_trunc_step(
+    expr: &Arc<dyn PhysicalExpr>,
+    schema: &SchemaRef,
+) -> Option<(usize, i64)> {
+    use datafusion::physical_expr::ScalarFunctionExpr;
+    let f = expr.downcast_ref::<ScalarFunctionExpr>()?;
+    let [unit, column] = f.args() else {
+        return None;
+    };
+    if f.name() != "date_trunc" {
+        return None;
+    }
+    let unit = match unit.downcast_ref::<Literal>()?.value() {
+        ScalarValue::Utf8(Some(s))
+        | ScalarValue::LargeUtf8(Some(s))
+        | ScalarValue::Utf8View(Some(s)) => s.to_ascii_lowercase(),
+        _ => return None,
+    };
+    let column = column.downcast_ref::<Column>()?.index();
+    let DataType::Timestamp(TimeUnit::Nanosecond, zone) = schema.field(column).data_type() else {
+        return None;
+    };
+    const SECOND_NS: i64 = 1_000_000_000;
+    let step = match unit.as_str() {
+        "microsecond" => 1_000,
+        "millisecond" => 1_000_000,
+        "second" => SECOND_NS,
+        "minute" => 60 * SECOND_NS,
+        "hour" if zone.is_none() => 3_600 * SECOND_NS,
+        "day" if zone.is_none() => 86_400 * SECOND_NS,
+        _ => return None,
+    };
+    Some((column, step))
 }
 
 /// `expr` as a [`FixedBucket::Quotient`]: `CAST(ts AS Int64)`, `ts` a nanosecond timestamp

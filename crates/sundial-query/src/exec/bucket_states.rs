@@ -1,15 +1,19 @@
 //! The states of [`super::bucket_agg::BucketAggregateExec`]: which aggregates it computes
-//! (`count`, `sum`, `avg`, `min`, `max` of DOUBLE or integer arguments), their states per key
-//! slot for the open bucket, folded by the scan kernels over runs of rows, and how a closed
-//! bucket's states are written out: as DataFusion's partial aggregate writes them
-//! ([`Emit::States`]), or as final values ([`Emit::Values`]).
+//! (`count`, `sum`, `avg`, `min`, `max` of DOUBLE or integer arguments, and `first_value` or
+//! `last_value` of any argument in the input's time order), their states per key slot for the
+//! open bucket, folded by the scan kernels over runs of rows (or, for first and last values,
+//! a pointer to each slot's row), and how a closed bucket's states are written out: as
+//! DataFusion's partial aggregate writes them ([`Emit::States`]), or as final values
+//! ([`Emit::Values`]).
 
 use std::ops::Range;
 use std::sync::Arc;
 
 use datafusion::arrow::array::{
-    Array, ArrayRef, AsArray, Float64Builder, Int64Array, Int64Builder, UInt64Builder,
+    Array, ArrayRef, AsArray, BooleanArray, Float64Builder, Int64Array, Int64Builder,
+    RecordBatch, UInt64Builder, new_empty_array,
 };
+use datafusion::arrow::compute::{concat, interleave};
 use datafusion::arrow::buffer::NullBuffer;
 use datafusion::arrow::compute::cast;
 use datafusion::arrow::datatypes::{DataType, Float64Type, Int64Type};
@@ -27,12 +31,18 @@ pub(super) enum Op {
     Avg,
     Min,
     Max,
+    /// `first_value` in the input's time order (or `last_value` against it).
+    First,
+    /// `last_value` in the input's time order (or `first_value` against it).
+    Last,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Kind {
     F64,
     I64,
+    /// Any type: first and last values are picked, not folded.
+    Any,
 }
 
 #[derive(Debug, Clone)]
@@ -40,17 +50,37 @@ pub(super) struct Aggregate {
     pub(super) op: Op,
     pub(super) kind: Kind,
     pub(super) arg: Arc<dyn PhysicalExpr>,
+    /// For [`Op::First`] and [`Op::Last`]: the time column the input's rows are ordered by.
+    pub(super) order: Option<Order>,
+}
+
+/// The ordering a first or last value is taken in: the input's time column (the rows' order),
+/// with the argument's and the column's types.
+#[derive(Debug, Clone)]
+pub(super) struct Order {
+    pub(super) time: Arc<dyn PhysicalExpr>,
+    pub(super) value_type: DataType,
+    pub(super) time_type: DataType,
 }
 
 impl Aggregate {
     /// The partial state's column types, as DataFusion's partial aggregate writes them.
     pub(super) fn state_types(&self, arg_type: &DataType) -> Vec<DataType> {
-        match (self.op, self.kind) {
-            (Op::Count, _) => vec![DataType::Int64],
-            (Op::Sum, Kind::F64) => vec![DataType::Float64],
-            (Op::Sum, Kind::I64) => vec![DataType::Int64],
-            (Op::Avg, _) => vec![DataType::UInt64, DataType::Float64],
-            (Op::Min | Op::Max, _) => vec![arg_type.clone()],
+        match self.op {
+            Op::First | Op::Last => match &self.order {
+                // The value, the ordering value, whether it is set.
+                Some(order) => vec![
+                    order.value_type.clone(),
+                    order.time_type.clone(),
+                    DataType::Boolean,
+                ],
+                None => Vec::new(),
+            },
+            Op::Count => vec![DataType::Int64],
+            Op::Sum if self.kind == Kind::F64 => vec![DataType::Float64],
+            Op::Sum => vec![DataType::Int64],
+            Op::Avg => vec![DataType::UInt64, DataType::Float64],
+            Op::Min | Op::Max => vec![arg_type.clone()],
         }
     }
 }
@@ -81,6 +111,8 @@ impl Native for f64 {
             Op::Max => Fold::MaxFloat,
             Op::Count => Fold::Count,
             Op::Sum | Op::Avg => Fold::SumFloat,
+            // Picked by `Picks`, never folded.
+            Op::First | Op::Last => Fold::Count,
         }
     }
     fn of_kernel(kernel: &Kernel, slot: usize) -> Self {
@@ -95,6 +127,8 @@ impl Native for i64 {
             Op::Max => Fold::MaxInt,
             Op::Count => Fold::Count,
             Op::Sum | Op::Avg => Fold::SumInt,
+            // Picked by `Picks`, never folded.
+            Op::First | Op::Last => Fold::Count,
         }
     }
     fn of_kernel(kernel: &Kernel, slot: usize) -> Self {
@@ -227,10 +261,15 @@ pub(super) enum Accumulator {
         counts: UInt64Builder,
         sums: Float64Builder,
     },
+    /// `first_value` or `last_value`.
+    Pick(Picks),
 }
 
 impl Accumulator {
     pub(super) fn new(a: &Aggregate) -> Self {
+        if let (Op::First | Op::Last, Some(order)) = (a.op, &a.order) {
+            return Accumulator::Pick(Picks::new(a.op == Op::Last, order.clone()));
+        }
         match (a.op, a.kind) {
             (Op::Count, _) => Accumulator::Count {
                 slots: Slots::new(a.op),
@@ -245,7 +284,8 @@ impl Accumulator {
                 slots: Slots::new(a.op),
                 out: Float64Builder::new(),
             },
-            (_, Kind::I64) => Accumulator::I64 {
+            // Integers (a pick without an order is never built).
+            (_, Kind::I64 | Kind::Any) => Accumulator::I64 {
                 slots: Slots::new(a.op),
                 out: Int64Builder::new(),
             },
@@ -260,12 +300,21 @@ impl Accumulator {
             Accumulator::F64 { slots: s, .. } | Accumulator::Avg { slots: s, .. } => {
                 s.ensure(slots)
             }
+            Accumulator::Pick(picks) => picks.ensure(slots),
         }
     }
 
     /// The argument's values over `batch`, in the form this accumulator reads.
-    pub(super) fn argument(&self, value: ColumnarValue, rows: usize) -> DfResult<Argument> {
+    pub(super) fn argument(
+        &mut self,
+        value: ColumnarValue,
+        batch: &RecordBatch,
+    ) -> DfResult<Argument> {
+        let rows = batch.num_rows();
         Ok(match (self, value) {
+            (Accumulator::Pick(picks), value) => {
+                Argument::Pick(picks.source(value.into_array(rows)?, batch)?)
+            }
             (Accumulator::Count { .. }, ColumnarValue::Scalar(s)) => {
                 Argument::Rows { all: !s.is_null() }
             }
@@ -302,6 +351,9 @@ impl Accumulator {
             (Accumulator::I64 { slots, .. }, Argument::I64(a)) => {
                 return slots.update(a, rows, row_slots);
             }
+            (Accumulator::Pick(picks), Argument::Pick(source)) => {
+                picks.update(*source, rows, row_slots)
+            }
             // A NULL constant counts nothing; `argument` builds no other pairs.
             _ => {}
         }
@@ -329,12 +381,23 @@ impl Accumulator {
                     Emit::Values => sums.append_option(sum.map(|sum| sum / count as f64)),
                 }
             }
+            Accumulator::Pick(picks) => picks.emit(slot),
+        }
+    }
+
+    /// Lets go of what the batches consumed so far hold that no open slot needs (first and
+    /// last values keep pointers into their batches).
+    pub(super) fn compact(&mut self) -> DfResult<()> {
+        match self {
+            Accumulator::Pick(picks) => picks.compact(),
+            _ => Ok(()),
         }
     }
 
     /// The state (or value) columns built so far.
-    pub(super) fn finish(&mut self, columns: &mut Vec<ArrayRef>, emit: Emit) {
+    pub(super) fn finish(&mut self, columns: &mut Vec<ArrayRef>, emit: Emit) -> DfResult<()> {
         match self {
+            Accumulator::Pick(picks) => picks.finish(columns, emit)?,
             Accumulator::Count { counts, .. } => columns.push(Arc::new(counts.finish())),
             Accumulator::F64 { out, .. } => columns.push(Arc::new(out.finish())),
             Accumulator::I64 { out, .. } => columns.push(Arc::new(out.finish())),
@@ -345,6 +408,144 @@ impl Accumulator {
                 columns.push(Arc::new(sums.finish()));
             }
         }
+        Ok(())
+    }
+}
+
+/// First or last values per slot of the open bucket. Rows arrive in the order the values are
+/// taken in (the input's time order), so a slot's first value is that of its first row and
+/// its last value that of its last row, NULL or not, as DataFusion's `first_value` and
+/// `last_value` respect NULLs; ties in time go to the earlier or later row as they arrive.
+/// A slot keeps a pointer to its row, so any type is picked the same way; the batches
+/// pointed into are kept until their rows are written out.
+pub(super) struct Picks {
+    last: bool,
+    order: Order,
+    /// Each slot's row in the open bucket: its source and row number.
+    rows: Vec<Option<(u32, u32)>>,
+    /// The slots whose row is set (and, after a bucket closed, some that were).
+    set: Vec<u32>,
+    /// The argument's and the time column's arrays of the batches rows point into.
+    sources: Vec<[ArrayRef; 2]>,
+    /// The rows of slots written out since the last compaction.
+    emitted: Vec<(usize, usize)>,
+    /// Values and times written out, materialised at each compaction.
+    values: Vec<ArrayRef>,
+    times: Vec<ArrayRef>,
+}
+
+impl Picks {
+    fn new(last: bool, order: Order) -> Self {
+        Picks {
+            last,
+            order,
+            rows: Vec::new(),
+            set: Vec::new(),
+            sources: Vec::new(),
+            emitted: Vec::new(),
+            values: Vec::new(),
+            times: Vec::new(),
+        }
+    }
+
+    fn ensure(&mut self, slots: usize) {
+        if self.rows.len() < slots {
+            self.rows.resize(slots, None);
+        }
+    }
+
+    /// Keeps a batch's argument and time arrays as a source rows can point into.
+    fn source(&mut self, value: ArrayRef, batch: &RecordBatch) -> DfResult<u32> {
+        let time = self.order.time.evaluate(batch)?.into_array(batch.num_rows())?;
+        let at = u32::try_from(self.sources.len())
+            .map_err(|_| DataFusionError::Internal("too many first/last sources".into()))?;
+        self.sources.push([value, time]);
+        Ok(at)
+    }
+
+    fn update(&mut self, source: u32, rows: Range<usize>, row_slots: Option<&[u32]>) {
+        if rows.is_empty() {
+            return;
+        }
+        let mut pick = |slot: usize, row: usize| {
+            let kept = &mut self.rows[slot];
+            if kept.is_none() {
+                self.set.push(slot as u32);
+            } else if !self.last {
+                return;
+            }
+            *kept = Some((source, row as u32));
+        };
+        match row_slots {
+            None if self.last => pick(0, rows.end - 1),
+            None => pick(0, rows.start),
+            Some(slots) => {
+                for row in rows {
+                    pick(slots[row] as usize, row);
+                }
+            }
+        }
+    }
+
+    fn emit(&mut self, slot: usize) {
+        // A touched slot always has a row: NULL values are picked like any other.
+        if let Some((source, row)) = self.rows[slot].take() {
+            self.emitted.push((source as usize, row as usize));
+        }
+    }
+
+    /// Materialises the rows written out, then keeps only the sources the open slots point
+    /// into.
+    fn compact(&mut self) -> DfResult<()> {
+        if !self.emitted.is_empty() {
+            let values: Vec<&dyn Array> = self.sources.iter().map(|s| s[0].as_ref()).collect();
+            let times: Vec<&dyn Array> = self.sources.iter().map(|s| s[1].as_ref()).collect();
+            self.values.push(interleave(&values, &self.emitted)?);
+            self.times.push(interleave(&times, &self.emitted)?);
+            self.emitted.clear();
+        }
+        // A slot set again after its bucket closed may be listed twice.
+        let rows = &self.rows;
+        self.set.retain(|&slot| rows[slot as usize].is_some());
+        self.set.sort_unstable();
+        self.set.dedup();
+        let mut renumbered = vec![u32::MAX; self.sources.len()];
+        let mut kept = Vec::new();
+        for &slot in &self.set {
+            if let Some((source, _)) = &mut self.rows[slot as usize] {
+                let new = &mut renumbered[*source as usize];
+                if *new == u32::MAX {
+                    *new = kept.len() as u32;
+                    kept.push(self.sources[*source as usize].clone());
+                }
+                *source = *new;
+            }
+        }
+        self.sources = kept;
+        Ok(())
+    }
+
+    fn finish(&mut self, columns: &mut Vec<ArrayRef>, emit: Emit) -> DfResult<()> {
+        self.compact()?;
+        let joined = |parts: &mut Vec<ArrayRef>, data_type: &DataType| -> DfResult<ArrayRef> {
+            let refs: Vec<&dyn Array> = parts.iter().map(|a| a.as_ref()).collect();
+            let array = match refs.as_slice() {
+                [] => new_empty_array(data_type),
+                [one] => one.slice(0, one.len()),
+                _ => concat(&refs)?,
+            };
+            parts.clear();
+            Ok(array)
+        };
+        let values = joined(&mut self.values, &self.order.value_type)?;
+        let times = joined(&mut self.times, &self.order.time_type)?;
+        let rows = values.len();
+        columns.push(values);
+        if emit == Emit::States {
+            columns.push(times);
+            columns.push(Arc::new(BooleanArray::from(vec![true; rows])));
+        }
+        Ok(())
     }
 }
 
@@ -358,6 +559,8 @@ pub(super) enum Argument {
     Valid(Option<NullBuffer>),
     F64(datafusion::arrow::array::Float64Array),
     I64(Int64Array),
+    /// First and last values: the batch's source among the accumulator's.
+    Pick(u32),
 }
 
 /// Integers and timestamps as `i64`.
