@@ -51,11 +51,11 @@ use datafusion::common::tree_node::{Transformed, TreeNode, TreeNodeRecursion};
 use datafusion::config::ConfigOptions;
 use datafusion::error::{DataFusionError, Result as DfResult};
 use datafusion::execution::{SendableRecordBatchStream, TaskContext};
+use datafusion::physical_expr::aggregate::AggregateFunctionExpr;
 use datafusion::physical_expr::{
     EquivalenceProperties, PhysicalExpr, PhysicalSortExpr, ScalarFunctionExpr,
 };
 use datafusion::physical_optimizer::PhysicalOptimizerRule;
-use datafusion::physical_expr::aggregate::AggregateFunctionExpr;
 use datafusion::physical_plan::aggregates::AggregateExec;
 use datafusion::physical_plan::execution_plan::{
     Boundedness, ChildrenPropertiesMode, EmissionType, ReplaceChildrenOptions,
@@ -69,9 +69,7 @@ use datafusion::physical_plan::{
 use futures::StreamExt;
 
 use super::bucket_fn::{FixedBucket, date_trunc_step, time_quotient};
-use super::bucket_states::{
-    Accumulator, Aggregate, Argument, Emit, Kind, Op, Order, as_i64,
-};
+use super::bucket_states::{Accumulator, Aggregate, Argument, Emit, Kind, Op, Order, as_i64};
 use super::partial_agg::{final_over, fuse_partial_stage, states_at};
 use super::scan::{Frame, SundialScanExec};
 
@@ -611,7 +609,11 @@ impl ExecutionPlan for BucketAggregateExec {
         let exprs = std::iter::once(&self.bucket.0)
             .chain(self.keys.iter().map(|(k, _)| k))
             .chain(self.aggregates.iter().map(|a| &a.arg))
-            .chain(self.aggregates.iter().filter_map(|a| a.order.as_ref().map(|o| &o.time)));
+            .chain(
+                self.aggregates
+                    .iter()
+                    .filter_map(|a| a.order.as_ref().map(|o| &o.time)),
+            );
         crate::exec::visit_each(exprs, f)
     }
 
@@ -1186,10 +1188,10 @@ mod tests {
             ),
             (
                 format!(
-                    "SELECT timestamp_floor('1h', ts) AS b, k, g, first_value(v ORDER BY ts) AS fv, last_value(i ORDER BY ts) AS li, first_value(e ORDER BY ts DESC) AS le FROM t GROUP BY b, k, g ORDER BY b, k, g"
+                    "SELECT timestamp_floor('1h', ts) AS b, k, g, first_value(v ORDER BY ts) AS fv, last_value(i ORDER BY ts) AS li, first_value(e ORDER BY ts DESC) AS le, {AGGREGATES} FROM t GROUP BY b, k, g ORDER BY b, k, g"
                 ),
                 format!(
-                    "SELECT timestamp_floor('1h', ts + INTERVAL '0 seconds') AS b, k, g, first_value(v ORDER BY ts) AS fv, last_value(i ORDER BY ts) AS li, first_value(e ORDER BY ts DESC) AS le FROM t GROUP BY b, k, g ORDER BY b, k, g"
+                    "SELECT timestamp_floor('1h', ts + INTERVAL '0 seconds') AS b, k, g, first_value(v ORDER BY ts) AS fv, last_value(i ORDER BY ts) AS li, first_value(e ORDER BY ts DESC) AS le, {AGGREGATES} FROM t GROUP BY b, k, g ORDER BY b, k, g"
                 ),
             ),
             // Two keys: slots for each combination of their symbols.

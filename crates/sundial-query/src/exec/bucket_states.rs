@@ -10,12 +10,12 @@ use std::ops::Range;
 use std::sync::Arc;
 
 use datafusion::arrow::array::{
-    Array, ArrayRef, AsArray, BooleanArray, Float64Builder, Int64Array, Int64Builder,
-    RecordBatch, UInt64Builder, new_empty_array,
+    Array, ArrayRef, AsArray, BooleanArray, Float64Builder, Int64Array, Int64Builder, RecordBatch,
+    UInt64Builder, new_empty_array,
 };
-use datafusion::arrow::compute::{concat, interleave};
 use datafusion::arrow::buffer::NullBuffer;
 use datafusion::arrow::compute::cast;
+use datafusion::arrow::compute::{concat, interleave};
 use datafusion::arrow::datatypes::{DataType, Float64Type, Int64Type};
 use datafusion::error::{DataFusionError, Result as DfResult};
 use datafusion::physical_expr::PhysicalExpr;
@@ -456,7 +456,11 @@ impl Picks {
 
     /// Keeps a batch's argument and time arrays as a source rows can point into.
     fn source(&mut self, value: ArrayRef, batch: &RecordBatch) -> DfResult<u32> {
-        let time = self.order.time.evaluate(batch)?.into_array(batch.num_rows())?;
+        let time = self
+            .order
+            .time
+            .evaluate(batch)?
+            .into_array(batch.num_rows())?;
         let at = u32::try_from(self.sources.len())
             .map_err(|_| DataFusionError::Internal("too many first/last sources".into()))?;
         self.sources.push([value, time]);
