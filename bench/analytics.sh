@@ -12,9 +12,14 @@
 #   QUERIES=bench/timeseries-queries.txt RUNS=7 BUDGET_MS=1500 bench/analytics.sh
 #                                        # the generated time-series battery (timeseries_queries.py)
 #   SCALE=large ...                      # devops 1000 hosts x 3 days, iot 1000 trucks x 7 days
+#   TOGETHER=1 ...                       # both servers loaded at once, taking turns query by
+#                                        # query (sundial-bench analytics --peer-addr)
 #
 # Each server's data is deleted once its battery ran (KEEP_DATA=1 keeps it in WORK): the
 # larger scale needs about 5 GB per server besides its 13 GB of generated lines.
+# On a machine whose speed drifts, batteries run one after the other compare two machines:
+# TOGETHER=1 loads both servers, then runs each query on one and then the other (which goes
+# first alternating, a pause between), so both see the same moment.
 # BUDGET_MS bounds the time one query's runs may take (at least 3 timed runs), so batteries of
 # slow statements finish. Results of batteries with many queries are summarised by
 # bench/ratios.py: the distribution of Sundial/QuestDB ratios and the worst queries.
@@ -86,24 +91,50 @@ run_battery() { # label pg
         --answers "$WORK/answers/$1" "${reference[@]}"
 }
 
-run_sundial() {
+# Starts a server on fresh data, loads it and waits until it is idle.
+start_sundial() {
     bench/peers/sundial.sh start "$WORK/sundial"
     load 127.0.0.1:29000 127.0.0.1:29009
     settle "$(bench/peers/sundial.sh pid "$WORK/sundial")"
-    run_battery sundial 127.0.0.1:28812
+}
+
+start_questdb() {
+    rm -rf "$WORK/questdb-root"
+    bench/peers/questdb.sh start "$WORK/questdb-root" >/dev/null
+    load 127.0.0.1:$QDB_HTTP_PORT 127.0.0.1:$QDB_ILP_PORT
+    settle "$(tr -d '[:space:]' <"$WORK/questdb-root/questdb.pid")"
+}
+
+stop_sundial() {
     bench/peers/sundial.sh stop "$WORK/sundial"
     [[ -n ${KEEP_DATA:-} ]] || rm -rf "$WORK/sundial/data"
 }
 
+stop_questdb() {
+    bench/peers/questdb.sh stop "$WORK/questdb-root"
+    [[ -n ${KEEP_DATA:-} ]] || rm -rf "$WORK/questdb-root"
+}
+
+run_sundial() {
+    start_sundial
+    run_battery sundial 127.0.0.1:28812
+    stop_sundial
+}
+
 run_questdb() {
-    local root=$WORK/questdb-root
-    rm -rf "$root"
-    bench/peers/questdb.sh start "$root" >/dev/null
-    load 127.0.0.1:$QDB_HTTP_PORT 127.0.0.1:$QDB_ILP_PORT
-    settle "$(tr -d '[:space:]' <"$root/questdb.pid")"
+    start_questdb
     run_battery questdb 127.0.0.1:$QDB_PG_PORT
-    bench/peers/questdb.sh stop "$root"
-    [[ -n ${KEEP_DATA:-} ]] || rm -rf "$root"
+    stop_questdb
+}
+
+run_together() {
+    start_questdb
+    start_sundial
+    target/release/sundial-bench analytics --label sundial --pg-addr 127.0.0.1:28812 \
+        --peer-label questdb --peer-addr 127.0.0.1:$QDB_PG_PORT \
+        --queries "$QUERIES" --runs "$RUNS" --budget-ms "$BUDGET_MS" --answers "$WORK/answers"
+    stop_sundial
+    stop_questdb
 }
 
 # Joins the servers' `result:` lines: both medians, Sundial's time as a share of QuestDB's,
@@ -118,6 +149,11 @@ table() {
             if (f["label"] == "sundial") { rate[q] = f["gb_per_s"]; answer[q] = f["answer"] }
             if (/ failed: /) failed[f["label"], q] = 1
             if (!(q in seen)) { seen[q] = 1; order[++n] = q }
+        }
+        /^pair: / {
+            delete f
+            for (i = 2; i <= NF; i++) { split($i, kv, "="); f[kv[1]] = kv[2] }
+            answer[f["query"]] = f["answer"]
         }
         END {
             printf "%-26s %12s %12s %14s %10s %10s\n", "query", "sundial_ms", "questdb_ms", \
@@ -136,9 +172,13 @@ table() {
 {
     echo "# bench/analytics.sh $(date -u +%FT%TZ): scale=$SCALE, cpu $CPU_ROWS rows, readings $READINGS_ROWS rows, runs=$RUNS, budget_ms=$BUDGET_MS, queries=$QUERIES"
     target/release/sundial-bench membw
-    for server in $SERVERS; do
-        "run_$server"
-    done
+    if [[ -n ${TOGETHER:-} ]]; then
+        run_together
+    else
+        for server in $SERVERS; do
+            "run_$server"
+        done
+    fi
 } | tee "$OUT.raw"
 table <"$OUT.raw" | tee "$OUT"
 cat "$OUT.raw" >>"$OUT"

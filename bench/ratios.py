@@ -23,6 +23,10 @@ def read(path):
         for line in f:
             if line.startswith("# bench/") and not header:
                 header = line
+            if line.startswith("pair: "):
+                fields = dict(w.split("=", 1) for w in line.split()[1:] if "=" in w)
+                answers[fields["query"]] = fields.get("answer", "")
+                continue
             if not line.startswith("result: ") or " query=" not in line:
                 continue
             fields = dict(w.split("=", 1) for w in line.split()[1:] if "=" in w)

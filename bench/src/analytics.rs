@@ -9,6 +9,14 @@
 //!             answer (text, rows sorted unless ORDER BY) ──▶ DIR/name.txt ──▶ compared
 //! ```
 //!
+//! With `--peer-addr`, two servers run side by side: they take turns query by query (which
+//! goes first alternating), each running its runs back to back and then pausing while the
+//! other runs; answers go to `DIR/<label>/`, and a `pair:` line gives the ratio of the
+//! medians. On a noisy machine this is the comparison to trust: one server's whole battery
+//! after the other's sees another machine. Turns run by run would not be fair either: a
+//! server whose threads spin after a query (QuestDB's do for some 20 ms) slows the other's
+//! next run, and a pause between runs measures threads woken from idle instead.
+//!
 //! Also `membw`: the memory read rate of this machine, summing a large in-memory array on one
 //! thread and on all, the ceiling a scan can reach.
 
@@ -51,6 +59,19 @@ pub struct AnalyticsArgs {
     /// Another server's answers to check these against.
     #[arg(long)]
     reference: Option<PathBuf>,
+    /// A second server run side by side: the two take turns query by query, so drift in the
+    /// machine's speed slows both alike; a `pair:` line gives the ratio of this server's
+    /// median to the peer's, and the peer's answer is the reference.
+    #[arg(long)]
+    peer_addr: Option<std::net::SocketAddr>,
+    /// The peer's label (with `--peer-addr`).
+    #[arg(long)]
+    peer_label: Option<String>,
+    /// With a peer, the pause after each server's runs of a query (ms), so that neither
+    /// server's lingering work slows the other's: QuestDB's workers keep both cores busy for
+    /// some 20 ms after each query before they park.
+    #[arg(long, default_value_t = 100)]
+    pause_ms: u64,
 }
 
 struct Query {
@@ -148,113 +169,249 @@ fn normalize(value: &str) -> String {
     }
 }
 
+/// One server the battery runs against: its connection, the row counts of the tables its
+/// queries scan, and where its answers go.
+struct Server {
+    label: String,
+    client: tokio_postgres::Client,
+    rows_of: HashMap<String, u64>,
+    answers: PathBuf,
+}
+
+impl Server {
+    async fn connect(
+        addr: std::net::SocketAddr,
+        args: &AnalyticsArgs,
+        label: &str,
+        answers: PathBuf,
+    ) -> Result<Server, String> {
+        let config = pg_config(addr, &args.user, &args.password);
+        let (client, connection) = tokio_postgres::connect(&config, NoTls)
+            .await
+            .map_err(describe)?;
+        tokio::spawn(connection);
+        std::fs::create_dir_all(&answers).map_err(|e| e.to_string())?;
+        Ok(Server {
+            label: label.to_string(),
+            client,
+            rows_of: HashMap::new(),
+            answers,
+        })
+    }
+
+    /// Bytes a full scan of `q`'s columns reads on this server.
+    async fn scanned_bytes(&mut self, q: &Query) -> Result<u64, String> {
+        let mut bytes = 0;
+        for (table, per_row) in &q.scanned {
+            if !self.rows_of.contains_key(table) {
+                let m = self
+                    .client
+                    .simple_query(&format!("SELECT count(*) FROM {table}"))
+                    .await
+                    .map_err(describe)?;
+                let n = answer(&m, true, false)
+                    .first()
+                    .and_then(|r| r.parse().ok())
+                    .unwrap_or(0);
+                self.rows_of.insert(table.clone(), n);
+            }
+            bytes += self.rows_of[table] * per_row;
+        }
+        Ok(bytes)
+    }
+}
+
+/// One query's runs on one server: burn-in, then timed runs until `runs` or the budget.
+struct Runs {
+    times: Vec<Duration>,
+    last: Vec<SimpleQueryMessage>,
+    failed: Option<String>,
+    burn_in: usize,
+    burnt: Duration,
+    timed: Duration,
+    done: bool,
+}
+
+impl Runs {
+    fn new(burn_in: usize, runs: usize) -> Runs {
+        Runs {
+            times: Vec::with_capacity(runs),
+            last: Vec::new(),
+            failed: None,
+            burn_in,
+            burnt: Duration::ZERO,
+            timed: Duration::ZERO,
+            done: runs == 0,
+        }
+    }
+
+    /// Runs `sql` once on `client` and records it.
+    async fn step(
+        &mut self,
+        client: &tokio_postgres::Client,
+        sql: &str,
+        runs: usize,
+        budget: Option<Duration>,
+    ) {
+        let started = Instant::now();
+        match client.simple_query(sql).await {
+            Ok(m) => self.last = m,
+            Err(e) => {
+                self.failed = Some(describe(e));
+                self.done = true;
+                return;
+            }
+        }
+        let took = started.elapsed();
+        if self.burn_in > 0 {
+            self.burn_in -= 1;
+            self.burnt += took;
+            if budget.is_some_and(|b| self.burnt * 2 >= b) {
+                self.burn_in = 0;
+            }
+            return;
+        }
+        self.times.push(took);
+        self.timed += took;
+        self.done = self.times.len() >= runs
+            || (budget.is_some_and(|b| self.timed >= b) && self.times.len() >= 3);
+    }
+
+    fn median(&mut self) -> Duration {
+        self.times.sort();
+        self.times[self.times.len() / 2]
+    }
+}
+
 pub fn run(args: AnalyticsArgs) -> Result<(), String> {
     let queries = parse(&std::fs::read_to_string(&args.queries).map_err(|e| e.to_string())?)?;
-    std::fs::create_dir_all(&args.answers).map_err(|e| e.to_string())?;
+    if args.peer_addr.is_some() != args.peer_label.is_some() {
+        return Err("--peer-addr and --peer-label go together".into());
+    }
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .map_err(|e| e.to_string())?;
     runtime.block_on(async {
-        let config = pg_config(args.pg_addr, &args.user, &args.password);
-        let (client, connection) = tokio_postgres::connect(&config, NoTls)
-            .await
-            .map_err(describe)?;
-        tokio::spawn(connection);
-        let mut rows_of: HashMap<String, u64> = HashMap::new();
+        // Alone, answers go straight into `answers`; with a peer, into one directory per label.
+        let mut servers = Vec::with_capacity(2);
+        match (args.peer_addr, &args.peer_label) {
+            (Some(peer), Some(peer_label)) => {
+                let own = args.answers.join(&args.label);
+                servers.push(Server::connect(args.pg_addr, &args, &args.label, own).await?);
+                let theirs = args.answers.join(peer_label);
+                servers.push(Server::connect(peer, &args, peer_label, theirs).await?);
+            }
+            _ => {
+                let own = args.answers.clone();
+                servers.push(Server::connect(args.pg_addr, &args, &args.label, own).await?);
+            }
+        }
+        let budget = (args.budget_ms > 0).then(|| Duration::from_millis(args.budget_ms));
         let (mut matched, mut differed) = (0, 0);
-        for q in &queries {
-            for (table, _) in &q.scanned {
-                if !rows_of.contains_key(table) {
-                    let m = client
-                        .simple_query(&format!("SELECT count(*) FROM {table}"))
-                        .await
-                        .map_err(describe)?;
-                    let n = answer(&m, true, false)
-                        .first()
-                        .and_then(|r| r.parse().ok())
-                        .unwrap_or(0);
-                    rows_of.insert(table.clone(), n);
+        for (index, q) in queries.iter().enumerate() {
+            let mut runs: Vec<Runs> = servers
+                .iter()
+                .map(|_| Runs::new(args.burn_in, args.runs))
+                .collect();
+            // The servers take turns query by query, the first alternating, each running its
+            // runs back to back (as a client repeating a query would), then pausing.
+            let first = index % servers.len();
+            for k in 0..servers.len() {
+                let i = (k + first) % servers.len();
+                while !runs[i].done {
+                    runs[i]
+                        .step(&servers[i].client, &q.sql, args.runs, budget)
+                        .await;
+                }
+                if servers.len() > 1 {
+                    tokio::time::sleep(Duration::from_millis(args.pause_ms)).await;
                 }
             }
-            let mut times = Vec::with_capacity(args.runs);
-            let mut last = Vec::new();
-            let mut failed = None;
-            let budget = (args.budget_ms > 0).then(|| Duration::from_millis(args.budget_ms));
-            let (mut burnt, mut timed) = (Duration::ZERO, Duration::ZERO);
-            let mut burn_in = args.burn_in;
-            while times.len() < args.runs {
-                let started = Instant::now();
-                match client.simple_query(&q.sql).await {
-                    Ok(m) => last = m,
-                    Err(e) => {
-                        failed = Some(describe(e));
-                        break;
-                    }
-                }
-                let took = started.elapsed();
-                if burn_in > 0 {
-                    burn_in -= 1;
-                    burnt += took;
-                    if budget.is_some_and(|b| burnt * 2 >= b) {
-                        burn_in = 0;
-                    }
+            let upper = q.sql.to_ascii_uppercase();
+            let mut texts = Vec::with_capacity(servers.len());
+            let mut medians = Vec::with_capacity(servers.len());
+            for (server, r) in servers.iter_mut().zip(&mut runs) {
+                if let Some(e) = &r.failed {
+                    println!(
+                        "result: label={} query={} failed: {e}",
+                        server.label, q.name
+                    );
+                    texts.push(None);
+                    medians.push(None);
                     continue;
                 }
-                times.push(took);
-                timed += took;
-                if budget.is_some_and(|b| timed >= b) && times.len() >= 3 {
-                    break;
-                }
-            }
-            if let Some(e) = failed {
-                println!("result: label={} query={} failed: {e}", args.label, q.name);
-                continue;
-            }
-            times.sort();
-            let median = times[times.len() / 2];
-            let upper = q.sql.to_ascii_uppercase();
-            let rows = answer(
-                &last,
-                upper.contains("ORDER BY"),
-                upper.starts_with("SELECT *"),
-            );
-            let bytes: u64 = q
-                .scanned
-                .iter()
-                .map(|(t, b)| rows_of.get(t).copied().unwrap_or(0) * b)
-                .sum();
-            let rate = if bytes > 0 {
-                format!(" gb_per_s={:.1}", bytes as f64 / median.as_secs_f64() / 1e9)
-            } else {
-                String::new()
-            };
-            let text = rows.join("\n");
-            std::fs::write(args.answers.join(format!("{}.txt", q.name)), &text)
-                .map_err(|e| e.to_string())?;
-            let check = match &args.reference {
-                None => String::new(),
-                Some(dir) => match std::fs::read_to_string(dir.join(format!("{}.txt", q.name))) {
-                    Ok(reference) if same_answer(&reference, &text) => {
+                let median = r.median();
+                let rows = answer(
+                    &r.last,
+                    upper.contains("ORDER BY"),
+                    upper.starts_with("SELECT *"),
+                );
+                let bytes = server.scanned_bytes(q).await?;
+                let rate = if bytes > 0 {
+                    format!(" gb_per_s={:.1}", bytes as f64 / median.as_secs_f64() / 1e9)
+                } else {
+                    String::new()
+                };
+                let text = rows.join("\n");
+                std::fs::write(server.answers.join(format!("{}.txt", q.name)), &text)
+                    .map_err(|e| e.to_string())?;
+                // The first server's answer is checked against the reference directory, or
+                // else against the peer's answer of this run.
+                let reference = match (&args.reference, texts.is_empty()) {
+                    (Some(dir), true) => {
+                        Some(std::fs::read_to_string(dir.join(format!("{}.txt", q.name))).ok())
+                    }
+                    _ => None,
+                };
+                let check = match reference {
+                    None => String::new(),
+                    Some(Some(reference)) if same_answer(&reference, &text) => {
                         matched += 1;
                         " answer=same".into()
                     }
-                    Ok(_) => {
+                    Some(Some(_)) => {
                         differed += 1;
                         " answer=DIFFERENT".into()
                     }
-                    Err(_) => " answer=unchecked".into(),
-                },
-            };
-            println!(
-                "result: label={} query={} median_ms={:.3} rows={}{rate}{check}",
-                args.label,
-                q.name,
-                median.as_secs_f64() * 1e3,
-                rows.len()
-            );
+                    Some(None) => " answer=unchecked".into(),
+                };
+                println!(
+                    "result: label={} query={} median_ms={:.3} rows={}{rate}{check}",
+                    server.label,
+                    q.name,
+                    median.as_secs_f64() * 1e3,
+                    rows.len()
+                );
+                texts.push(Some(text));
+                medians.push(Some(median));
+            }
+            if let ([Some(own), Some(theirs)], [Some(a), Some(b)]) =
+                (texts.as_slice(), medians.as_slice())
+            {
+                let agree = if same_answer(theirs, own) {
+                    if args.reference.is_none() {
+                        matched += 1;
+                    }
+                    "same"
+                } else {
+                    if args.reference.is_none() {
+                        differed += 1;
+                    }
+                    "DIFFERENT"
+                };
+                println!(
+                    "pair: query={} {}_ms={:.3} {}_ms={:.3} ratio={:.3} answer={agree}",
+                    q.name,
+                    servers[0].label,
+                    a.as_secs_f64() * 1e3,
+                    servers[1].label,
+                    b.as_secs_f64() * 1e3,
+                    a.as_secs_f64() / b.as_secs_f64()
+                );
+            }
         }
-        if args.reference.is_some() {
+        if args.reference.is_some() || servers.len() > 1 {
             println!("answers: {matched} same, {differed} different");
         }
         Ok::<_, String>(())

@@ -51,6 +51,12 @@ pub enum Test {
         keys: Arc<[i64]>,
         negated: bool,
     },
+    /// The value's key lies in `lower..=upper` (both inclusive: in the integer keys, `x > 5`
+    /// is `x >= 6`): a conjunction of a lower and an upper bound on one column, one pass.
+    Range {
+        lower: i64,
+        upper: i64,
+    },
     IsNull,
     IsNotNull,
     /// A BOOLEAN column's value is this.
@@ -125,8 +131,11 @@ const IN_LINEAR_MAX: usize = 8;
 const IN_BITMAP_KEYS_MAX: i64 = 1 << 16;
 
 impl Predicate {
-    /// The conjunction of `parts`, cheapest test first.
-    pub fn and(mut parts: Vec<Predicate>) -> Predicate {
+    /// The conjunction of `parts`, cheapest test first. A lower and an upper bound on one
+    /// column (its domain and arithmetic alike) merge into one range test, read in one pass:
+    /// `a >= 1 AND a < 5` is `a` in `1..=4`, NULLs failing both alike.
+    pub fn and(parts: Vec<Predicate>) -> Predicate {
+        let mut parts = merge_bounds(parts);
         parts.sort_by_key(Predicate::cost);
         match parts.len() {
             0 => Predicate::Const(true),
@@ -154,7 +163,7 @@ impl Predicate {
             Predicate::Leaf(leaf) => match &leaf.test {
                 Test::IsNull | Test::IsNotNull | Test::IsBool(_) => 1,
                 Test::In { keys, .. } => leaf.width + keys.len().min(IN_LINEAR_MAX),
-                Test::Compare { .. } => leaf.width,
+                Test::Compare { .. } | Test::Range { .. } => leaf.width,
             },
             Predicate::And(parts) | Predicate::Or(parts) => parts.iter().map(Self::cost).sum(),
         }
@@ -192,6 +201,71 @@ impl Predicate {
             }
         }
     }
+}
+
+/// The inclusive bounds in key space a comparison sets: `(lower, upper)`, one of them the
+/// whole range. `None` for other tests; `Some(None)` for a bound no key meets (`x > MAX`).
+fn bounds_of(test: &Test) -> Option<Option<(i64, i64)>> {
+    let Test::Compare { op, key } = *test else {
+        return None;
+    };
+    Some(match op {
+        CmpOp::Gt => key.checked_add(1).map(|k| (k, i64::MAX)),
+        CmpOp::GtEq => Some((key, i64::MAX)),
+        CmpOp::Lt => key.checked_sub(1).map(|k| (i64::MIN, k)),
+        CmpOp::LtEq => Some((i64::MIN, key)),
+        CmpOp::Eq | CmpOp::NotEq => return None,
+    })
+}
+
+/// `parts` with the order comparisons of each column merged into one range test, at the
+/// place of the column's first; a column compared once keeps its comparison.
+fn merge_bounds(parts: Vec<Predicate>) -> Vec<Predicate> {
+    // Per column compared: the position of its first comparison, the bounds so far, and how
+    // many comparisons met them.
+    let mut ranges: Vec<(usize, (i64, i64), usize)> = Vec::new();
+    let mut absorbed = vec![false; parts.len()];
+    for (i, part) in parts.iter().enumerate() {
+        let Predicate::Leaf(leaf) = part else {
+            continue;
+        };
+        let Some(bounds) = bounds_of(&leaf.test) else {
+            continue;
+        };
+        // A bound no key meets: an empty range.
+        let (lo, hi) = bounds.unwrap_or((1, 0));
+        let same_operand = |at: usize| {
+            matches!(&parts[at], Predicate::Leaf(l) if l.column == leaf.column
+                && l.domain == leaf.domain && l.arith == leaf.arith)
+        };
+        match ranges.iter_mut().find(|(at, _, _)| same_operand(*at)) {
+            Some((_, (l, h), count)) => {
+                *l = (*l).max(lo);
+                *h = (*h).min(hi);
+                *count += 1;
+                absorbed[i] = true;
+            }
+            None => ranges.push((i, (lo, hi), 1)),
+        }
+    }
+    let mut range_at: Vec<Option<(i64, i64)>> = vec![None; parts.len()];
+    for (at, bounds, count) in ranges {
+        if count > 1 {
+            range_at[at] = Some(bounds);
+        }
+    }
+    let mut merged = Vec::with_capacity(parts.len());
+    for (i, part) in parts.into_iter().enumerate() {
+        match (absorbed[i], range_at[i], part) {
+            (true, _, _) => {}
+            (false, Some((lower, upper)), Predicate::Leaf(mut leaf)) => {
+                leaf.test = Test::Range { lower, upper };
+                merged.push(Predicate::Leaf(leaf));
+            }
+            (false, _, part) => merged.push(part),
+        }
+    }
+    merged
 }
 
 /// `parts` with the equality and plain IN tests of each column merged into one IN test, at the
@@ -280,6 +354,9 @@ impl Leaf {
                 _b => words.fill(0)),
             Test::In { keys, negated } => with_slice!(column.values,
                 v => in_list(&v[..len], words, (self.domain, self.arith), keys, *negated),
+                _b => words.fill(0)),
+            Test::Range { lower, upper } => with_slice!(column.values,
+                v => range(&v[..len], words, (self.domain, self.arith), *lower, *upper),
                 _b => words.fill(0)),
         }
         if let Some(nulls) = column.nulls {
@@ -474,6 +551,97 @@ fn compare_any<T: Native>(values: &[T], words: &mut [u64], domain: Key, op: CmpO
         (Domain::Int, _) => by_op!(|v: T| v.to_i64()),
         (Domain::Float, None) => by_op!(|v: T| sql_key(v.to_f64())),
         (Domain::Float, Some(arith)) => by_op!(|v: T| sql_key(arith.apply(v.to_f64()))),
+    }
+}
+
+/// Whether each value's key lies in `lower..=upper` (compiled for AVX2 too, as [`compare`]).
+fn range<T: Native>(values: &[T], words: &mut [u64], domain: Key, lower: i64, upper: i64) {
+    if lower > upper {
+        words.fill(0);
+        return;
+    }
+    #[cfg(target_arch = "x86_64")]
+    if std::arch::is_x86_feature_detected!("avx2") {
+        // 32- and 64-bit integers: the hand-written kernel, the bounds at the values' width
+        // (a bound beyond the type's values is no bound; both beyond on one side, none pass).
+        if domain == (Domain::Int, None)
+            && (T::as_i32s(values).is_some() || T::as_i64s(values).is_some())
+        {
+            use std::cmp::Ordering::{Greater, Less};
+            let lo = match T::from_key(lower) {
+                Ok(n) => Some(n),
+                Err(Less) => None,
+                Err(_) => return words.fill(0),
+            };
+            let hi = match T::from_key(upper) {
+                Ok(n) => Some(n),
+                Err(Greater) => None,
+                Err(_) => return words.fill(0),
+            };
+            match (lo, hi) {
+                (Some(lo), Some(hi)) => {
+                    if let (Some(v), Some(b)) = (T::as_i32s(values), T::as_i32s(&[lo, hi])) {
+                        // SAFETY: the processor supports AVX2, checked just above.
+                        unsafe { crate::simd::range(v, words, b[0], b[1]) };
+                    } else if let (Some(v), Some(b)) = (T::as_i64s(values), T::as_i64s(&[lo, hi])) {
+                        // SAFETY: as above.
+                        unsafe { crate::simd::range(v, words, b[0], b[1]) };
+                    }
+                }
+                (Some(_), None) => compare(values, words, domain, CmpOp::GtEq, lower),
+                (None, Some(_)) => compare(values, words, domain, CmpOp::LtEq, upper),
+                (None, None) => {}
+            }
+            return;
+        }
+        // SAFETY: the processor supports AVX2, checked just above.
+        unsafe { range_avx2(values, words, domain, lower, upper) };
+        return;
+    }
+    range_any(values, words, domain, lower, upper);
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+fn range_avx2<T: Native>(values: &[T], words: &mut [u64], domain: Key, lower: i64, upper: i64) {
+    range_any(values, words, domain, lower, upper);
+}
+
+#[inline(always)]
+fn range_any<T: Native>(values: &[T], words: &mut [u64], domain: Key, lower: i64, upper: i64) {
+    let within = |k: i64| lower <= k && k <= upper;
+    match domain {
+        (Domain::Int, _) => run(values, words, |v: T| within(v.to_i64())),
+        (Domain::Float, None) => {
+            // Bounds that are numbers' keys: IEEE comparisons agree with the keys' order on
+            // every value but NaN (both zeros are equal in both), so blocks without a NaN
+            // take them. A missing bound is an infinity, which every number meets.
+            let number = |key: i64, missing: i64, infinity: f64| {
+                if key == missing {
+                    return Some(infinity);
+                }
+                let v = from_total_key(key);
+                (!v.is_nan() && sql_key(v) == key).then_some(v)
+            };
+            match (
+                number(lower, i64::MIN, f64::NEG_INFINITY),
+                number(upper, i64::MAX, f64::INFINITY),
+            ) {
+                (Some(lo), Some(hi)) => run_checked(
+                    values,
+                    words,
+                    |v: T| {
+                        let v = v.to_f64();
+                        lo <= v && v <= hi
+                    },
+                    |v: T| within(sql_key(v.to_f64())),
+                ),
+                _ => run(values, words, |v: T| within(sql_key(v.to_f64()))),
+            }
+        }
+        (Domain::Float, Some(arith)) => run(values, words, |v: T| {
+            within(sql_key(arith.apply(v.to_f64())))
+        }),
     }
 }
 
@@ -743,6 +911,114 @@ mod tests {
             assert_eq!(rows(&p, &arrays, len), expected);
             assert_eq!(arrays[0].len(), len);
         }
+    }
+
+    /// A lower and an upper bound on one column merge into one range test, which passes the
+    /// rows both comparisons pass, whatever the bounds: beyond the type, crossed, equal,
+    /// zeros, infinities, NaN; with arithmetic too.
+    #[test]
+    fn bounds_on_one_column_merge_into_a_range_with_the_same_rows() {
+        let mut rng = rand::rngs::StdRng::seed_from_u64(11);
+        let cmp = |op, key| Test::Compare { op, key };
+        for len in [1, 64, 130, 1000] {
+            let ints: Vec<Option<i64>> = (0..len)
+                .map(|_| {
+                    rng.random_bool(0.9).then(|| match rng.random_range(0..20) {
+                        0 => i64::MIN,
+                        1 => i64::MAX,
+                        _ => rng.random_range(-5..5),
+                    })
+                })
+                .collect();
+            let specials = [f64::NAN, -0.0, 0.0, f64::INFINITY, f64::NEG_INFINITY];
+            let floats: Vec<Option<f64>> = (0..len)
+                .map(|_| {
+                    rng.random_bool(0.9).then(|| match rng.random_range(0..10) {
+                        0 | 1 => specials[rng.random_range(0..specials.len())],
+                        _ => rng.random_range(-5..5) as f64 / 2.0,
+                    })
+                })
+                .collect();
+            let arrays: Vec<ArrayRef> = vec![
+                std::sync::Arc::new(Int64Array::from(ints.clone())),
+                std::sync::Arc::new(Float64Array::from(floats)),
+                std::sync::Arc::new(Int32Array::from(
+                    ints.iter()
+                        .map(|v| v.map(|v| v.clamp(-9, 9) as i32))
+                        .collect::<Vec<_>>(),
+                )),
+                std::sync::Arc::new(arrow_array::Int8Array::from(
+                    ints.iter()
+                        .map(|v| v.map(|v| v.clamp(-9, 9) as i8))
+                        .collect::<Vec<_>>(),
+                )),
+            ];
+            let int_bounds = [-6, -1, 0, 2, 300, i64::MIN, i64::MAX];
+            let float_bounds: Vec<i64> = [-0.0, 0.0, 1.5, -2.0, f64::NAN, f64::INFINITY]
+                .into_iter()
+                .chain([f64::NEG_INFINITY])
+                .map(sql_key)
+                .collect();
+            for lower_op in [CmpOp::Gt, CmpOp::GtEq] {
+                for upper_op in [CmpOp::Lt, CmpOp::LtEq] {
+                    let mut cases: Vec<(usize, Domain, Option<Arith>, i64, i64)> = Vec::new();
+                    for &a in &int_bounds {
+                        for &b in &int_bounds {
+                            for column in [0, 2, 3] {
+                                cases.push((column, Domain::Int, None, a, b));
+                            }
+                        }
+                    }
+                    let doubled = Arith {
+                        op: ArithOp::Mul,
+                        constant: 2.0,
+                        constant_first: false,
+                    };
+                    for &a in &float_bounds {
+                        for &b in &float_bounds {
+                            cases.push((1, Domain::Float, None, a, b));
+                            cases.push((1, Domain::Float, Some(doubled), a, b));
+                        }
+                    }
+                    for (column, domain, arith, a, b) in cases {
+                        let part = |test| {
+                            Predicate::Leaf(Leaf {
+                                column,
+                                domain,
+                                arith,
+                                test,
+                                width: 8,
+                            })
+                        };
+                        let (lower, upper) = (part(cmp(lower_op, a)), part(cmp(upper_op, b)));
+                        let merged = Predicate::and(vec![lower.clone(), upper.clone()]);
+                        assert!(
+                            matches!(
+                                &merged,
+                                Predicate::Leaf(Leaf {
+                                    test: Test::Range { .. },
+                                    ..
+                                })
+                            ),
+                            "{merged:?}"
+                        );
+                        let apart = Predicate::And(vec![lower, upper]);
+                        assert_eq!(
+                            rows(&merged, &arrays, len),
+                            rows(&apart, &arrays, len),
+                            "{merged:?}"
+                        );
+                    }
+                }
+            }
+        }
+        // Bounds on two columns, or one bound per column, stay comparisons.
+        let a = leaf(0, Domain::Int, cmp(CmpOp::Gt, 1));
+        let b = leaf(2, Domain::Int, cmp(CmpOp::Lt, 5));
+        assert_eq!(
+            Predicate::and(vec![a.clone(), b.clone()]),
+            Predicate::And(vec![a, b])
+        );
     }
 
     #[test]

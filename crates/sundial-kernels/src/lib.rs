@@ -35,6 +35,6 @@ mod zone;
 pub use aggregate::{Accumulator, Fold, Slots};
 pub use filter::{Arith, ArithOp, CmpOp, Leaf, Predicate, Test};
 pub use group::{DENSE_SLOTS_MAX, GROUP_KEYS_MAX, GroupKey, Grouper, KeyKind};
-pub use selection::Selection;
+pub use selection::{Selection, count_set_bits};
 pub use values::{ColumnValues, Domain, Values, domain_of, from_total_key, sql_key, total_key};
 pub use zone::{Zeros, Zone};

@@ -156,6 +156,16 @@ pub(crate) fn compare<T: Lanes>(
     }
 }
 
+/// `words[w] &=` the rows of block `w` whose value lies in `lo..=hi`.
+#[target_feature(enable = "avx2")]
+pub(crate) fn range<T: Lanes>(values: &[T], words: &mut [u64], lo: T, hi: T) {
+    let (lo, hi) = (T::splat(lo), T::splat(hi));
+    // Outside: below `lo` or above `hi`.
+    run(values, words, |b| {
+        !block_bits(b, |v| _mm256_or_si256(T::gt(lo, v), T::gt(v, hi)))
+    });
+}
+
 /// `words[w] &=` the rows of block `w` whose value is one of `keys` (1 to 8 of them), or with
 /// `negated`, none of them.
 #[target_feature(enable = "avx2")]

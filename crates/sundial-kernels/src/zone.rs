@@ -179,6 +179,7 @@ fn leaf_may_pass(leaf: &Leaf, zone: Zone) -> bool {
             keys,
             negated: false,
         } => keys.iter().any(|k| min <= *k && *k <= max),
+        Test::Range { lower, upper } => min <= *upper && *lower <= max,
         Test::In {
             keys,
             negated: true,
@@ -268,6 +269,14 @@ mod tests {
                 Test::In {
                     keys: vec![key].into(),
                     negated: true,
+                },
+                Test::Range {
+                    lower: key,
+                    upper: sql_key(2.0),
+                },
+                Test::Range {
+                    lower: sql_key(-1.0),
+                    upper: key,
                 },
                 Test::IsNull,
                 Test::IsNotNull,

@@ -201,7 +201,12 @@ fn file_path(dir: &PartitionDir) -> std::path::PathBuf {
 /// The validity of rows `[start, start + len)` of column `id`, if any is NULL.
 fn validity(dir: &PartitionDir, id: u32, start: usize, len: usize) -> Result<Option<NullBuffer>> {
     Ok(match dir.map_validity(id, start + len)? {
-        Some(b) => Some(NullBuffer::new(bits_of(&b, start, len))).filter(|n| n.null_count() > 0),
+        Some(b) => {
+            let bits = bits_of(&b, start, len);
+            let nulls = len - sundial_kernels::count_set_bits(&bits);
+            // SAFETY: `nulls` is the number of unset bits of `bits`, just counted.
+            (nulls > 0).then(|| unsafe { NullBuffer::new_unchecked(bits, nulls) })
+        }
         None => None,
     })
 }

@@ -4,6 +4,7 @@
 //!  bind ──────────────▶ a kept plan made ready for a run: its scans take the run's values
 //!   └ values            (values) and read the newest rows; other nodes get fresh state
 //!  scan ─┬─ frame      SundialScanExec: frames of partitions on all cores, ts pruning, order
+//!        ├─ claims     pieces taken one at a time by the partitions of an order-free fold
 //!        ├─ index_scan rows picked through symbol indexes
 //!        └─ in_order   one partition where a merge by timestamp would recombine them
 //!  latest              LatestExec: newest row per key, reading partitions backwards
@@ -35,6 +36,7 @@ pub(crate) mod bind;
 pub(crate) mod bucket_agg;
 mod bucket_fn;
 mod bucket_states;
+mod claims;
 pub(crate) mod cooperative;
 mod frame;
 pub(crate) mod in_order;

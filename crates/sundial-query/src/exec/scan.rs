@@ -3,6 +3,8 @@
 //! ```text
 //! filters on ts ──▶ [lo, hi) ──▶ partitions pruned ──▶ binary search ──▶ row ranges
 //! row ranges ──▶ frames (≈ equal slices) ──▶ frame i runs in output partition i % N
+//!                                             (or, for order-free folds, pieces taken as
+//!                                              each partition is ready: `claims`)
 //!            ──▶ RecordBatches of `batch_size` rows, sliced from the mapped files
 //! other filters ──▶ row filter: its columns read first ──▶ mask ──▶ only passing rows of
 //!                   the projected columns gathered (or filtered, when most pass)
@@ -44,6 +46,7 @@ use datafusion::physical_plan::{
 use sundial_kernels::{Predicate, Selection, Zone};
 use sundial_storage::{Snapshot, Table, TableMeta, ZONE_ROWS};
 
+use super::claims::{Claims, Round};
 pub use super::frame::Frame;
 use super::index_scan::{pick_rows, symbol_filter, symbol_filters};
 use super::kernel_filter::{FilterColumns, compile, select};
@@ -277,6 +280,9 @@ pub(crate) struct ScanData {
     filter: Option<RowFilter>,
     /// Rows the zone maps cut from the frames (no row of them passes the filter).
     zone_skipped_rows: u64,
+    /// The pieces the partitions of this node take one at a time (see [`SundialScanExec::chunks`]);
+    /// a copy of the data starts with none.
+    claims: Claims,
 }
 
 /// A row filter passing at most one row in this many of a range gathers the passing rows
@@ -453,6 +459,7 @@ impl ScanSource {
             filters: filters.into(),
             snapshot,
             zone_skipped_rows,
+            claims: Claims::default(),
         })
     }
 
@@ -1024,7 +1031,8 @@ pub(crate) struct Chunk {
 
 impl SundialScanExec {
     /// The frames output partition `partition` reads: every `partitions`-th, so that each
-    /// partition reads about as many rows (frames are split into equal pieces).
+    /// partition reads about as many rows (frames are split into equal pieces). Folds whose
+    /// answer does not depend on it take pieces as they go instead (see [`Self::chunks`]).
     ///
     /// Kept round-robin, whatever the frames' lengths: DataFusion's final MIN/MAX of floats
     /// merges a NaN partial state by arrival order, so a change in which rows share a
@@ -1055,31 +1063,57 @@ impl SundialScanExec {
     }
 
     /// Output partition `partition`'s rows as chunks of at most `batch_rows` rows, in place of
-    /// its batches.
-    pub(crate) fn chunks(&self, partition: usize, batch_rows: u64) -> DfResult<ChunkReader> {
-        let Some(data) = self.data.clone() else {
+    /// its batches. With `shared`, the partitions take the pieces of all frames one at a time
+    /// (see `claims`), so which partition reads which rows varies from run to run: only for
+    /// folds whose answer cannot depend on it. Otherwise each reads its own frames.
+    pub(crate) fn chunks(
+        &self,
+        partition: usize,
+        batch_rows: u64,
+        shared: bool,
+    ) -> DfResult<ChunkReader> {
+        let Some(data) = &self.data else {
             return Err(DataFusionError::Internal(
                 "a scan kept for reuse ran without being bound".into(),
             ));
         };
-        let pieces = self
-            .frames_of(&data, partition)
-            .into_iter()
-            .flat_map(|frame| zone_pieces(frame, batch_rows))
-            .collect();
+        let pieces = if shared {
+            Pieces::Shared(data.claims.join(partition, self.partitions, || {
+                data.frames
+                    .iter()
+                    .cloned()
+                    .flat_map(|frame| zone_pieces(frame, batch_rows))
+                    .collect()
+            }))
+        } else {
+            Pieces::Own(
+                self.frames_of(data, partition)
+                    .into_iter()
+                    .flat_map(|frame| zone_pieces(frame, batch_rows))
+                    .collect(),
+            )
+        };
         Ok(ChunkReader {
-            data,
+            data: data.clone(),
             projection: self.projection.clone(),
             pieces,
         })
     }
 }
 
+/// Where a [`ChunkReader`] takes its pieces from.
+enum Pieces {
+    /// Its partition's frames, in order.
+    Own(std::collections::VecDeque<Frame>),
+    /// A round all partitions of the node take from.
+    Shared(Arc<Round>),
+}
+
 /// One output partition's rows as [`Chunk`]s, read a piece at a time by the operator above.
 pub(crate) struct ChunkReader {
     data: ScanData,
     projection: Vec<usize>,
-    pieces: std::collections::VecDeque<Frame>,
+    pieces: Pieces,
 }
 
 impl ChunkReader {
@@ -1100,7 +1134,10 @@ impl ChunkReader {
 
     /// The next piece to read, if any is left.
     pub(crate) fn next_piece(&mut self) -> Option<Frame> {
-        self.pieces.pop_front()
+        match &mut self.pieces {
+            Pieces::Own(pieces) => pieces.pop_front(),
+            Pieces::Shared(round) => round.take(),
+        }
     }
 
     /// The rows of `piece`: the projected columns and which rows pass the filter.

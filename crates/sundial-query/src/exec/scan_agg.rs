@@ -129,6 +129,19 @@ pub(crate) struct ScanAggregateExec {
 }
 
 impl ScanAggregateExec {
+    /// Whether the partial states' merged answer is the same however the rows were shared
+    /// among the partitions, so that they may take the scan's pieces as they go (see
+    /// `SundialScanExec::chunks`): counts, wrapping integer sums and integer extremes are;
+    /// float sums round by the order they add in, and DataFusion's final grouped MIN/MAX of
+    /// floats merges a NaN state by arrival order (docs/query.md, "Scans at memory speed").
+    fn order_free(&self) -> bool {
+        self.aggregates.iter().all(|a| match a.fold {
+            Fold::Count | Fold::SumInt | Fold::MinInt | Fold::MaxInt => true,
+            Fold::MinFloat | Fold::MaxFloat => self.keys.is_empty(),
+            Fold::SumFloat => false,
+        })
+    }
+
     /// The fused form of `partial`, if it reads a whole scan, groups by SYMBOL and integer
     /// columns only, and computes only aggregates the kernels fold.
     fn try_fuse(partial: &AggregateExec) -> DfResult<Option<Self>> {
@@ -408,7 +421,7 @@ impl ExecutionPlan for ScanAggregateExec {
         } else {
             batch_rows * 4
         };
-        let chunks = scan.chunks(partition, chunk_rows)?;
+        let chunks = scan.chunks(partition, chunk_rows, self.order_free())?;
         let reservation = MemoryConsumer::new(format!("ScanAggregateExec[{partition}]"))
             .register(context.memory_pool());
         let mut folding = Folding {

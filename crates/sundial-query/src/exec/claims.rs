@@ -1,0 +1,166 @@
+//! The pieces of one run of a scan, handed out to its output partitions as each asks for the
+//! next, for operators whose answer does not depend on which partition read which rows.
+//!
+//! With a fixed share per partition, a query lasts as long as its slowest share: a thread
+//! woken late (an idle core of a virtual machine can take milliseconds to wake) or slowed by
+//! another process leaves the other cores idle at the end. Taking pieces one at a time, the
+//! first thread to run reads pieces until the others join, and all finish within one piece
+//! of each other. QuestDB's workers take page frames from a queue the same way.
+//!
+//! Invariants:
+//! * Each piece of a round goes to exactly one reader: its index comes from one counter.
+//! * One reader's pieces come in ascending order, so each partition reads in scan order.
+//! * The n-th execution of partition p reads round n, so a node executed again (a recursive
+//!   query's next iteration) reads every piece again, whatever earlier rounds' readers took.
+//!   A round is dropped once every partition has passed it (its readers keep it alive).
+//! * Only the executions of one plan node share rounds: a copy of a node (another place in
+//!   the plan, another run of a kept plan) starts with none, see [`Claims`]'s `Clone`.
+
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+
+use super::frame::Frame;
+
+/// The rounds of one plan node's executions.
+#[derive(Debug, Default)]
+pub(crate) struct Claims {
+    rounds: Mutex<Rounds>,
+}
+
+/// A copy starts with no rounds: copies are other nodes, whose partitions must not take the
+/// pieces this node's partitions read.
+impl Clone for Claims {
+    fn clone(&self) -> Self {
+        Claims::default()
+    }
+}
+
+#[derive(Debug, Default)]
+struct Rounds {
+    /// How many times each partition was executed: its next execution reads that round.
+    executions: Vec<usize>,
+    /// The number of the first round in `open`.
+    first: usize,
+    open: VecDeque<Arc<Round>>,
+}
+
+/// One execution's pieces and the index of the next to hand out.
+#[derive(Debug)]
+pub(crate) struct Round {
+    pieces: Vec<Frame>,
+    next: AtomicUsize,
+}
+
+impl Round {
+    /// The next piece nobody has taken, if any is left.
+    pub(crate) fn take(&self) -> Option<Frame> {
+        let i = self.next.fetch_add(1, Ordering::Relaxed);
+        self.pieces.get(i).cloned()
+    }
+}
+
+impl Claims {
+    /// The round this execution of `partition` (of `partitions`) reads; `pieces` makes a new
+    /// round's pieces, in scan order.
+    pub(crate) fn join(
+        &self,
+        partition: usize,
+        partitions: usize,
+        pieces: impl FnOnce() -> Vec<Frame>,
+    ) -> Arc<Round> {
+        // The state stays consistent at every step, so a panic elsewhere cannot break it.
+        let mut rounds = self.rounds.lock().unwrap_or_else(|e| e.into_inner());
+        let Rounds {
+            executions,
+            first,
+            open,
+        } = &mut *rounds;
+        if executions.len() <= partition {
+            executions.resize(partitions.max(partition + 1), 0);
+        }
+        let number = executions[partition];
+        executions[partition] += 1;
+        if number >= *first + open.len() {
+            debug_assert_eq!(number, *first + open.len(), "rounds open in order");
+            open.push_back(Arc::new(Round {
+                pieces: pieces(),
+                next: AtomicUsize::new(0),
+            }));
+        }
+        let round = open[number - *first].clone();
+        let passed = executions.iter().copied().min().unwrap_or(0);
+        while *first < passed && !open.is_empty() {
+            open.pop_front();
+            *first += 1;
+        }
+        round
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pieces(n: u64) -> Vec<Frame> {
+        (0..n)
+            .map(|i| Frame::range(0, i * 10..i * 10 + 10))
+            .collect()
+    }
+
+    fn drain(round: &Round) -> Vec<u64> {
+        std::iter::from_fn(|| round.take().map(|f| f.rows.start)).collect()
+    }
+
+    #[test]
+    fn partitions_of_one_execution_share_its_pieces_once_each() {
+        let claims = Claims::default();
+        let a = claims.join(0, 2, || pieces(5));
+        let b = claims.join(1, 2, || unreachable!("round 0 exists"));
+        let first = a.take().unwrap().rows.start;
+        let rest_b = drain(&b);
+        let rest_a = drain(&a);
+        assert_eq!(first, 0);
+        assert_eq!(rest_b, vec![10, 20, 30, 40]);
+        assert!(rest_a.is_empty());
+    }
+
+    #[test]
+    fn a_node_executed_again_reads_every_piece_again() {
+        let claims = Claims::default();
+        let a0 = claims.join(0, 2, || pieces(3));
+        let b0 = claims.join(1, 2, || pieces(99));
+        let mut seen = drain(&a0);
+        seen.extend(drain(&b0));
+        seen.sort();
+        assert_eq!(seen, vec![0, 10, 20]);
+        // The second execution of each partition: a new round; rounds every partition has
+        // passed are dropped (their readers hold them).
+        let a1 = claims.join(0, 2, || pieces(3));
+        assert_eq!(a1.take().map(|f| f.rows.start), Some(0));
+        let open = |c: &Claims| {
+            let r = c.rounds.lock().unwrap();
+            (r.first, r.open.len())
+        };
+        assert_eq!(open(&claims), (1, 1));
+        let b1 = claims.join(1, 2, || pieces(99));
+        assert_eq!(drain(&b1), vec![10, 20]);
+        assert_eq!(open(&claims), (2, 0));
+        // Partition 0 runs a third time before partition 1 does: a round of its own, which
+        // partition 1's third execution joins.
+        let a2 = claims.join(0, 2, || pieces(2));
+        assert_eq!(drain(&a2), vec![0, 10]);
+        let b2 = claims.join(1, 2, || pieces(99));
+        assert!(b2.take().is_none());
+    }
+
+    #[test]
+    fn a_copy_shares_no_round() {
+        let claims = Claims::default();
+        let a = claims.join(0, 2, || pieces(2));
+        let copy = claims.clone();
+        let c = copy.join(0, 2, || pieces(2));
+        assert_eq!(drain(&a), vec![0, 10]);
+        assert_eq!(drain(&c), vec![0, 10]);
+    }
+}
