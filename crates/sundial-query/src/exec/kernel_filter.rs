@@ -362,7 +362,15 @@ fn constant(e: &Arc<dyn PhysicalExpr>) -> Option<Literal> {
     }
     let cast = e.downcast_ref::<CastExpr>()?;
     let literal = cast.expr().downcast_ref::<Literal>()?;
-    let value = literal.value().cast_to(cast.cast_type()).ok()?;
+    let value = match cast.cast_type() {
+        // What the cast makes of a value, without building and hashing a dictionary array
+        // of one row for it (which cost a LATEST ON of 40 keys a quarter of its time).
+        DataType::Dictionary(key_type, value_type) => ScalarValue::Dictionary(
+            key_type.clone(),
+            Box::new(literal.value().cast_to(value_type).ok()?),
+        ),
+        to => literal.value().cast_to(to).ok()?,
+    };
     Some(Literal::new(value))
 }
 
@@ -395,4 +403,35 @@ fn in_list(list: &InListExpr, columns: &FilterColumns) -> Option<Predicate> {
             negated: list.negated(),
         },
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A constant cast to a dictionary type is what evaluating the cast gives, NULL included,
+    /// and other casts are evaluated.
+    #[test]
+    fn cast_constants_are_what_the_cast_evaluates_to() {
+        let dictionary = DataType::Dictionary(Box::new(DataType::Int32), Box::new(DataType::Utf8));
+        for (value, to) in [
+            (
+                ScalarValue::Utf8(Some("truck_299".into())),
+                dictionary.clone(),
+            ),
+            (ScalarValue::Utf8(None), dictionary.clone()),
+            (ScalarValue::LargeUtf8(Some("a".into())), dictionary),
+            (ScalarValue::Int32(Some(7)), DataType::Int64),
+            (ScalarValue::Utf8(Some("1.5".into())), DataType::Float64),
+        ] {
+            let literal: Arc<dyn PhysicalExpr> = Arc::new(Literal::new(value.clone()));
+            let cast: Arc<dyn PhysicalExpr> = Arc::new(CastExpr::new(literal, to.clone(), None));
+            let made = constant(&cast).expect("a constant");
+            assert_eq!(
+                made.value(),
+                &value.cast_to(&to).unwrap(),
+                "{value:?} as {to}"
+            );
+        }
+    }
 }
