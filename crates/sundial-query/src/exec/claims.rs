@@ -15,12 +15,19 @@
 //!   A round is dropped once every partition has passed it (its readers keep it alive).
 //! * Only the executions of one plan node share rounds: a copy of a node (another place in
 //!   the plan, another run of a kept plan) starts with none, see [`Claims`]'s `Clone`.
+//! * At most [`ROUNDS_OPEN_MAX`] rounds are open (a partition executed again and again
+//!   while another never runs would keep them all): past that, no further round is made,
+//!   and the executions of those rounds read their partitions' own frames. Whether a round
+//!   is shared is decided once, so all of its readers agree.
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use super::frame::Frame;
+
+/// Rounds kept open at once, past which executions read their own frames.
+pub(crate) const ROUNDS_OPEN_MAX: usize = 16;
 
 /// The rounds of one plan node's executions.
 #[derive(Debug, Default)]
@@ -43,6 +50,9 @@ struct Rounds {
     /// The number of the first round in `open`.
     first: usize,
     open: VecDeque<Arc<Round>>,
+    /// The first round that was never made, once [`ROUNDS_OPEN_MAX`] were open: it and every
+    /// later round read their partitions' own frames.
+    unshared_from: Option<usize>,
 }
 
 /// One execution's pieces and the index of the next to hand out.
@@ -62,25 +72,34 @@ impl Round {
 
 impl Claims {
     /// The round this execution of `partition` (of `partitions`) reads; `pieces` makes a new
-    /// round's pieces, in scan order.
+    /// round's pieces, in scan order. `None`: the execution reads its partition's own frames
+    /// (too many rounds were open when its round came).
     pub(crate) fn join(
         &self,
         partition: usize,
         partitions: usize,
         pieces: impl FnOnce() -> Vec<Frame>,
-    ) -> Arc<Round> {
+    ) -> Option<Arc<Round>> {
         // The state stays consistent at every step, so a panic elsewhere cannot break it.
         let mut rounds = self.rounds.lock().unwrap_or_else(|e| e.into_inner());
         let Rounds {
             executions,
             first,
             open,
+            unshared_from,
         } = &mut *rounds;
         if executions.len() <= partition {
             executions.resize(partitions.max(partition + 1), 0);
         }
         let number = executions[partition];
         executions[partition] += 1;
+        if unshared_from.is_some_and(|n| number >= n) {
+            return None;
+        }
+        if number >= *first + open.len() && open.len() >= ROUNDS_OPEN_MAX {
+            *unshared_from = Some(number);
+            return None;
+        }
         if number >= *first + open.len() {
             debug_assert_eq!(number, *first + open.len(), "rounds open in order");
             open.push_back(Arc::new(Round {
@@ -94,7 +113,7 @@ impl Claims {
             open.pop_front();
             *first += 1;
         }
-        round
+        Some(round)
     }
 }
 
@@ -115,8 +134,10 @@ mod tests {
     #[test]
     fn partitions_of_one_execution_share_its_pieces_once_each() {
         let claims = Claims::default();
-        let a = claims.join(0, 2, || pieces(5));
-        let b = claims.join(1, 2, || unreachable!("round 0 exists"));
+        let a = claims.join(0, 2, || pieces(5)).unwrap();
+        let b = claims
+            .join(1, 2, || unreachable!("round 0 exists"))
+            .unwrap();
         let first = a.take().unwrap().rows.start;
         let rest_b = drain(&b);
         let rest_a = drain(&a);
@@ -128,38 +149,57 @@ mod tests {
     #[test]
     fn a_node_executed_again_reads_every_piece_again() {
         let claims = Claims::default();
-        let a0 = claims.join(0, 2, || pieces(3));
-        let b0 = claims.join(1, 2, || pieces(99));
+        let a0 = claims.join(0, 2, || pieces(3)).unwrap();
+        let b0 = claims.join(1, 2, || pieces(99)).unwrap();
         let mut seen = drain(&a0);
         seen.extend(drain(&b0));
         seen.sort();
         assert_eq!(seen, vec![0, 10, 20]);
         // The second execution of each partition: a new round; rounds every partition has
         // passed are dropped (their readers hold them).
-        let a1 = claims.join(0, 2, || pieces(3));
+        let a1 = claims.join(0, 2, || pieces(3)).unwrap();
         assert_eq!(a1.take().map(|f| f.rows.start), Some(0));
         let open = |c: &Claims| {
             let r = c.rounds.lock().unwrap();
             (r.first, r.open.len())
         };
         assert_eq!(open(&claims), (1, 1));
-        let b1 = claims.join(1, 2, || pieces(99));
+        let b1 = claims.join(1, 2, || pieces(99)).unwrap();
         assert_eq!(drain(&b1), vec![10, 20]);
         assert_eq!(open(&claims), (2, 0));
         // Partition 0 runs a third time before partition 1 does: a round of its own, which
         // partition 1's third execution joins.
-        let a2 = claims.join(0, 2, || pieces(2));
+        let a2 = claims.join(0, 2, || pieces(2)).unwrap();
         assert_eq!(drain(&a2), vec![0, 10]);
-        let b2 = claims.join(1, 2, || pieces(99));
+        let b2 = claims.join(1, 2, || pieces(99)).unwrap();
         assert!(b2.take().is_none());
+    }
+
+    #[test]
+    fn past_the_open_rounds_bound_executions_read_their_own_frames() {
+        let claims = Claims::default();
+        // Partition 0 runs again and again while partition 1 never does.
+        for _ in 0..ROUNDS_OPEN_MAX {
+            assert!(claims.join(0, 2, || pieces(2)).is_some());
+        }
+        assert!(claims.join(0, 2, || pieces(2)).is_none());
+        assert!(claims.join(0, 2, || pieces(2)).is_none());
+        // Partition 1 joins the rounds that were made, and reads its own frames in the rest.
+        for _ in 0..ROUNDS_OPEN_MAX {
+            let round = claims.join(1, 2, || unreachable!("made")).unwrap();
+            assert_eq!(drain(&round), vec![0, 10], "partition 0 took none");
+        }
+        assert!(claims.join(1, 2, || pieces(2)).is_none());
+        let r = claims.rounds.lock().unwrap();
+        assert!(r.open.len() <= ROUNDS_OPEN_MAX);
     }
 
     #[test]
     fn a_copy_shares_no_round() {
         let claims = Claims::default();
-        let a = claims.join(0, 2, || pieces(2));
+        let a = claims.join(0, 2, || pieces(2)).unwrap();
         let copy = claims.clone();
-        let c = copy.join(0, 2, || pieces(2));
+        let c = copy.join(0, 2, || pieces(2)).unwrap();
         assert_eq!(drain(&a), vec![0, 10]);
         assert_eq!(drain(&c), vec![0, 10]);
     }

@@ -1065,7 +1065,8 @@ impl SundialScanExec {
     /// Output partition `partition`'s rows as chunks of at most `batch_rows` rows, in place of
     /// its batches. With `shared`, the partitions take the pieces of all frames one at a time
     /// (see `claims`), so which partition reads which rows varies from run to run: only for
-    /// folds whose answer cannot depend on it. Otherwise each reads its own frames.
+    /// folds whose answer cannot depend on it. Otherwise (or past the rounds `claims` keeps
+    /// open) each reads its own frames.
     pub(crate) fn chunks(
         &self,
         partition: usize,
@@ -1077,21 +1078,25 @@ impl SundialScanExec {
                 "a scan kept for reuse ran without being bound".into(),
             ));
         };
-        let pieces = if shared {
-            Pieces::Shared(data.claims.join(partition, self.partitions, || {
-                data.frames
-                    .iter()
-                    .cloned()
-                    .flat_map(|frame| zone_pieces(frame, batch_rows))
-                    .collect()
-            }))
-        } else {
-            Pieces::Own(
+        let round = shared
+            .then(|| {
+                data.claims.join(partition, self.partitions, || {
+                    data.frames
+                        .iter()
+                        .cloned()
+                        .flat_map(|frame| zone_pieces(frame, batch_rows))
+                        .collect()
+                })
+            })
+            .flatten();
+        let pieces = match round {
+            Some(round) => Pieces::Shared(round),
+            None => Pieces::Own(
                 self.frames_of(data, partition)
                     .into_iter()
                     .flat_map(|frame| zone_pieces(frame, batch_rows))
                     .collect(),
-            )
+            ),
         };
         Ok(ChunkReader {
             data: data.clone(),
