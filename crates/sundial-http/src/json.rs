@@ -85,8 +85,10 @@ pub fn write_columns(out: &mut Vec<u8>, schema: &Schema) {
 }
 
 /// A finite float the shortest way that reads back exactly (`1.0`, `0.1`, `1e20`).
-/// The shortest text that reads back as `v` (finite).
 pub(crate) fn push_f64(out: &mut Vec<u8>, v: f64) {
+    if sundial_query::text::push_float_decimal(out, v, b".0") {
+        return;
+    }
     out.extend_from_slice(ryu::Buffer::new().format_finite(v).as_bytes());
 }
 

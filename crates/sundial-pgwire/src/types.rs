@@ -485,6 +485,9 @@ fn push_float(out: &mut Vec<u8>, v: f64, single: bool) {
         out.extend_from_slice(if v > 0.0 { b"Infinity" } else { b"-Infinity" });
         return;
     }
+    if !single && sundial_query::text::push_float_decimal(out, v, b"") {
+        return;
+    }
     let mut buf = ryu::Buffer::new();
     let s = if single {
         buf.format_finite(v as f32)

@@ -1,7 +1,10 @@
-//! Date and time text for the wire protocols, written without locks or allocation.
+//! Date, time and float text for the wire protocols, written without locks or allocation.
 //!
 //! Both the HTTP API (ISO 8601, `2016-01-01T00:00:00.000000Z`) and the PostgreSQL protocol
 //! (`2016-01-01 00:00:00.5`) format timestamps on their hot paths; they share this code.
+//! Both write a float as the shortest text that reads back exactly; most stored values are
+//! decimals of a few digits (`58.13`), which [`push_float_decimal`] writes without the
+//! general algorithm.
 
 /// How the fraction of a second is written.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -102,9 +105,108 @@ pub fn push_timestamp(out: &mut Vec<u8>, nanos: i64, separator: u8, fraction: Fr
     }
 }
 
+/// Powers of ten a float is scaled by to find its decimal digits (at most 8 fractional).
+const FRACTION_SCALES: [f64; 9] = [1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8];
+
+/// Scaled values stay below this: the float spacing there is at most 2^-13, so at most one
+/// integer lies close enough to read back and rounding the product cannot pick a wrong one.
+const SCALED_MAX: f64 = (1u64 << 40) as f64;
+
+/// Appends finite `v` in plain decimal notation with the fewest fractional digits that read
+/// back as `v` (`whole_suffix` after a whole number, e.g. `.0` for JSON), and returns true;
+/// returns false, appending nothing, for values this fast path leaves to the general shortest
+/// round-trip algorithm (ryu): zero, magnitudes under 1e-5 or over 2^40, more than 8
+/// fractional digits, NaN and infinities.
+///
+/// Where it answers, the text is exactly ryu's digits: with `|v| × 10^k < 2^40` a candidate
+/// `r / 10^k` reads back as `v` only within 2^-13 of `|v| × 10^k`, so it is unique for its
+/// `k`, found by rounding the product, and the first `k` that reads back gives the fewest
+/// digits; `r / 10^k` is exact float division (r and 10^k are exact), which rounds as
+/// parsing the text does; magnitudes from 1e-5 to under 1e16 are written in plain notation.
+pub fn push_float_decimal(out: &mut Vec<u8>, v: f64, whole_suffix: &[u8]) -> bool {
+    let magnitude = v.abs();
+    if !(1e-5..SCALED_MAX).contains(&magnitude) {
+        return false;
+    }
+    for (k, &scale) in FRACTION_SCALES.iter().enumerate() {
+        let scaled = magnitude * scale;
+        if scaled >= SCALED_MAX {
+            return false;
+        }
+        let r = scaled.round();
+        if r / scale != magnitude {
+            continue;
+        }
+        // `r` is a whole number under 2^40: exact as an integer.
+        let digits = r as u64;
+        let unit = 10u64.pow(k as u32);
+        if v < 0.0 {
+            out.push(b'-');
+        }
+        push_digits(out, digits / unit, 1);
+        if k == 0 {
+            out.extend_from_slice(whole_suffix);
+        } else {
+            out.push(b'.');
+            push_digits(out, digits % unit, k);
+        }
+        return true;
+    }
+    false
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use rand::{Rng, SeedableRng};
+
+    /// ryu's text with a fast-path answer where there is one.
+    fn both(v: f64) -> (String, Option<String>) {
+        let mut out = Vec::new();
+        let fast = push_float_decimal(&mut out, v, b".0").then(|| String::from_utf8(out).unwrap());
+        (ryu::Buffer::new().format_finite(v).to_string(), fast)
+    }
+
+    #[test]
+    fn float_decimals_are_ryus_digits() {
+        let mut rng = rand::rngs::StdRng::seed_from_u64(38);
+        let mut answered = 0;
+        let mut check = |v: f64| {
+            let (ryu, fast) = both(v);
+            if let Some(fast) = fast {
+                assert_eq!(fast, ryu, "{v:e}");
+                assert_eq!(fast.parse::<f64>().unwrap(), v);
+                answered += 1;
+            }
+        };
+        for _ in 0..200_000 {
+            // Decimals as sensors and people write them, of every size and precision.
+            let width = rng.random_range(1..=16);
+            let digits: u64 = rng.random_range(0..10u64.pow(width));
+            let k = rng.random_range(0..=12);
+            let text = format!("{digits}e-{k}");
+            let v: f64 = text.parse().unwrap();
+            check(v);
+            check(-v);
+            // Arbitrary doubles, and near the edges of the fast path.
+            check(f64::from_bits(rng.random::<u64>()));
+            check(rng.random_range(0.0..1e-4));
+            check(rng.random_range(1e11..1.2e12));
+            check(rng.random::<f64>() * 100.0);
+        }
+        for v in [
+            1e-5, 0.99999e-5, 1.00001e-5, 0.1, 0.2, 0.3, 0.1 + 0.2, 1.0, 58.13, 0.5, 1.5, 2.5,
+            1e8, 123_456_789.123, 1_099_511_627_775.0, 1_099_511_627_776.0, 549_755_813_887.5,
+            f64::EPSILON, f64::MIN_POSITIVE, 9_007_199_254_740_993.0, 1e16, 1e15,
+        ] {
+            check(v);
+            check(-v);
+        }
+        assert!(answered > 150_000, "the fast path answered only {answered}");
+        for v in [0.0, -0.0, f64::NAN, f64::INFINITY, 1e-6, 2e12, 0.123_456_789] {
+            assert!(!push_float_decimal(&mut Vec::new(), v, b""), "{v}");
+        }
+    }
 
     fn timestamp(nanos: i64, fraction: Fraction) -> String {
         let mut out = Vec::new();

@@ -1078,14 +1078,20 @@ impl SundialScanExec {
                 "a scan kept for reuse ran without being bound".into(),
             ));
         };
+        // Reading no column (counting every row), a frame is one piece whatever its rows:
+        // a piece costs a step of the fold above, and there is nothing to keep in cache.
+        let counts_only = self.projection.is_empty() && data.filter.is_none();
+        let split = move |frame: Frame| -> Box<dyn Iterator<Item = Frame> + Send> {
+            if counts_only {
+                Box::new(std::iter::once(frame))
+            } else {
+                zone_pieces(frame, batch_rows)
+            }
+        };
         let round = shared
             .then(|| {
                 data.claims.join(partition, self.partitions, || {
-                    data.frames
-                        .iter()
-                        .cloned()
-                        .flat_map(|frame| zone_pieces(frame, batch_rows))
-                        .collect()
+                    data.frames.iter().cloned().flat_map(split).collect()
                 })
             })
             .flatten();
@@ -1094,7 +1100,7 @@ impl SundialScanExec {
             None => Pieces::Own(
                 self.frames_of(data, partition)
                     .into_iter()
-                    .flat_map(|frame| zone_pieces(frame, batch_rows))
+                    .flat_map(split)
                     .collect(),
             ),
         };
