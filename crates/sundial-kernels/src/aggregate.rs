@@ -164,6 +164,14 @@ impl Accumulator {
         self.counts[slot] += n;
     }
 
+    /// Adds to `slot` (ensured) of a float sum `count` values that sum to `sum`, folded
+    /// elsewhere.
+    pub fn add_float_sum(&mut self, slot: usize, sum: f64, count: u64) {
+        debug_assert_eq!(self.fold, Fold::SumFloat, "only float sums add sums");
+        self.floats[slot] += sum;
+        self.counts[slot] += count;
+    }
+
     /// An integer fold's value for `slot` (meaningful when [`Self::count`] is not zero).
     pub fn int(&self, slot: usize) -> i64 {
         self.ints[slot]

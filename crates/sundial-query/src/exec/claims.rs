@@ -19,6 +19,9 @@
 //!   while another never runs would keep them all): past that, no further round is made,
 //!   and the executions of those rounds read their partitions' own frames. Whether a round
 //!   is shared is decided once, so all of its readers agree.
+//! * Float sums, whose rounding depends on the order they add in, are handed in per piece
+//!   ([`Round::hand_in_sums`]); the round's last reader to finish adds them up in piece
+//!   order, so the answer is the same whoever read which piece.
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -60,13 +63,49 @@ struct Rounds {
 pub(crate) struct Round {
     pieces: Vec<Frame>,
     next: AtomicUsize,
+    /// The partitions reading the round: each hands in its sums once.
+    readers: usize,
+    sums: Mutex<HandedIn>,
+}
+
+/// Per aggregate, the sum of a piece's values and how many there were.
+pub(crate) type PieceSums = Vec<(f64, u64)>;
+
+/// The piece sums the round's readers have handed in.
+#[derive(Debug, Default)]
+struct HandedIn {
+    readers: usize,
+    pieces: Vec<(usize, PieceSums)>,
 }
 
 impl Round {
-    /// The next piece nobody has taken, if any is left.
-    pub(crate) fn take(&self) -> Option<Frame> {
+    /// The next piece nobody has taken, if any is left, and its index in scan order.
+    pub(crate) fn take(&self) -> Option<(usize, Frame)> {
         let i = self.next.fetch_add(1, Ordering::Relaxed);
-        self.pieces.get(i).cloned()
+        self.pieces.get(i).map(|piece| (i, piece.clone()))
+    }
+
+    /// Hands in one reader's sums of the pieces it took (by piece index). The last of the
+    /// round's readers gets every piece's sums, in piece order, to add up in that order; the
+    /// others get `None` (their share is in the last one's answer).
+    pub(crate) fn hand_in_sums(&self, mine: Vec<(usize, PieceSums)>) -> Option<Vec<PieceSums>> {
+        let mut handed = self.sums.lock().unwrap_or_else(|e| e.into_inner());
+        handed.readers += 1;
+        handed.pieces.extend(mine);
+        assert!(
+            handed.readers <= self.readers,
+            "a round's readers hand in their sums once each"
+        );
+        if handed.readers < self.readers {
+            return None;
+        }
+        let mut pieces = std::mem::take(&mut handed.pieces);
+        pieces.sort_unstable_by_key(|(i, _)| *i);
+        debug_assert!(
+            pieces.windows(2).all(|w| w[0].0 < w[1].0),
+            "a piece read twice"
+        );
+        Some(pieces.into_iter().map(|(_, sums)| sums).collect())
     }
 }
 
@@ -105,6 +144,8 @@ impl Claims {
             open.push_back(Arc::new(Round {
                 pieces: pieces(),
                 next: AtomicUsize::new(0),
+                readers: partitions,
+                sums: Mutex::default(),
             }));
         }
         let round = open[number - *first].clone();
@@ -128,7 +169,7 @@ mod tests {
     }
 
     fn drain(round: &Round) -> Vec<u64> {
-        std::iter::from_fn(|| round.take().map(|f| f.rows.start)).collect()
+        std::iter::from_fn(|| round.take().map(|(_, f)| f.rows.start)).collect()
     }
 
     #[test]
@@ -138,7 +179,7 @@ mod tests {
         let b = claims
             .join(1, 2, || unreachable!("round 0 exists"))
             .unwrap();
-        let first = a.take().unwrap().rows.start;
+        let first = a.take().unwrap().1.rows.start;
         let rest_b = drain(&b);
         let rest_a = drain(&a);
         assert_eq!(first, 0);
@@ -158,7 +199,7 @@ mod tests {
         // The second execution of each partition: a new round; rounds every partition has
         // passed are dropped (their readers hold them).
         let a1 = claims.join(0, 2, || pieces(3)).unwrap();
-        assert_eq!(a1.take().map(|f| f.rows.start), Some(0));
+        assert_eq!(a1.take().map(|(_, f)| f.rows.start), Some(0));
         let open = |c: &Claims| {
             let r = c.rounds.lock().unwrap();
             (r.first, r.open.len())
@@ -192,6 +233,22 @@ mod tests {
         assert!(claims.join(1, 2, || pieces(2)).is_none());
         let r = claims.rounds.lock().unwrap();
         assert!(r.open.len() <= ROUNDS_OPEN_MAX);
+    }
+
+    #[test]
+    fn the_last_reader_adds_up_every_piece_in_order() {
+        let claims = Claims::default();
+        let a = claims.join(0, 2, || pieces(4)).unwrap();
+        let b = claims.join(1, 2, || unreachable!("made")).unwrap();
+        let sums = |(i, piece): (usize, Frame)| (i, vec![(piece.rows.start as f64, 1)]);
+        let mut mine_a = vec![sums(a.take().unwrap())];
+        let mut mine_b = vec![sums(b.take().unwrap())];
+        mine_a.push(sums(a.take().unwrap()));
+        mine_b.push(sums(b.take().unwrap()));
+        assert!(b.hand_in_sums(mine_b).is_none());
+        let all = a.hand_in_sums(mine_a).unwrap();
+        let starts: Vec<f64> = all.iter().map(|s| s[0].0).collect();
+        assert_eq!(starts, vec![0.0, 10.0, 20.0, 30.0]);
     }
 
     #[test]

@@ -1097,12 +1097,14 @@ impl SundialScanExec {
             .flatten();
         let pieces = match round {
             Some(round) => Pieces::Shared(round),
-            None => Pieces::Own(
-                self.frames_of(data, partition)
+            None => Pieces::Own {
+                pieces: self
+                    .frames_of(data, partition)
                     .into_iter()
                     .flat_map(split)
                     .collect(),
-            ),
+                taken: 0,
+            },
         };
         Ok(ChunkReader {
             data: data.clone(),
@@ -1114,8 +1116,11 @@ impl SundialScanExec {
 
 /// Where a [`ChunkReader`] takes its pieces from.
 enum Pieces {
-    /// Its partition's frames, in order.
-    Own(std::collections::VecDeque<Frame>),
+    /// Its partition's frames, in order, and how many it has taken.
+    Own {
+        pieces: std::collections::VecDeque<Frame>,
+        taken: usize,
+    },
     /// A round all partitions of the node take from.
     Shared(Arc<Round>),
 }
@@ -1143,11 +1148,24 @@ impl ChunkReader {
             .is_some_and(|f| f.kernel.is_none())
     }
 
-    /// The next piece to read, if any is left.
-    pub(crate) fn next_piece(&mut self) -> Option<Frame> {
+    /// The next piece to read, if any is left, and its index among the round's pieces
+    /// (among this partition's own pieces when it reads its own frames).
+    pub(crate) fn next_piece(&mut self) -> Option<(usize, Frame)> {
         match &mut self.pieces {
-            Pieces::Own(pieces) => pieces.pop_front(),
+            Pieces::Own { pieces, taken } => {
+                let piece = pieces.pop_front()?;
+                *taken += 1;
+                Some((*taken - 1, piece))
+            }
             Pieces::Shared(round) => round.take(),
+        }
+    }
+
+    /// The round this partition shares with the others, if it takes pieces from one.
+    pub(crate) fn round(&self) -> Option<&Arc<Round>> {
+        match &self.pieces {
+            Pieces::Own { .. } => None,
+            Pieces::Shared(round) => Some(round),
         }
     }
 

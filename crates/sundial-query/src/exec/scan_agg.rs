@@ -57,6 +57,7 @@ use sundial_kernels::{
 };
 use sundial_storage::ZONE_ROWS;
 
+use super::claims::PieceSums;
 use super::partial_agg::{final_over, fuse_partial_stage, states_at};
 use super::scan::{Chunk, ChunkReader, Frame, SundialScanExec, scan_batch_rows};
 
@@ -132,13 +133,14 @@ impl ScanAggregateExec {
     /// Whether the partial states' merged answer is the same however the rows were shared
     /// among the partitions, so that they may take the scan's pieces as they go (see
     /// `SundialScanExec::chunks`): counts, wrapping integer sums and integer extremes are;
-    /// float sums round by the order they add in, and DataFusion's final grouped MIN/MAX of
-    /// floats merges a NaN state by arrival order (docs/query.md, "Scans at memory speed").
+    /// ungrouped float sums round by the order they add in, so they are added up per piece
+    /// and the pieces in scan order (see `claims`), and DataFusion's final grouped MIN/MAX
+    /// of floats merges a NaN state by arrival order (docs/query.md, "Scans at memory
+    /// speed").
     fn order_free(&self) -> bool {
         self.aggregates.iter().all(|a| match a.fold {
             Fold::Count | Fold::SumInt | Fold::MinInt | Fold::MaxInt => true,
-            Fold::MinFloat | Fold::MaxFloat => self.keys.is_empty(),
-            Fold::SumFloat => false,
+            Fold::MinFloat | Fold::MaxFloat | Fold::SumFloat => self.keys.is_empty(),
         })
     }
 
@@ -422,6 +424,11 @@ impl ExecutionPlan for ScanAggregateExec {
             batch_rows * 4
         };
         let chunks = scan.chunks(partition, chunk_rows, self.order_free())?;
+        // Sharing pieces, float sums are kept per piece (see `Folding::piece_sums`).
+        let sum_floats: Vec<usize> = (0..self.aggregates.len())
+            .filter(|&a| self.aggregates[a].fold == Fold::SumFloat)
+            .collect();
+        let piece_sums = (chunks.round().is_some() && !sum_floats.is_empty()).then(Vec::new);
         let reservation = MemoryConsumer::new(format!("ScanAggregateExec[{partition}]"))
             .register(context.memory_pool());
         let mut folding = Folding {
@@ -440,11 +447,13 @@ impl ExecutionPlan for ScanAggregateExec {
             distinct_only,
             every_symbol_seen: false,
             zone_rows: MetricBuilder::new(&self.metrics).counter("zone_rows", partition),
+            sum_floats,
+            piece_sums,
         };
         let stream = futures::stream::unfold(Some(chunks), move |open| {
             let result = open.map(|mut chunks| match folding.step(&mut chunks) {
                 Ok(true) => (None, Some(chunks)),
-                Ok(false) => (Some(folding.finish()), None),
+                Ok(false) => (Some(folding.finish(&chunks)), None),
                 Err(e) => (Some(Err(e)), None),
             });
             async move {
@@ -559,6 +568,12 @@ struct Folding {
     every_symbol_seen: bool,
     /// Rows whose extremes came from zone maps.
     zone_rows: Count,
+    /// The aggregates that are float sums.
+    sum_floats: Vec<usize>,
+    /// Taking pieces from a round shared with the other partitions (ungrouped): the float
+    /// sums of each piece read (by its index in the round), handed in to the round at the
+    /// end so that the last partition adds up every piece in scan order.
+    piece_sums: Option<Vec<(usize, PieceSums)>>,
 }
 
 /// Symbols past which a grouping without aggregates does not check whether it has met them
@@ -574,7 +589,7 @@ impl Folding {
     /// applies. A filter that may fail on a row (an expression, not a kernel) reads every
     /// row, so that the answer fails where the general path's does.
     fn step(&mut self, chunks: &mut ChunkReader) -> DfResult<bool> {
-        let Some(piece) = chunks.next_piece() else {
+        let Some((index, piece)) = chunks.next_piece() else {
             return Ok(false);
         };
         let symbols = self
@@ -594,7 +609,23 @@ impl Folding {
                 return Ok(true);
             }
         }
+        if self.piece_sums.is_some() {
+            for &a in &self.sum_floats {
+                self.accumulators[a].ensure(1);
+                self.accumulators[a].reset_slot(0);
+            }
+        }
         self.consume(chunks.read(&piece)?, &piece, chunks)?;
+        if let Some(piece_sums) = &mut self.piece_sums {
+            let sums: PieceSums = self
+                .sum_floats
+                .iter()
+                .map(|&a| (self.accumulators[a].float(0), self.accumulators[a].count(0)))
+                .collect();
+            if sums.iter().any(|&(_, n)| n > 0) {
+                piece_sums.push((index, sums));
+            }
+        }
         if self.distinct_only
             && !self.every_symbol_seen
             && symbols <= SEEN_CHECK_SYMBOLS_MAX
@@ -661,8 +692,27 @@ impl Folding {
         self.reservation.try_resize(bytes)
     }
 
-    /// The partial states of every group that holds a row (ungrouped: the one row).
-    fn finish(&mut self) -> DfResult<RecordBatch> {
+    /// The partial states of every group that holds a row (ungrouped: the one row). Float
+    /// sums kept per piece are handed in to the round: the last partition's states hold
+    /// every piece's, added up in scan order, and the others' none.
+    fn finish(&mut self, chunks: &ChunkReader) -> DfResult<RecordBatch> {
+        if let Some(mine) = self.piece_sums.take() {
+            let round = chunks.round().ok_or_else(|| {
+                DataFusionError::Internal("float sums kept per piece without a round".into())
+            })?;
+            let every_piece = round.hand_in_sums(mine);
+            for (k, &a) in self.sum_floats.iter().enumerate() {
+                let accumulator = &mut self.accumulators[a];
+                accumulator.ensure(1);
+                accumulator.reset_slot(0);
+                for sums in every_piece.iter().flatten() {
+                    let (sum, count) = sums[k];
+                    if count > 0 {
+                        accumulator.add_float_sum(0, sum, count);
+                    }
+                }
+            }
+        }
         let emitted: Vec<usize> = match &self.grouper {
             None => vec![0],
             Some(grouper) => (0..grouper.slot_count())
@@ -777,6 +827,43 @@ mod tests {
         let (_, rows) =
             plan_and_rows(&engine, "SELECT DISTINCT s FROM d WHERE x > 0 ORDER BY s").await;
         assert_eq!(rows.lines().count(), 7, "{rows}");
+    }
+
+    /// Ungrouped float sums share the scan's pieces (partitions take them as they go) and
+    /// answer the same every run, however the pieces fell: each piece's sum is handed in,
+    /// and the last partition adds them up in scan order. The values cancel in large steps,
+    /// so that adding the pieces in another order rounds differently, and runs overlap, so
+    /// that the pieces fall differently.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn shared_float_sums_add_up_in_scan_order() {
+        let (engine, _dir) = engine_with(&[
+            "CREATE TABLE f (ts TIMESTAMP, v DOUBLE, i INT) TIMESTAMP(ts) PARTITION BY HOUR",
+            "INSERT INTO f SELECT to_timestamp_seconds(1704067200 + value / 20), \
+             CASE WHEN value % 40000 = 0 THEN 1e17 * (1 - 2 * (value / 40000 % 2)) \
+             ELSE (value % 13) * 0.001 END, \
+             CAST(value AS INT) FROM generate_series(0, 399999)",
+            "SET datafusion.execution.target_partitions = 3",
+        ])
+        .await;
+        let engine = std::sync::Arc::new(engine);
+        for sql in [
+            "SELECT sum(v), avg(v), count(*), max(i) FROM f",
+            "SELECT sum(v), min(v) FROM f WHERE i > 1000",
+        ] {
+            let (plan, first) = plan_and_rows(&engine, sql).await;
+            assert!(plan.contains("ScanAggregateExec"), "{sql}: {plan}");
+            for _ in 0..10 {
+                let runs: Vec<_> = (0..3)
+                    .map(|_| {
+                        let engine = engine.clone();
+                        tokio::spawn(async move { plan_and_rows(&engine, sql).await.1 })
+                    })
+                    .collect();
+                for run in runs {
+                    assert_eq!(run.await.unwrap(), first, "{sql}");
+                }
+            }
+        }
     }
 
     /// Integer keys (alone, beside SYMBOL keys, small, large, negative and NULL) fold in the
