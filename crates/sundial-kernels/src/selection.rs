@@ -116,6 +116,23 @@ impl Selection {
         })
     }
 
+    /// The first passing row, if any passes.
+    pub fn first_one(&self) -> Option<usize> {
+        let (w, word) = self.words.iter().enumerate().find(|(_, w)| **w != 0)?;
+        Some(w * 64 + word.trailing_zeros() as usize)
+    }
+
+    /// The last passing row, if any passes.
+    pub fn last_one(&self) -> Option<usize> {
+        let (w, word) = self
+            .words
+            .iter()
+            .enumerate()
+            .rev()
+            .find(|(_, w)| **w != 0)?;
+        Some(w * 64 + 63 - word.leading_zeros() as usize)
+    }
+
     /// The selection as an Arrow boolean buffer (the words become its bytes, no copy).
     pub fn into_bits(self) -> BooleanBuffer {
         BooleanBuffer::new(Buffer::from_vec(self.words), 0, self.len)
@@ -184,6 +201,26 @@ fn count_popcnt(words: &[u64]) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn first_and_last_passing_rows() {
+        for ones in [
+            vec![],
+            vec![0],
+            vec![63],
+            vec![64, 200],
+            vec![5, 64, 130, 191],
+        ] {
+            let bits: Vec<bool> = (0..192).map(|i| ones.contains(&i)).collect();
+            let selection = Selection::from_bits(&BooleanBuffer::from(bits));
+            assert_eq!(
+                selection.first_one(),
+                ones.first().copied().filter(|&r| r < 192)
+            );
+            let last = ones.iter().copied().rfind(|&r| r < 192);
+            assert_eq!(selection.last_one(), last, "{ones:?}");
+        }
+    }
 
     #[test]
     fn set_bits_are_counted_at_any_offset() {

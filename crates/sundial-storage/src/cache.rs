@@ -137,6 +137,69 @@ pub(crate) enum Mapped {
     Present(Buffer),
 }
 
+/// Bytes of a file name kept inline in a [`MapKey`]: column files (`14.d`, `14.z`) fit.
+const NAME_INLINE_BYTES: usize = 22;
+
+/// A mapping's key: a partition directory's id and a file name in it. Short names (every
+/// column file's) are kept inline, so that looking one up allocates nothing; keys order by
+/// directory, then name.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum MapKey {
+    Inline {
+        dir: u64,
+        len: u8,
+        name: [u8; NAME_INLINE_BYTES],
+    },
+    Long {
+        dir: u64,
+        name: Box<str>,
+    },
+}
+
+impl MapKey {
+    fn new(dir: u64, name: &str) -> MapKey {
+        let bytes = name.as_bytes();
+        if bytes.len() > NAME_INLINE_BYTES {
+            return MapKey::Long {
+                dir,
+                name: name.into(),
+            };
+        }
+        let mut inline = [0; NAME_INLINE_BYTES];
+        inline[..bytes.len()].copy_from_slice(bytes);
+        MapKey::Inline {
+            dir,
+            len: bytes.len() as u8,
+            name: inline,
+        }
+    }
+
+    fn dir(&self) -> u64 {
+        match self {
+            MapKey::Inline { dir, .. } | MapKey::Long { dir, .. } => *dir,
+        }
+    }
+
+    fn name(&self) -> &[u8] {
+        match self {
+            MapKey::Inline { len, name, .. } => &name[..usize::from(*len)],
+            MapKey::Long { name, .. } => name.as_bytes(),
+        }
+    }
+}
+
+impl Ord for MapKey {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        (self.dir(), self.name()).cmp(&(other.dir(), other.name()))
+    }
+}
+
+impl PartialOrd for MapKey {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
 /// A decoded column chunk of a Parquet part: partition directory id, column id, row group.
 pub(crate) type ChunkKey = (u64, u32, u32);
 
@@ -145,7 +208,7 @@ pub(crate) type ChunkKey = (u64, u32, u32);
 pub(crate) struct FileCache {
     files: Mutex<Lru<PathBuf, Arc<File>>>,
     /// Keyed by partition directory (its process-unique id) and file name.
-    maps: Mutex<Lru<(u64, String), Mapped>>,
+    maps: Mutex<Lru<MapKey, Mapped>>,
     /// Weighed in bytes of the arrays (see `parquet_read.rs`).
     chunks: Mutex<Lru<ChunkKey, ArrayRef>>,
 }
@@ -217,26 +280,26 @@ impl FileCache {
 
     pub fn mapping(&self, dir_id: u64, name: &str) -> Result<Option<Mapped>> {
         Ok(lock(&self.maps, "mapping")?
-            .get(&(dir_id, name.to_string()))
+            .get(&MapKey::new(dir_id, name))
             .cloned())
     }
 
     pub fn set_mapping(&self, dir_id: u64, name: &str, mapped: Mapped) -> Result<()> {
-        lock(&self.maps, "mapping")?.insert((dir_id, name.to_string()), mapped);
+        lock(&self.maps, "mapping")?.insert(MapKey::new(dir_id, name), mapped);
         Ok(())
     }
 
     pub fn forget_mapping(&self, dir_id: u64, name: &str) {
         if let Ok(mut maps) = self.maps.lock() {
-            maps.remove(&(dir_id, name.to_string()));
+            maps.remove(&MapKey::new(dir_id, name));
         }
     }
 
     /// Forgets every mapping and decoded chunk of a partition directory.
     pub fn forget_mappings_of(&self, dir_id: u64) {
         if let Ok(mut maps) = self.maps.lock() {
-            maps.remove_run(Bound::Included(&(dir_id, String::new())), |(id, _)| {
-                *id == dir_id
+            maps.remove_run(Bound::Included(&MapKey::new(dir_id, "")), |key| {
+                key.dir() == dir_id
             });
         }
         if let Ok(mut chunks) = self.chunks.lock() {
@@ -313,6 +376,44 @@ pub(crate) fn mappings_limit() -> Option<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn mapping_keys_order_by_directory_then_name_whatever_their_length() {
+        let long = "a-file-name-longer-than-the-inline-bytes.d";
+        let mut keys = [
+            MapKey::new(2, "1.d"),
+            MapKey::new(1, long),
+            MapKey::new(1, "10.d"),
+            MapKey::new(1, ""),
+            MapKey::new(1, "1.z"),
+            MapKey::new(1, "b"),
+        ];
+        keys.sort();
+        let names: Vec<(u64, &[u8])> = keys.iter().map(|k| (k.dir(), k.name())).collect();
+        let mut expected: [(u64, &[u8]); 6] = [
+            (1, b""),
+            (1, b"10.d"),
+            (1, b"1.z"),
+            (1, long.as_bytes()),
+            (1, b"b"),
+            (2, b"1.d"),
+        ];
+        expected.sort();
+        assert_eq!(names, expected);
+        assert!(matches!(MapKey::new(1, long), MapKey::Long { .. }));
+        assert_eq!(MapKey::new(1, "1.z"), MapKey::new(1, "1.z"));
+        let cache = FileCache::new(8, 8, 8);
+        for (dir, name) in [(1, "1.d"), (1, long), (2, "1.d")] {
+            cache
+                .set_mapping(dir, name, Mapped::Missing { checked: 1 })
+                .unwrap();
+        }
+        assert!(cache.mapping(1, long).unwrap().is_some());
+        cache.forget_mappings_of(1);
+        assert!(cache.mapping(1, "1.d").unwrap().is_none());
+        assert!(cache.mapping(1, long).unwrap().is_none());
+        assert!(cache.mapping(2, "1.d").unwrap().is_some());
+    }
 
     #[test]
     fn open_files_limit_is_raised_to_at_least_what_it_was() {

@@ -692,7 +692,7 @@ impl SundialScanExec {
     }
 
     /// The designated timestamp's position in the scan's output, if projected.
-    fn timestamp_output(&self) -> Option<usize> {
+    pub(crate) fn timestamp_output(&self) -> Option<usize> {
         timestamp_position(&self.source.planned, &self.projection)
     }
 
@@ -1054,6 +1054,11 @@ impl SundialScanExec {
     /// The table columns the scan returns, in its output order.
     pub(crate) fn projection(&self) -> &[usize] {
         &self.projection
+    }
+
+    /// Whether a row filter tests the rows the frames hold (an unbound plan has none).
+    pub(crate) fn has_row_filter(&self) -> bool {
+        self.data.as_ref().is_some_and(|d| d.filter.is_some())
     }
 
     /// Whether every row the frames hold is returned (unless the row filter fails it): no

@@ -423,6 +423,16 @@ impl ExecutionPlan for ScanAggregateExec {
         } else {
             batch_rows * 4
         };
+        // Ungrouped, unfiltered counts and extremes of the designated timestamp read nothing
+        // but a chunk's last row (see `Folding::timestamp`): a frame is one chunk.
+        let timestamp = scan.timestamp_output().filter(|_| self.keys.is_empty());
+        let ends_only = self.keys.is_empty()
+            && !scan.has_row_filter()
+            && self.aggregates.iter().all(|a| match a.column {
+                None => a.fold == Fold::Count,
+                Some(c) => Some(c) == timestamp && matches!(a.fold, Fold::MinInt | Fold::MaxInt),
+            });
+        let chunk_rows = if ends_only { u64::MAX / 2 } else { chunk_rows };
         let chunks = scan.chunks(partition, chunk_rows, self.order_free())?;
         // Sharing pieces, float sums are kept per piece (see `Folding::piece_sums`).
         let sum_floats: Vec<usize> = (0..self.aggregates.len())
@@ -449,6 +459,7 @@ impl ExecutionPlan for ScanAggregateExec {
             zone_rows: MetricBuilder::new(&self.metrics).counter("zone_rows", partition),
             sum_floats,
             piece_sums,
+            timestamp,
         };
         let stream = futures::stream::unfold(Some(chunks), move |open| {
             let result = open.map(|mut chunks| match folding.step(&mut chunks) {
@@ -574,6 +585,10 @@ struct Folding {
     /// sums of each piece read (by its index in the round), handed in to the round at the
     /// end so that the last partition adds up every piece in scan order.
     piece_sums: Option<Vec<(usize, PieceSums)>>,
+    /// Ungrouped, the output column of the designated timestamp, if the scan returns it:
+    /// a chunk's rows ascend by it (and it is never NULL), so its `min` is its first passing
+    /// row and its `max` its last, read alone.
+    timestamp: Option<usize>,
 }
 
 /// Symbols past which a grouping without aggregates does not check whether it has met them
@@ -663,6 +678,25 @@ impl Folding {
             matches!(slots, Slots::One) && selection.is_none() && piece.picks.is_none();
         for (aggregate, accumulator) in self.aggregates.iter().zip(&mut self.accumulators) {
             accumulator.ensure(slot_count);
+            if let (Some(c), Some(ts)) = (aggregate.column, self.timestamp)
+                && c == ts
+                && matches!(aggregate.fold, Fold::MinInt | Fold::MaxInt)
+            {
+                let (first, last) = match selection {
+                    None => (Some(0), Some(len - 1)),
+                    Some(s) => (s.first_one(), s.last_one()),
+                };
+                let row = if aggregate.fold == Fold::MinInt {
+                    first
+                } else {
+                    last
+                };
+                if let Some(row) = row {
+                    let one = chunk.batch.column(c).slice(row, 1);
+                    accumulator.update(Some(&column_values(&one)?), None, Slots::One, 1);
+                }
+                continue;
+            }
             if from_zones
                 && let Some(c) = aggregate.column
                 && matches!(
@@ -863,6 +897,29 @@ mod tests {
                     assert_eq!(run.await.unwrap(), first, "{sql}");
                 }
             }
+        }
+    }
+
+    /// The designated timestamp's `min` and `max` are a chunk's first and last passing rows,
+    /// with the general path's answers: whole, filtered, through an index, none passing.
+    #[tokio::test]
+    async fn timestamp_extremes_are_the_first_and_last_passing_rows() {
+        let (engine, _dir) = engine_with(&[
+            "CREATE TABLE m (ts TIMESTAMP, s SYMBOL, v DOUBLE) TIMESTAMP(ts) PARTITION BY HOUR",
+            "INSERT INTO m SELECT to_timestamp_seconds(1704067200 + value / 3), \
+             's' || (value % 97), (value * 7919) % 10007 FROM generate_series(0, 299999)",
+        ])
+        .await;
+        for query in [
+            "SELECT min(ts), max(ts), count(*) FROM $t",
+            "SELECT max(ts), min(ts) FROM $t WHERE v > 9000",
+            "SELECT min(ts), max(ts) FROM $t WHERE v > 10006.5",
+            "SELECT max(ts) FROM $t WHERE s = 's5'",
+            "SELECT min(ts), max(v) FROM $t WHERE s IN ('s1', 's90') AND v < 100",
+            "SELECT min(ts), max(ts) FROM $t WHERE ts >= '2024-01-01T10:00:00' AND v < 5000",
+        ] {
+            let plan = answer_as_general_path(&engine, query, "m").await;
+            assert!(plan.contains("ScanAggregateExec"), "{query}: {plan}");
         }
     }
 
