@@ -423,8 +423,8 @@ impl ExecutionPlan for ScanAggregateExec {
         } else {
             batch_rows * 4
         };
-        // Ungrouped, unfiltered counts and extremes of the designated timestamp read nothing
-        // but a chunk's last row (see `Folding::timestamp`): a frame is one chunk.
+        // Ungrouped, unfiltered counts and extremes of the designated timestamp read no more
+        // than a chunk's first and last rows (see `Folding::timestamp`): a frame is one chunk.
         let timestamp = scan.timestamp_output().filter(|_| self.keys.is_empty());
         let ends_only = self.keys.is_empty()
             && !scan.has_row_filter()
