@@ -74,7 +74,8 @@ pub(crate) type PieceSums = Vec<(f64, u64)>;
 /// The piece sums the round's readers have handed in.
 #[derive(Debug, Default)]
 struct HandedIn {
-    readers: usize,
+    /// How many readers have handed theirs in.
+    readers_done: usize,
     pieces: Vec<(usize, PieceSums)>,
 }
 
@@ -90,13 +91,13 @@ impl Round {
     /// others get `None` (their share is in the last one's answer).
     pub(crate) fn hand_in_sums(&self, mine: Vec<(usize, PieceSums)>) -> Option<Vec<PieceSums>> {
         let mut handed = self.sums.lock().unwrap_or_else(|e| e.into_inner());
-        handed.readers += 1;
+        handed.readers_done += 1;
         handed.pieces.extend(mine);
         assert!(
-            handed.readers <= self.readers,
+            handed.readers_done <= self.readers,
             "a round's readers hand in their sums once each"
         );
-        if handed.readers < self.readers {
+        if handed.readers_done < self.readers {
             return None;
         }
         let mut pieces = std::mem::take(&mut handed.pieces);

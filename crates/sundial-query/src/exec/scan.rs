@@ -1083,16 +1083,7 @@ impl SundialScanExec {
                 "a scan kept for reuse ran without being bound".into(),
             ));
         };
-        // Reading no column (counting every row), a frame is one piece whatever its rows:
-        // a piece costs a step of the fold above, and there is nothing to keep in cache.
-        let counts_only = self.projection.is_empty() && data.filter.is_none();
-        let split = move |frame: Frame| -> Box<dyn Iterator<Item = Frame> + Send> {
-            if counts_only {
-                Box::new(std::iter::once(frame))
-            } else {
-                zone_pieces(frame, batch_rows)
-            }
-        };
+        let split = move |frame: Frame| zone_pieces(frame, batch_rows);
         let round = shared
             .then(|| {
                 data.claims.join(partition, self.partitions, || {
@@ -1102,14 +1093,12 @@ impl SundialScanExec {
             .flatten();
         let pieces = match round {
             Some(round) => Pieces::Shared(round),
-            None => Pieces::Own {
-                pieces: self
-                    .frames_of(data, partition)
+            None => Pieces::Own(
+                self.frames_of(data, partition)
                     .into_iter()
                     .flat_map(split)
                     .collect(),
-                taken: 0,
-            },
+            ),
         };
         Ok(ChunkReader {
             data: data.clone(),
@@ -1121,11 +1110,8 @@ impl SundialScanExec {
 
 /// Where a [`ChunkReader`] takes its pieces from.
 enum Pieces {
-    /// Its partition's frames, in order, and how many it has taken.
-    Own {
-        pieces: std::collections::VecDeque<Frame>,
-        taken: usize,
-    },
+    /// Its partition's frames, in order.
+    Own(std::collections::VecDeque<Frame>),
     /// A round all partitions of the node take from.
     Shared(Arc<Round>),
 }
@@ -1153,23 +1139,19 @@ impl ChunkReader {
             .is_some_and(|f| f.kernel.is_none())
     }
 
-    /// The next piece to read, if any is left, and its index among the round's pieces
-    /// (among this partition's own pieces when it reads its own frames).
-    pub(crate) fn next_piece(&mut self) -> Option<(usize, Frame)> {
+    /// The next piece to read, if any is left, and its index among the round's pieces when
+    /// the partitions share them.
+    pub(crate) fn next_piece(&mut self) -> Option<(Option<usize>, Frame)> {
         match &mut self.pieces {
-            Pieces::Own { pieces, taken } => {
-                let piece = pieces.pop_front()?;
-                *taken += 1;
-                Some((*taken - 1, piece))
-            }
-            Pieces::Shared(round) => round.take(),
+            Pieces::Own(pieces) => pieces.pop_front().map(|piece| (None, piece)),
+            Pieces::Shared(round) => round.take().map(|(i, piece)| (Some(i), piece)),
         }
     }
 
     /// The round this partition shares with the others, if it takes pieces from one.
     pub(crate) fn round(&self) -> Option<&Arc<Round>> {
         match &self.pieces {
-            Pieces::Own { .. } => None,
+            Pieces::Own(_) => None,
             Pieces::Shared(round) => Some(round),
         }
     }

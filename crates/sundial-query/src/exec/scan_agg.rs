@@ -424,7 +424,8 @@ impl ExecutionPlan for ScanAggregateExec {
             batch_rows * 4
         };
         // Ungrouped, unfiltered counts and extremes of the designated timestamp read no more
-        // than a chunk's first and last rows (see `Folding::timestamp`): a frame is one chunk.
+        // than a chunk's first and last rows (see `Folding::timestamp`; counting every row
+        // reads no column): a frame is one chunk, whatever its rows.
         let timestamp = scan.timestamp_output().filter(|_| self.keys.is_empty());
         let ends_only = self.keys.is_empty()
             && !scan.has_row_filter()
@@ -631,7 +632,7 @@ impl Folding {
             }
         }
         self.consume(chunks.read(&piece)?, &piece, chunks)?;
-        if let Some(piece_sums) = &mut self.piece_sums {
+        if let (Some(piece_sums), Some(index)) = (&mut self.piece_sums, index) {
             let sums: PieceSums = self
                 .sum_floats
                 .iter()
