@@ -513,6 +513,7 @@ impl Engine {
                 )))
                 .with_physical_optimizer_rule(Arc::new(crate::exec::in_order::ScanInOrder))
                 .with_physical_optimizer_rule(Arc::new(crate::exec::cooperative::SliceProbes))
+                .with_physical_optimizer_rule(Arc::new(crate::exec::gather::GatherSmallInputs))
                 // Last: it wraps what the other rules made.
                 .with_physical_optimizer_rule(Arc::new(crate::exec::cooperative::YieldEverywhere)),
         )

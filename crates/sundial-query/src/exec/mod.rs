@@ -18,6 +18,7 @@
 //!   ├ splice_join      the pairing of both sides' rows for SPLICE JOIN
 //!   └ narrow           the right side narrowed to rows the left rows can match
 //!  shared              SharedExec: a repeated subquery computed once per run
+//!  gather              GatherExec: the partitions of a run that reads little, on one task
 //!  cooperative         every operator yields; nested-loop probes in slices
 //! ```
 //!
@@ -39,6 +40,7 @@ mod bucket_states;
 mod claims;
 pub(crate) mod cooperative;
 mod frame;
+pub(crate) mod gather;
 pub(crate) mod in_order;
 pub(crate) mod index_scan;
 mod join_keys;

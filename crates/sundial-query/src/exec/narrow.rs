@@ -28,6 +28,7 @@ use datafusion::physical_plan::repartition::RepartitionExec;
 use datafusion::physical_plan::sorts::sort::SortExec;
 use datafusion::physical_plan::sorts::sort_preserving_merge::SortPreservingMergeExec;
 
+use super::gather::GatherExec;
 use super::scan::{Narrowing, SundialScanExec};
 
 /// `plan` reading only rows that pass every condition (each on a column of its output), or
@@ -98,6 +99,7 @@ fn passes_rows_through(plan: &Arc<dyn ExecutionPlan>) -> bool {
     plan.downcast_ref::<CooperativeExec>().is_some()
         || plan.downcast_ref::<SortPreservingMergeExec>().is_some()
         || plan.downcast_ref::<CoalescePartitionsExec>().is_some()
+        || plan.downcast_ref::<GatherExec>().is_some()
         || plan.downcast_ref::<RepartitionExec>().is_some()
         || plan.downcast_ref::<SortExec>().is_some()
 }

@@ -1056,6 +1056,21 @@ impl SundialScanExec {
         &self.projection
     }
 
+    /// About how many values this run reads: its rows times the columns it reads (those it
+    /// returns and those its row filter tests, at least one); `None` in a plan kept unbound.
+    pub(crate) fn values_to_read(&self) -> Option<u64> {
+        let data = self.data.as_ref()?;
+        let rows: u64 = data.frames.iter().map(Frame::len).sum();
+        let filter_only = data.filter.as_ref().map_or(0, |f| {
+            f.columns
+                .iter()
+                .filter(|c| !self.projection.contains(c))
+                .count()
+        });
+        let columns = (self.projection.len() + filter_only).max(1) as u64;
+        Some(rows.saturating_mul(columns))
+    }
+
     /// Whether a row filter tests the rows the frames hold (an unbound plan has none).
     pub(crate) fn has_row_filter(&self) -> bool {
         self.data.as_ref().is_some_and(|d| d.filter.is_some())

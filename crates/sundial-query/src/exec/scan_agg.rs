@@ -47,9 +47,11 @@ use datafusion::physical_plan::expressions::{CastExpr, Column, Literal};
 use datafusion::physical_plan::metrics::{
     Count, ExecutionPlanMetricsSet, MetricBuilder, MetricsSet,
 };
+use datafusion::physical_plan::repartition::RepartitionExec;
 use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
 use datafusion::physical_plan::{
-    DisplayAs, DisplayFormatType, ExecutionPlan, ExecutionPlanProperties, PlanProperties,
+    DisplayAs, DisplayFormatType, ExecutionPlan, ExecutionPlanProperties, Partitioning,
+    PlanProperties,
 };
 use sundial_kernels::{
     Accumulator, ColumnValues, Domain, Fold, GROUP_KEYS_MAX, GroupKey, Grouper, KeyKind, Slots,
@@ -60,6 +62,11 @@ use sundial_storage::ZONE_ROWS;
 use super::claims::PieceSums;
 use super::partial_agg::{final_over, fuse_partial_stage, states_at};
 use super::scan::{Chunk, ChunkReader, Frame, SundialScanExec, scan_batch_rows};
+
+/// Chunks read at their ends only (see `ScanAggregateExec::reads_ends_only`) folded between
+/// two yields to the runtime: each costs a few reads, and a yield reschedules the task (and
+/// may wake another thread to take it), which costs more than the chunk.
+const ENDS_ONLY_CHUNKS_PER_YIELD: usize = 64;
 
 /// Replaces partial aggregates over a Sundial scan with [`ScanAggregateExec`] (and
 /// single-stage ones with a final aggregate over it).
@@ -144,6 +151,30 @@ impl ScanAggregateExec {
         })
     }
 
+    /// Whether each chunk is folded from its first and last rows alone: ungrouped, unfiltered
+    /// counts and extremes of the designated timestamp (see `Folding::timestamp`; counting
+    /// every row reads no column), so a frame is one chunk, whatever its rows.
+    fn reads_ends_only(&self, scan: &SundialScanExec) -> bool {
+        let timestamp = scan.timestamp_output().filter(|_| self.keys.is_empty());
+        self.keys.is_empty()
+            && !scan.has_row_filter()
+            && self.aggregates.iter().all(|a| match a.column {
+                None => a.fold == Fold::Count,
+                Some(c) => Some(c) == timestamp && matches!(a.fold, Fold::MinInt | Fold::MaxInt),
+            })
+    }
+
+    /// About how many values this run reads (see [`SundialScanExec::values_to_read`]): one
+    /// per frame when only the ends of each are read; `None` in a plan kept unbound.
+    pub(crate) fn values_to_read(&self) -> Option<u64> {
+        let scan = self.scan.downcast_ref::<SundialScanExec>()?;
+        scan.snapshot()?;
+        if self.reads_ends_only(scan) {
+            return Some(scan.frames().len() as u64);
+        }
+        scan.values_to_read()
+    }
+
     /// The fused form of `partial`, if it reads a whole scan, groups by SYMBOL and integer
     /// columns only, and computes only aggregates the kernels fold.
     fn try_fuse(partial: &AggregateExec) -> DfResult<Option<Self>> {
@@ -151,7 +182,7 @@ impl ScanAggregateExec {
         if !group_by.is_single() || partial.filter_expr().iter().any(Option::is_some) {
             return Ok(None);
         }
-        let input = partial.input();
+        let input = scan_under(partial.input());
         let Some(scan) = input.downcast_ref::<SundialScanExec>() else {
             return Ok(None);
         };
@@ -221,6 +252,24 @@ impl ScanAggregateExec {
             metrics: ExecutionPlanMetricsSet::new(),
         }))
     }
+}
+
+/// `input`, or the scan under it when it only spreads a one-partition scan's batches over the
+/// cores (DataFusion's round-robin repartition over a scan of at most a batch): the fold
+/// reads the scan's chunks itself, in that one partition, as cheaply as a repartition hands
+/// out batches, and without the tasks and channels a repartition sets up.
+fn scan_under(input: &Arc<dyn ExecutionPlan>) -> &Arc<dyn ExecutionPlan> {
+    if let Some(repartition) = input.downcast_ref::<RepartitionExec>()
+        && matches!(repartition.partitioning(), Partitioning::RoundRobinBatch(_))
+        && repartition
+            .input()
+            .downcast_ref::<SundialScanExec>()
+            .is_some()
+        && repartition.input().output_partitioning().partition_count() == 1
+    {
+        return repartition.input();
+    }
+    input
 }
 
 /// The fold of aggregate `name` over `arg`, if the kernels compute it: the argument must be a
@@ -423,17 +472,16 @@ impl ExecutionPlan for ScanAggregateExec {
         } else {
             batch_rows * 4
         };
-        // Ungrouped, unfiltered counts and extremes of the designated timestamp read no more
-        // than a chunk's first and last rows (see `Folding::timestamp`; counting every row
-        // reads no column): a frame is one chunk, whatever its rows.
         let timestamp = scan.timestamp_output().filter(|_| self.keys.is_empty());
-        let ends_only = self.keys.is_empty()
-            && !scan.has_row_filter()
-            && self.aggregates.iter().all(|a| match a.column {
-                None => a.fold == Fold::Count,
-                Some(c) => Some(c) == timestamp && matches!(a.fold, Fold::MinInt | Fold::MaxInt),
-            });
+        let ends_only = self.reads_ends_only(scan);
         let chunk_rows = if ends_only { u64::MAX / 2 } else { chunk_rows };
+        // Chunks folded between yields to the runtime: a chunk of rows takes tens of
+        // microseconds or more; a chunk read at its ends only, well under one.
+        let chunks_per_yield = if ends_only {
+            ENDS_ONLY_CHUNKS_PER_YIELD
+        } else {
+            1
+        };
         let chunks = scan.chunks(partition, chunk_rows, self.order_free())?;
         // Sharing pieces, float sums are kept per piece (see `Folding::piece_sums`).
         let sum_floats: Vec<usize> = (0..self.aggregates.len())
@@ -462,16 +510,20 @@ impl ExecutionPlan for ScanAggregateExec {
             piece_sums,
             timestamp,
         };
+        let mut folded = 0usize;
         let stream = futures::stream::unfold(Some(chunks), move |open| {
             let result = open.map(|mut chunks| match folding.step(&mut chunks) {
                 Ok(true) => (None, Some(chunks)),
                 Ok(false) => (Some(folding.finish(&chunks)), None),
                 Err(e) => (Some(Err(e)), None),
             });
+            folded += 1;
+            let yields = folded.is_multiple_of(chunks_per_yield);
             async move {
                 let (item, rest) = result?;
-                // One chunk per poll, yielding between them, so a long scan can be cancelled.
-                if item.is_none() {
+                // A few chunks per poll, yielding between them, so a long scan can be
+                // cancelled.
+                if item.is_none() && yields {
                     tokio::task::yield_now().await;
                 }
                 Some((item, rest))
