@@ -20,6 +20,8 @@ with each bar's value, and where both servers have a value the ratio between the
                and uncached / hot.
 - ilp-*       (bench/ilp.sh): rows/s per file and protocol; Sundial / QuestDB.
 - query-*     (bench/query.sh): queries/s per protocol and client count; Sundial / QuestDB.
+- lookup-*    (bench/lookup.sh): pgbench queries/s per client count, one panel per table size,
+               row width and transport; Sundial / PostgreSQL (--metric p99_us: latency).
 - udp-*       (bench/udp.sh): share of lines captured per sending rate; Sundial / QuestDB.
 - fairness-*  (bench/fairness.sh): light statements' p50 ms (--metric p99, max) beside heavy
                clients, and heavy queries/s; without (unbounded) and with (default) turns.
@@ -43,7 +45,8 @@ FONT = "DejaVu Sans, Helvetica, Arial, sans-serif"
 COLOURS = {"sundial": "#E69F00", "questdb": "#0072B2", "hot": "#D55E00",
            "cold": "#0072B2", "uncached": "#8C8C8C"}
 PALETTE = ["#009E73", "#CC79A7", "#56B4E9", "#F0E442", "#000000"]
-NAMES = {"sundial": "Sundial", "questdb": "QuestDB", "hot": "hot (native files)",
+NAMES = {"sundial": "Sundial", "questdb": "QuestDB", "postgres": "PostgreSQL",
+         "hot": "hot (native files)",
          "cold": "cold (Parquet, decoded chunks cached)", "uncached": "cold, no cache"}
 
 
@@ -97,7 +100,7 @@ def run_description(path, header):
 
 def series_order(labels):
     """Sundial first, QuestDB second, the rest as they came."""
-    known = ["sundial", "questdb", "hot", "cold", "uncached"]
+    known = ["sundial", "questdb", "postgres", "hot", "cold", "uncached"]
     return sorted(dict.fromkeys(labels), key=lambda s: known.index(s) if s in known else 99)
 
 
@@ -225,6 +228,26 @@ def chart_query(records, metric):
                 ratios=[("sundial", "questdb", "Sundial ÷ QuestDB")])
 
 
+def chart_lookup(records, metric):
+    recs = [r for r in records if "transport" in r and "server" in r and "qps" in r]
+    metric = metric or "qps"
+    clients = lambda r: "%s client%s" % (r["clients"], "" if r["clients"] == "1" else "s")
+    panels = []
+    for table in dict.fromkeys((r["rows"], r["width"], r["transport"]) for r in recs):
+        mine = [r for r in recs if (r["rows"], r["width"], r["transport"]) == table]
+        title = "%s rows, %s, %s" % (format_tick(number(table[0]) or 0), table[1], table[2])
+        panels.append((title, grouped(mine, clients, lambda r: r["server"],
+                                      lambda r: number(r.get(metric)))))
+    higher = metric == "qps"
+    return dict(kind="lookup", higher=higher, unit="queries/s" if higher else "µs",
+                title="Point lookups by key (bench/lookup.sh, pgbench -M prepared): %s" %
+                ("queries per second (higher is better)" if higher else metric),
+                note="Ratio: Sundial ÷ PostgreSQL%s." %
+                (" (above 1: Sundial answers more)" if higher else ""),
+                series=series_order(r["server"] for r in recs), panels=panels,
+                ratios=[("sundial", "postgres", "Sundial ÷ PostgreSQL")])
+
+
 def chart_udp(records, metric):
     recs = [r for r in records if "target_lines_per_s" in r and "label" in r]
     metric = metric or "captured_pct"
@@ -267,6 +290,7 @@ KINDS = [  # (name, test on one record, builder): the first kind any record pass
     ("cold", lambda r: r.get("label") in ("hot", "cold", "uncached"), chart_cold),
     ("analytics", lambda r: "query" in r and "median_ms" in r, chart_analytics),
     ("udp", lambda r: "target_lines_per_s" in r, chart_udp),
+    ("lookup", lambda r: "qps" in r and "transport" in r and "server" in r, chart_lookup),
     ("query", lambda r: "qps" in r and "clients" in r, chart_query),
     ("ilp", lambda r: "file" in r and "rows_per_s" in r and "label" in r, chart_ilp),
 ]

@@ -141,6 +141,31 @@ def test_distribution():
     check("worst ten:" in t and any("5.00  latest_049" == x for x in t), "worst named: %s" % t)
 
 
+LOOKUP = """\
+# bench/lookup.sh 2026-12-07T13:00:00Z: rows=1000000 widths=wide clients=1,16 transports=plain tls
+result: server=sundial rows=1000000 width=wide transport=plain clients=1 qps=15000 p50_us=60 p99_us=120 max_us=900
+result: server=sundial rows=1000000 width=wide transport=plain clients=16 qps=27000 p50_us=500 p99_us=1500 max_us=9000
+result: server=sundial rows=1000000 width=wide transport=tls clients=16 qps=20000 p50_us=700 p99_us=2000 max_us=9000
+result: server=postgres rows=1000000 width=wide transport=plain clients=1 qps=12000 p50_us=70 p99_us=150 max_us=800
+result: server=postgres rows=1000000 width=wide transport=plain clients=16 qps=72000 p50_us=200 p99_us=600 max_us=5000
+pair: rows=1000000 width=wide transport=plain clients=1 sundial_qps=15000 postgres_qps=12000 ratio=1.25
+"""
+
+
+def test_lookup():
+    status, doc, _ = run(LOOKUP)
+    check(status == 0, "lookup: exit 0")
+    b, t = bars(doc), texts(doc)
+    check(sorted(b) == sorted(["Sundial: 15.0k", "Sundial: 27.0k", "Sundial: 20.0k",
+                               "PostgreSQL: 12.0k", "PostgreSQL: 72.0k"]), "lookup bars: %s" % b)
+    # 15,000 / 12,000 and 27,000 / 72,000; no ratio where PostgreSQL has no TLS figure.
+    check("1.25x" in t and "0.38x" in t, "lookup ratios: %s" % t)
+    check(any("plain" in x for x in t) and any("tls" in x for x in t), "a panel per transport")
+    check(any("higher is better" in x for x in t), "title says higher is better")
+    status, doc, _ = run(LOOKUP, "--metric", "p99_us")
+    check("PostgreSQL: 600" in bars(doc), "p99 drawn: %s" % bars(doc))
+
+
 def test_refuses():
     status, doc, err = run("protocol type\n# nothing measured\n")
     check(status == 1 and doc is None and "no `result:` lines" in err, "refused: %r" % err)
