@@ -30,6 +30,8 @@ SERVERS=${SERVERS:-"sundial postgres"}
 WORK=${WORK:-$(mktemp -d /tmp/sundial-lookup-bench.XXXXXX)}
 # The rows each INSERT ... SELECT loads: a bounded statement, however many rows in all.
 LOAD_ROWS=${LOAD_ROWS:-5000000}
+# The postgres user (the cluster's owner when this runs as root) works under WORK too.
+chmod 755 "$WORK"
 mkdir -p bench/results
 OUT=${OUT:-bench/results/lookup-$(date +%Y%m%d-%H%M%S).txt}
 export PG_PORT=${PG_PORT:-15432} PG_TLS=1
@@ -40,6 +42,16 @@ cargo build --release -p sundial-server
 bench/peers/postgres.sh install
 
 die() { echo "lookup.sh: $*" >&2; exit 1; }
+
+# Whatever server is running when the script ends (a failed step included) is stopped.
+RUNNING=
+cleanup() {
+    case $RUNNING in
+        sundial) bench/peers/sundial.sh stop "$WORK/sundial" || true ;;
+        postgres) bench/peers/postgres.sh stop "$WORK/postgres" || true ;;
+    esac
+}
+trap cleanup EXIT
 
 # Both servers serve TLS with a self-signed certificate made here.
 openssl req -x509 -newkey rsa:2048 -nodes -days 30 -subj /CN=127.0.0.1 \
@@ -55,18 +67,13 @@ columns() { # server width -> the CREATE TABLE's column list
 }
 
 values() { # server width first last -> an INSERT's SELECT of ids first..last
-    local n
-    case $1 in
-        sundial) n="(x + $(( $3 - 1 )))" ;;
-        postgres) n=g ;;
-    esac
-    local select
+    local n=g select
     case $2 in
         wide) select="$n, $n * 7, $n % 1000, 'name_' || $n, $n * 0.25, 'text of row ' || $n || ' and some more words', " ;;
         narrow) select="$n, $n * 7, " ;;
     esac
     case $1 in
-        sundial) echo "SELECT ${select}(1704067200000000 + $n * 1000000)::TIMESTAMP FROM long_sequence($(( $4 - $3 + 1 )))" ;;
+        sundial) echo "SELECT ${select}to_timestamp_seconds(1704067200 + g) FROM generate_series($3, $4) AS s(g)" ;;
         postgres) echo "SELECT ${select}timestamp '2024-01-01' + g * interval '1 second' FROM generate_series($3, $4) g" ;;
     esac
 }
@@ -74,7 +81,8 @@ values() { # server width first last -> an INSERT's SELECT of ids first..last
 psql_to() { # server sql
     local port=${SUNDIAL_PG_ADDR##*:}
     [[ $1 == postgres ]] && port=$PG_PORT
-    PGPASSWORD=quest psql -h 127.0.0.1 -p "$port" -U admin -d qdb -qAtX -v ON_ERROR_STOP=1 -c "$2"
+    PGOPTIONS="$([[ $1 == postgres ]] && echo "-c client_min_messages=warning")" PGPASSWORD=quest \
+        psql -h 127.0.0.1 -p "$port" -U admin -d qdb -qAtX -v ON_ERROR_STOP=1 -c "$2"
 }
 
 load() { # server rows width
@@ -140,6 +148,7 @@ run_steps() { # server rows width
 
 run_server() { # server
     local server=$1
+    RUNNING=$server
     case $server in
         sundial) bench/peers/sundial.sh start "$WORK/sundial" --tls-cert "$WORK/tls.crt" --tls-key "$WORK/tls.key" ;;
         postgres) bench/peers/postgres.sh start "$WORK/postgres" ;;
@@ -155,6 +164,7 @@ run_server() { # server
         sundial) bench/peers/sundial.sh stop "$WORK/sundial" ;;
         postgres) bench/peers/postgres.sh stop "$WORK/postgres" ;;
     esac
+    RUNNING=
 }
 
 {

@@ -47,6 +47,7 @@ start() { # root
     install
     mkdir -p "$root"
     [[ $(id -u) -ne 0 ]] || chown postgres: "$root"
+    as_pg test -w "$root" || die "the postgres user cannot write $root (are its parents traversable?)"
     if [[ ! -f $root/data/PG_VERSION ]]; then
         as_pg env LC_ALL=C.UTF-8 "$PG_BIN/initdb" -D "$root/data" -U admin -A trust -E UTF8 \
             --locale=C.UTF-8 --no-sync >"$root/initdb.log" 2>&1 || die "initdb failed: see $root/initdb.log"

@@ -34,6 +34,7 @@ use crate::plans::text_shape::{Learned, TextShape};
 use crate::provider::{InsertPath, SundialSchema};
 use crate::running::QueryGate;
 use crate::session_statements::{Deallocate, Named, argument_values, parse_deallocate};
+use crate::table_keys::TableKeys;
 
 /// What a statement produced.
 pub enum Output {
@@ -320,6 +321,8 @@ pub struct Engine {
     current: RwLock<Arc<Current>>,
     /// Key indexes for point lookups and indexed symbols, shared by all sessions.
     key_indexes: Arc<KeyIndexes>,
+    /// Whole-table key indexes of point lookups by integer keys, shared by all sessions.
+    table_keys: TableKeys,
     /// Each query's memory limit, the budget queries share, where they spill.
     memory: crate::memory_use::MemoryLimits,
     /// Plans shared by queries of the same shape (see `plan_cache`).
@@ -465,8 +468,13 @@ pub const INSERT_PENDING_ROWS_MAX: usize = 400_000;
 /// Query shapes whose plans are kept (see `plan_cache`).
 const PLAN_CACHE_ENTRIES_MAX: usize = 1024;
 
-/// Memory the key indexes (point lookups, symbol indexes) may take.
+/// Memory the per-partition key indexes (symbol indexes, lookups a whole-table index does
+/// not answer) may take.
 const KEY_INDEX_BYTES_MAX: usize = 256 << 20;
+
+/// Memory the whole-table key indexes of point lookups may take: about 24 bytes a row, so
+/// some 90M rows of keys.
+const TABLE_KEYS_BYTES_MAX: usize = 2 << 30;
 
 impl Engine {
     /// An engine whose INSERTs have table sinks of their own.
@@ -542,6 +550,7 @@ impl Engine {
             current: RwLock::new(Current::of(&ctx)),
             ctx,
             key_indexes,
+            table_keys: TableKeys::new(TABLE_KEYS_BYTES_MAX),
             memory: Default::default(),
             plans: PlanCache::new(PLAN_CACHE_ENTRIES_MAX),
             text_shapes: PlanCache::new(PLAN_CACHE_ENTRIES_MAX),
@@ -1307,7 +1316,7 @@ impl Engine {
             PreparedKind::Plan(plan) => self.run_plan(with_values(plan, values)?).await,
             PreparedKind::Lookup(lookup) => {
                 let batches = lookup
-                    .run(&self.key_indexes, values, u64::MAX)?
+                    .run((&self.key_indexes, &self.table_keys), values, u64::MAX)?
                     .unwrap_or_default();
                 let stream = MemoryStream::try_new(batches, lookup.schema().clone(), None)?;
                 Ok(Output::Rows(Box::pin(stream)))
@@ -1377,7 +1386,8 @@ impl Engine {
             Ok(values) => values,
             Err(e) => return Some(Err(e)),
         };
-        match lookup.run(&self.key_indexes, values, LOOKUP_NOW_STEP_ROWS_MAX) {
+        let indexes = (self.key_indexes.as_ref(), &self.table_keys);
+        match lookup.run(indexes, values, LOOKUP_NOW_STEP_ROWS_MAX) {
             Ok(Some(batches)) => Some(Ok((lookup.schema().clone(), batches))),
             Ok(None) => None,
             Err(e) => Some(Err(e)),

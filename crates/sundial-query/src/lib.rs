@@ -22,6 +22,7 @@
 //!     │          merge, cooperative yielding, rebinding kept plans to a run's values
 //!  snapshot      the storage seam: newest snapshot of a planned table, symbol lookup
 //!  key_index     per-partition hash indexes of keys, for point lookups and index scans
+//!  table_keys    whole-table hash indexes of integer keys: a point lookup probes once
 //!  functions     QuestDB's time functions (date_format: its timestamp patterns;
 //!                fill_linear: SAMPLE BY's FILL(LINEAR) as a window function);
 //!                bounded: functions that check sizes first
@@ -92,6 +93,7 @@ mod running;
 mod session_statements;
 mod shared;
 mod snapshot;
+mod table_keys;
 pub mod text;
 mod users;
 

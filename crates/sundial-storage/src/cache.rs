@@ -4,7 +4,8 @@
 //! Invariants:
 //! * At most `open_files_max` descriptors are cached, at most `mapped_files_max` mappings and
 //!   at most `decoded_cache_bytes` of decoded Parquet column chunks;
-//!   inserting past a bound evicts the least recently used entry. So the number of tables,
+//!   inserting past a bound evicts the least recently used entries (a sixteenth of the
+//!   bound at once). Lookups share the lock and only stamp their entry. So the number of tables,
 //!   partitions and columns is not limited by `RLIMIT_NOFILE` or `vm.max_map_count`.
 //! * An evicted entry is only the cache's reference: a writer or a query still using the
 //!   `Arc<File>` or the mapped `Buffer` keeps it until it is done (a descriptor is closed, a
@@ -19,7 +20,8 @@ use std::collections::BTreeMap;
 use std::fs::{File, OpenOptions};
 use std::ops::Bound;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use arrow_array::{Array, ArrayRef};
 use arrow_buffer::Buffer;
@@ -29,18 +31,20 @@ use crate::error::{IoContext, Result, StorageError};
 /// Least-recently-used map with a bound on the total weight of its entries (their number,
 /// when each weighs 1). Ordered by key, so that the entries of one directory (a key range) are
 /// forgotten without visiting the others.
+///
+/// A lookup only stamps its entry with the next tick (`&self`: readers share the cache's lock);
+/// inserting past the bound evicts the entries with the oldest stamps, a sixteenth of the
+/// bound at once, so that sorting the stamps is paid once per many inserts.
 struct Lru<K, V> {
     max: usize,
     entries: BTreeMap<K, Entry<V>>,
-    /// Use tick to key; the first entry is the least recently used.
-    order: BTreeMap<u64, K>,
-    tick: u64,
+    tick: AtomicU64,
     weight: usize,
 }
 
 struct Entry<V> {
     value: V,
-    used: u64,
+    used: AtomicU64,
     weight: usize,
 }
 
@@ -49,8 +53,7 @@ impl<K: Ord + Clone, V> Lru<K, V> {
         Lru {
             max: max.max(1),
             entries: BTreeMap::new(),
-            order: BTreeMap::new(),
-            tick: 0,
+            tick: AtomicU64::new(0),
             weight: 0,
         }
     }
@@ -60,14 +63,11 @@ impl<K: Ord + Clone, V> Lru<K, V> {
     }
 
     /// The entry of `key`, marked as just used.
-    fn get(&mut self, key: &K) -> Option<&mut V> {
-        self.tick += 1;
-        let tick = self.tick;
-        let entry = self.entries.get_mut(key)?;
-        self.order.remove(&entry.used);
-        entry.used = tick;
-        self.order.insert(tick, key.clone());
-        Some(&mut entry.value)
+    fn get(&self, key: &K) -> Option<&V> {
+        let entry = self.entries.get(key)?;
+        let tick = self.tick.fetch_add(1, Ordering::Relaxed) + 1;
+        entry.used.store(tick, Ordering::Relaxed);
+        Some(&entry.value)
     }
 
     /// Inserts or replaces `key` (weight 1).
@@ -75,40 +75,47 @@ impl<K: Ord + Clone, V> Lru<K, V> {
         self.insert_weighted(key, value, 1);
     }
 
-    /// Inserts or replaces `key`, evicting the least recently used entries while the total
-    /// weight exceeds the bound (the entry just inserted last: one heavier than the bound is
-    /// not kept).
+    /// Inserts or replaces `key`; past the bound, evicts the least recently used entries
+    /// until the total weight is a sixteenth of the bound under it (the entry just inserted
+    /// last: one heavier than the bound is not kept).
     fn insert_weighted(&mut self, key: K, value: V, weight: usize) {
-        self.tick += 1;
+        let tick = self.tick.fetch_add(1, Ordering::Relaxed) + 1;
         let entry = Entry {
             value,
-            used: self.tick,
+            used: AtomicU64::new(tick),
             weight,
         };
-        if let Some(old) = self.entries.insert(key.clone(), entry) {
-            self.order.remove(&old.used);
+        if let Some(old) = self.entries.insert(key, entry) {
             self.weight -= old.weight;
         }
         self.weight += weight;
-        self.order.insert(self.tick, key);
-        while self.weight > self.max {
-            let Some((_, oldest)) = self.order.pop_first() else {
-                break;
-            };
-            if let Some(old) = self.entries.remove(&oldest) {
-                self.weight -= old.weight;
-            }
+        if self.weight <= self.max {
+            return;
         }
-        debug_assert_eq!(
-            self.entries.len(),
-            self.order.len(),
-            "LRU index out of step"
-        );
+        let target = self.max - self.max / 16;
+        let mut by_age: Vec<(u64, &K, usize)> = self
+            .entries
+            .iter()
+            .map(|(k, e)| (e.used.load(Ordering::Relaxed), k, e.weight))
+            .collect();
+        by_age.sort_unstable_by_key(|(used, _, _)| *used);
+        let mut weight = self.weight;
+        let mut evicted = Vec::new();
+        for (_, key, entry_weight) in by_age {
+            if weight <= target {
+                break;
+            }
+            weight -= entry_weight;
+            evicted.push(key.clone());
+        }
+        for key in &evicted {
+            self.remove(key);
+        }
+        debug_assert!(self.weight <= self.max, "LRU over its bound");
     }
 
     fn remove(&mut self, key: &K) {
         if let Some(old) = self.entries.remove(key) {
-            self.order.remove(&old.used);
             self.weight -= old.weight;
         }
     }
@@ -206,11 +213,11 @@ pub(crate) type ChunkKey = (u64, u32, u32);
 /// The database's caches of open files, mappings and decoded Parquet column chunks (see the
 /// module docs).
 pub(crate) struct FileCache {
-    files: Mutex<Lru<PathBuf, Arc<File>>>,
+    files: RwLock<Lru<PathBuf, Arc<File>>>,
     /// Keyed by partition directory (its process-unique id) and file name.
-    maps: Mutex<Lru<MapKey, Mapped>>,
+    maps: RwLock<Lru<MapKey, Mapped>>,
     /// Weighed in bytes of the arrays (see `parquet_read.rs`).
-    chunks: Mutex<Lru<ChunkKey, ArrayRef>>,
+    chunks: RwLock<Lru<ChunkKey, ArrayRef>>,
 }
 
 impl std::fmt::Debug for FileCache {
@@ -219,8 +226,13 @@ impl std::fmt::Debug for FileCache {
     }
 }
 
-fn lock<'a, T>(m: &'a Mutex<T>, what: &str) -> Result<MutexGuard<'a, T>> {
-    m.lock()
+fn read<'a, T>(m: &'a RwLock<T>, what: &str) -> Result<RwLockReadGuard<'a, T>> {
+    m.read()
+        .map_err(|_| StorageError::Internal(format!("{what} cache poisoned")))
+}
+
+fn write<'a, T>(m: &'a RwLock<T>, what: &str) -> Result<RwLockWriteGuard<'a, T>> {
+    m.write()
         .map_err(|_| StorageError::Internal(format!("{what} cache poisoned")))
 }
 
@@ -231,21 +243,21 @@ impl FileCache {
         chunk_bytes_max: usize,
     ) -> FileCache {
         FileCache {
-            files: Mutex::new(Lru::new(open_files_max)),
-            maps: Mutex::new(Lru::new(mapped_files_max)),
-            chunks: Mutex::new(Lru::new(chunk_bytes_max)),
+            files: RwLock::new(Lru::new(open_files_max)),
+            maps: RwLock::new(Lru::new(mapped_files_max)),
+            chunks: RwLock::new(Lru::new(chunk_bytes_max)),
         }
     }
 
     /// A decoded column chunk, if it is cached.
     pub fn chunk(&self, key: ChunkKey) -> Option<ArrayRef> {
-        self.chunks.lock().ok()?.get(&key).cloned()
+        self.chunks.read().ok()?.get(&key).cloned()
     }
 
     /// Keeps a decoded column chunk, weighed by the bytes its buffers hold.
     pub fn keep_chunk(&self, key: ChunkKey, array: ArrayRef) {
         let bytes = array.get_array_memory_size();
-        if let Ok(mut chunks) = self.chunks.lock() {
+        if let Ok(mut chunks) = self.chunks.write() {
             chunks.insert_weighted(key, array, bytes);
         }
     }
@@ -253,7 +265,7 @@ impl FileCache {
     /// `path` opened for reading and writing (created if `create`), from the cache if it is
     /// there. The descriptor stays valid while the returned `Arc` lives, evicted or not.
     pub fn file(&self, path: &Path, create: bool) -> Result<Arc<File>> {
-        if let Some(f) = lock(&self.files, "open file")?.get(&path.to_path_buf()) {
+        if let Some(f) = read(&self.files, "open file")?.get(&path.to_path_buf()) {
             return Ok(f.clone());
         }
         // Opened outside the lock: other tables' writers need not wait for this one's I/O.
@@ -266,51 +278,51 @@ impl FileCache {
                 .open(path)
                 .at(path)?,
         );
-        lock(&self.files, "open file")?.insert(path.to_path_buf(), file.clone());
+        write(&self.files, "open file")?.insert(path.to_path_buf(), file.clone());
         Ok(file)
     }
 
     /// Forgets every open file under `dir` (before or after it is deleted).
     pub fn forget_files_under(&self, dir: &Path) {
-        if let Ok(mut files) = self.files.lock() {
+        if let Ok(mut files) = self.files.write() {
             // Paths order by component, so those under `dir` directly follow it.
             files.remove_run(Bound::Excluded(&dir.to_path_buf()), |p| p.starts_with(dir));
         }
     }
 
     pub fn mapping(&self, dir_id: u64, name: &str) -> Result<Option<Mapped>> {
-        Ok(lock(&self.maps, "mapping")?
+        Ok(read(&self.maps, "mapping")?
             .get(&MapKey::new(dir_id, name))
             .cloned())
     }
 
     pub fn set_mapping(&self, dir_id: u64, name: &str, mapped: Mapped) -> Result<()> {
-        lock(&self.maps, "mapping")?.insert(MapKey::new(dir_id, name), mapped);
+        write(&self.maps, "mapping")?.insert(MapKey::new(dir_id, name), mapped);
         Ok(())
     }
 
     pub fn forget_mapping(&self, dir_id: u64, name: &str) {
-        if let Ok(mut maps) = self.maps.lock() {
+        if let Ok(mut maps) = self.maps.write() {
             maps.remove(&MapKey::new(dir_id, name));
         }
     }
 
     /// Forgets every mapping and decoded chunk of a partition directory.
     pub fn forget_mappings_of(&self, dir_id: u64) {
-        if let Ok(mut maps) = self.maps.lock() {
+        if let Ok(mut maps) = self.maps.write() {
             maps.remove_run(Bound::Included(&MapKey::new(dir_id, "")), |key| {
                 key.dir() == dir_id
             });
         }
-        if let Ok(mut chunks) = self.chunks.lock() {
+        if let Ok(mut chunks) = self.chunks.write() {
             chunks.remove_run(Bound::Included(&(dir_id, 0, 0)), |(id, _, _)| *id == dir_id);
         }
     }
 
     /// Descriptors and mappings cached now.
     pub fn counts(&self) -> (usize, usize) {
-        let files = self.files.lock().map_or(0, |f| f.len());
-        let maps = self.maps.lock().map_or(0, |m| m.len());
+        let files = self.files.read().map_or(0, |f| f.len());
+        let maps = self.maps.read().map_or(0, |m| m.len());
         (files, maps)
     }
 }
@@ -429,18 +441,42 @@ mod tests {
         for k in 0..3 {
             lru.insert(k, k * 10);
         }
-        assert_eq!(lru.get(&0), Some(&mut 0));
+        assert_eq!(lru.get(&0), Some(&0));
         lru.insert(3, 30);
         assert_eq!(lru.len(), 3);
         assert!(lru.get(&1).is_none(), "1 was the least recently used");
         lru.insert(2, 21);
         lru.insert(4, 40);
         assert!(lru.get(&0).is_none() && lru.get(&3).is_some());
-        assert_eq!(lru.get(&2), Some(&mut 21));
+        assert_eq!(lru.get(&2), Some(&21));
         lru.remove_run(Bound::Included(&2), |k| *k < 3);
         lru.remove(&4);
         assert_eq!(lru.len(), 1);
-        assert_eq!(lru.entries.len(), lru.order.len());
+        assert_eq!(lru.weight, 1);
+    }
+
+    /// Past a larger bound a sixteenth goes at once, the least recently used, whichever
+    /// were inserted first.
+    #[test]
+    fn lru_evicts_in_batches_by_last_use() {
+        let mut lru = Lru::new(32);
+        for k in 0..32 {
+            lru.insert(k, k);
+        }
+        for k in 0..8 {
+            assert!(lru.get(&k).is_some());
+        }
+        lru.insert(32, 32);
+        // 33 over a bound of 32: down to 30, so the three used longest ago go.
+        assert_eq!(lru.len(), 30);
+        assert!(
+            (8..11).all(|k| lru.get(&k).is_none()),
+            "8, 9 and 10 were used last"
+        );
+        assert!((0..8).chain(11..33).all(|k| lru.get(&k).is_some()));
+        // Weighted: an entry heavier than the bound is not kept.
+        lru.insert_weighted(99, 99, 40);
+        assert!(lru.get(&99).is_none() && lru.weight <= 32);
     }
 
     #[test]

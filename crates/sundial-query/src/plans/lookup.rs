@@ -2,8 +2,10 @@
 //!
 //! ```text
 //! prepare:  optimized plan ──PointLookup::from_plan──▶ { table, key columns, projection }
-//! run:      newest snapshot ─▶ each partition: key column == value ─▶ mask
-//!                           ─▶ projected columns, masked ─▶ one batch per partition with hits
+//! run:      newest snapshot ─▶ an integer key: its rows from the table's key index
+//!                              (table_keys), one probe whatever the partitions
+//!                           ─▶ otherwise each partition: key index or key column == value
+//!                           ─▶ projected columns of those rows ─▶ one batch per partition with hits
 //! ```
 //!
 //! Clients that look rows up by key send the same prepared statement thousands of times a
@@ -37,6 +39,7 @@ use crate::error::{QueryError, Result, internal};
 use crate::key_index::{IndexRows, KeyIndexes, indexable};
 use crate::provider::SundialTable;
 use crate::snapshot::symbol_code;
+use crate::table_keys::{Found, TableKeys};
 use sundial_sql::names::placeholder_index;
 
 /// A prepared statement that is a conjunction of equalities on one Sundial table.
@@ -191,7 +194,7 @@ impl PointLookup {
     /// that cannot block long runs it elsewhere).
     pub(crate) fn run(
         &self,
-        indexes: &KeyIndexes,
+        (indexes, table_keys): (&KeyIndexes, &TableKeys),
         params: &[ScalarValue],
         step_rows_max: u64,
     ) -> Result<Option<Vec<RecordBatch>>> {
@@ -204,21 +207,67 @@ impl PointLookup {
             return Ok(Some(Vec::new()));
         };
         let deferred = Cell::new(false);
+        let scope = |partition| Scope {
+            indexes,
+            table: table.table(),
+            snapshot: &snapshot,
+            partition,
+            step_rows_max,
+            deferred: &deferred,
+        };
+        // The first integer key's whole-table index: one probe, whatever the partitions.
+        if let Some((first, key)) = needles
+            .iter()
+            .enumerate()
+            .find_map(|(i, n)| Some((i, n.index_key.filter(|_| !n.is_symbol)?)))
+        {
+            let found = table_keys.rows(
+                table.table(),
+                &snapshot,
+                needles[first].column,
+                key,
+                step_rows_max,
+                GATHER_ROWS_MAX,
+            )?;
+            match found {
+                Found::Rows(hits) => {
+                    let mut remaining = self.fetch.unwrap_or(usize::MAX);
+                    let mut batches = Vec::new();
+                    for group in hits.chunk_by(|a, b| a.0 == b.0) {
+                        if remaining == 0 {
+                            break;
+                        }
+                        let scope = scope(group[0].0);
+                        let rows = group.iter().map(|&(_, row)| row).collect();
+                        let rows = matching_others(&scope, &needles, first, rows)?;
+                        if rows.is_empty() {
+                            continue;
+                        }
+                        let columns = self
+                            .projection
+                            .iter()
+                            .map(|c| gather(&scope, *c, &rows))
+                            .collect::<Result<Vec<_>>>()?;
+                        let mut hits = RecordBatch::try_new(self.schema.clone(), columns)?;
+                        if hits.num_rows() > remaining {
+                            hits = hits.slice(0, remaining);
+                        }
+                        remaining -= hits.num_rows();
+                        batches.push(hits);
+                    }
+                    return Ok(Some(batches));
+                }
+                Found::Deferred => return Ok(None),
+                Found::TooMany | Found::Unindexed => {}
+            }
+        }
         let mut remaining = self.fetch.unwrap_or(usize::MAX);
         let mut batches = Vec::new();
         for partition in 0..snapshot.partitions().len() {
             if remaining == 0 {
                 break;
             }
-            let scope = Scope {
-                indexes,
-                table: table.table(),
-                snapshot: &snapshot,
-                partition,
-                step_rows_max,
-                deferred: &deferred,
-            };
-            let hits = self.hits(&scope, &needles)?;
+            let hits = self.hits(&scope(partition), &needles)?;
             if deferred.get() {
                 return Ok(None);
             }
@@ -451,7 +500,7 @@ fn indexed_rows(scope: &Scope<'_>, needles: &[Needle]) -> Result<Option<Vec<u32>
         0..u64::MAX,
         GATHER_ROWS_MAX,
     )?;
-    let mut rows = match found {
+    let rows = match found {
         IndexRows::Hits(rows) => rows,
         IndexRows::Unindexed => return Ok(None),
         IndexRows::Deferred => {
@@ -462,6 +511,17 @@ fn indexed_rows(scope: &Scope<'_>, needles: &[Needle]) -> Result<Option<Vec<u32>
     if rows.len() > GATHER_ROWS_MAX {
         return Ok(None);
     }
+    matching_others(scope, needles, first, rows).map(Some)
+}
+
+/// Those of `rows` (ascending, of the scope's partition) where every needle but the `first`
+/// (which found them) matches.
+fn matching_others(
+    scope: &Scope<'_>,
+    needles: &[Needle],
+    first: usize,
+    mut rows: Vec<u32>,
+) -> Result<Vec<u32>> {
     for (i, needle) in needles.iter().enumerate() {
         if i == first || rows.is_empty() {
             continue;
@@ -474,7 +534,7 @@ fn indexed_rows(scope: &Scope<'_>, needles: &[Needle]) -> Result<Option<Vec<u32>
             .filter_map(|(row, hit)| hit.then_some(*row))
             .collect();
     }
-    Ok(Some(rows))
+    Ok(rows)
 }
 
 /// Rows `rows` (ascending) of one column of the scope's partition, read run by run.
