@@ -54,7 +54,7 @@ mod types;
 pub use auth::{AuthMethod, Users};
 pub use error::PgError;
 pub use server::PgServer;
-pub use shared::PgOptions;
+pub use shared::{ParkedWorkers, PgOptions};
 
 #[cfg(test)]
 mod tests;

@@ -134,7 +134,14 @@ struct Statement {
     /// The statement's text (Parse's; empty for simple queries, which log their own), for
     /// the statement log.
     text: Box<str>,
+    /// The RowDescription message last sent for it, with the result formats it was for: a
+    /// client that describes each portal it binds (libpq does) gets it copied. The schema is
+    /// fixed at Parse, so only the formats can change it.
+    description: std::sync::Mutex<Option<Described>>,
 }
+
+/// A RowDescription message and the result formats it was written for.
+type Described = (Vec<Format>, Box<[u8]>);
 
 enum StatementKind {
     Empty,
@@ -180,6 +187,7 @@ impl Statement {
             param_types,
             column_types: Vec::new(),
             text: Box::default(),
+            description: std::sync::Mutex::new(None),
         };
         if let Some(schema) = statement.schema() {
             statement.column_types = types::pg_field_types(&schema);
@@ -414,6 +422,11 @@ impl Session {
             return Ok(false);
         }
         let shared = self.shared.clone();
+        let parked = shared.options.parked_workers.as_deref();
+        let others_idle = || parked.is_none_or(|p| p.count() > 0);
+        if !others_idle() {
+            return Ok(false);
+        }
         let Some(_slot) = shared.spinners.try_enter() else {
             return Ok(false);
         };
@@ -431,7 +444,8 @@ impl Session {
                 Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
                 Err(e) => return Err(e.into()),
             }
-            if started.elapsed() >= spin {
+            // Work arrived for the other workers: this thread may be needed too.
+            if started.elapsed() >= spin || !others_idle() {
                 return Ok(false);
             }
             std::hint::spin_loop();
@@ -1073,9 +1087,26 @@ impl Session {
                     .get(name)
                     .ok_or_else(|| PgError::UndefinedPortal(name.to_string()))?;
                 let (statement, formats) = (portal.statement.clone(), portal.formats.clone());
+                // A FETCH describes its cursor's rows, which the statement does not fix.
+                let cacheable = !matches!(statement.kind, StatementKind::Fetch { .. });
+                let mut cached = statement
+                    .description
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner());
+                if cacheable
+                    && let Some((for_formats, message)) = cached.as_ref()
+                    && *for_formats == formats
+                {
+                    self.out.buf.extend_from_slice(message);
+                    return Ok(());
+                }
+                let at = self.out.buf.len();
                 match self.described(&statement, &formats)? {
                     Some((schema, formats)) => self.row_description(&schema, &formats),
                     None => self.out.empty(b'n'),
+                }
+                if cacheable {
+                    *cached = Some((formats, self.out.buf[at..].into()));
                 }
             }
             other => {

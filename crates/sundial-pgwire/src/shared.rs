@@ -46,6 +46,39 @@ pub struct PgOptions {
     pub tls: Option<Arc<sundial_tls::Tls>>,
     /// Which peers may log in over plain TCP (refused with SQLSTATE 28000).
     pub tls_require: sundial_tls::TlsRequire,
+    /// The serving runtime's parked worker threads, counted by its park hooks (see
+    /// [`ParkedWorkers`]); sessions poll their sockets only while another worker is parked.
+    /// Without it, only the number of polling sessions is bounded.
+    pub parked_workers: Option<Arc<ParkedWorkers>>,
+}
+
+/// The worker threads of a runtime that are parked (out of tasks), counted by the hooks the
+/// runtime is built with (`on_thread_park` calls [`ParkedWorkers::parked`],
+/// `on_thread_unpark` [`ParkedWorkers::unparked`]).
+///
+/// A parked worker means the runtime has nothing queued (a task scheduled while a worker is
+/// parked wakes it to run or steal it), so a session may spend its own thread polling its
+/// socket without keeping another session waiting. With every worker busy, a polling session
+/// would hold its thread while others' work queues behind it: on two cores and 16 clients,
+/// the median round trip was 50 µs and the 99th percentile 3-5 ms.
+#[derive(Debug, Default)]
+pub struct ParkedWorkers(AtomicUsize);
+
+impl ParkedWorkers {
+    pub fn parked(&self) {
+        self.0.fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub fn unparked(&self) {
+        // Each worker parks before it unparks; never below zero, even if a hook were missed.
+        let _ = self
+            .0
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1));
+    }
+
+    pub fn count(&self) -> usize {
+        self.0.load(Ordering::Relaxed)
+    }
 }
 
 impl Default for PgOptions {
@@ -60,6 +93,7 @@ impl Default for PgOptions {
             read_spin_us: 50,
             tls: None,
             tls_require: sundial_tls::TlsRequire::Off,
+            parked_workers: None,
         }
     }
 }
@@ -162,5 +196,46 @@ mod tests {
             spinners.try_enter().is_some(),
             "a slot is given back when dropped"
         );
+    }
+
+    /// The hooks of a real runtime count its parked workers: all of them once idle, fewer
+    /// while tasks run.
+    #[test]
+    fn parked_workers_are_counted_by_the_runtime_hooks() {
+        let parked = Arc::new(ParkedWorkers::default());
+        let (on_park, on_unpark) = (parked.clone(), parked.clone());
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .on_thread_park(move || on_park.parked())
+            .on_thread_unpark(move || on_unpark.unparked())
+            .build()
+            .expect("runtime");
+        let idle = |n: usize| {
+            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+            while parked.count() != n {
+                assert!(
+                    std::time::Instant::now() < deadline,
+                    "{} parked",
+                    parked.count()
+                );
+                std::thread::sleep(std::time::Duration::from_millis(1));
+            }
+        };
+        idle(2);
+        // A task that keeps a worker busy leaves at most the other parked.
+        let (started_tx, started) = std::sync::mpsc::channel();
+        let (release, release_rx) = std::sync::mpsc::channel::<()>();
+        runtime.spawn(async move {
+            started_tx.send(()).expect("send");
+            release_rx.recv().expect("recv");
+        });
+        started.recv().expect("started");
+        assert!(parked.count() <= 1, "{} parked", parked.count());
+        release.send(()).expect("release");
+        idle(2);
+        // Never below zero, whatever the order of the calls.
+        let lone = ParkedWorkers::default();
+        lone.unparked();
+        assert_eq!(lone.count(), 0);
     }
 }

@@ -38,7 +38,7 @@ use axum::routing::{get, post};
 use sundial_http::auth::HttpAuth;
 use sundial_http::{AllowedOrigins, HttpOptions, HttpSql, sql_router};
 use sundial_ingest::{IngestOptions, Sinks};
-use sundial_pgwire::{AuthMethod, PgOptions, PgServer, Users};
+use sundial_pgwire::{AuthMethod, ParkedWorkers, PgOptions, PgServer, Users};
 use sundial_query::{Engine, InsertPath};
 use sundial_storage::{Database, PartitionBy};
 use tokio::net::TcpListener;
@@ -215,7 +215,7 @@ pub struct ServeArgs {
     pub pg_message_bytes_max: usize,
     /// How long a PostgreSQL session that has answered polls for the client's next message
     /// before its thread sleeps, in microseconds (0: never poll). At most query threads less
-    /// one sessions poll at once.
+    /// one sessions poll at once, and only while another query thread is idle.
     #[arg(long, env = "SUNDIAL_PG_READ_SPIN_US", default_value_t = 50)]
     pub pg_read_spin_us: u64,
     /// Default statement timeout in milliseconds (0: none), for PostgreSQL sessions (which may
@@ -504,7 +504,7 @@ fn serve_pg(
     served: &mut JoinSet<()>,
     stop: watch::Receiver<bool>,
 ) -> Result<(), String> {
-    let pg = pg_server(args, access, tls, engine)?;
+    let pg = pg_server(args, access, tls, engine, queries.1.clone())?;
     let listener = listen_on(queries, args.pg_addr)
         .map_err(|e| listen_error(args.pg_addr, "PostgreSQL", "--pg-addr", &e))?;
     tracing::info!("PostgreSQL wire protocol on {}", args.pg_addr);
@@ -679,7 +679,8 @@ impl From<GzipArg> for sundial_http::Gzip {
 
 /// The query runtime, shut down without waiting when dropped: dropping a runtime the blocking
 /// way inside the serving runtime (on any early return) would panic.
-struct QueryRuntime(Option<tokio::runtime::Runtime>);
+/// The query runtime, and its worker threads that are parked (counted by its park hooks).
+struct QueryRuntime(Option<tokio::runtime::Runtime>, Arc<ParkedWorkers>);
 
 impl QueryRuntime {
     fn handle(&self) -> &tokio::runtime::Handle {
@@ -750,14 +751,18 @@ fn query_runtime(threads: usize) -> Result<QueryRuntime, String> {
     } else {
         threads
     };
+    let parked = Arc::new(ParkedWorkers::default());
+    let (on_park, on_unpark) = (parked.clone(), parked.clone());
     tokio::runtime::Builder::new_multi_thread()
         .worker_threads(threads)
         .thread_name("sundial-query")
         // Statements are parsed and planned on these threads (see sundial_query::limits).
         .thread_stack_size(sundial_query::limits::PLANNING_STACK_BYTES)
+        .on_thread_park(move || on_park.parked())
+        .on_thread_unpark(move || on_unpark.unparked())
         .enable_all()
         .build()
-        .map(|runtime| QueryRuntime(Some(runtime)))
+        .map(|runtime| QueryRuntime(Some(runtime), parked))
         .map_err(|e| format!("cannot start the query runtime: {e}"))
 }
 
@@ -766,6 +771,7 @@ fn pg_server(
     access: &Access,
     tls: &ListenerTls,
     engine: Arc<Engine>,
+    parked_workers: Arc<ParkedWorkers>,
 ) -> Result<PgServer, String> {
     let method = AuthMethod::parse(&args.pg_auth_method).ok_or_else(|| {
         format!(
@@ -789,6 +795,7 @@ fn pg_server(
         read_spin_us: args.pg_read_spin_us,
         tls: tls.tls.clone(),
         tls_require: tls.require,
+        parked_workers: Some(parked_workers),
         ..PgOptions::default()
     };
     Ok(PgServer::new(engine, users, options))

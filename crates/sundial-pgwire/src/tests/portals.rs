@@ -216,3 +216,35 @@ async fn a_statement_or_portal_name_in_use_is_refused() {
         ]
     );
 }
+
+/// A statement's portals described again and again get the same description, in the formats
+/// each was bound with, whichever was described before.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn portals_are_described_in_their_own_formats() {
+    let server = wire_server().await;
+    let mut wire = Wire::connect(server.addr).await;
+    let parsed = Messages::new()
+        .parse(
+            "s",
+            "SELECT value AS n, 'x' AS t FROM generate_series(1, 1)",
+        )
+        .sync();
+    assert_eq!(
+        wire.round_trip(parsed).await,
+        ["ParseComplete", "ReadyForQuery I"]
+    );
+    for (binary, times) in [(false, 2), (true, 2), (false, 1)] {
+        for _ in 0..times {
+            let bound = match binary {
+                true => Messages::new().bind_binary("", "s"),
+                false => Messages::new().bind("", "s", &[]),
+            };
+            let got = wire.round_trip(bound.describe_portal("").sync()).await;
+            let description = match binary {
+                true => "RowDescription n binary,t binary",
+                false => "RowDescription n,t",
+            };
+            assert_eq!(got, ["BindComplete", description, "ReadyForQuery I"]);
+        }
+    }
+}

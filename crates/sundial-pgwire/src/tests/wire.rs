@@ -3,7 +3,8 @@
 //! one-line summaries, so a test states exactly what the server answers and in which order.
 //!
 //! Summaries: `ParseComplete`, `BindComplete`, `CloseComplete`, `NoData`, `PortalSuspended`,
-//! `EmptyQueryResponse`, `RowDescription a,b`, `DataRow 1|x|NULL` (text format),
+//! `EmptyQueryResponse`, `RowDescription a,b` (`a binary` for a binary column),
+//! `DataRow 1|x|NULL` (text format),
 //! `CommandComplete INSERT 0 1`, `ReadyForQuery I`, `Error 42P01` (the message is kept in
 //! [`Wire::errors`]), `CopyInResponse text 2`, `CopyOutResponse text 2` (the overall format,
 //! `text` or `binary`, and the column count), `CopyData <bytes as UTF-8>`, `CopyDone`, `ParameterStatus k=v`,
@@ -67,6 +68,17 @@ impl Messages {
             }
         }
         body.extend_from_slice(&0i16.to_be_bytes());
+        self.message(b'B', &body)
+    }
+
+    /// Bind without parameters, every result column in binary.
+    pub fn bind_binary(self, portal: &str, statement: &str) -> Messages {
+        let mut body = cstr(portal);
+        body.extend(cstr(statement));
+        body.extend_from_slice(&0i16.to_be_bytes());
+        body.extend_from_slice(&0i16.to_be_bytes());
+        body.extend_from_slice(&1i16.to_be_bytes());
+        body.extend_from_slice(&1i16.to_be_bytes());
         self.message(b'B', &body)
     }
 
@@ -320,9 +332,14 @@ fn column_names(body: &[u8]) -> Vec<String> {
     let mut names = Vec::with_capacity(count);
     for _ in 0..count {
         let end = at + body[at..].iter().position(|b| *b == 0).expect("a name");
-        names.push(String::from_utf8_lossy(&body[at..end]).into_owned());
+        let mut name = String::from_utf8_lossy(&body[at..end]).into_owned();
         // The name's terminator, then table oid, column, type oid, size, modifier, format.
-        at = end + 1 + 4 + 2 + 4 + 2 + 4 + 2;
+        let format_at = end + 1 + 4 + 2 + 4 + 2 + 4;
+        if body[format_at..format_at + 2] == 1i16.to_be_bytes() {
+            name.push_str(" binary");
+        }
+        names.push(name);
+        at = format_at + 2;
     }
     names
 }
