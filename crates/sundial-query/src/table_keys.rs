@@ -24,12 +24,14 @@
 //!   answered `Unindexed` and looks per partition instead, so the index never goes back.
 //! * Dead locations are at most half of all once a rebuild is possible: past that, the index
 //!   is built again from the live parts.
+//! * No lookup waits on the index's lock: while one lookup indexes (a first build of a large
+//!   table takes seconds), the others are answered `Unindexed` and look per partition.
 //! * Memory: about `ROW_BYTES` per live row, checked against the budget before indexing; past
 //!   the budget the least recently used tables' indexes are dropped, and a table too big for it
 //!   is looked up per partition.
 
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, RwLock, Weak};
+use std::sync::{Arc, Mutex, RwLock, TryLockError, Weak};
 
 use datafusion::arrow::array::{ArrayRef, AsArray};
 use datafusion::arrow::compute::cast;
@@ -327,14 +329,24 @@ impl TableKeys {
         }
         let entry = self.entry(table, snapshot, meta.id);
         let used = self.clock.fetch_add(1, Ordering::Relaxed);
+        // No lookup waits for another's indexing (a first build of a large table takes
+        // seconds): while the index is being written, lookups go per partition.
         {
-            let index = entry.index.read().unwrap_or_else(|e| e.into_inner());
+            let index = match entry.index.try_read() {
+                Ok(index) => index,
+                Err(TryLockError::Poisoned(e)) => e.into_inner(),
+                Err(TryLockError::WouldBlock) => return Ok(Found::Unindexed),
+            };
             index.last_used.store(used, Ordering::Relaxed);
             if index.view.seq == Some(snapshot.seq()) {
                 return Ok(index.probe(key, hits_max));
             }
         }
-        let mut index = entry.index.write().unwrap_or_else(|e| e.into_inner());
+        let mut index = match entry.index.try_write() {
+            Ok(index) => index,
+            Err(TryLockError::Poisoned(e)) => e.into_inner(),
+            Err(TryLockError::WouldBlock) => return Ok(Found::Unindexed),
+        };
         if index.view.seq != Some(snapshot.seq()) {
             let rebuild = index.dead_rows > index.live_rows && total <= index_rows_max;
             if rebuild {
@@ -352,7 +364,11 @@ impl TableKeys {
             if after > before {
                 drop(index);
                 self.evict_beyond_budget(&entry);
-                index = entry.index.write().unwrap_or_else(|e| e.into_inner());
+                index = match entry.index.try_write() {
+                    Ok(index) => index,
+                    Err(TryLockError::Poisoned(e)) => e.into_inner(),
+                    Err(TryLockError::WouldBlock) => return Ok(Found::Unindexed),
+                };
                 if index.view.seq != Some(snapshot.seq()) {
                     // Caught up by another reader with a newer snapshot meanwhile.
                     return Ok(Found::Unindexed);
