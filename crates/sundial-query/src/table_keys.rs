@@ -40,6 +40,7 @@ use datafusion::common::HashMap;
 use sundial_storage::{ColumnType, Snapshot, Table};
 
 use crate::error::Result;
+use crate::key_index::indexable;
 
 /// A row of a part: part number in the high 32 bits, row in the low ones.
 type Loc = u64;
@@ -310,15 +311,8 @@ impl TableKeys {
         hits_max: usize,
     ) -> Result<Found> {
         let meta = &snapshot.meta().columns[column];
-        let integer = matches!(
-            meta.column_type,
-            ColumnType::Byte
-                | ColumnType::Short
-                | ColumnType::Int
-                | ColumnType::Long
-                | ColumnType::Timestamp
-                | ColumnType::Date
-        );
+        // SYMBOL codes are per-partition postings' business (`key_index`).
+        let integer = indexable(meta.column_type) && meta.column_type != ColumnType::Symbol;
         let parts = snapshot.partitions();
         let total: u64 = parts.iter().map(|p| p.row_count).sum();
         if !integer
