@@ -167,7 +167,10 @@ impl TableKeyIndex {
 
     /// Indexes what `snapshot` holds beyond what is indexed, and makes it the view. The
     /// caller checked [`Self::rows_behind`].
-    fn catch_up(&mut self, snapshot: &Snapshot, column: usize) -> Result<()> {
+    fn catch_up(&mut self, snapshot: &Snapshot, column: usize, behind: u64) -> Result<()> {
+        // Room for every row at once: growing part by part rehashes the heads again and again.
+        self.heads
+            .reserve(usize::try_from(behind).unwrap_or(usize::MAX));
         let mut seen = vec![false; self.parts.len()];
         let mut view = Vec::with_capacity(self.parts.len());
         for (ordinal, meta) in snapshot.partitions().iter().enumerate() {
@@ -231,7 +234,6 @@ impl TableKeyIndex {
         let keys = keys.as_primitive::<Int64Type>();
         let part = &mut self.parts[number as usize];
         let first = part.rows as u32;
-        self.heads.reserve(keys.len());
         for (row, key) in (first..).zip(keys.iter()) {
             let Some(key) = key else {
                 if !part.links.is_empty() {
@@ -353,7 +355,7 @@ impl TableKeys {
                 return Ok(Found::Deferred);
             }
             let before = index.bytes();
-            index.catch_up(snapshot, column)?;
+            index.catch_up(snapshot, column, behind)?;
             let after = index.bytes();
             if after > before {
                 drop(index);
