@@ -50,7 +50,7 @@ const NO_LOC: Loc = u64::MAX;
 
 /// Bytes one indexed row costs, about: a head entry (key, location, control byte) at
 /// hashbrown's load factor, with room for its growth.
-pub(crate) const ROW_BYTES: usize = 24;
+const ROW_BYTES: usize = 24;
 
 fn loc(part: u32, row: u32) -> Loc {
     (u64::from(part) << 32) | u64::from(row)

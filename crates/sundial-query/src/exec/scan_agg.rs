@@ -976,6 +976,29 @@ mod tests {
         }
     }
 
+    /// A scan of one partition's rows, at most a batch, which DataFusion spreads over the
+    /// cores with a round-robin repartition, is folded directly, with the general path's
+    /// answers.
+    #[tokio::test]
+    async fn a_one_partition_scan_under_a_round_robin_is_folded() {
+        let (engine, _dir) = engine_with(&[
+            "CREATE TABLE o (ts TIMESTAMP, x DOUBLE, n LONG) TIMESTAMP(ts) PARTITION BY DAY",
+            "INSERT INTO o SELECT to_timestamp_seconds(1704067200 + value), value * 0.5, value \
+             FROM generate_series(0, 39999)",
+        ])
+        .await;
+        for query in [
+            "SELECT count(*), avg(x) FROM $t WHERE n > 100",
+            "SELECT sum(n), max(x), min(n) FROM $t WHERE x < 7000",
+        ] {
+            let plan = answer_as_general_path(&engine, query, "o").await;
+            assert!(
+                plan.contains("ScanAggregateExec") && !plan.contains("RoundRobinBatch"),
+                "{query}: {plan}"
+            );
+        }
+    }
+
     /// Integer keys (alone, beside SYMBOL keys, small, large, negative and NULL) fold in the
     /// scan, with the answers of DataFusion's hash aggregate.
     #[tokio::test]

@@ -243,17 +243,7 @@ impl PointLookup {
                         if rows.is_empty() {
                             continue;
                         }
-                        let columns = self
-                            .projection
-                            .iter()
-                            .map(|c| gather(&scope, *c, &rows))
-                            .collect::<Result<Vec<_>>>()?;
-                        let mut hits = RecordBatch::try_new(self.schema.clone(), columns)?;
-                        if hits.num_rows() > remaining {
-                            hits = hits.slice(0, remaining);
-                        }
-                        remaining -= hits.num_rows();
-                        batches.push(hits);
+                        keep(&mut batches, &mut remaining, self.gathered(&scope, &rows)?);
                     }
                     return Ok(Some(batches));
                 }
@@ -271,30 +261,28 @@ impl PointLookup {
             if deferred.get() {
                 return Ok(None);
             }
-            let Some(mut hits) = hits else {
-                continue;
-            };
-            if hits.num_rows() > remaining {
-                hits = hits.slice(0, remaining);
+            if let Some(hits) = hits {
+                keep(&mut batches, &mut remaining, hits);
             }
-            remaining -= hits.num_rows();
-            batches.push(hits);
         }
         Ok(Some(batches))
+    }
+
+    /// The projected columns of `rows` (ascending) of the scope's partition.
+    fn gathered(&self, scope: &Scope<'_>, rows: &[u32]) -> Result<RecordBatch> {
+        let columns = self
+            .projection
+            .iter()
+            .map(|c| gather(scope, *c, rows))
+            .collect::<Result<Vec<_>>>()?;
+        Ok(RecordBatch::try_new(self.schema.clone(), columns)?)
     }
 
     /// The projected rows of one partition that match every needle; `None` if none does.
     fn hits(&self, scope: &Scope<'_>, needles: &[Needle]) -> Result<Option<RecordBatch>> {
         let columns = match indexed_rows(scope, needles)? {
-            Some(rows) => {
-                if rows.is_empty() {
-                    return Ok(None);
-                }
-                self.projection
-                    .iter()
-                    .map(|c| gather(scope, *c, &rows))
-                    .collect::<Result<Vec<_>>>()?
-            }
+            Some(rows) if rows.is_empty() => return Ok(None),
+            Some(rows) => return self.gathered(scope, &rows).map(Some),
             None => {
                 let rows = 0..scope.snapshot.partitions()[scope.partition].row_count;
                 if rows.end > scope.step_rows_max {
@@ -535,6 +523,15 @@ fn matching_others(
             .collect();
     }
     Ok(rows)
+}
+
+/// Appends `hits` to `batches`, cut to the `remaining` rows a limit leaves.
+fn keep(batches: &mut Vec<RecordBatch>, remaining: &mut usize, mut hits: RecordBatch) {
+    if hits.num_rows() > *remaining {
+        hits = hits.slice(0, *remaining);
+    }
+    *remaining -= hits.num_rows();
+    batches.push(hits);
 }
 
 /// Rows `rows` (ascending) of one column of the scope's partition, read run by run.
