@@ -29,7 +29,7 @@
 //!
 //! ```text
 //!  server ─▶ session ─▶ shared ─▶ admission, cancel, auth
-//!              └─▶ codec, types, local, copy_in, copy_out, copy_decode, transport, error
+//!              └─▶ cells ─▶ codec, types, local, copy_in, copy_out, copy_decode, transport, error
 //! ```
 //!
 //! [`Engine`]: sundial_query::Engine
@@ -37,6 +37,7 @@
 mod admission;
 mod auth;
 mod cancel;
+mod cells;
 mod codec;
 mod copy_decode;
 mod copy_in;

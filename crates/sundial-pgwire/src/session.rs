@@ -42,7 +42,8 @@ use arrow::datatypes::{DataType, SchemaRef};
 use futures::stream::{self, BoxStream, StreamExt};
 use sundial_query::copy::CopyOptions;
 use sundial_query::{
-    Caller, Deallocate, Engine, Output, Prepared, QueryError, ScalarValue, SessionStatements,
+    Caller, Deallocate, Engine, LookupRows, Output, Prepared, QueryError, ScalarValue,
+    SessionStatements,
 };
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
@@ -51,11 +52,12 @@ use tokio::sync::watch;
 use crate::admission::{self, Ticket};
 use crate::auth::Exchange;
 use crate::cancel::CancelSignal;
+use crate::cells::CellEncoder;
 use crate::codec::{self, Message, Reader, Writer};
 use crate::error::PgError;
 use crate::local::{self, LocalCommand};
 use crate::shared::{Shared, stopped};
-use crate::transport::{self, ReadSide, WriteSide};
+use crate::transport::{self, ReadSide, Watch, WriteSide};
 use crate::types::{self, ColumnEncoder, Format};
 
 const READ_CHUNK_BYTES: usize = 16 << 10;
@@ -407,20 +409,22 @@ impl Session {
         Ok(())
     }
 
-    /// Reads what the client sends within the next `read_spin_us` without letting the thread
-    /// sleep, if a polling slot is free: a client that answers promptly is served without a
-    /// wake-up's latency. Returns whether bytes arrived (false also at end of stream, which the
-    /// blocking read then reports). The read goes around tokio's readiness cache, which only
-    /// the runtime's event loop refreshes. Plain TCP only: under TLS the socket's bytes are
-    /// records for rustls, not messages.
+    /// Waits up to `read_spin_us` for the client's next bytes without letting the thread
+    /// sleep, if a polling slot is free and another query thread is idle: a client that
+    /// answers promptly is served without a wake-up's latency. Over plain TCP the bytes are
+    /// read here, going around tokio's readiness cache (which only the runtime's event loop
+    /// refreshes), and the result says whether any were. Under TLS the socket is only peeked
+    /// (its bytes are records for rustls): the result is false, and the read that follows
+    /// finds the bytes at once (see `transport::EagerTcp`). False also at end of stream,
+    /// which the blocking read then reports.
     fn spin_read(&mut self) -> Result<bool, PgError> {
         let spin = Duration::from_micros(self.shared.options.read_spin_us);
-        let Some(socket) = self.reader.plain_socket() else {
-            return Ok(false);
-        };
         if spin.is_zero() {
             return Ok(false);
         }
+        let Some(watch) = self.reader.watch() else {
+            return Ok(false);
+        };
         let shared = self.shared.clone();
         let parked = shared.options.parked_workers.as_deref();
         let others_idle = || parked.is_none_or(|p| p.count() > 0);
@@ -430,13 +434,22 @@ impl Session {
         let Some(_slot) = shared.spinners.try_enter() else {
             return Ok(false);
         };
-        let socket = socket2::SockRef::from(socket);
         let started = Instant::now();
         let mut chunk = [0u8; SPIN_READ_BYTES];
+        let mut peeked = [std::mem::MaybeUninit::<u8>::uninit(); 1];
         loop {
-            match std::io::Read::read(&mut &*socket, &mut chunk) {
+            let got = match &watch {
+                Watch::Plain(socket) => {
+                    std::io::Read::read(&mut &*socket2::SockRef::from(*socket), &mut chunk)
+                }
+                Watch::Tls(socket) => socket.peek(&mut peeked),
+            };
+            match got {
                 Ok(0) => return Ok(false),
                 Ok(n) => {
+                    if let Watch::Tls(_) = watch {
+                        return Ok(false);
+                    }
                     self.input.extend_from_slice(&chunk[..n]);
                     return Ok(true);
                 }
@@ -1198,8 +1211,24 @@ impl Session {
                     StatementKind::Empty => Ok(Completion::Complete(String::new())),
                     StatementKind::Local(command) => self.run_local(command.clone()),
                     StatementKind::Engine(prepared) => {
-                        let running =
-                            self.start(prepared.clone(), std::mem::take(&mut portal.params));
+                        let params = std::mem::take(&mut portal.params);
+                        let found =
+                            match self
+                                .shared
+                                .engine
+                                .run_lookup_now(prepared, &params, &self.caller)
+                            {
+                                Some(Ok(found)) => {
+                                    if let Some(sent) =
+                                        self.send_found(portal, &found, max_rows, rows).await?
+                                    {
+                                        return Ok(Completion::Complete(select_tag(sent)));
+                                    }
+                                    Some(Ok(found))
+                                }
+                                other => other,
+                            };
+                        let running = self.running(prepared.clone(), params, found);
                         self.stream_rows(portal, running, max_rows, rows).await
                     }
                     StatementKind::CopyIn {
@@ -1231,14 +1260,24 @@ impl Session {
     }
 
     fn start(&self, prepared: Prepared, params: Vec<ScalarValue>) -> Running {
-        let sets_own_password =
-            self.caller.name().is_some() && prepared.sets_password_of() == self.caller.name();
-        let source = match self
+        let found = self
             .shared
             .engine
-            .run_lookup_now(&prepared, &params, &self.caller)
-        {
-            Some(Ok((_, batches))) => Source::Ready(
+            .run_lookup_now(&prepared, &params, &self.caller);
+        self.running(prepared, params, found)
+    }
+
+    /// The run of `prepared`: the rows a point lookup `found` already, or its stream.
+    fn running(
+        &self,
+        prepared: Prepared,
+        params: Vec<ScalarValue>,
+        found: Option<Result<LookupRows, QueryError>>,
+    ) -> Running {
+        let sets_own_password =
+            self.caller.name().is_some() && prepared.sets_password_of() == self.caller.name();
+        let source = match found.map(|found| found.and_then(LookupRows::into_batches)) {
+            Some(Ok(batches)) => Source::Ready(
                 batches
                     .into_iter()
                     .map(Item::Batch)
@@ -1254,6 +1293,61 @@ impl Session {
             deadline: self.deadline(),
             sets_own_password,
         }
+    }
+
+    /// Sends a point lookup's rows straight from the mapped files (see `cells`), when the
+    /// Execute's row limit takes them all and every column has a [`CellEncoder`]: the count
+    /// sent, or `None` with nothing sent, and the rows go through Arrow.
+    async fn send_found(
+        &mut self,
+        portal: &mut Portal,
+        found: &LookupRows,
+        max_rows: u64,
+        rows: Rows,
+    ) -> Result<Option<u64>, PgError> {
+        let n = found.row_count() as u64;
+        if max_rows != 0 && n > max_rows {
+            return Ok(None);
+        }
+        if rows == Rows::Discard {
+            portal.rows_sent += n;
+            return Ok(Some(n));
+        }
+        let encoders = found
+            .schema()
+            .fields()
+            .iter()
+            .enumerate()
+            .map(|(i, field)| {
+                let type_oid = portal.statement.column_types.get(i).copied().unwrap_or(0);
+                CellEncoder::new(field, type_oid, Format::for_column(&portal.formats, i))
+            })
+            .collect::<Option<Vec<_>>>();
+        let (Some(encoders), Some(parts)) = (encoders, found.parts()?) else {
+            return Ok(None);
+        };
+        for (part, part_rows) in &parts {
+            for &row in *part_rows {
+                let at = self.out.begin(b'D');
+                self.out.i16(encoders.len() as i16);
+                for (c, encoder) in encoders.iter().enumerate() {
+                    match part.cell(c, u64::from(row)) {
+                        Ok(cell) => encoder.encode(cell, &mut self.out.buf),
+                        Err(e) => {
+                            // The rows before this one stand, as rows sent before an error do.
+                            self.out.buf.truncate(at - 1);
+                            return Err(QueryError::from(e).into());
+                        }
+                    }
+                }
+                self.out.end(at);
+                portal.rows_sent += 1;
+                if self.out.buf.len() >= self.shared.options.flush_bytes {
+                    self.flush().await?;
+                }
+            }
+        }
+        Ok(Some(n))
     }
 
     /// The items of `prepared`'s run with `params`, produced as the session polls them.

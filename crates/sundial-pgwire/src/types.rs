@@ -46,8 +46,8 @@ pub mod oid {
 }
 
 /// Microseconds between 1970-01-01 and PostgreSQL's epoch, 2000-01-01.
-const PG_EPOCH_OFFSET_US: i64 = 946_684_800_000_000;
-const PG_EPOCH_OFFSET_DAYS: i32 = 10_957;
+pub(crate) const PG_EPOCH_OFFSET_US: i64 = 946_684_800_000_000;
+pub(crate) const PG_EPOCH_OFFSET_DAYS: i32 = 10_957;
 
 /// The PostgreSQL type a result column of `data_type` is described and encoded as:
 /// its OID and `typlen` (-1 for variable length). The catalog owns the mapping.
@@ -425,7 +425,7 @@ impl<'a> ColumnEncoder<'a> {
 
 /// Appends a value after its length.
 #[inline]
-fn put_bytes(out: &mut Vec<u8>, bytes: &[u8]) {
+pub(crate) fn put_bytes(out: &mut Vec<u8>, bytes: &[u8]) {
     out.reserve(4 + bytes.len());
     out.extend_from_slice(&(bytes.len() as i32).to_be_bytes());
     out.extend_from_slice(bytes);
@@ -433,7 +433,7 @@ fn put_bytes(out: &mut Vec<u8>, bytes: &[u8]) {
 
 /// Appends what `write` appends, after its length.
 #[inline]
-fn with_length(out: &mut Vec<u8>, write: impl FnOnce(&mut Vec<u8>)) {
+pub(crate) fn with_length(out: &mut Vec<u8>, write: impl FnOnce(&mut Vec<u8>)) {
     let at = out.len();
     out.extend_from_slice(&[0; 4]);
     write(out);
@@ -476,7 +476,7 @@ impl std::fmt::Write for VecWriter<'_> {
 }
 
 /// PostgreSQL's float output (shortest round-trip digits): `1`, `0.5`, `1e+16`, `NaN`.
-fn push_float(out: &mut Vec<u8>, v: f64, single: bool) {
+pub(crate) fn push_float(out: &mut Vec<u8>, v: f64, single: bool) {
     if v.is_nan() {
         out.extend_from_slice(b"NaN");
         return;
@@ -513,7 +513,7 @@ fn push_float(out: &mut Vec<u8>, v: f64, single: bool) {
     }
 }
 
-fn push_bytea_hex(out: &mut Vec<u8>, bytes: &[u8]) {
+pub(crate) fn push_bytea_hex(out: &mut Vec<u8>, bytes: &[u8]) {
     const DIGITS: &[u8; 16] = b"0123456789abcdef";
     out.extend_from_slice(b"\\x");
     for b in bytes {

@@ -28,7 +28,7 @@ use crate::access::{self, Needed};
 use crate::error::{QueryError, Result};
 use crate::exec::bind;
 use crate::key_index::KeyIndexes;
-use crate::plans::lookup::PointLookup;
+use crate::plans::lookup::{LookupRows, PointLookup};
 use crate::plans::plan_cache::{self, PlanCache, PlannedTables, Shape};
 use crate::plans::text_shape::{Learned, TextShape};
 use crate::provider::{InsertPath, SundialSchema};
@@ -1375,7 +1375,7 @@ impl Engine {
         prepared: &Prepared,
         params: &[ScalarValue],
         caller: &Caller,
-    ) -> Option<Result<(SchemaRef, Vec<RecordBatch>)>> {
+    ) -> Option<Result<LookupRows>> {
         let PreparedKind::Lookup(lookup) = &prepared.kind else {
             return None;
         };
@@ -1387,8 +1387,8 @@ impl Engine {
             Err(e) => return Some(Err(e)),
         };
         let indexes = (self.key_indexes.as_ref(), &self.table_keys);
-        match lookup.run(indexes, values, LOOKUP_NOW_STEP_ROWS_MAX) {
-            Ok(Some(batches)) => Some(Ok((lookup.schema().clone(), batches))),
+        match lookup.find(indexes, values, LOOKUP_NOW_STEP_ROWS_MAX) {
+            Ok(Some(found)) => Some(Ok(found)),
             Ok(None) => None,
             Err(e) => Some(Err(e)),
         }

@@ -123,6 +123,7 @@ pub use engine::{
 pub use error::{QueryError, Result, StatementFault};
 pub use memory_use::{ServerMemory, query_memory_in_use, spill_disk_manager};
 pub use permissions::Settings;
+pub use plans::lookup::LookupRows;
 pub use provider::{InsertPath, SundialSchema, SundialSink, SundialTable};
 pub use running::{queries_running, queries_waiting};
 pub use session_statements::{

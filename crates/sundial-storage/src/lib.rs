@@ -38,6 +38,7 @@
 mod backup;
 mod bits;
 mod cache;
+mod cells;
 mod clock;
 mod cold_store;
 mod column;
@@ -64,6 +65,7 @@ mod zone;
 
 pub use backup::{BACKUP_INCOMPLETE, BACKUP_MANIFEST, BackupReport};
 pub use cache::raise_open_files_limit;
+pub use cells::{Cell, PartRows};
 pub use clock::WallClock;
 pub use cold_store::ColdStoreOptions;
 pub use column::parse_uuid;

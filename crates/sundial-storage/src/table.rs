@@ -18,6 +18,7 @@ use arrow_array::{ArrayRef, RecordBatch, cast::AsArray, types::TimestampNanoseco
 use arrow_buffer::{BooleanBuffer, Buffer};
 
 use crate::cache::FileCache;
+use crate::cells::PartRows;
 use crate::cold_store::ColdStore;
 use crate::column::{ColumnBuf, SymbolResolver, Values, from_arrow};
 use crate::dedup;
@@ -268,6 +269,22 @@ impl Snapshot {
             array.len()
         );
         Ok(array)
+    }
+
+    /// Columns `projection` of partition `partition`, mapped for reading single rows (see
+    /// `cells.rs`); `None` for a Parquet part, which is read through Arrow only.
+    pub fn part_rows(&self, partition: usize, projection: &[usize]) -> Result<Option<PartRows>> {
+        let part = self.partition(partition)?;
+        let dir = &self.dirs[partition];
+        if dir.is_parquet() {
+            return Ok(None);
+        }
+        let columns = projection
+            .iter()
+            .map(|&c| self.column(c))
+            .collect::<Result<Vec<_>>>()?;
+        let symbols = |id| self.symbols.get(&id).map(|s| s.values().clone());
+        PartRows::map(dir, part, &columns, symbols).map(Some)
     }
 
     /// Rows `rows` of the projected columns as one batch (schema: the projected table columns).

@@ -12,6 +12,7 @@
 
 use std::fs::File;
 use std::io::Read;
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, RwLock};
 
@@ -23,7 +24,7 @@ use rustls::server::{
 use rustls::sign::CertifiedKey;
 use rustls_pki_types::pem::{self, PemObject};
 use rustls_pki_types::{CertificateDer, PrivateKeyDer};
-use tokio::net::TcpStream;
+use tokio::io::{AsyncRead, AsyncWrite};
 use tokio_rustls::TlsAcceptor;
 use tokio_rustls::server::TlsStream;
 
@@ -125,8 +126,17 @@ impl Tls {
     /// Runs the server side of a handshake on `stream` now, with no peeking: for PostgreSQL,
     /// whose TLS starts after the SSLRequest the server answered 'S' (or, in direct TLS, with
     /// the first byte). No timeout of its own: the caller bounds it.
-    pub async fn accept_now(&self, stream: TcpStream) -> Result<TlsStream<TcpStream>, TlsError> {
-        let peer = Peer(stream.peer_addr().ok());
+    /// `stream` is TCP, or a wrapper of it (PostgreSQL's sessions read theirs eagerly);
+    /// `peer` names it in errors.
+    pub async fn accept_now<IO>(
+        &self,
+        stream: IO,
+        peer: Option<SocketAddr>,
+    ) -> Result<TlsStream<IO>, TlsError>
+    where
+        IO: AsyncRead + AsyncWrite + Unpin,
+    {
+        let peer = Peer(peer);
         self.acceptor
             .accept(stream)
             .await

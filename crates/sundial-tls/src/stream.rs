@@ -161,8 +161,9 @@ pub async fn accept(
             });
         }
     }
-    let peer = Peer(stream.peer_addr().ok());
-    match tokio::time::timeout_at(deadline, tls.accept_now(stream)).await {
+    let address = stream.peer_addr().ok();
+    let peer = Peer(address);
+    match tokio::time::timeout_at(deadline, tls.accept_now(stream, address)).await {
         Ok(Ok(stream)) => Ok(MaybeTls::Tls(Box::new(stream))),
         Ok(Err(e)) => Err(e),
         Err(_elapsed) => Err(TlsError::HandshakeTimeout {

@@ -1,4 +1,5 @@
-//! Point lookups: the short path for `SELECT a, b FROM t WHERE k = $1 [AND j = 'x'] [LIMIT n]`.
+//! Point lookups: the short path for `SELECT a, b FROM t WHERE k = $1 [AND j IN ('x', $2)]
+//! [LIMIT n]`.
 //!
 //! ```text
 //! prepare:  optimized plan ──PointLookup::from_plan──▶ { table, key columns, projection }
@@ -20,20 +21,21 @@ use std::sync::Arc;
 use datafusion::arrow::array::{
     Array, ArrayRef, AsArray, BooleanArray, Datum, RecordBatch, Scalar,
 };
-use datafusion::arrow::compute::kernels::boolean::and;
+use datafusion::arrow::compute::kernels::boolean::{and, or};
 use datafusion::arrow::compute::kernels::cmp::eq;
 use datafusion::arrow::compute::{concat, filter_record_batch};
 use datafusion::arrow::datatypes::{DataType, SchemaRef};
 use datafusion::catalog::TableProvider;
 use datafusion::common::Column;
 use datafusion::datasource::source_as_provider;
+use datafusion::logical_expr::expr::InList;
 use datafusion::logical_expr::utils::split_conjunction;
 use datafusion::logical_expr::{
     BinaryExpr, Expr, FetchType, LogicalPlan, Operator, SkipType, TableScan,
 };
 use datafusion::scalar::ScalarValue;
 use sundial_kernels::{CmpOp, ColumnValues, Domain, Leaf, Predicate, Test};
-use sundial_storage::{ColumnType, Snapshot, Table};
+use sundial_storage::{ColumnType, PartRows, Snapshot, Table};
 
 use crate::error::{QueryError, Result, internal};
 use crate::key_index::{IndexRows, KeyIndexes, indexable};
@@ -54,10 +56,11 @@ pub(crate) struct PointLookup {
     fetch: Option<usize>,
 }
 
+/// `column = value`, or `column IN (values)`: the column holds one of `values`.
 #[derive(Debug, Clone)]
 struct Key {
     column: usize,
-    value: KeyValue,
+    values: Vec<KeyValue>,
 }
 
 #[derive(Debug, Clone)]
@@ -70,11 +73,12 @@ enum KeyValue {
 /// What one key column is compared with, resolved against a snapshot.
 struct Needle {
     column: usize,
-    /// The value, or for a SYMBOL column its dictionary code.
-    value: Scalar<ArrayRef>,
+    /// The values wanted (for a SYMBOL column, their dictionary codes): distinct, at least one.
+    values: Vec<Scalar<ArrayRef>>,
     is_symbol: bool,
-    /// The value as a key of the column's [`KeyIndexes`] entry, if the column is indexable.
-    index_key: Option<i64>,
+    /// The values as keys of the column's indexes ([`KeyIndexes`], [`TableKeys`]), in the
+    /// order of `values`, if the column is indexable.
+    index_keys: Option<Vec<i64>>,
 }
 
 /// One partition of one snapshot, with the indexes that may cover it.
@@ -86,6 +90,101 @@ struct Scope<'a> {
     /// The most rows one partition may index or scan before the run is deferred.
     step_rows_max: u64,
     deferred: &'a Cell<bool>,
+}
+
+/// The rows a point lookup found in one snapshot, in table order, located but not yet read:
+/// a caller that serves rows one by one reads them through [`LookupRows::parts`], without
+/// building Arrow arrays; others take [`LookupRows::into_batches`].
+#[derive(Debug)]
+pub struct LookupRows {
+    schema: SchemaRef,
+    /// The table column behind each output column.
+    projection: Vec<usize>,
+    snapshot: Arc<Snapshot>,
+    parts: Vec<Part>,
+    rows: usize,
+}
+
+/// Rows (ascending) of one partition, with its projected columns mapped.
+pub type MappedRows<'a> = (PartRows, &'a [u32]);
+
+#[derive(Debug)]
+enum Part {
+    /// Rows (ascending) of a partition.
+    Rows(usize, Vec<u32>),
+    /// Rows already read, when many matched a partition's scan.
+    Batch(RecordBatch),
+}
+
+impl Part {
+    fn len(&self) -> usize {
+        match self {
+            Part::Rows(_, rows) => rows.len(),
+            Part::Batch(batch) => batch.num_rows(),
+        }
+    }
+}
+
+impl LookupRows {
+    /// The result's columns, named and typed as the statement describes them.
+    pub fn schema(&self) -> &SchemaRef {
+        &self.schema
+    }
+
+    /// How many rows were found.
+    pub fn row_count(&self) -> usize {
+        self.rows
+    }
+
+    /// Each partition's rows with its projected columns mapped for single-row reads (column
+    /// `i` of the [`PartRows`] is output column `i`); `None` when some rows cannot be read so
+    /// (a Parquet part, or rows a scan already read), and [`LookupRows::into_batches`] must.
+    pub fn parts(&self) -> Result<Option<Vec<MappedRows<'_>>>> {
+        let mut parts = Vec::with_capacity(self.parts.len());
+        for part in &self.parts {
+            let Part::Rows(partition, rows) = part else {
+                return Ok(None);
+            };
+            match self.snapshot.part_rows(*partition, &self.projection)? {
+                Some(mapped) => parts.push((mapped, rows.as_slice())),
+                None => return Ok(None),
+            }
+        }
+        Ok(Some(parts))
+    }
+
+    /// The rows as record batches of [`LookupRows::schema`].
+    pub fn into_batches(self) -> Result<Vec<RecordBatch>> {
+        self.parts
+            .into_iter()
+            .map(|part| match part {
+                Part::Batch(batch) => Ok(batch),
+                Part::Rows(partition, rows) => {
+                    let columns = self
+                        .projection
+                        .iter()
+                        .map(|&c| gather_rows(&self.snapshot, partition, c, &rows))
+                        .collect::<Result<Vec<_>>>()?;
+                    Ok(RecordBatch::try_new(self.schema.clone(), columns)?)
+                }
+            })
+            .collect()
+    }
+
+    /// Adds `part` (if it has rows), cut to the `remaining` rows a limit leaves.
+    fn keep(&mut self, remaining: &mut usize, mut part: Part) {
+        let n = part.len().min(*remaining);
+        if n == 0 {
+            return;
+        }
+        match &mut part {
+            Part::Rows(_, rows) => rows.truncate(n),
+            Part::Batch(batch) => *batch = batch.slice(0, n),
+        }
+        *remaining -= n;
+        self.rows += n;
+        self.parts.push(part);
+    }
 }
 
 impl PointLookup {
@@ -189,22 +288,29 @@ impl PointLookup {
         &self.schema
     }
 
-    /// The matching rows of the table's newest snapshot, in table order, or `None` if that
-    /// takes indexing or scanning more than `step_rows_max` rows in one partition (so a caller
-    /// that cannot block long runs it elsewhere).
-    pub(crate) fn run(
+    /// The matching rows of the table's newest snapshot, in table order, or `None` if finding
+    /// them takes indexing or scanning more than `step_rows_max` rows in one partition (so a
+    /// caller that cannot block long runs it elsewhere). The rows are located, not yet read.
+    pub(crate) fn find(
         &self,
         (indexes, table_keys): (&KeyIndexes, &TableKeys),
         params: &[ScalarValue],
         step_rows_max: u64,
-    ) -> Result<Option<Vec<RecordBatch>>> {
+    ) -> Result<Option<LookupRows>> {
         let table = self
             .provider
             .downcast_ref::<SundialTable>()
             .ok_or_else(|| internal("point lookup over a foreign table".into()))?;
         let snapshot = table.scan_snapshot()?;
+        let mut found = LookupRows {
+            schema: self.schema.clone(),
+            projection: self.projection.clone(),
+            snapshot: snapshot.clone(),
+            parts: Vec::new(),
+            rows: 0,
+        };
         let Some(needles) = self.needles(&snapshot, params)? else {
-            return Ok(Some(Vec::new()));
+            return Ok(Some(found));
         };
         let deferred = Cell::new(false);
         let scope = |partition| Scope {
@@ -215,44 +321,52 @@ impl PointLookup {
             step_rows_max,
             deferred: &deferred,
         };
-        // The first integer key's whole-table index: one probe, whatever the partitions.
-        if let Some((first, key)) = needles
+        let mut remaining = self.fetch.unwrap_or(usize::MAX);
+        // The first integer key's whole-table index: one probe per value, whatever the
+        // partitions.
+        if let Some((first, keys)) = needles
             .iter()
             .enumerate()
-            .find_map(|(i, n)| Some((i, n.index_key.filter(|_| !n.is_symbol)?)))
+            .find_map(|(i, n)| Some((i, n.index_keys.as_ref().filter(|_| !n.is_symbol)?)))
         {
-            let found = table_keys.rows(
-                table.table(),
-                &snapshot,
-                needles[first].column,
-                key,
-                step_rows_max,
-                GATHER_ROWS_MAX,
-            )?;
-            match found {
-                Found::Rows(hits) => {
-                    let mut remaining = self.fetch.unwrap_or(usize::MAX);
-                    let mut batches = Vec::new();
-                    for group in hits.chunk_by(|a, b| a.0 == b.0) {
-                        if remaining == 0 {
-                            break;
-                        }
-                        let scope = scope(group[0].0);
-                        let rows = group.iter().map(|&(_, row)| row).collect();
-                        let rows = matching_others(&scope, &needles, first, rows)?;
-                        if rows.is_empty() {
-                            continue;
-                        }
-                        keep(&mut batches, &mut remaining, self.gathered(&scope, &rows)?);
+            let mut hits = Vec::new();
+            let mut usable = true;
+            for &key in keys {
+                let found = table_keys.rows(
+                    table.table(),
+                    &snapshot,
+                    needles[first].column,
+                    key,
+                    step_rows_max,
+                    GATHER_ROWS_MAX,
+                )?;
+                match found {
+                    Found::Rows(rows) if hits.len() + rows.len() <= GATHER_ROWS_MAX => {
+                        hits.extend(rows)
                     }
-                    return Ok(Some(batches));
+                    Found::Deferred => return Ok(None),
+                    Found::Rows(_) | Found::TooMany | Found::Unindexed => {
+                        usable = false;
+                        break;
+                    }
                 }
-                Found::Deferred => return Ok(None),
-                Found::TooMany | Found::Unindexed => {}
+            }
+            if usable {
+                // Distinct keys find distinct rows: only their order is to be restored.
+                if keys.len() > 1 {
+                    hits.sort_unstable();
+                }
+                for group in hits.chunk_by(|a, b| a.0 == b.0) {
+                    if remaining == 0 {
+                        break;
+                    }
+                    let rows = group.iter().map(|&(_, row)| row).collect();
+                    let rows = matching_others(&scope(group[0].0), &needles, first, rows)?;
+                    found.keep(&mut remaining, Part::Rows(group[0].0, rows));
+                }
+                return Ok(Some(found));
             }
         }
-        let mut remaining = self.fetch.unwrap_or(usize::MAX);
-        let mut batches = Vec::new();
         for partition in 0..snapshot.partitions().len() {
             if remaining == 0 {
                 break;
@@ -262,27 +376,29 @@ impl PointLookup {
                 return Ok(None);
             }
             if let Some(hits) = hits {
-                keep(&mut batches, &mut remaining, hits);
+                found.keep(&mut remaining, hits);
             }
         }
-        Ok(Some(batches))
+        Ok(Some(found))
     }
 
-    /// The projected columns of `rows` (ascending) of the scope's partition.
-    fn gathered(&self, scope: &Scope<'_>, rows: &[u32]) -> Result<RecordBatch> {
-        let columns = self
-            .projection
-            .iter()
-            .map(|c| gather(scope, *c, rows))
-            .collect::<Result<Vec<_>>>()?;
-        Ok(RecordBatch::try_new(self.schema.clone(), columns)?)
+    /// Like [`PointLookup::find`], with the rows read into batches.
+    pub(crate) fn run(
+        &self,
+        indexes: (&KeyIndexes, &TableKeys),
+        params: &[ScalarValue],
+        step_rows_max: u64,
+    ) -> Result<Option<Vec<RecordBatch>>> {
+        self.find(indexes, params, step_rows_max)?
+            .map(LookupRows::into_batches)
+            .transpose()
     }
 
-    /// The projected rows of one partition that match every needle; `None` if none does.
-    fn hits(&self, scope: &Scope<'_>, needles: &[Needle]) -> Result<Option<RecordBatch>> {
-        let columns = match indexed_rows(scope, needles)? {
-            Some(rows) if rows.is_empty() => return Ok(None),
-            Some(rows) => return self.gathered(scope, &rows).map(Some),
+    /// The rows of one partition that match every needle; `None` if none does.
+    fn hits(&self, scope: &Scope<'_>, needles: &[Needle]) -> Result<Option<Part>> {
+        match indexed_rows(scope, needles)? {
+            Some(rows) if rows.is_empty() => Ok(None),
+            Some(rows) => Ok(Some(Part::Rows(scope.partition, rows))),
             None => {
                 let rows = 0..scope.snapshot.partitions()[scope.partition].row_count;
                 if rows.end > scope.step_rows_max {
@@ -295,67 +411,77 @@ impl PointLookup {
                 // A few matches are gathered (reading, and for SYMBOL columns checking, only
                 // them); many are filtered out of the whole partition.
                 if mask.true_count() <= GATHER_ROWS_MAX && rows.end <= u64::from(u32::MAX) {
-                    let picks: Vec<u32> = mask.values().set_indices().map(|i| i as u32).collect();
-                    let picked = scope.snapshot.read_batch_picked(
-                        scope.partition,
-                        &self.projection,
-                        &picks,
-                    )?;
-                    picked.columns().to_vec()
-                } else {
-                    let all = scope
-                        .snapshot
-                        .read_batch(scope.partition, &self.projection, rows)?;
-                    filter_record_batch(&all, &mask)?.columns().to_vec()
+                    let picks = mask.values().set_indices().map(|i| i as u32).collect();
+                    return Ok(Some(Part::Rows(scope.partition, picks)));
                 }
+                let all = scope
+                    .snapshot
+                    .read_batch(scope.partition, &self.projection, rows)?;
+                let columns = filter_record_batch(&all, &mask)?.columns().to_vec();
+                let batch = RecordBatch::try_new(self.schema.clone(), columns)?;
+                Ok(Some(Part::Batch(batch)))
             }
-        };
-        Ok(Some(RecordBatch::try_new(self.schema.clone(), columns)?))
+        }
     }
 
-    /// Each key's comparison value; `None` when no row can match (a NULL, or a symbol the
-    /// column has never held).
+    /// Each key's comparison values; `None` when no row can match (only NULLs, or symbols
+    /// the column has never held).
     fn needles(&self, snapshot: &Snapshot, params: &[ScalarValue]) -> Result<Option<Vec<Needle>>> {
         let mut needles = Vec::with_capacity(self.keys.len());
         for key in &self.keys {
-            let value = match &key.value {
-                KeyValue::Literal(v) => v,
-                KeyValue::Param(i) => params.get(*i).ok_or_else(|| {
-                    QueryError::Invalid(format!("no value for parameter ${}", i + 1))
-                })?,
-            };
-            if value.is_null() {
+            let column = &snapshot.meta().columns[key.column];
+            let is_symbol = column.column_type == ColumnType::Symbol;
+            let mut values: Vec<ScalarValue> = Vec::with_capacity(key.values.len());
+            for value in &key.values {
+                let value = match value {
+                    KeyValue::Literal(v) => v,
+                    KeyValue::Param(i) => params.get(*i).ok_or_else(|| {
+                        QueryError::Invalid(format!("no value for parameter ${}", i + 1))
+                    })?,
+                };
+                if value.is_null() {
+                    continue;
+                }
+                let value = if is_symbol {
+                    let Some(code) = symbol_code(snapshot, key.column, value) else {
+                        continue;
+                    };
+                    ScalarValue::Int32(Some(code))
+                } else {
+                    let wanted = column.column_type.arrow_type();
+                    value.cast_to(&wanted).map_err(|e| {
+                        QueryError::Invalid(format!(
+                            "value {value} does not fit column '{}' ({}): {e}",
+                            column.name,
+                            column.column_type.name()
+                        ))
+                    })?
+                };
+                if !values.contains(&value) {
+                    values.push(value);
+                }
+            }
+            if values.is_empty() {
                 return Ok(None);
             }
-            let column = &snapshot.meta().columns[key.column];
-            let (value, is_symbol) = if column.column_type == ColumnType::Symbol {
-                let Some(code) = symbol_code(snapshot, key.column, value) else {
-                    return Ok(None);
-                };
-                (ScalarValue::Int32(Some(code)), true)
-            } else {
-                let wanted = column.column_type.arrow_type();
-                let value = value.cast_to(&wanted).map_err(|e| {
-                    QueryError::Invalid(format!(
-                        "value {value} does not fit column '{}' ({}): {e}",
-                        column.name,
-                        column.column_type.name()
-                    ))
-                })?;
-                (value, false)
-            };
-            let index_key = match indexable(column.column_type) {
-                true => match value.cast_to(&DataType::Int64)? {
-                    ScalarValue::Int64(key) => key,
-                    _ => None,
-                },
+            let index_keys = match indexable(column.column_type) {
+                true => values
+                    .iter()
+                    .map(|v| match v.cast_to(&DataType::Int64) {
+                        Ok(ScalarValue::Int64(Some(key))) => Some(key),
+                        _ => None,
+                    })
+                    .collect(),
                 false => None,
             };
             needles.push(Needle {
                 column: key.column,
-                value: Scalar::new(value.to_array()?),
+                values: values
+                    .iter()
+                    .map(|v| Ok(Scalar::new(v.to_array()?)))
+                    .collect::<Result<_>>()?,
                 is_symbol,
-                index_key,
+                index_keys,
             });
         }
         Ok(Some(needles))
@@ -421,46 +547,85 @@ fn filtered_scan(plan: &LogicalPlan) -> Option<(&TableScan, Vec<&Expr>)> {
     (!terms.is_empty()).then_some((scan, terms))
 }
 
-/// The filter as `column = value` terms, or `None` if any term has another shape. Terms name
-/// table columns, which the scan need not project: filters pushed into it are its own.
+/// The filter as `column = value` and `column IN (values)` terms, or `None` if any term has
+/// another shape. Terms name table columns, which the scan need not project: filters pushed
+/// into it are its own.
 fn keys(terms: &[&Expr], table: &SundialTable) -> Option<Vec<Key>> {
     let table_schema = table.schema();
     terms
         .iter()
         .map(|term| {
-            let Expr::BinaryExpr(BinaryExpr {
-                left,
-                op: Operator::Eq,
-                right,
-            }) = term
-            else {
+            let mut values = Vec::new();
+            let column = one_of(term, &mut values)?;
+            if values.len() > LOOKUP_VALUES_MAX {
                 return None;
-            };
-            let (column, value) = match (left.as_ref(), right.as_ref()) {
-                (Expr::Column(c), v) | (v, Expr::Column(c)) if !matches!(v, Expr::Column(_)) => {
-                    (c, v)
-                }
-                _ => return None,
-            };
+            }
             let column = table_schema.index_of(&column.name).ok()?;
             let column_type = table_schema.fields().get(column)?.data_type().clone();
-            let value = match value {
-                Expr::Placeholder(p) => KeyValue::Param(placeholder_index(&p.id)?),
-                Expr::Literal(v, _) if literal_fits(v, &column_type) => {
-                    KeyValue::Literal(v.clone())
-                }
-                _ => return None,
-            };
-            Some(Key { column, value })
+            let values = values
+                .into_iter()
+                .map(|value| match value {
+                    Expr::Placeholder(p) => Some(KeyValue::Param(placeholder_index(&p.id)?)),
+                    Expr::Literal(v, _) if literal_fits(v, &column_type) => {
+                        Some(KeyValue::Literal(v.clone()))
+                    }
+                    _ => None,
+                })
+                .collect::<Option<Vec<_>>>()?;
+            Some(Key { column, values })
         })
         .collect()
+}
+
+/// The longest `IN` list a lookup takes; longer ones are scans.
+const LOOKUP_VALUES_MAX: usize = 1024;
+
+/// The column of `term` when it says the column holds one of some values (`c = v`,
+/// `c IN (v, ...)`, or a disjunction of those on one column, which is how DataFusion
+/// rewrites short `IN` lists), with the values appended to `values`.
+fn one_of<'a>(term: &'a Expr, values: &mut Vec<&'a Expr>) -> Option<&'a Column> {
+    match term {
+        Expr::BinaryExpr(BinaryExpr {
+            left,
+            op: Operator::Eq,
+            right,
+        }) => match (left.as_ref(), right.as_ref()) {
+            (Expr::Column(c), v) | (v, Expr::Column(c)) if !matches!(v, Expr::Column(_)) => {
+                values.push(v);
+                Some(c)
+            }
+            _ => None,
+        },
+        Expr::InList(InList {
+            expr,
+            list,
+            negated: false,
+        }) if !list.is_empty() => match expr.as_ref() {
+            Expr::Column(c) => {
+                values.extend(list);
+                Some(c)
+            }
+            _ => None,
+        },
+        Expr::BinaryExpr(BinaryExpr {
+            left,
+            op: Operator::Or,
+            right,
+        }) => {
+            let column = one_of(left, values)?;
+            (one_of(right, values)? == column).then_some(column)
+        }
+        _ => None,
+    }
 }
 
 /// Literals compare as themselves only when typed like the column (the planner has already
 /// coerced them) or, for SYMBOL columns, as strings.
 fn literal_fits(value: &ScalarValue, column_type: &DataType) -> bool {
     match column_type {
-        DataType::Dictionary(_, values) => value.data_type() == **values || value.is_null(),
+        DataType::Dictionary(_, values) => {
+            value.data_type() == **values || value.data_type() == *column_type || value.is_null()
+        }
         t => value.data_type() == *t || value.is_null(),
     }
 }
@@ -472,32 +637,39 @@ const GATHER_ROWS_MAX: usize = 1024;
 /// The rows where every needle matches, found through the first indexed needle's index;
 /// `None` when no needle has one (or too many rows match it) and the partition is scanned.
 fn indexed_rows(scope: &Scope<'_>, needles: &[Needle]) -> Result<Option<Vec<u32>>> {
-    let Some((first, key)) = needles
+    let Some((first, keys)) = needles
         .iter()
         .enumerate()
-        .find_map(|(i, n)| Some((i, n.index_key?)))
+        .find_map(|(i, n)| Some((i, n.index_keys.as_ref()?)))
     else {
         return Ok(None);
     };
-    let found = scope.indexes.rows(
-        scope.table,
-        scope.snapshot,
-        scope.step_rows_max,
-        (scope.partition, needles[first].column),
-        key,
-        0..u64::MAX,
-        GATHER_ROWS_MAX,
-    )?;
-    let rows = match found {
-        IndexRows::Hits(rows) => rows,
-        IndexRows::Unindexed => return Ok(None),
-        IndexRows::Deferred => {
-            scope.deferred.set(true);
-            return Ok(Some(Vec::new()));
+    let mut rows = Vec::new();
+    for &key in keys {
+        let found = scope.indexes.rows(
+            scope.table,
+            scope.snapshot,
+            scope.step_rows_max,
+            (scope.partition, needles[first].column),
+            key,
+            0..u64::MAX,
+            GATHER_ROWS_MAX,
+        )?;
+        match found {
+            IndexRows::Hits(hits) => rows.extend(hits),
+            IndexRows::Unindexed => return Ok(None),
+            IndexRows::Deferred => {
+                scope.deferred.set(true);
+                return Ok(Some(Vec::new()));
+            }
         }
-    };
-    if rows.len() > GATHER_ROWS_MAX {
-        return Ok(None);
+        if rows.len() > GATHER_ROWS_MAX {
+            return Ok(None);
+        }
+    }
+    // Distinct keys find distinct rows: only their order is to be restored.
+    if keys.len() > 1 {
+        rows.sort_unstable();
     }
     matching_others(scope, needles, first, rows).map(Some)
 }
@@ -525,17 +697,18 @@ fn matching_others(
     Ok(rows)
 }
 
-/// Appends `hits` to `batches`, cut to the `remaining` rows a limit leaves.
-fn keep(batches: &mut Vec<RecordBatch>, remaining: &mut usize, mut hits: RecordBatch) {
-    if hits.num_rows() > *remaining {
-        hits = hits.slice(0, *remaining);
-    }
-    *remaining -= hits.num_rows();
-    batches.push(hits);
-}
-
 /// Rows `rows` (ascending) of one column of the scope's partition, read run by run.
 fn gather(scope: &Scope<'_>, column: usize, rows: &[u32]) -> Result<ArrayRef> {
+    gather_rows(scope.snapshot, scope.partition, column, rows)
+}
+
+/// Rows `rows` (ascending) of one column of a partition, read run by run.
+fn gather_rows(
+    snapshot: &Snapshot,
+    partition: usize,
+    column: usize,
+    rows: &[u32],
+) -> Result<ArrayRef> {
     let mut pieces: Vec<ArrayRef> = Vec::new();
     let mut i = 0;
     while i < rows.len() {
@@ -546,11 +719,7 @@ fn gather(scope: &Scope<'_>, column: usize, rows: &[u32]) -> Result<ArrayRef> {
             end += 1;
             i += 1;
         }
-        pieces.push(scope.snapshot.read_column(
-            scope.partition,
-            column,
-            start as u64..end as u64,
-        )?);
+        pieces.push(snapshot.read_column(partition, column, start as u64..end as u64)?);
     }
     match pieces.len() {
         1 => Ok(pieces.swap_remove(0)),
@@ -569,7 +738,7 @@ fn scan_matches(
     needles: &[Needle],
 ) -> Result<Option<BooleanArray>> {
     // Integer-like keys and SYMBOL codes are compared by the scan kernels, all at once.
-    let keys: Option<Vec<i64>> = needles.iter().map(|n| n.index_key).collect();
+    let keys: Option<Vec<&Vec<i64>>> = needles.iter().map(|n| n.index_keys.as_ref()).collect();
     if let Some(keys) = keys {
         let columns = needles
             .iter()
@@ -587,12 +756,22 @@ fn scan_matches(
             let leaves = keys
                 .iter()
                 .enumerate()
-                .map(|(column, &key)| {
+                .map(|(column, keys)| {
+                    let test = match keys.as_slice() {
+                        [key] => Test::Compare {
+                            op: CmpOp::Eq,
+                            key: *key,
+                        },
+                        keys => Test::In {
+                            keys: keys.iter().copied().collect(),
+                            negated: false,
+                        },
+                    };
                     Predicate::Leaf(Leaf {
                         column,
                         domain: Domain::Int,
                         arith: None,
-                        test: Test::Compare { op: CmpOp::Eq, key },
+                        test,
                         width: 8,
                     })
                 })
@@ -623,17 +802,25 @@ fn scan_matches(
     Ok(mask)
 }
 
+/// Where `values` holds one of the needle's values.
 fn compare_needle(values: &ArrayRef, needle: &Needle) -> Result<BooleanArray> {
-    if !needle.is_symbol {
-        return compare(values.as_ref(), &needle.value);
+    let values: &dyn Array = match needle.is_symbol {
+        false => values.as_ref(),
+        true => values
+            .as_any_dictionary_opt()
+            .ok_or_else(|| {
+                internal(format!(
+                    "SYMBOL column {} read without codes",
+                    needle.column
+                ))
+            })?
+            .keys(),
+    };
+    let mut matches = compare(values, &needle.values[0])?;
+    for value in &needle.values[1..] {
+        matches = or(&matches, &compare(values, value)?)?;
     }
-    let dictionary = values.as_any_dictionary_opt().ok_or_else(|| {
-        internal(format!(
-            "SYMBOL column {} read without codes",
-            needle.column
-        ))
-    })?;
-    compare(dictionary.keys(), &needle.value)
+    Ok(matches)
 }
 
 /// `values = needle` with NULLs as non-matches, so the mask has no nulls.
@@ -753,6 +940,44 @@ mod tests {
                 "SELECT * FROM t WHERE id = CAST(NULL AS BIGINT)",
             ),
             (
+                "SELECT * FROM t WHERE id IN ($1, $2)",
+                vec![ScalarValue::Int64(Some(3)), ScalarValue::Int64(Some(1))],
+                "SELECT * FROM t WHERE id IN (1, 3)",
+            ),
+            (
+                // Repeated and NULL values find each row once.
+                "SELECT ts, name FROM t WHERE id IN ($1, $2, $3)",
+                vec![
+                    ScalarValue::Int64(Some(2)),
+                    ScalarValue::Int64(None),
+                    ScalarValue::Int64(Some(2)),
+                ],
+                "SELECT ts, name FROM t WHERE id = 2",
+            ),
+            (
+                "SELECT name FROM t WHERE sym IN ('a', 'c') AND id = $1",
+                vec![ScalarValue::Int64(Some(1))],
+                "SELECT name FROM t WHERE sym IN ('a', 'c') AND id = 1",
+            ),
+            (
+                "SELECT * FROM t WHERE sym IN ($1, $2)",
+                vec![
+                    ScalarValue::Utf8(Some("never".into())),
+                    ScalarValue::Utf8(Some("b".into())),
+                ],
+                "SELECT * FROM t WHERE sym = 'b'",
+            ),
+            (
+                "SELECT * FROM t WHERE name IN ('uno', 'three', 'eins')",
+                vec![],
+                "SELECT * FROM t WHERE name IN ('uno', 'three', 'eins')",
+            ),
+            (
+                "SELECT ts FROM t WHERE id IN ($1, 3, 2) LIMIT 3",
+                vec![ScalarValue::Int64(Some(1))],
+                "SELECT ts FROM t WHERE id IN (1, 3, 2) ORDER BY ts LIMIT 3",
+            ),
+            (
                 "SELECT ts FROM t WHERE ts = $1",
                 vec![ScalarValue::TimestampNanosecond(
                     Some(1_704_070_800_000_000_000),
@@ -785,7 +1010,8 @@ mod tests {
             "SELECT * FROM t WHERE id > $1",
             "SELECT count(*) FROM t WHERE id = $1",
             "SELECT price + 1 FROM t WHERE id = $1",
-            "SELECT * FROM t WHERE id = $1 OR id = 2",
+            "SELECT * FROM t WHERE id = $1 OR name = 'two'",
+            "SELECT * FROM t WHERE id NOT IN ($1, 2)",
             "SELECT * FROM t WHERE id = $1 ORDER BY price",
             "SELECT * FROM t WHERE id = $1 LIMIT 1 OFFSET 1",
         ] {
