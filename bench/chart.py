@@ -233,9 +233,13 @@ def chart_lookup(records, metric):
     metric = metric or "qps"
     clients = lambda r: "%s client%s" % (r["clients"], "" if r["clients"] == "1" else "s")
     panels = []
-    for table in dict.fromkeys((r["rows"], r["width"], r["transport"]) for r in recs):
-        mine = [r for r in recs if (r["rows"], r["width"], r["transport"]) == table]
+    # One panel per table, transport and statement shape (point lookups unless the line says).
+    panel = lambda r: (r["rows"], r["width"], r["transport"], r.get("shape", "point"))
+    for table in dict.fromkeys(panel(r) for r in recs):
+        mine = [r for r in recs if panel(r) == table]
         title = "%s rows, %s, %s" % (format_tick(number(table[0]) or 0), table[1], table[2])
+        if table[3] != "point":
+            title += ", " + table[3]
         panels.append((title, grouped(mine, clients, lambda r: r["server"],
                                       lambda r: number(r.get(metric)))))
     higher = metric == "qps"

@@ -7,6 +7,15 @@
 #   bench/lookup.sh
 #   ROWS="1000000 50000000" CLIENTS=1,16,64,256 WIDTHS="narrow wide" TRANSPORTS="plain tls" bench/lookup.sh
 #   SERVERS=sundial CLIENTS=16 DURATION_S=5 bench/lookup.sh
+#   SHAPES="point pipeline in10 range" TRANSPORTS=plain WIDTHS=wide bench/lookup.sh
+#
+# SHAPES (default: point) are the statements each transaction sends:
+#   point     SELECT * FROM kv WHERE id = :id
+#   pipeline  ten of those in one pipeline (\startpipeline .. \endpipeline): one round trip
+#   in10      one multi-get, SELECT * FROM kv WHERE id IN (ten random ids)
+#   range     a key within a time range: id = :id AND ts >= '2024-01-02' AND ts < '2024-01-09'
+#             (about 7 days of rows: a lookup outside it finds nothing)
+# qps counts lookups (keys asked for) per second: ten per transaction for pipeline and in10.
 #
 # Tables: wide is the 7 columns of issue 39 (id LONG, a LONG, b LONG, s VARCHAR, x DOUBLE,
 # t VARCHAR, ts TIMESTAMP; PostgreSQL: bigint, text, double precision, timestamp), narrow is
@@ -14,9 +23,10 @@
 # rows / 86,400 (12 for 1M, 579 for 50M): a lookup must not cost more with more partitions.
 #
 # Prints one line per step and writes them to bench/results/lookup-<time>.txt:
-#   result: server=.. rows=.. width=.. transport=.. clients=.. qps=.. p50_us=.. p99_us=.. max_us=..
-#   pair: rows=.. width=.. transport=.. clients=.. sundial_qps=.. postgres_qps=.. ratio=..
-# (ratio: Sundial's QPS over PostgreSQL's; latencies from pgbench's per-transaction log).
+#   result: server=.. rows=.. width=.. transport=.. clients=.. [shape=..] qps=.. p50_us=.. p99_us=.. max_us=..
+#   pair: rows=.. width=.. transport=.. clients=.. [shape=..] sundial_qps=.. postgres_qps=.. ratio=..
+# (ratio: Sundial's QPS over PostgreSQL's; latencies, of whole transactions, from pgbench's
+# per-transaction log; shape is shown when it is not point).
 # Chart: python3 bench/chart.py --lookup -o bench/charts/lookup.svg bench/results/lookup-<time>.txt
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -27,6 +37,7 @@ WIDTHS=${WIDTHS:-"narrow wide"}
 TRANSPORTS=${TRANSPORTS:-"plain tls"}
 DURATION_S=${DURATION_S:-8}
 SERVERS=${SERVERS:-"sundial postgres"}
+SHAPES=${SHAPES:-point}
 WORK=${WORK:-$(mktemp -d /tmp/sundial-lookup-bench.XXXXXX)}
 # The rows each INSERT ... SELECT loads: a bounded statement, however many rows in all.
 LOAD_ROWS=${LOAD_ROWS:-5000000}
@@ -108,10 +119,42 @@ load() { # server rows width
     [[ $count == "$rows" ]] || die "$server holds $count rows of kv, not $rows"
 }
 
+script() { # shape rows -> pgbench's script of one transaction; LOOKUPS: keys it asks for
+    local shape=$1 rows=$2 i
+    case $shape in
+        point)
+            LOOKUPS=1
+            printf '\\set id random(1, %d)\nSELECT * FROM kv WHERE id = :id;\n' "$rows" ;;
+        pipeline)
+            LOOKUPS=10
+            for i in $(seq 10); do printf '\\set id%d random(1, %d)\n' "$i" "$rows"; done
+            echo '\startpipeline'
+            for i in $(seq 10); do printf 'SELECT * FROM kv WHERE id = :id%d;\n' "$i"; done
+            echo '\endpipeline' ;;
+        in10)
+            LOOKUPS=10
+            for i in $(seq 10); do printf '\\set id%d random(1, %d)\n' "$i" "$rows"; done
+            printf 'SELECT * FROM kv WHERE id IN (%s);\n' "$(seq -s ', ' -f ':id%g' 10)" ;;
+        range)
+            LOOKUPS=1
+            printf '\\set id random(1, %d)\n' "$rows"
+            echo "SELECT * FROM kv WHERE id = :id AND ts >= '2024-01-02' AND ts < '2024-01-09';" ;;
+        *) die "unknown shape $shape" ;;
+    esac
+}
+
 run_steps() { # server rows width
-    local server=$1 rows=$2 width=$3 port=${SUNDIAL_PG_ADDR##*:}
+    local server=$1 rows=$2 width=$3
+    for shape in $SHAPES; do
+        script "$shape" "$rows" >"$WORK/lookup.sql"
+        run_shape "$server" "$rows" "$width" "$shape" "$LOOKUPS"
+    done
+}
+
+run_shape() { # server rows width shape lookups-per-transaction
+    local server=$1 rows=$2 width=$3 shape=$4 lookups=$5 port=${SUNDIAL_PG_ADDR##*:} tag=
     [[ $server == postgres ]] && port=$PG_PORT
-    printf '\\set id random(1, %d)\nSELECT * FROM kv WHERE id = :id;\n' "$rows" >"$WORK/lookup.sql"
+    [[ $shape == point ]] || tag=" shape=$shape"
     for transport in $TRANSPORTS; do
         local sslmode=disable
         [[ $transport == tls ]] && sslmode=require
@@ -126,20 +169,20 @@ run_steps() { # server rows width
             out=$(cd "$logs" && PGSSLMODE=$sslmode PGPASSWORD=quest pgbench -n -M prepared \
                 -h 127.0.0.1 -p "$port" -U admin -c "$clients" -j "$threads" -T "$DURATION_S" \
                 -l -f "$WORK/lookup.sql" qdb 2>&1) || {
-                echo "result: server=$server rows=$rows width=$width transport=$transport clients=$clients failed"
+                echo "result: server=$server rows=$rows width=$width transport=$transport clients=$clients$tag failed"
                 echo "$out" | tail -5 >&2
                 continue
             }
             local qps
-            qps=$(echo "$out" | awk '/^tps = / { printf "%.0f", $3 }')
+            qps=$(echo "$out" | awk -v n="$lookups" '/^tps = / { printf "%.0f", $3 * n }')
             # pgbench's log: client, transaction, latency in µs, script, epoch s, µs.
             cat "$logs"/pgbench_log.* | awk '{ print $3 }' | sort -n | awk -v s="$server" -v r="$rows" \
-                -v w="$width" -v t="$transport" -v c="$clients" -v q="$qps" '
+                -v w="$width" -v t="$transport" -v c="$clients" -v q="$qps" -v g="$tag" '
                 { v[NR] = $1 }
                 END {
                     if (NR == 0) { print "result: server=" s " failed: empty log"; exit }
-                    printf "result: server=%s rows=%d width=%s transport=%s clients=%d qps=%d p50_us=%d p99_us=%d max_us=%d\n",
-                        s, r, w, t, c, q, v[int(NR * 0.50) + 1], v[int(NR * 0.99) + 1], v[NR]
+                    printf "result: server=%s rows=%d width=%s transport=%s clients=%d%s qps=%d p50_us=%d p99_us=%d max_us=%d\n",
+                        s, r, w, t, c, g, q, v[int(NR * 0.50) + 1], v[int(NR * 0.99) + 1], v[NR]
                 }'
             rm -rf "$logs"
         done
@@ -176,8 +219,9 @@ run_server() { # server
 } | tee "$OUT.partial"
 awk '
     /^result: / && !/failed/ {
+        delete f
         for (i = 2; i <= NF; i++) { split($i, kv, "="); f[kv[1]] = kv[2] }
-        key = f["rows"] " " f["width"] " " f["transport"] " " f["clients"]
+        key = f["rows"] " " f["width"] " " f["transport"] " " f["clients"] " " ("shape" in f ? f["shape"] : "point")
         q[f["server"], key] = f["qps"]; if (!(key in seen)) { seen[key] = 1; order[++n] = key }
     }
     END {
@@ -185,8 +229,8 @@ awk '
             if (!((("sundial", order[i]) in q) && (("postgres", order[i]) in q))) continue
             split(order[i], k, " ")
             s = q["sundial", order[i]]; p = q["postgres", order[i]]
-            printf "pair: rows=%s width=%s transport=%s clients=%s sundial_qps=%s postgres_qps=%s ratio=%.2f\n",
-                k[1], k[2], k[3], k[4], s, p, (p > 0 ? s / p : 0)
+            printf "pair: rows=%s width=%s transport=%s clients=%s%s sundial_qps=%s postgres_qps=%s ratio=%.2f\n",
+                k[1], k[2], k[3], k[4], (k[5] == "point" ? "" : " shape=" k[5]), s, p, (p > 0 ? s / p : 0)
         }
     }' "$OUT.partial" | tee -a "$OUT.partial"
 mv "$OUT.partial" "$OUT"

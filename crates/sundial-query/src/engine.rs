@@ -322,7 +322,7 @@ pub struct Engine {
     /// Key indexes for point lookups and indexed symbols, shared by all sessions.
     key_indexes: Arc<KeyIndexes>,
     /// Whole-table key indexes of point lookups by integer keys, shared by all sessions.
-    table_keys: TableKeys,
+    table_keys: Arc<TableKeys>,
     /// Each query's memory limit, the budget queries share, where they spill.
     memory: crate::memory_use::MemoryLimits,
     /// Plans shared by queries of the same shape (see `plan_cache`).
@@ -550,7 +550,7 @@ impl Engine {
             current: RwLock::new(Current::of(&ctx)),
             ctx,
             key_indexes,
-            table_keys: TableKeys::new(TABLE_KEYS_BYTES_MAX),
+            table_keys: Arc::new(TableKeys::new(TABLE_KEYS_BYTES_MAX)),
             memory: Default::default(),
             plans: PlanCache::new(PLAN_CACHE_ENTRIES_MAX),
             text_shapes: PlanCache::new(PLAN_CACHE_ENTRIES_MAX),
@@ -1315,9 +1315,25 @@ impl Engine {
             },
             PreparedKind::Plan(plan) => self.run_plan(with_values(plan, values)?).await,
             PreparedKind::Lookup(lookup) => {
-                let batches = lookup
-                    .run((&self.key_indexes, &self.table_keys), values, u64::MAX)?
-                    .unwrap_or_default();
+                let indexes = (self.key_indexes.as_ref(), self.table_keys.as_ref());
+                let batches = match lookup.run(indexes, values, LOOKUP_NOW_STEP_ROWS_MAX)? {
+                    Some(batches) => batches,
+                    // Indexing or scanning many rows (a table's first lookup builds its key
+                    // index): on the blocking pool, so the query threads serve others meanwhile.
+                    None => {
+                        let (lookup, values) = (lookup.clone(), values.to_vec());
+                        let (key_indexes, table_keys) =
+                            (self.key_indexes.clone(), self.table_keys.clone());
+                        tokio::task::spawn_blocking(move || {
+                            lookup.run((&key_indexes, &table_keys), &values, u64::MAX)
+                        })
+                        .await
+                        .map_err(|e| {
+                            crate::error::internal(format!("a point lookup stopped: {e}"))
+                        })??
+                        .unwrap_or_default()
+                    }
+                };
                 let stream = MemoryStream::try_new(batches, lookup.schema().clone(), None)?;
                 Ok(Output::Rows(Box::pin(stream)))
             }
@@ -1386,7 +1402,7 @@ impl Engine {
             Ok(values) => values,
             Err(e) => return Some(Err(e)),
         };
-        let indexes = (self.key_indexes.as_ref(), &self.table_keys);
+        let indexes = (self.key_indexes.as_ref(), self.table_keys.as_ref());
         match lookup.find(indexes, values, LOOKUP_NOW_STEP_ROWS_MAX) {
             Ok(Some(found)) => Some(Ok(found)),
             Ok(None) => None,

@@ -1,21 +1,24 @@
 //! Point lookups: the short path for `SELECT a, b FROM t WHERE k = $1 [AND j IN ('x', $2)]
-//! [LIMIT n]`.
+//! [AND ts >= $3 AND ts < $4] [LIMIT n]`.
 //!
 //! ```text
-//! prepare:  optimized plan ──PointLookup::from_plan──▶ { table, key columns, projection }
+//! prepare:  optimized plan ──PointLookup::from_plan──▶ { table, keys, time bounds, projection }
 //! run:      newest snapshot ─▶ an integer key: its rows from the table's key index
-//!                              (table_keys), one probe whatever the partitions
-//!                           ─▶ otherwise each partition: key index or key column == value
-//!                           ─▶ projected columns of those rows ─▶ one batch per partition with hits
+//!                              (table_keys), a probe per value whatever the partitions
+//!                           ─▶ otherwise each partition in the time range: key index, or
+//!                              key column IN values over the range's rows
+//!                           ─▶ LookupRows: (partition, rows), located, not read
+//!                           ─▶ read as cells (PostgreSQL's DataRows) or Arrow batches
 //! ```
 //!
 //! Clients that look rows up by key send the same prepared statement thousands of times a
 //! second. For them, DataFusion's physical planning and its executor (a task per partition,
 //! channels between operators) cost more than comparing the key column, so statements of this
 //! shape skip both: the comparison runs on the mapped column with Arrow's vectorised kernels,
-//! and only the matching rows are copied. Everything else takes the general path.
+//! and only the matching rows are read. Everything else takes the general path.
 
 use std::cell::Cell;
+use std::ops::Range;
 use std::sync::Arc;
 
 use datafusion::arrow::array::{
@@ -24,7 +27,7 @@ use datafusion::arrow::array::{
 use datafusion::arrow::compute::kernels::boolean::{and, or};
 use datafusion::arrow::compute::kernels::cmp::eq;
 use datafusion::arrow::compute::{concat, filter_record_batch};
-use datafusion::arrow::datatypes::{DataType, SchemaRef};
+use datafusion::arrow::datatypes::{DataType, SchemaRef, TimeUnit, TimestampNanosecondType};
 use datafusion::catalog::TableProvider;
 use datafusion::common::Column;
 use datafusion::datasource::source_as_provider;
@@ -50,11 +53,23 @@ pub(crate) struct PointLookup {
     /// Always a [`SundialTable`]; kept as the provider so the plan's table is reused.
     provider: Arc<dyn TableProvider>,
     keys: Vec<Key>,
+    /// Bounds on the designated timestamp, all of which a row meets.
+    time: Vec<TimeBound>,
     /// The table column behind each output column.
     projection: Vec<usize>,
     schema: SchemaRef,
     fetch: Option<usize>,
 }
+
+/// `ts op value` on the designated timestamp `ts`; `op` is `=`, `>`, `>=`, `<` or `<=`.
+#[derive(Debug, Clone)]
+struct TimeBound {
+    op: Operator,
+    value: KeyValue,
+}
+
+/// Designated timestamps `[lo, hi)`, in nanoseconds; `None`: unbounded on that side.
+type TimeRange = (Option<i64>, Option<i64>);
 
 /// `column = value`, or `column IN (values)`: the column holds one of `values`.
 #[derive(Debug, Clone)]
@@ -87,6 +102,8 @@ struct Scope<'a> {
     table: &'a Arc<Table>,
     snapshot: &'a Snapshot,
     partition: usize,
+    /// The partition's rows inside the statement's time range.
+    within: Range<u64>,
     /// The most rows one partition may index or scan before the run is deferred.
     step_rows_max: u64,
     deferred: &'a Cell<bool>,
@@ -274,10 +291,11 @@ impl PointLookup {
         if !types_match {
             return None;
         }
-        let keys = keys(&terms, table)?;
+        let (keys, time) = keys(&terms, table)?;
         Some(PointLookup {
             provider,
             keys,
+            time,
             projection,
             schema,
             fetch,
@@ -312,12 +330,16 @@ impl PointLookup {
         let Some(needles) = self.needles(&snapshot, params)? else {
             return Ok(Some(found));
         };
+        let Some(time) = self.time_range(params)? else {
+            return Ok(Some(found));
+        };
         let deferred = Cell::new(false);
         let scope = |partition| Scope {
             indexes,
             table: table.table(),
             snapshot: &snapshot,
             partition,
+            within: 0..snapshot.partitions()[partition].row_count,
             step_rows_max,
             deferred: &deferred,
         };
@@ -360,18 +382,32 @@ impl PointLookup {
                     if remaining == 0 {
                         break;
                     }
+                    let scope = scope(group[0].0);
                     let rows = group.iter().map(|&(_, row)| row).collect();
-                    let rows = matching_others(&scope(group[0].0), &needles, first, rows)?;
+                    let rows = within_time(&scope, rows, time)?;
+                    let rows = matching_others(&scope, &needles, first, rows)?;
                     found.keep(&mut remaining, Part::Rows(group[0].0, rows));
                 }
                 return Ok(Some(found));
             }
         }
-        for partition in 0..snapshot.partitions().len() {
+        for (partition, part) in snapshot.partitions().iter().enumerate() {
             if remaining == 0 {
                 break;
             }
-            let hits = self.hits(&scope(partition), &needles)?;
+            let mut scope = scope(partition);
+            match time {
+                (None, None) => {}
+                (lo, hi) => {
+                    if lo.is_some_and(|lo| part.max_ts < lo)
+                        || hi.is_some_and(|hi| part.min_ts >= hi)
+                    {
+                        continue;
+                    }
+                    scope.within = snapshot.rows_in_range(partition, lo, hi)?;
+                }
+            }
+            let hits = self.hits(&scope, &needles)?;
             if deferred.get() {
                 return Ok(None);
             }
@@ -400,10 +436,29 @@ impl PointLookup {
             Some(rows) if rows.is_empty() => Ok(None),
             Some(rows) => Ok(Some(Part::Rows(scope.partition, rows))),
             None => {
-                let rows = 0..scope.snapshot.partitions()[scope.partition].row_count;
-                if rows.end > scope.step_rows_max {
+                let rows = scope.within.clone();
+                if rows.is_empty() {
+                    return Ok(None);
+                }
+                if rows.end - rows.start > scope.step_rows_max {
                     scope.deferred.set(true);
                     return Ok(None);
+                }
+                // Only the time range narrows the rows: all of them match.
+                if needles.is_empty() {
+                    if rows.end - rows.start <= GATHER_ROWS_MAX as u64
+                        && rows.end <= u64::from(u32::MAX)
+                    {
+                        let rows = (rows.start as u32..rows.end as u32).collect();
+                        return Ok(Some(Part::Rows(scope.partition, rows)));
+                    }
+                    let batch =
+                        scope
+                            .snapshot
+                            .read_batch(scope.partition, &self.projection, rows)?;
+                    let batch =
+                        RecordBatch::try_new(self.schema.clone(), batch.columns().to_vec())?;
+                    return Ok(Some(Part::Batch(batch)));
                 }
                 let Some(mask) = scan_matches(scope, rows.clone(), needles)? else {
                     return Ok(None);
@@ -411,7 +466,12 @@ impl PointLookup {
                 // A few matches are gathered (reading, and for SYMBOL columns checking, only
                 // them); many are filtered out of the whole partition.
                 if mask.true_count() <= GATHER_ROWS_MAX && rows.end <= u64::from(u32::MAX) {
-                    let picks = mask.values().set_indices().map(|i| i as u32).collect();
+                    let first = rows.start as u32;
+                    let picks = mask
+                        .values()
+                        .set_indices()
+                        .map(|i| first + i as u32)
+                        .collect();
                     return Ok(Some(Part::Rows(scope.partition, picks)));
                 }
                 let all = scope
@@ -422,6 +482,45 @@ impl PointLookup {
                 Ok(Some(Part::Batch(batch)))
             }
         }
+    }
+
+    /// The time range the statement's bounds leave; `None` when no row can match (a NULL
+    /// bound, or bounds that exclude each other).
+    fn time_range(&self, params: &[ScalarValue]) -> Result<Option<TimeRange>> {
+        let (mut lo, mut hi): TimeRange = (None, None);
+        for bound in &self.time {
+            let value = match &bound.value {
+                KeyValue::Literal(v) => v,
+                KeyValue::Param(i) => params.get(*i).ok_or_else(|| {
+                    QueryError::Invalid(format!("no value for parameter ${}", i + 1))
+                })?,
+            };
+            let nanos = match value.cast_to(&DataType::Timestamp(TimeUnit::Nanosecond, None)) {
+                Ok(ScalarValue::TimestampNanosecond(Some(nanos), _)) => nanos,
+                Ok(_) => return Ok(None),
+                Err(e) => {
+                    return Err(QueryError::Invalid(format!(
+                        "value {value} is no timestamp: {e}"
+                    )));
+                }
+            };
+            let (from, to) = match bound.op {
+                Operator::Eq => (Some(nanos), Some(nanos.saturating_add(1))),
+                Operator::Gt => (Some(nanos.saturating_add(1)), None),
+                Operator::GtEq => (Some(nanos), None),
+                Operator::Lt => (None, Some(nanos)),
+                _ => (None, Some(nanos.saturating_add(1))),
+            };
+            lo = lo.max(from);
+            hi = match (hi, to) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            };
+        }
+        Ok(match (lo, hi) {
+            (Some(lo), Some(hi)) if lo >= hi => None,
+            range => Some(range),
+        })
     }
 
     /// Each key's comparison values; `None` when no row can match (only NULLs, or symbols
@@ -547,34 +646,65 @@ fn filtered_scan(plan: &LogicalPlan) -> Option<(&TableScan, Vec<&Expr>)> {
     (!terms.is_empty()).then_some((scan, terms))
 }
 
-/// The filter as `column = value` and `column IN (values)` terms, or `None` if any term has
-/// another shape. Terms name table columns, which the scan need not project: filters pushed
-/// into it are its own.
-fn keys(terms: &[&Expr], table: &SundialTable) -> Option<Vec<Key>> {
+/// The filter as `column = value` and `column IN (values)` terms and bounds on the designated
+/// timestamp, or `None` if any term has another shape, or if neither a key term nor an
+/// equality on the designated timestamp narrows the rows to a few. Terms name table columns,
+/// which the scan need not project: filters pushed into it are its own.
+fn keys(terms: &[&Expr], table: &SundialTable) -> Option<(Vec<Key>, Vec<TimeBound>)> {
     let table_schema = table.schema();
-    terms
-        .iter()
-        .map(|term| {
-            let mut values = Vec::new();
-            let column = one_of(term, &mut values)?;
-            if values.len() > LOOKUP_VALUES_MAX {
-                return None;
-            }
-            let column = table_schema.index_of(&column.name).ok()?;
-            let column_type = table_schema.fields().get(column)?.data_type().clone();
-            let values = values
-                .into_iter()
-                .map(|value| match value {
-                    Expr::Placeholder(p) => Some(KeyValue::Param(placeholder_index(&p.id)?)),
-                    Expr::Literal(v, _) if literal_fits(v, &column_type) => {
-                        Some(KeyValue::Literal(v.clone()))
-                    }
-                    _ => None,
-                })
-                .collect::<Option<Vec<_>>>()?;
-            Some(Key { column, values })
-        })
-        .collect()
+    let (mut keys, mut time) = (Vec::new(), Vec::new());
+    let value_of = |value: &Expr, column_type: &DataType| match value {
+        Expr::Placeholder(p) => Some(KeyValue::Param(placeholder_index(&p.id)?)),
+        Expr::Literal(v, _) if literal_fits(v, column_type) => Some(KeyValue::Literal(v.clone())),
+        _ => None,
+    };
+    for term in terms {
+        if let Some(bound) = time_bound(term, table) {
+            let column_type = DataType::Timestamp(TimeUnit::Nanosecond, None);
+            time.push(TimeBound {
+                op: bound.0,
+                value: value_of(bound.1, &column_type)?,
+            });
+            continue;
+        }
+        let mut values = Vec::new();
+        let column = one_of(term, &mut values)?;
+        if values.len() > LOOKUP_VALUES_MAX {
+            return None;
+        }
+        let column = table_schema.index_of(&column.name).ok()?;
+        let column_type = table_schema.fields().get(column)?.data_type().clone();
+        let values = values
+            .into_iter()
+            .map(|value| value_of(value, &column_type))
+            .collect::<Option<Vec<_>>>()?;
+        keys.push(Key { column, values });
+    }
+    let narrow = !keys.is_empty() || time.iter().any(|b: &TimeBound| b.op == Operator::Eq);
+    narrow.then_some((keys, time))
+}
+
+/// `ts op value` with `ts` the table's designated timestamp (a TIMESTAMP), as the operator
+/// with the column on the left, and the value. (Equalities are ranges too: the timestamp is
+/// sorted within each partition, so its rows are found by binary search, with no index.)
+fn time_bound<'a>(term: &'a Expr, table: &SundialTable) -> Option<(Operator, &'a Expr)> {
+    let Expr::BinaryExpr(BinaryExpr { left, op, right }) = term else {
+        return None;
+    };
+    let ts = table.timestamp_name()?;
+    let is_ts = |e: &Expr| matches!(e, Expr::Column(c) if c.name == ts);
+    let (op, value) = match (is_ts(left), is_ts(right)) {
+        (true, false) => (*op, right.as_ref()),
+        (false, true) => (op.swap()?, left.as_ref()),
+        _ => return None,
+    };
+    let timestamp = DataType::Timestamp(TimeUnit::Nanosecond, None);
+    let field = table.schema().field_with_name(ts).ok()?.data_type().clone();
+    (matches!(
+        op,
+        Operator::Eq | Operator::Gt | Operator::GtEq | Operator::Lt | Operator::LtEq
+    ) && field == timestamp)
+        .then_some((op, value))
 }
 
 /// The longest `IN` list a lookup takes; longer ones are scans.
@@ -652,7 +782,7 @@ fn indexed_rows(scope: &Scope<'_>, needles: &[Needle]) -> Result<Option<Vec<u32>
             scope.step_rows_max,
             (scope.partition, needles[first].column),
             key,
-            0..u64::MAX,
+            scope.within.clone(),
             GATHER_ROWS_MAX,
         )?;
         match found {
@@ -672,6 +802,29 @@ fn indexed_rows(scope: &Scope<'_>, needles: &[Needle]) -> Result<Option<Vec<u32>
         rows.sort_unstable();
     }
     matching_others(scope, needles, first, rows).map(Some)
+}
+
+/// Those of `rows` (ascending, of the scope's partition) whose designated timestamp lies in
+/// `time`.
+fn within_time(scope: &Scope<'_>, rows: Vec<u32>, time: TimeRange) -> Result<Vec<u32>> {
+    let part = &scope.snapshot.partitions()[scope.partition];
+    let (lo, hi) = time;
+    let inside = |ts: i64| lo.is_none_or(|lo| ts >= lo) && hi.is_none_or(|hi| ts < hi);
+    if inside(part.min_ts) && inside(part.max_ts) {
+        return Ok(rows);
+    }
+    let Some(ts) = scope.snapshot.meta().timestamp_index else {
+        return Ok(rows);
+    };
+    let values = gather(scope, ts, &rows)?;
+    let values = values
+        .as_primitive_opt::<TimestampNanosecondType>()
+        .ok_or_else(|| internal("the designated timestamp read as another type".into()))?;
+    Ok(rows
+        .into_iter()
+        .zip(values.values().iter())
+        .filter_map(|(row, &ts)| inside(ts).then_some(row))
+        .collect())
 }
 
 /// Those of `rows` (ascending, of the scope's partition) where every needle but the `first`
@@ -893,6 +1046,12 @@ mod tests {
             .expect("insert");
     }
 
+    fn ts(text: &str) -> ScalarValue {
+        ScalarValue::Utf8(Some(text.into()))
+            .cast_to(&DataType::Timestamp(TimeUnit::Nanosecond, None))
+            .expect("a timestamp")
+    }
+
     /// Every lookup answers exactly what the general path answers for the same values inlined.
     #[tokio::test]
     async fn lookups_match_the_general_path() {
@@ -978,6 +1137,60 @@ mod tests {
                 "SELECT ts FROM t WHERE id IN (1, 3, 2) ORDER BY ts LIMIT 3",
             ),
             (
+                "SELECT * FROM t WHERE id = $1 AND ts >= $2 AND ts < $3",
+                vec![
+                    ScalarValue::Int64(Some(1)),
+                    ts("2024-01-01T12:00:00Z"),
+                    ts("2024-01-03T00:00:00Z"),
+                ],
+                "SELECT * FROM t WHERE id = 1 AND ts >= '2024-01-01T12:00:00Z' \
+                 AND ts < '2024-01-03T00:00:00Z'",
+            ),
+            (
+                // Bounds on the edges of partitions and of rows, either way round.
+                "SELECT name FROM t WHERE sym = $1 AND ts > $2 AND $3 >= ts",
+                vec![
+                    ScalarValue::Utf8(Some("a".into())),
+                    ts("2024-01-01T00:00:00Z"),
+                    ts("2024-01-03T00:00:00Z"),
+                ],
+                "SELECT name FROM t WHERE sym = 'a' AND ts > '2024-01-01T00:00:00Z' \
+                 AND ts <= '2024-01-03T00:00:00Z'",
+            ),
+            (
+                "SELECT name FROM t WHERE name IN ('one', 'eins') AND ts BETWEEN $1 AND $2",
+                vec![ts("2024-01-01T00:00:00Z"), ts("2024-01-03T02:00:00Z")],
+                "SELECT name FROM t WHERE name IN ('one', 'eins') \
+                 AND ts BETWEEN '2024-01-01T00:00:00Z' AND '2024-01-03T02:00:00Z'",
+            ),
+            (
+                "SELECT * FROM t WHERE id = $1 AND ts <= $2",
+                vec![
+                    ScalarValue::Int64(Some(1)),
+                    ScalarValue::TimestampNanosecond(None, None),
+                ],
+                "SELECT * FROM t WHERE id = 1 AND ts <= CAST(NULL AS TIMESTAMP)",
+            ),
+            (
+                "SELECT * FROM t WHERE id = $1 AND ts >= $2 AND ts < $3",
+                vec![
+                    ScalarValue::Int64(Some(1)),
+                    ts("2024-01-03T00:00:00Z"),
+                    ts("2024-01-02T00:00:00Z"),
+                ],
+                "SELECT * FROM t WHERE id = 1 AND ts >= '2024-01-03T00:00:00Z' \
+                 AND ts < '2024-01-02T00:00:00Z'",
+            ),
+            (
+                // (SYMBOL, timestamp): the timestamp by binary search in its partition.
+                "SELECT name, price FROM t WHERE sym = $1 AND ts = $2",
+                vec![
+                    ScalarValue::Utf8(Some("a".into())),
+                    ts("2024-01-02T00:00:00Z"),
+                ],
+                "SELECT name, price FROM t WHERE sym = 'a' AND ts = '2024-01-02T00:00:00Z'",
+            ),
+            (
                 "SELECT ts FROM t WHERE ts = $1",
                 vec![ScalarValue::TimestampNanosecond(
                     Some(1_704_070_800_000_000_000),
@@ -1002,6 +1215,39 @@ mod tests {
         }
     }
 
+    /// A lookup that must first index more rows than a session may index in place runs on
+    /// the blocking pool, with the same answer.
+    #[tokio::test]
+    async fn large_first_lookups_index_off_the_query_threads() {
+        let (engine, _dir) = engine();
+        engine
+            .run("CREATE TABLE big (id LONG, ts TIMESTAMP) TIMESTAMP(ts) PARTITION BY YEAR")
+            .await
+            .expect("create");
+        engine
+            .run(
+                "INSERT INTO big SELECT g, to_timestamp_seconds(1704067200 + g) \
+                 FROM generate_series(1, 100000) AS s(g)",
+            )
+            .await
+            .expect("insert");
+        let prepared = engine
+            .prepare("SELECT ts FROM big WHERE id = $1")
+            .await
+            .expect("prepare");
+        let params = [ScalarValue::Int64(Some(99_999))];
+        // In place, the index is too much work to build.
+        let now = engine.run_lookup_now(&prepared, &params, &crate::Caller::trusted());
+        assert!(now.is_none(), "indexed 100,000 rows in place");
+        assert_eq!(
+            run_prepared(&engine, "SELECT ts FROM big WHERE id = $1", params.to_vec()).await,
+            run(&engine, "SELECT ts FROM big WHERE id = 99999").await
+        );
+        // Built by then: later lookups are quick.
+        let now = engine.run_lookup_now(&prepared, &params, &crate::Caller::trusted());
+        assert_eq!(now.expect("in place").expect("found").row_count(), 1);
+    }
+
     #[tokio::test]
     async fn other_shapes_take_the_general_path() {
         let (engine, _dir) = engine();
@@ -1012,6 +1258,8 @@ mod tests {
             "SELECT price + 1 FROM t WHERE id = $1",
             "SELECT * FROM t WHERE id = $1 OR name = 'two'",
             "SELECT * FROM t WHERE id NOT IN ($1, 2)",
+            "SELECT * FROM t WHERE ts > $1",
+            "SELECT * FROM t WHERE id = $1 AND price > $2",
             "SELECT * FROM t WHERE id = $1 ORDER BY price",
             "SELECT * FROM t WHERE id = $1 LIMIT 1 OFFSET 1",
         ] {
