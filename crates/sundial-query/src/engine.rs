@@ -29,6 +29,7 @@ use crate::error::{QueryError, Result};
 use crate::exec::bind;
 use crate::key_index::KeyIndexes;
 use crate::plans::lookup::{LookupRows, PointLookup};
+use crate::plans::mapped::MappedParts;
 use crate::plans::plan_cache::{self, PlanCache, PlannedTables, Shape};
 use crate::plans::text_shape::{Learned, TextShape};
 use crate::provider::{InsertPath, SundialSchema};
@@ -323,6 +324,8 @@ pub struct Engine {
     key_indexes: Arc<KeyIndexes>,
     /// Whole-table key indexes of point lookups by integer keys, shared by all sessions.
     table_keys: Arc<TableKeys>,
+    /// Partitions' columns mapped for point lookups, per table (see `plans::mapped`).
+    mapped_parts: Arc<MappedParts>,
     /// Each query's memory limit, the budget queries share, where they spill.
     memory: crate::memory_use::MemoryLimits,
     /// Plans shared by queries of the same shape (see `plan_cache`).
@@ -551,6 +554,7 @@ impl Engine {
             ctx,
             key_indexes,
             table_keys: Arc::new(TableKeys::new(TABLE_KEYS_BYTES_MAX)),
+            mapped_parts: Arc::default(),
             memory: Default::default(),
             plans: PlanCache::new(PLAN_CACHE_ENTRIES_MAX),
             text_shapes: PlanCache::new(PLAN_CACHE_ENTRIES_MAX),
@@ -1315,17 +1319,24 @@ impl Engine {
             },
             PreparedKind::Plan(plan) => self.run_plan(with_values(plan, values)?).await,
             PreparedKind::Lookup(lookup) => {
-                let indexes = (self.key_indexes.as_ref(), self.table_keys.as_ref());
+                let indexes = (
+                    self.key_indexes.as_ref(),
+                    self.table_keys.as_ref(),
+                    &self.mapped_parts,
+                );
                 let batches = match lookup.run(indexes, values, LOOKUP_NOW_STEP_ROWS_MAX)? {
                     Some(batches) => batches,
                     // Indexing or scanning many rows (a table's first lookup builds its key
                     // index): on the blocking pool, so the query threads serve others meanwhile.
                     None => {
                         let (lookup, values) = (lookup.clone(), values.to_vec());
-                        let (key_indexes, table_keys) =
-                            (self.key_indexes.clone(), self.table_keys.clone());
+                        let (key_indexes, table_keys, mapped) = (
+                            self.key_indexes.clone(),
+                            self.table_keys.clone(),
+                            self.mapped_parts.clone(),
+                        );
                         tokio::task::spawn_blocking(move || {
-                            lookup.run((&key_indexes, &table_keys), &values, u64::MAX)
+                            lookup.run((&key_indexes, &table_keys, &mapped), &values, u64::MAX)
                         })
                         .await
                         .map_err(|e| {
@@ -1382,6 +1393,11 @@ impl Engine {
         Ok(Some(physical))
     }
 
+    #[cfg(test)]
+    pub(crate) fn mapped_parts(&self) -> &MappedParts {
+        &self.mapped_parts
+    }
+
     /// Runs a point lookup (see [`Prepared::is_point_lookup`]) right here if that is quick:
     /// `None` when the statement is no lookup or would index or scan many rows, and must be
     /// run by [`Engine::run_prepared`] on a thread that may block.
@@ -1402,7 +1418,11 @@ impl Engine {
             Ok(values) => values,
             Err(e) => return Some(Err(e)),
         };
-        let indexes = (self.key_indexes.as_ref(), self.table_keys.as_ref());
+        let indexes = (
+            self.key_indexes.as_ref(),
+            self.table_keys.as_ref(),
+            &self.mapped_parts,
+        );
         match lookup.find(indexes, values, LOOKUP_NOW_STEP_ROWS_MAX) {
             Ok(Some(found)) => Some(Ok(found)),
             Ok(None) => None,

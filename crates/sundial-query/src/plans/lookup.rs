@@ -42,6 +42,7 @@ use sundial_storage::{ColumnType, PartRows, Snapshot, Table};
 
 use crate::error::{QueryError, Result, internal};
 use crate::key_index::{IndexRows, KeyIndexes, indexable};
+use crate::plans::mapped::MappedParts;
 use crate::provider::SundialTable;
 use crate::snapshot::symbol_code;
 use crate::table_keys::{Found, TableKeys};
@@ -96,6 +97,9 @@ struct Needle {
     index_keys: Option<Vec<i64>>,
 }
 
+/// What lookups share: the key indexes of partitions and of tables, and mapped partitions.
+pub(crate) type Lookups<'a> = (&'a KeyIndexes, &'a TableKeys, &'a Arc<MappedParts>);
+
 /// One partition of one snapshot, with the indexes that may cover it.
 struct Scope<'a> {
     indexes: &'a KeyIndexes,
@@ -120,10 +124,12 @@ pub struct LookupRows {
     snapshot: Arc<Snapshot>,
     parts: Vec<Part>,
     rows: usize,
+    /// Where mapped partitions are kept between lookups.
+    mapped: Arc<MappedParts>,
 }
 
 /// Rows (ascending) of one partition, with its projected columns mapped.
-pub type MappedRows<'a> = (PartRows, &'a [u32]);
+pub type MappedRows<'a> = (Arc<PartRows>, &'a [u32]);
 
 #[derive(Debug)]
 enum Part {
@@ -162,7 +168,10 @@ impl LookupRows {
             let Part::Rows(partition, rows) = part else {
                 return Ok(None);
             };
-            match self.snapshot.part_rows(*partition, &self.projection)? {
+            match self
+                .mapped
+                .get(&self.snapshot, *partition, &self.projection)?
+            {
                 Some(mapped) => parts.push((mapped, rows.as_slice())),
                 None => return Ok(None),
             }
@@ -311,7 +320,7 @@ impl PointLookup {
     /// caller that cannot block long runs it elsewhere). The rows are located, not yet read.
     pub(crate) fn find(
         &self,
-        (indexes, table_keys): (&KeyIndexes, &TableKeys),
+        (indexes, table_keys, mapped): Lookups<'_>,
         params: &[ScalarValue],
         step_rows_max: u64,
     ) -> Result<Option<LookupRows>> {
@@ -326,6 +335,7 @@ impl PointLookup {
             snapshot: snapshot.clone(),
             parts: Vec::new(),
             rows: 0,
+            mapped: mapped.clone(),
         };
         let Some(needles) = self.needles(&snapshot, params)? else {
             return Ok(Some(found));
@@ -421,7 +431,7 @@ impl PointLookup {
     /// Like [`PointLookup::find`], with the rows read into batches.
     pub(crate) fn run(
         &self,
-        indexes: (&KeyIndexes, &TableKeys),
+        indexes: Lookups<'_>,
         params: &[ScalarValue],
         step_rows_max: u64,
     ) -> Result<Option<Vec<RecordBatch>>> {
@@ -1246,6 +1256,53 @@ mod tests {
         // Built by then: later lookups are quick.
         let now = engine.run_lookup_now(&prepared, &params, &crate::Caller::trusted());
         assert_eq!(now.expect("in place").expect("found").row_count(), 1);
+    }
+
+    /// Mapped partitions are reused within a snapshot and mapped again after a commit, which
+    /// the next lookup sees.
+    #[tokio::test]
+    async fn mapped_partitions_follow_the_snapshot() {
+        let (engine, _dir) = engine();
+        trades(&engine).await;
+        let prepared = engine
+            .prepare("SELECT name FROM t WHERE id = $1")
+            .await
+            .expect("prepare");
+        let parts = |id: i64| {
+            let found = engine
+                .run_lookup_now(
+                    &prepared,
+                    &[ScalarValue::Int64(Some(id))],
+                    &crate::Caller::trusted(),
+                )
+                .expect("a lookup")
+                .expect("found");
+            let parts = found.parts().expect("parts").expect("native");
+            parts
+                .iter()
+                .map(|(mapped, rows)| (mapped.clone(), rows.to_vec()))
+                .collect::<Vec<_>>()
+        };
+        let first = parts(3);
+        let again = parts(3);
+        assert_eq!(first.len(), 1);
+        assert!(Arc::ptr_eq(&first[0].0, &again[0].0), "mapped again");
+        assert_eq!(engine.mapped_parts().kept("t"), 1);
+        // Appended to the same partition: a new snapshot, mapped anew with its rows.
+        engine
+            .run("INSERT INTO t VALUES ('2024-01-03T05:00:00Z', 'c', 3, 'drei', 8.5)")
+            .await
+            .expect("append");
+        let after = parts(3);
+        assert!(
+            !Arc::ptr_eq(&first[0].0, &after[0].0),
+            "a stale mapping reused"
+        );
+        assert_eq!(after[0].0.rows(), first[0].0.rows() + 1);
+        assert_eq!(after[0].1.len(), 2);
+        let cell = after[0].0.cell(0, u64::from(after[0].1[1])).expect("cell");
+        assert_eq!(cell, sundial_storage::Cell::Str("drei"));
+        assert_eq!(engine.mapped_parts().kept("t"), 1);
     }
 
     #[tokio::test]

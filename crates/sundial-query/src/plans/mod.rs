@@ -10,5 +10,6 @@
 //! ```
 
 pub(crate) mod lookup;
+pub(crate) mod mapped;
 pub(crate) mod plan_cache;
 pub(crate) mod text_shape;
