@@ -10,6 +10,9 @@
 //!                                  └─▶ DataRow encoding (text/binary) ─▶ one write per round trip
 //! ```
 //!
+//! A point lookup (`Engine::run_lookup_now`) is answered in place: its rows are located, and
+//! each DataRow is encoded from the table's mapped files (`cells`), with no batch in between.
+//!
 //! COPY FROM STDIN / TO STDOUT (text, CSV and binary) streams rows between the client and a
 //! table in bounded memory, atomically on the way in; SQL cursors (`DECLARE` / `FETCH`) are
 //! named portals.

@@ -657,9 +657,11 @@ fn filtered_scan(plan: &LogicalPlan) -> Option<(&TableScan, Vec<&Expr>)> {
 }
 
 /// The filter as `column = value` and `column IN (values)` terms and bounds on the designated
-/// timestamp, or `None` if any term has another shape, or if neither a key term nor an
-/// equality on the designated timestamp narrows the rows to a few. Terms name table columns,
-/// which the scan need not project: filters pushed into it are its own.
+/// timestamp, or `None` if any term has another shape, or if the terms need not narrow the rows
+/// to a few: neither a key term nor an equality on the designated timestamp, or SYMBOL keys
+/// only with a time range or several values (tags over a range, or several tags, are slices
+/// of series, which the general path streams through the symbol index). Terms name table
+/// columns, which the scan need not project: filters pushed into it are its own.
 fn keys(terms: &[&Expr], table: &SundialTable) -> Option<(Vec<Key>, Vec<TimeBound>)> {
     let table_schema = table.schema();
     let (mut keys, mut time) = (Vec::new(), Vec::new());
@@ -690,7 +692,19 @@ fn keys(terms: &[&Expr], table: &SundialTable) -> Option<(Vec<Key>, Vec<TimeBoun
             .collect::<Option<Vec<_>>>()?;
         keys.push(Key { column, values });
     }
-    let narrow = !keys.is_empty() || time.iter().any(|b: &TimeBound| b.op == Operator::Eq);
+    let is_symbol = |k: &Key| {
+        matches!(
+            table_schema.fields().get(k.column).map(|f| f.data_type()),
+            Some(DataType::Dictionary(..))
+        )
+    };
+    let ranged = time.iter().any(|b: &TimeBound| b.op != Operator::Eq);
+    let narrow = match keys.is_empty() {
+        true => time.iter().any(|b| b.op == Operator::Eq),
+        false => {
+            !keys.iter().all(is_symbol) || (!ranged && keys.iter().all(|k| k.values.len() == 1))
+        }
+    };
     narrow.then_some((keys, time))
 }
 
@@ -1129,12 +1143,12 @@ mod tests {
                 "SELECT name FROM t WHERE sym IN ('a', 'c') AND id = 1",
             ),
             (
-                "SELECT * FROM t WHERE sym IN ($1, $2)",
+                "SELECT * FROM t WHERE sym IN ($1, $2) AND id IN (2, 3)",
                 vec![
                     ScalarValue::Utf8(Some("never".into())),
                     ScalarValue::Utf8(Some("b".into())),
                 ],
-                "SELECT * FROM t WHERE sym = 'b'",
+                "SELECT * FROM t WHERE sym = 'b' AND id IN (2, 3)",
             ),
             (
                 "SELECT * FROM t WHERE name IN ('uno', 'three', 'eins')",
@@ -1158,13 +1172,13 @@ mod tests {
             ),
             (
                 // Bounds on the edges of partitions and of rows, either way round.
-                "SELECT name FROM t WHERE sym = $1 AND ts > $2 AND $3 >= ts",
+                "SELECT name FROM t WHERE sym = 'a' AND id = $1 AND ts > $2 AND $3 >= ts",
                 vec![
-                    ScalarValue::Utf8(Some("a".into())),
+                    ScalarValue::Int64(Some(1)),
                     ts("2024-01-01T00:00:00Z"),
                     ts("2024-01-03T00:00:00Z"),
                 ],
-                "SELECT name FROM t WHERE sym = 'a' AND ts > '2024-01-01T00:00:00Z' \
+                "SELECT name FROM t WHERE sym = 'a' AND id = 1 AND ts > '2024-01-01T00:00:00Z' \
                  AND ts <= '2024-01-03T00:00:00Z'",
             ),
             (
@@ -1316,6 +1330,8 @@ mod tests {
             "SELECT * FROM t WHERE id = $1 OR name = 'two'",
             "SELECT * FROM t WHERE id NOT IN ($1, 2)",
             "SELECT * FROM t WHERE ts > $1",
+            "SELECT * FROM t WHERE sym = $1 AND ts > $2",
+            "SELECT * FROM t WHERE sym IN ($1, 'b')",
             "SELECT * FROM t WHERE id = $1 AND price > $2",
             "SELECT * FROM t WHERE id = $1 ORDER BY price",
             "SELECT * FROM t WHERE id = $1 LIMIT 1 OFFSET 1",
