@@ -28,7 +28,7 @@ use crate::access::{self, Needed};
 use crate::error::{QueryError, Result};
 use crate::exec::bind;
 use crate::key_index::KeyIndexes;
-use crate::plans::lookup::{LookupRows, PointLookup};
+use crate::plans::lookup::{Lookup, LookupRows, PointLookup};
 use crate::plans::mapped::MappedParts;
 use crate::plans::plan_cache::{self, PlanCache, PlannedTables, Shape};
 use crate::plans::text_shape::{Learned, TextShape};
@@ -1324,11 +1324,10 @@ impl Engine {
                     self.table_keys.as_ref(),
                     &self.mapped_parts,
                 );
-                let batches = match lookup.run(indexes, values, LOOKUP_NOW_STEP_ROWS_MAX)? {
-                    Some(batches) => batches,
+                let found = match lookup.find(indexes, values, LOOKUP_NOW_STEP_ROWS_MAX)? {
                     // Indexing or scanning many rows (a table's first lookup builds its key
                     // index): on the blocking pool, so the query threads serve others meanwhile.
-                    None => {
+                    Lookup::Deferred => {
                         let (lookup, values) = (lookup.clone(), values.to_vec());
                         let (key_indexes, table_keys, mapped) = (
                             self.key_indexes.clone(),
@@ -1336,17 +1335,30 @@ impl Engine {
                             self.mapped_parts.clone(),
                         );
                         tokio::task::spawn_blocking(move || {
-                            lookup.run((&key_indexes, &table_keys, &mapped), &values, u64::MAX)
+                            lookup.find((&key_indexes, &table_keys, &mapped), &values, u64::MAX)
                         })
                         .await
                         .map_err(|e| {
                             crate::error::internal(format!("a point lookup stopped: {e}"))
                         })??
-                        .unwrap_or_default()
                     }
+                    found => found,
                 };
-                let stream = MemoryStream::try_new(batches, lookup.schema().clone(), None)?;
-                Ok(Output::Rows(Box::pin(stream)))
+                match found {
+                    Lookup::Found(rows) => {
+                        let stream = MemoryStream::try_new(
+                            rows.into_batches()?,
+                            lookup.schema().clone(),
+                            None,
+                        )?;
+                        Ok(Output::Rows(Box::pin(stream)))
+                    }
+                    // Too many rows to read at once: the general plan streams them.
+                    Lookup::TooMany | Lookup::Deferred => {
+                        self.run_optimized(with_values(lookup.plan(), values)?)
+                            .await
+                    }
+                }
             }
             PreparedKind::Optimized(plan) => {
                 if !is_insert(plan)
@@ -1424,8 +1436,8 @@ impl Engine {
             &self.mapped_parts,
         );
         match lookup.find(indexes, values, LOOKUP_NOW_STEP_ROWS_MAX) {
-            Ok(Some(found)) => Some(Ok(found)),
-            Ok(None) => None,
+            Ok(Lookup::Found(found)) => Some(Ok(found)),
+            Ok(Lookup::Deferred | Lookup::TooMany) => None,
             Err(e) => Some(Err(e)),
         }
     }

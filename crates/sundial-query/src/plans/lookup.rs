@@ -60,6 +60,29 @@ pub(crate) struct PointLookup {
     projection: Vec<usize>,
     schema: SchemaRef,
     fetch: Option<usize>,
+    /// The optimized plan, run instead when the key finds more than [`LOOKUP_ROWS_MAX`] rows.
+    plan: LogicalPlan,
+}
+
+/// The most rows a lookup returns itself, read at once; past this the general plan streams
+/// them within the query memory limit.
+const LOOKUP_ROWS_MAX: usize = 16_384;
+
+/// A partition's part of a lookup.
+enum Hits {
+    None,
+    Some(Part),
+    TooMany,
+}
+
+/// What a lookup found.
+#[derive(Debug)]
+pub(crate) enum Lookup {
+    Found(LookupRows),
+    /// Finding the rows takes indexing or scanning more than allowed in one partition.
+    Deferred,
+    /// More than [`LOOKUP_ROWS_MAX`] rows match: the general plan is run instead.
+    TooMany,
 }
 
 /// `ts op value` on the designated timestamp `ts`; `op` is `=`, `>`, `>=`, `<` or `<=`.
@@ -217,6 +240,7 @@ impl PointLookup {
     /// Recognises `[Limit] [Projection of columns] [Limit] Filter(k = v AND ...) TableScan`
     /// over a Sundial table; `None` for any other plan.
     pub(crate) fn from_plan(plan: &LogicalPlan) -> Option<PointLookup> {
+        let plan_of_lookup = plan;
         let schema: SchemaRef = Arc::new(plan.schema().as_arrow().clone());
         let (plan, mut fetch) = strip_limit(plan)?;
         // Sorts by the designated timestamp are kept aside: lookups return rows in its order.
@@ -308,6 +332,7 @@ impl PointLookup {
             projection,
             schema,
             fetch,
+            plan: plan_of_lookup.clone(),
         })
     }
 
@@ -315,15 +340,21 @@ impl PointLookup {
         &self.schema
     }
 
-    /// The matching rows of the table's newest snapshot, in table order, or `None` if finding
-    /// them takes indexing or scanning more than `step_rows_max` rows in one partition (so a
-    /// caller that cannot block long runs it elsewhere). The rows are located, not yet read.
+    /// The optimized plan of the statement, for runs that find too many rows.
+    pub(crate) fn plan(&self) -> &LogicalPlan {
+        &self.plan
+    }
+
+    /// The matching rows of the table's newest snapshot, in table order, located, not yet
+    /// read; [`Lookup::Deferred`] if finding them takes indexing or scanning more than
+    /// `step_rows_max` rows in one partition (so a caller that cannot block long runs it
+    /// elsewhere), [`Lookup::TooMany`] past [`LOOKUP_ROWS_MAX`] rows.
     pub(crate) fn find(
         &self,
         (indexes, table_keys, mapped): Lookups<'_>,
         params: &[ScalarValue],
         step_rows_max: u64,
-    ) -> Result<Option<LookupRows>> {
+    ) -> Result<Lookup> {
         let table = self
             .provider
             .downcast_ref::<SundialTable>()
@@ -338,10 +369,10 @@ impl PointLookup {
             mapped: mapped.clone(),
         };
         let Some(needles) = self.needles(&snapshot, params)? else {
-            return Ok(Some(found));
+            return Ok(Lookup::Found(found));
         };
         let Some(time) = self.time_range(params)? else {
-            return Ok(Some(found));
+            return Ok(Lookup::Found(found));
         };
         let deferred = Cell::new(false);
         let scope = |partition| Scope {
@@ -376,7 +407,7 @@ impl PointLookup {
                     Found::Rows(rows) if hits.len() + rows.len() <= GATHER_ROWS_MAX => {
                         hits.extend(rows)
                     }
-                    Found::Deferred => return Ok(None),
+                    Found::Deferred => return Ok(Lookup::Deferred),
                     Found::Rows(_) | Found::TooMany | Found::Unindexed => {
                         usable = false;
                         break;
@@ -398,7 +429,7 @@ impl PointLookup {
                     let rows = matching_others(&scope, &needles, first, rows)?;
                     found.keep(&mut remaining, Part::Rows(group[0].0, rows));
                 }
-                return Ok(Some(found));
+                return Ok(Lookup::Found(found));
             }
         }
         for (partition, part) in snapshot.partitions().iter().enumerate() {
@@ -419,48 +450,43 @@ impl PointLookup {
             }
             let hits = self.hits(&scope, &needles)?;
             if deferred.get() {
-                return Ok(None);
+                return Ok(Lookup::Deferred);
             }
-            if let Some(hits) = hits {
-                found.keep(&mut remaining, hits);
+            match hits {
+                Hits::None => {}
+                Hits::Some(hits) => found.keep(&mut remaining, hits),
+                Hits::TooMany => return Ok(Lookup::TooMany),
+            }
+            if found.rows > LOOKUP_ROWS_MAX {
+                return Ok(Lookup::TooMany);
             }
         }
-        Ok(Some(found))
+        Ok(Lookup::Found(found))
     }
 
-    /// Like [`PointLookup::find`], with the rows read into batches.
-    pub(crate) fn run(
-        &self,
-        indexes: Lookups<'_>,
-        params: &[ScalarValue],
-        step_rows_max: u64,
-    ) -> Result<Option<Vec<RecordBatch>>> {
-        self.find(indexes, params, step_rows_max)?
-            .map(LookupRows::into_batches)
-            .transpose()
-    }
-
-    /// The rows of one partition that match every needle; `None` if none does.
-    fn hits(&self, scope: &Scope<'_>, needles: &[Needle]) -> Result<Option<Part>> {
+    /// The rows of one partition that match every needle.
+    fn hits(&self, scope: &Scope<'_>, needles: &[Needle]) -> Result<Hits> {
         match indexed_rows(scope, needles)? {
-            Some(rows) if rows.is_empty() => Ok(None),
-            Some(rows) => Ok(Some(Part::Rows(scope.partition, rows))),
+            Some(rows) if rows.is_empty() => Ok(Hits::None),
+            Some(rows) => Ok(Hits::Some(Part::Rows(scope.partition, rows))),
             None => {
                 let rows = scope.within.clone();
                 if rows.is_empty() {
-                    return Ok(None);
+                    return Ok(Hits::None);
                 }
                 if rows.end - rows.start > scope.step_rows_max {
                     scope.deferred.set(true);
-                    return Ok(None);
+                    return Ok(Hits::None);
                 }
                 // Only the time range narrows the rows: all of them match.
                 if needles.is_empty() {
-                    if rows.end - rows.start <= GATHER_ROWS_MAX as u64
-                        && rows.end <= u64::from(u32::MAX)
-                    {
+                    let n = rows.end - rows.start;
+                    if n > LOOKUP_ROWS_MAX as u64 {
+                        return Ok(Hits::TooMany);
+                    }
+                    if n <= GATHER_ROWS_MAX as u64 && rows.end <= u64::from(u32::MAX) {
                         let rows = (rows.start as u32..rows.end as u32).collect();
-                        return Ok(Some(Part::Rows(scope.partition, rows)));
+                        return Ok(Hits::Some(Part::Rows(scope.partition, rows)));
                     }
                     let batch =
                         scope
@@ -468,28 +494,32 @@ impl PointLookup {
                             .read_batch(scope.partition, &self.projection, rows)?;
                     let batch =
                         RecordBatch::try_new(self.schema.clone(), batch.columns().to_vec())?;
-                    return Ok(Some(Part::Batch(batch)));
+                    return Ok(Hits::Some(Part::Batch(batch)));
                 }
                 let Some(mask) = scan_matches(scope, rows.clone(), needles)? else {
-                    return Ok(None);
+                    return Ok(Hits::None);
                 };
+                let n = mask.true_count();
+                if n > LOOKUP_ROWS_MAX {
+                    return Ok(Hits::TooMany);
+                }
                 // A few matches are gathered (reading, and for SYMBOL columns checking, only
                 // them); many are filtered out of the whole partition.
-                if mask.true_count() <= GATHER_ROWS_MAX && rows.end <= u64::from(u32::MAX) {
+                if n <= GATHER_ROWS_MAX && rows.end <= u64::from(u32::MAX) {
                     let first = rows.start as u32;
                     let picks = mask
                         .values()
                         .set_indices()
                         .map(|i| first + i as u32)
                         .collect();
-                    return Ok(Some(Part::Rows(scope.partition, picks)));
+                    return Ok(Hits::Some(Part::Rows(scope.partition, picks)));
                 }
                 let all = scope
                     .snapshot
                     .read_batch(scope.partition, &self.projection, rows)?;
                 let columns = filter_record_batch(&all, &mask)?.columns().to_vec();
                 let batch = RecordBatch::try_new(self.schema.clone(), columns)?;
-                Ok(Some(Part::Batch(batch)))
+                Ok(Hits::Some(Part::Batch(batch)))
             }
         }
     }
@@ -1270,6 +1300,40 @@ mod tests {
         // Built by then: later lookups are quick.
         let now = engine.run_lookup_now(&prepared, &params, &crate::Caller::trusted());
         assert_eq!(now.expect("in place").expect("found").row_count(), 1);
+    }
+
+    /// A key with more rows than a lookup reads at once is answered by the general plan.
+    #[tokio::test]
+    async fn keys_with_many_rows_take_the_general_plan() {
+        let (engine, _dir) = engine();
+        engine
+            .run("CREATE TABLE many (id LONG, ts TIMESTAMP) TIMESTAMP(ts) PARTITION BY DAY")
+            .await
+            .expect("create");
+        engine
+            .run(
+                "INSERT INTO many SELECT g % 2, to_timestamp_seconds(1704067200 + g) \
+                 FROM generate_series(1, 40000) AS s(g)",
+            )
+            .await
+            .expect("insert");
+        let sql = "SELECT ts FROM many WHERE id = $1";
+        let prepared = engine.prepare(sql).await.expect("prepare");
+        let params = [ScalarValue::Int64(Some(1))];
+        let now = engine.run_lookup_now(&prepared, &params, &crate::Caller::trusted());
+        assert!(now.is_none(), "20,000 rows read in place");
+        let output = engine
+            .run_prepared(&prepared, params.to_vec())
+            .await
+            .expect("run");
+        let rows: usize = collect(output)
+            .await
+            .expect("collect")
+            .batches
+            .iter()
+            .map(|b| b.num_rows())
+            .sum();
+        assert_eq!(rows, 20_000);
     }
 
     /// Mapped partitions are reused within a snapshot and mapped again after a commit, which
