@@ -182,7 +182,13 @@ impl PartRows {
         Ok(match &c.values {
             Values::None => Cell::Null,
             Values::Bits(bits) => Cell::Bool(bits.as_slice()[r / 8] & (1 << (r % 8)) != 0),
-            Values::Fixed(data) => fixed(c.column_type, data.as_slice(), r),
+            Values::Fixed(data) => fixed(c.column_type, data.as_slice(), r).ok_or_else(|| {
+                StorageError::Internal(format!(
+                    "{} column {} mapped as fixed-width",
+                    c.column_type.name(),
+                    c.id
+                ))
+            })?,
             Values::Symbol { codes, symbols } => {
                 let code = i32::from_le_bytes(word(codes, r * 4));
                 match usize::try_from(code) {
@@ -234,10 +240,10 @@ impl PartRows {
     }
 }
 
-/// The value at row `r` of a fixed-width column's data.
-fn fixed(column_type: ColumnType, data: &[u8], r: usize) -> Cell<'_> {
+/// The value at row `r` of a fixed-width column's data; `None` for a type not laid out so.
+fn fixed(column_type: ColumnType, data: &[u8], r: usize) -> Option<Cell<'_>> {
     let at = |width: usize| &data[r * width..(r + 1) * width];
-    match column_type {
+    Some(match column_type {
         ColumnType::Byte => Cell::Byte(i8::from_le_bytes([data[r]])),
         ColumnType::Short => Cell::Short(i16::from_le_bytes(array(at(2)))),
         ColumnType::Int => Cell::Int(i32::from_le_bytes(array(at(4)))),
@@ -246,15 +252,12 @@ fn fixed(column_type: ColumnType, data: &[u8], r: usize) -> Cell<'_> {
         ColumnType::Double => Cell::Double(f64::from_le_bytes(array(at(8)))),
         ColumnType::Timestamp => Cell::Timestamp(i64::from_le_bytes(array(at(8)))),
         ColumnType::Date => Cell::Date(i64::from_le_bytes(array(at(8)))),
-        ColumnType::Uuid => {
-            let bytes: &[u8; 16] = at(16).try_into().unwrap_or(&[0; 16]);
-            Cell::Uuid(bytes)
-        }
+        ColumnType::Uuid => Cell::Uuid(at(16).try_into().ok()?),
         // Laid out as bits, variable width or codes: read by `PartRows::cell`.
         ColumnType::Boolean | ColumnType::Symbol | ColumnType::Varchar | ColumnType::Binary => {
-            Cell::Null
+            return None;
         }
-    }
+    })
 }
 
 fn array<const N: usize>(bytes: &[u8]) -> [u8; N] {

@@ -39,6 +39,20 @@ const TYPES: [(&str, ColumnType); 14] = [
     ("bi", ColumnType::Binary),
 ];
 
+/// A table of every type, `sy` indexed.
+fn def(name: &str, partition_by: PartitionBy) -> TableDef {
+    TableDef {
+        name: name.into(),
+        columns: TYPES.iter().map(|(n, t)| (n.to_string(), *t)).collect(),
+        timestamp: Some("ts".into()),
+        partition_by,
+        indexed: vec!["sy".into()],
+        dedup_keys: Vec::new(),
+        ttl: None,
+        cold_after: None,
+    }
+}
+
 /// `n` rows over two days from `first`, each column NULL on every 7th row.
 fn batch(first: usize, n: usize, with_added: bool) -> RecordBatch {
     let rows = first..first + n;
@@ -190,19 +204,7 @@ fn single_rows_read_as_arrow_reads_them() {
     let dir = tempfile::tempdir().unwrap();
     let db = open_db(dir.path(), options());
     let table = db
-        .create_table(
-            TableDef {
-                name: "all".into(),
-                columns: TYPES.iter().map(|(n, t)| (n.to_string(), *t)).collect(),
-                timestamp: Some("ts".into()),
-                partition_by: PartitionBy::Day,
-                indexed: vec!["sy".into()],
-                dedup_keys: Vec::new(),
-                ttl: None,
-                cold_after: None,
-            },
-            false,
-        )
+        .create_table(def("all", PartitionBy::Day), false)
         .unwrap();
     let mut w = table.writer().unwrap();
     w.append(&batch(0, 1500, false)).unwrap();
@@ -227,21 +229,7 @@ fn single_rows_read_as_arrow_reads_them() {
 fn damaged_files_are_reported() {
     let dir = tempfile::tempdir().unwrap();
     let db = open_db(dir.path(), options());
-    let table = db
-        .create_table(
-            TableDef {
-                name: "t".into(),
-                columns: TYPES.iter().map(|(n, t)| (n.to_string(), *t)).collect(),
-                timestamp: Some("ts".into()),
-                partition_by: PartitionBy::None,
-                indexed: Vec::new(),
-                dedup_keys: Vec::new(),
-                ttl: None,
-                cold_after: None,
-            },
-            false,
-        )
-        .unwrap();
+    let table = db.create_table(def("t", PartitionBy::None), false).unwrap();
     let mut w = table.writer().unwrap();
     w.append(&batch(0, 20, false)).unwrap();
     w.commit().unwrap();
