@@ -81,6 +81,39 @@ def test_psycopg_prepared_binary_and_types(server):
             assert [d.name for d in cur.description] == ["cast", "cast1", "cast2", "cast3", "cast4", "'é✓'"]
 
 
+def test_arrays_as_parameters_and_literals(server):
+    """Multi-get by an array: `= ANY(%s)` with a list, as psycopg sends it in text (`{...}`, type
+    left to the server) and in binary (int2[] for small ints, text[]), and inlined by a
+    client-side binding cursor (`'{...}'`); `<> ALL` too. The answers are PostgreSQL 15's."""
+    with psycopg.connect(server.dsn, autocommit=True) as conn:
+        make_table(conn)
+        for binary in (False, True):
+            cur = conn.cursor(binary=binary)
+            for _ in range(3):
+                cur.execute("SELECT price FROM trades WHERE qty = ANY(%s) ORDER BY ts", ([10, 3, 99, None],),
+                            prepare=True)
+                assert cur.fetchall() == [(42000.5,), (2500.25,)]
+            cur.execute("SELECT count(*) FROM trades WHERE sym = ANY(%s)", (["BTC", "none"],))
+            assert cur.fetchone() == (2,)
+            cur.execute("SELECT count(*) FROM trades WHERE qty = ANY(%s)", ([],))
+            assert cur.fetchone() == (0,)
+            cur.execute("SELECT qty FROM trades WHERE qty <> ALL(%s) ORDER BY ts", ([3],))
+            assert cur.fetchall() == [(10,)]
+        described = conn.pgconn.prepare(b"any_qty", b"SELECT price FROM trades WHERE qty = ANY($1)")
+        assert described.status == psycopg.pq.ExecStatus.COMMAND_OK, described.error_message
+        # `qty = ANY($1)` is described with the column's array type, bigint[].
+        assert conn.pgconn.describe_prepared(b"any_qty").param_type(0) == 1016
+        bad = psycopg.ClientCursor(conn)
+        for sql, want in [
+            ("SELECT price FROM trades WHERE qty = ANY(%s) ORDER BY ts", [(42000.5,), (2500.25,)]),
+            ("SELECT price FROM trades WHERE qty <> ALL(%s) ORDER BY ts", [(2500.25,)]),
+        ]:
+            bad.execute(sql, ([3, 10] if "ANY" in sql else [3],))
+            assert bad.fetchall() == want, sql
+        with pytest.raises(psycopg.errors.DataError, match="x"):
+            conn.execute("SELECT price FROM trades WHERE qty = ANY(%s)", (["3", "x"],))
+
+
 def test_psycopg_executemany_transactions_and_errors(server):
     with psycopg.connect(server.dsn) as conn:  # not autocommit: psycopg sends BEGIN
         make_table(conn)

@@ -56,7 +56,9 @@ mod names;
 mod types;
 
 pub use names::Names;
-pub use types::{PgTypePlanner, pg_type_for_arrow, pg_type_for_field, pg_type_of, with_pg_type};
+pub use types::{
+    PgTypePlanner, pg_array_element, pg_type_for_arrow, pg_type_for_field, pg_type_of, with_pg_type,
+};
 use types::{TYPES, format_type, pg_oid_for_arrow, pg_type, type_oid_by_name};
 
 /// The field metadata key holding a column's PostgreSQL type OID (decimal), for columns whose

@@ -156,6 +156,14 @@ pub(crate) fn pg_type(oid: i32) -> Option<&'static PgType> {
     TYPES.iter().find(|t| t.oid == oid)
 }
 
+/// The element type of array type `oid` (`int8` for `_int8`); `None` for types that are not
+/// arrays of one element type (the vector types are arrays in the catalog, but not in input).
+pub fn pg_array_element(oid: i32) -> Option<i32> {
+    pg_type(oid)
+        .filter(|t| t.category == 'A' && t.elem != 0 && !matches!(t.oid, 22 | 30))
+        .map(|t| t.elem)
+}
+
 /// `(oid, typname, typlen)` of a PostgreSQL type known to be in `TYPES`.
 fn describe(oid: i32) -> (i32, &'static str, i16) {
     match pg_type(oid) {

@@ -16,7 +16,7 @@ use crate::error::PgError;
 use crate::types::{self, Format, oid};
 
 /// The type OIDs a Bind's values are decoded as, by index.
-const PARAM_OIDS: [i32; 14] = [
+const PARAM_OIDS: [i32; 17] = [
     0,
     oid::BOOL,
     oid::INT2,
@@ -31,6 +31,10 @@ const PARAM_OIDS: [i32; 14] = [
     oid::TIMESTAMP,
     oid::TIMESTAMPTZ,
     oid::UUID,
+    // int8[], text[], timestamp[]: arrays, split and decoded element by element.
+    1016,
+    1009,
+    1115,
 ];
 
 /// Decodes `data` as a client's byte stream: a startup packet, then messages, each body
@@ -219,6 +223,7 @@ fn bind(body: &[u8]) -> Result<(), PgError> {
         Some(DataType::Timestamp(TimeUnit::Nanosecond, None)),
         Some(DataType::Int64),
         Some(DataType::Date32),
+        Some(DataType::new_list(DataType::Int64, true)),
     ];
     for i in 0..r.count()? {
         let value = r.value()?;

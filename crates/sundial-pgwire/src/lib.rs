@@ -38,6 +38,7 @@
 //! [`Engine`]: sundial_query::Engine
 
 mod admission;
+mod array_input;
 mod auth;
 mod cancel;
 mod cells;

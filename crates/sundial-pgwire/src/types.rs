@@ -20,6 +20,7 @@ use sundial_query::ScalarValue;
 use sundial_query::text::{Fraction, push_date, push_timestamp};
 use sundial_storage::{ColumnType, SUNDIAL_TYPE_KEY, TIMESTAMP_RANGE_TEXT, timestamp_in_range};
 
+use crate::array_input;
 use crate::error::PgError;
 
 /// Type OIDs from PostgreSQL's `pg_type.dat`.
@@ -93,7 +94,10 @@ pub fn arrow_type_of(type_oid: i32) -> Option<DataType> {
         oid::DATE => DataType::Date32,
         oid::TIME => DataType::Time64(TimeUnit::Microsecond),
         oid::BYTEA => DataType::Binary,
-        _ => return None,
+        other => {
+            let element = arrow_type_of(sundial_query::pg_array_element(other)?)?;
+            DataType::new_list(element, true)
+        }
     })
 }
 
@@ -663,6 +667,10 @@ pub fn decode_param(
     type_oid: i32,
     target: Option<&DataType>,
 ) -> Result<ScalarValue, PgError> {
+    let element_oid = sundial_query::pg_array_element(type_oid);
+    if element_oid.is_some() || matches!(target, Some(DataType::List(_))) {
+        return decode_array(value, format, element_oid, target);
+    }
     let declared = arrow_type_of(type_oid);
     let Some(bytes) = value else {
         let t = target.or(declared.as_ref()).unwrap_or(&DataType::Utf8);
@@ -691,6 +699,64 @@ pub fn decode_param(
     };
     check_time_range(&converted, &|| converted.to_string())?;
     Ok(converted)
+}
+
+/// An array parameter (`element_oid` the declared element type, if any): each element decoded
+/// as a parameter of the element type `target` asks for, or else of the declared one.
+fn decode_array(
+    value: Option<&[u8]>,
+    format: Format,
+    element_oid: Option<i32>,
+    target: Option<&DataType>,
+) -> Result<ScalarValue, PgError> {
+    let element_type = match target {
+        Some(DataType::List(field)) => field.data_type().clone(),
+        _ => element_oid
+            .and_then(arrow_type_of)
+            .unwrap_or(DataType::Utf8),
+    };
+    let list_type = DataType::new_list(element_type.clone(), true);
+    let Some(bytes) = value else {
+        return ScalarValue::try_from(target.unwrap_or(&list_type))
+            .map_err(|e| PgError::Internal(e.to_string()));
+    };
+    let elements = match format {
+        Format::Binary => {
+            let split = array_input::split_binary(bytes)?;
+            if let Some(declared) = element_oid
+                && declared != split.element_oid
+            {
+                return Err(PgError::BadValue(format!(
+                    "binary array of element type OID {} for an array of OID {declared}",
+                    split.element_oid
+                )));
+            }
+            split
+                .elements
+                .iter()
+                .map(|e| decode_param(*e, format, split.element_oid, Some(&element_type)))
+                .collect::<Result<Vec<_>, _>>()?
+        }
+        Format::Text => {
+            let text = std::str::from_utf8(bytes)
+                .map_err(|_| PgError::BadValue("parameter is not valid UTF-8".into()))?;
+            sundial_query::array_text::split(text)
+                .map_err(array_input::text_error)?
+                .iter()
+                .map(|e| {
+                    let e = e.as_deref().map(str::as_bytes);
+                    decode_param(e, format, element_oid.unwrap_or(0), Some(&element_type))
+                })
+                .collect::<Result<Vec<_>, _>>()?
+        }
+    };
+    let list = ScalarValue::List(ScalarValue::new_list_nullable(&elements, &element_type));
+    match target {
+        Some(t) if *t != list.data_type() => list.cast_to(t).map_err(|e| {
+            PgError::BadValue(format!("parameter value cannot be converted to {t}: {e}"))
+        }),
+        _ => Ok(list),
+    }
 }
 
 fn decode_text(text: &str, declared: Option<&DataType>) -> Result<ScalarValue, PgError> {
@@ -1110,6 +1176,98 @@ mod tests {
         assert!(decode_param(Some(b"x"), Format::Text, oid::INT4, None).is_err());
         let v = decode_param(Some(b"\\x00ff"), Format::Text, oid::BYTEA, None).unwrap();
         assert_eq!(v, ScalarValue::Binary(Some(vec![0, 255])));
+    }
+
+    fn list(values: Vec<ScalarValue>, element: &DataType) -> ScalarValue {
+        ScalarValue::List(ScalarValue::new_list_nullable(&values, element))
+    }
+
+    /// A binary one-dimensional array of `element_oid` with `elements` (`None` for NULL).
+    fn binary_array(element_oid: i32, elements: &[Option<Vec<u8>>]) -> Vec<u8> {
+        let mut out = Vec::new();
+        for word in [
+            1,
+            i32::from(elements.iter().any(Option::is_none)),
+            element_oid,
+        ] {
+            out.extend(word.to_be_bytes());
+        }
+        out.extend((elements.len() as i32).to_be_bytes());
+        out.extend(1i32.to_be_bytes());
+        for e in elements {
+            match e {
+                None => out.extend((-1i32).to_be_bytes()),
+                Some(b) => {
+                    out.extend((b.len() as i32).to_be_bytes());
+                    out.extend(b);
+                }
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn array_params_decode_element_by_element() {
+        let longs = DataType::new_list(DataType::Int64, true);
+        let want = list(
+            vec![
+                ScalarValue::Int64(Some(1)),
+                ScalarValue::Int64(None),
+                ScalarValue::Int64(Some(-3)),
+            ],
+            &DataType::Int64,
+        );
+        // Text, declared `int8[]` or left to the planner.
+        for type_oid in [1016, 0] {
+            let v = decode_param(Some(b"{1, NULL,-3}"), Format::Text, type_oid, Some(&longs));
+            assert_eq!(v.unwrap(), want, "OID {type_oid}");
+        }
+        // Binary `int2[]` (psycopg's choice for small integers) for a `BIGINT[]`.
+        let shorts = binary_array(
+            oid::INT2,
+            &[
+                Some(1i16.to_be_bytes().to_vec()),
+                None,
+                Some((-3i16).to_be_bytes().to_vec()),
+            ],
+        );
+        let v = decode_param(Some(&shorts), Format::Binary, 1005, Some(&longs)).unwrap();
+        assert_eq!(v, want);
+        // With no type from the planner, the declared one.
+        let v = decode_param(Some(&shorts), Format::Binary, 1005, None).unwrap();
+        assert_eq!(v.data_type(), DataType::new_list(DataType::Int16, true));
+        let texts = decode_param(Some(b"{a,\"b c\"}"), Format::Text, 1009, None).unwrap();
+        let want_texts = ["a", "b c"].map(|t| ScalarValue::Utf8(Some(t.into())));
+        assert_eq!(texts, list(want_texts.to_vec(), &DataType::Utf8));
+        let empty = decode_param(Some(b"{}"), Format::Text, 1016, Some(&longs)).unwrap();
+        assert_eq!(empty, list(Vec::new(), &DataType::Int64));
+        let null = decode_param(None, Format::Binary, 1016, Some(&longs)).unwrap();
+        assert!(null.is_null() && null.data_type() == longs);
+    }
+
+    #[test]
+    fn bad_array_params_are_refused_with_the_reason() {
+        let longs = DataType::new_list(DataType::Int64, true);
+        let (code, message) = param_error(b"{1,x}", Format::Text, 1016, Some(&longs));
+        assert_eq!(code, "22P02", "{message}");
+        assert!(
+            message.contains("bigint") && message.contains('x'),
+            "{message}"
+        );
+        let (code, message) = param_error(b"{1,2", Format::Text, 1016, Some(&longs));
+        assert_eq!(code, "22P02", "{message}");
+        assert!(message.contains("malformed array"), "{message}");
+        let (code, message) = param_error(b"{{1},{2}}", Format::Text, 1016, Some(&longs));
+        assert_eq!(code, "0A000", "{message}");
+        // Elements of another type than the array's declared one.
+        let ints = binary_array(oid::INT4, &[Some(1i32.to_be_bytes().to_vec())]);
+        let (_, message) = param_error(&ints, Format::Binary, 1016, Some(&longs));
+        assert!(message.contains("element type"), "{message}");
+        // An element out of the table's time range, as a scalar would be.
+        let timestamps = DataType::new_list(DataType::Timestamp(TimeUnit::Nanosecond, None), true);
+        let far = binary_array(oid::TIMESTAMP, &[Some(i64::MAX.to_be_bytes().to_vec())]);
+        let (code, message) = param_error(&far, Format::Binary, 1115, Some(&timestamps));
+        assert_eq!(code, "22008", "{message}");
     }
 
     /// The SQLSTATE and message of a parameter that fails to decode.

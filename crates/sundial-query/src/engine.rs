@@ -261,37 +261,6 @@ fn has_stable_functions(plan: &LogicalPlan) -> Result<bool> {
     Ok(found)
 }
 
-/// Types for parameters the planner left open but the SQL casts (`$1::BIGINT`, `CAST($2 AS
-/// INT)`): PostgreSQL describes such a parameter with the cast's type, and drivers encode
-/// their values by it.
-fn cast_parameter_types(plan: &LogicalPlan, types: &mut Vec<Option<DataType>>) -> Result<()> {
-    use datafusion::common::tree_node::{TreeNode, TreeNodeRecursion};
-    use datafusion::logical_expr::Expr;
-    plan.apply_with_subqueries(|node| {
-        node.apply_expressions(|expr| {
-            expr.apply(|e| {
-                let (inner, target) = match e {
-                    Expr::Cast(c) => (c.expr.as_ref(), c.field.data_type()),
-                    Expr::TryCast(c) => (c.expr.as_ref(), c.field.data_type()),
-                    _ => return Ok(TreeNodeRecursion::Continue),
-                };
-                if let Expr::Placeholder(p) = inner
-                    && p.field.is_none()
-                    && let Some(i) = placeholder_index(&p.id)
-                {
-                    if types.len() <= i {
-                        types.resize(i + 1, None);
-                    }
-                    types[i].get_or_insert_with(|| target.clone());
-                }
-                Ok(TreeNodeRecursion::Continue)
-            })
-        })?;
-        Ok(TreeNodeRecursion::Continue)
-    })?;
-    Ok(())
-}
-
 /// Plans the session itself must run (SET, PREPARE, CREATE VIEW ...), not the physical planner.
 fn is_statement_or_ddl(plan: &LogicalPlan) -> bool {
     matches!(
@@ -1239,7 +1208,8 @@ impl Engine {
             }
             param_types[index] = data_type;
         }
-        cast_parameter_types(&plan, &mut param_types)?;
+        crate::parameter_types::infer(&plan, &mut param_types)?;
+        let plan = crate::parameter_types::with_array_types(plan, &param_types)?;
         let schema = if is_insert(&plan) || plan.schema().fields().is_empty() {
             None
         } else {

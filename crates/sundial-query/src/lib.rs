@@ -83,6 +83,7 @@ mod marker;
 mod memory_use;
 mod messages;
 mod meta;
+mod parameter_types;
 mod partitions;
 mod permissions;
 mod pg_results;
@@ -131,8 +132,9 @@ pub use session_statements::{
 };
 pub use sundial_auth::{Caller, Role, Users};
 pub use sundial_pgcatalog::{
-    PG_TYPE_KEY, SERVER_VERSION, pg_setting, pg_type_for_arrow, pg_type_for_field, pg_type_of,
-    table_oid, with_pg_type,
+    PG_TYPE_KEY, SERVER_VERSION, pg_array_element, pg_setting, pg_type_for_arrow,
+    pg_type_for_field, pg_type_of, table_oid, with_pg_type,
 };
+pub use sundial_sql::array_text;
 pub use sundial_sql::names::{CATALOG, SCHEMA};
 pub use sundial_sql::{Command, CreateTable, Statement, parse, split_statements};

@@ -27,7 +27,10 @@
 //!   that DataFusion plans the repeat (see `repeats`);
 //! - `SHOW server_version` (any setting in `pg_settings`) becomes `SELECT current_setting(...)`;
 //! - TimescaleDB's `time_bucket(width, ts [, origin])` becomes `date_bin(width, ts, origin)`,
-//!   with TimescaleDB's default origin (Monday 2000-01-03).
+//!   with TimescaleDB's default origin (Monday 2000-01-03);
+//! - `x = ANY('{a,b}')` and `x <> ALL('{a,b}')`, an array written as a string (drivers that
+//!   inline parameters send arrays so), become `x IN ('a', 'b')` and `x NOT IN (...)`; a cast
+//!   of such a string to an array type (`'{1,2}'::int2[]`) casts `make_array('1', '2')`.
 
 use std::collections::HashSet;
 use std::ops::ControlFlow;
@@ -234,7 +237,11 @@ fn rewrite_expr(expr: &mut Expr, catalog: &dyn SystemCatalog) {
             data_type,
             ..
         } => {
-            if let Some(replacement) = rewrite_cast(inner, data_type) {
+            if let DataType::Array(_) = data_type
+                && let Some(elements) = text_array_elements(inner)
+            {
+                **inner = elements;
+            } else if let Some(replacement) = rewrite_cast(inner, data_type) {
                 *expr = replacement;
             }
         }
@@ -258,8 +265,87 @@ fn rewrite_expr(expr: &mut Expr, catalog: &dyn SystemCatalog) {
         Expr::InSubquery {
             subquery, negated, ..
         } if is_empty_set(&subquery.body) => *expr = boolean(*negated),
+        Expr::AnyOp {
+            left,
+            compare_op: BinaryOperator::Eq,
+            right,
+            ..
+        } => {
+            if let Some(list) = text_array(right, left, false) {
+                *expr = list;
+            }
+        }
+        Expr::AllOp {
+            left,
+            compare_op: BinaryOperator::NotEq,
+            right,
+        } => {
+            if let Some(list) = text_array(right, left, true) {
+                *expr = list;
+            }
+        }
         _ => {}
     }
+}
+
+/// `make_array('a', 'b', NULL)` for the string `'{a,b,NULL}'`, an array's text form, which a
+/// cast to an array type then converts element by element (`'{1,2}'::int2[]`).
+fn text_array_elements(text: &Expr) -> Option<Expr> {
+    let Expr::Value(v) = text else {
+        return None;
+    };
+    let Value::SingleQuotedString(text) = &v.value else {
+        return None;
+    };
+    let elements = crate::array_text::split(text).ok()?;
+    let elements = elements
+        .into_iter()
+        .map(|e| match e {
+            Some(e) => Expr::value(Value::SingleQuotedString(e.into_owned())),
+            None => Expr::value(Value::Null),
+        })
+        .collect();
+    Some(call("make_array", elements))
+}
+
+/// `x = ANY('{a,b}')` (and `x <> ALL(...)` when `negated`) with the array written as a string,
+/// as drivers that inline parameters send an array: `x IN ('a', 'b')`, each string coerced to
+/// `x`'s type as any literal is. NULL elements make the answer NULL where no element matches
+/// (`OR NULL`; `AND NULL` for `<> ALL`), as in PostgreSQL; an empty array is false (true).
+fn text_array(array: &Expr, x: &Expr, negated: bool) -> Option<Expr> {
+    let Expr::Value(v) = array else {
+        return None;
+    };
+    let Value::SingleQuotedString(text) = &v.value else {
+        return None;
+    };
+    let elements = crate::array_text::split(text).ok()?;
+    let has_null = elements.iter().any(Option::is_none);
+    let list: Vec<Expr> = elements
+        .into_iter()
+        .flatten()
+        .map(|e| Expr::value(Value::SingleQuotedString(e.into_owned())))
+        .collect();
+    let matched = match list.is_empty() {
+        true => boolean(negated),
+        false => Expr::InList {
+            expr: Box::new(x.clone()),
+            list,
+            negated,
+        },
+    };
+    if !has_null {
+        return Some(matched);
+    }
+    let op = match negated {
+        true => BinaryOperator::And,
+        false => BinaryOperator::Or,
+    };
+    Some(Expr::Nested(Box::new(Expr::BinaryOp {
+        left: Box::new(Expr::Nested(Box::new(matched))),
+        op,
+        right: Box::new(cast(Expr::value(Value::Null), DataType::Boolean)),
+    })))
 }
 
 /// Whether an unqualified name is `wanted` (case-insensitively).
@@ -656,6 +742,34 @@ mod tests {
             rewritten("SELECT time_bucket(t) FROM x"),
             "SELECT time_bucket(t) FROM x"
         );
+    }
+
+    #[test]
+    fn arrays_written_as_strings_become_in_lists() {
+        assert_eq!(
+            rewritten("SELECT * FROM t WHERE id = ANY('{1, 2,\"a b\"}')"),
+            "SELECT * FROM t WHERE id IN ('1', '2', 'a b')"
+        );
+        assert_eq!(
+            rewritten("SELECT * FROM t WHERE id <> ALL('{1}')"),
+            "SELECT * FROM t WHERE id NOT IN ('1')"
+        );
+        assert_eq!(
+            rewritten("SELECT id = ANY('{1,NULL}'), id <> ALL('{NULL}') FROM t"),
+            "SELECT ((id IN ('1')) OR CAST(NULL AS BOOLEAN)), ((true) AND CAST(NULL AS BOOLEAN)) FROM t"
+        );
+        assert_eq!(
+            rewritten("SELECT id = ANY('{}') FROM t"),
+            "SELECT false FROM t"
+        );
+        // Not an array, another operator, or a parameter: left to the planner.
+        for kept in [
+            "SELECT id = ANY('{{1}}') FROM t",
+            "SELECT id > ANY('{1}') FROM t",
+            "SELECT id = ANY($1) FROM t",
+        ] {
+            assert_eq!(rewritten(kept), kept);
+        }
     }
 
     #[test]

@@ -27,6 +27,7 @@
 //! [`users`] parses user management (`CREATE USER`, `GRANT`, ...). Both Sundial's own
 //! statements and user management are parsed over one token cursor (`tokens`).
 
+pub mod array_text;
 pub mod ast;
 pub mod compat;
 pub mod copy;

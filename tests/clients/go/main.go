@@ -193,6 +193,7 @@ func main() {
 		nonUTCText)
 	step("parameter types of $1::BIGINT, CAST($1 AS INT), $1::timestamp", castParams)
 	step("UUID column scans into pgtype.UUID", uuidColumn)
+	step("= ANY($1) with []int64 and []string in every query exec mode", anyArrays)
 	grafanaSteps()
 
 	if failures == 0 {
@@ -989,6 +990,66 @@ func castParams() error {
 		return err
 	}
 	return errors.Join(checkEq(int64(42), n, "$1::BIGINT * 2"), checkEq(int32(7), i, "CAST($2 AS INT)"), checkEq(base, ts, "$3::timestamp"))
+}
+
+// Multi-get by an array parameter: pgx sends []int64 as int8[] and []string as text[], in
+// binary when the statement was described and as text otherwise.
+func anyArrays() error {
+	var want []int64
+	var ids []int64
+	for i := 3; i < rows; i += 97 {
+		if q := trades[i].qty; q != nil {
+			want = append(want, *q)
+		}
+		ids = append(ids, int64(i)*1_000_000_007)
+	}
+	ids = append(ids, -1, ids[0])
+	for _, m := range modes {
+		conn, err := connect(m.mode)
+		if err != nil {
+			return err
+		}
+		err = func() error {
+			defer conn.Close(ctx)
+			for round := 0; round < 3; round++ {
+				rs, err := conn.Query(ctx, "SELECT qty FROM pgx_trades WHERE qty = ANY($1) ORDER BY ts", ids)
+				if err != nil {
+					return fmt.Errorf("%s: %w", m.name, err)
+				}
+				got, err := pgx.CollectRows(rs, pgx.RowTo[int64])
+				if err != nil {
+					return fmt.Errorf("%s: %w", m.name, err)
+				}
+				if err := checkEq(want, got, "%s round %d: qty = ANY($1)", m.name, round); err != nil {
+					return err
+				}
+			}
+			var n int64
+			if err := conn.QueryRow(ctx, "SELECT count(*) FROM pgx_trades WHERE sym = ANY($1)", []string{"ETH", "none"}).Scan(&n); err != nil {
+				return fmt.Errorf("%s: %w", m.name, err)
+			}
+			wantN := int64(0)
+			for _, t := range trades {
+				if t.sym == "ETH" {
+					wantN++
+				}
+			}
+			return checkEq(wantN, n, "%s: sym = ANY($1)", m.name)
+		}()
+		if err != nil {
+			return err
+		}
+	}
+	conn, err := connect()
+	if err != nil {
+		return err
+	}
+	defer conn.Close(ctx)
+	sd, err := conn.Prepare(ctx, "any_qty", "SELECT qty FROM pgx_trades WHERE qty = ANY($1)")
+	if err != nil {
+		return err
+	}
+	return checkEq([]uint32{pgtype.Int8ArrayOID}, sd.ParamOIDs, "parameter OIDs of qty = ANY($1)")
 }
 
 // A statement prepared once and run again later must see the rows inserted in between.

@@ -1,5 +1,5 @@
 //! Point lookups: the short path for `SELECT a, b FROM t WHERE k = $1 [AND j IN ('x', $2)]
-//! [AND ts >= $3 AND ts < $4] [LIMIT n]`.
+//! [AND m = ANY($3)] [AND ts >= $4 AND ts < $5] [LIMIT n]`.
 //!
 //! ```text
 //! prepare:  optimized plan ──PointLookup::from_plan──▶ { table, keys, time bounds, projection }
@@ -95,7 +95,8 @@ struct TimeBound {
 /// Designated timestamps `[lo, hi)`, in nanoseconds; `None`: unbounded on that side.
 type TimeRange = (Option<i64>, Option<i64>);
 
-/// `column = value`, or `column IN (values)`: the column holds one of `values`.
+/// `column = value`, `column IN (values)` or `column = ANY($n)`: the column holds one of
+/// `values` (of the elements of an array's).
 #[derive(Debug, Clone)]
 struct Key {
     column: usize,
@@ -107,6 +108,20 @@ enum KeyValue {
     /// `$n`, zero-based.
     Param(usize),
     Literal(ScalarValue),
+    /// The elements of array parameter `$n`, zero-based (`= ANY($n)`).
+    Elements(usize),
+}
+
+impl KeyValue {
+    /// The value, or the array whose elements are the values.
+    fn scalar<'a>(&'a self, params: &'a [ScalarValue]) -> Result<&'a ScalarValue> {
+        match self {
+            KeyValue::Literal(v) => Ok(v),
+            KeyValue::Param(i) | KeyValue::Elements(i) => params
+                .get(*i)
+                .ok_or_else(|| QueryError::Invalid(format!("no value for parameter ${}", i + 1))),
+        }
+    }
 }
 
 /// What one key column is compared with, resolved against a snapshot.
@@ -368,6 +383,9 @@ impl PointLookup {
             rows: 0,
             mapped: mapped.clone(),
         };
+        if self.too_many_values(params)? {
+            return Ok(Lookup::TooMany);
+        }
         let Some(needles) = self.needles(&snapshot, params)? else {
             return Ok(Lookup::Found(found));
         };
@@ -529,12 +547,7 @@ impl PointLookup {
     fn time_range(&self, params: &[ScalarValue]) -> Result<Option<TimeRange>> {
         let (mut lo, mut hi): TimeRange = (None, None);
         for bound in &self.time {
-            let value = match &bound.value {
-                KeyValue::Literal(v) => v,
-                KeyValue::Param(i) => params.get(*i).ok_or_else(|| {
-                    QueryError::Invalid(format!("no value for parameter ${}", i + 1))
-                })?,
-            };
+            let value = bound.value.scalar(params)?;
             let nanos = match value.cast_to(&DataType::Timestamp(TimeUnit::Nanosecond, None)) {
                 Ok(ScalarValue::TimestampNanosecond(Some(nanos), _)) => nanos,
                 Ok(_) => return Ok(None),
@@ -563,6 +576,21 @@ impl PointLookup {
         })
     }
 
+    /// Whether an array parameter holds more values than a lookup takes (as `IN` lists longer
+    /// than [`LOOKUP_VALUES_MAX`] are not lookups).
+    fn too_many_values(&self, params: &[ScalarValue]) -> Result<bool> {
+        for key in &self.keys {
+            for value in &key.values {
+                if let KeyValue::Elements(_) = value
+                    && elements(value.scalar(params)?)?.is_some_and(|e| e.len() > LOOKUP_VALUES_MAX)
+                {
+                    return Ok(true);
+                }
+            }
+        }
+        Ok(false)
+    }
+
     /// Each key's comparison values; `None` when no row can match (only NULLs, or symbols
     /// the column has never held).
     fn needles(&self, snapshot: &Snapshot, params: &[ScalarValue]) -> Result<Option<Vec<Needle>>> {
@@ -571,19 +599,13 @@ impl PointLookup {
             let column = &snapshot.meta().columns[key.column];
             let is_symbol = column.column_type == ColumnType::Symbol;
             let mut values: Vec<ScalarValue> = Vec::with_capacity(key.values.len());
-            for value in &key.values {
-                let value = match value {
-                    KeyValue::Literal(v) => v,
-                    KeyValue::Param(i) => params.get(*i).ok_or_else(|| {
-                        QueryError::Invalid(format!("no value for parameter ${}", i + 1))
-                    })?,
-                };
+            let mut add = |value: &ScalarValue| -> Result<()> {
                 if value.is_null() {
-                    continue;
+                    return Ok(());
                 }
                 let value = if is_symbol {
                     let Some(code) = symbol_code(snapshot, key.column, value) else {
-                        continue;
+                        return Ok(());
                     };
                     ScalarValue::Int32(Some(code))
                 } else {
@@ -598,6 +620,21 @@ impl PointLookup {
                 };
                 if !values.contains(&value) {
                     values.push(value);
+                }
+                Ok(())
+            };
+            for value in &key.values {
+                let scalar = value.scalar(params)?;
+                match value {
+                    KeyValue::Elements(_) => {
+                        let Some(elements) = elements(scalar)? else {
+                            continue;
+                        };
+                        for i in 0..elements.len() {
+                            add(&ScalarValue::try_from_array(&elements, i)?)?;
+                        }
+                    }
+                    _ => add(scalar)?,
                 }
             }
             if values.is_empty() {
@@ -709,6 +746,13 @@ fn keys(terms: &[&Expr], table: &SundialTable) -> Option<(Vec<Key>, Vec<TimeBoun
             });
             continue;
         }
+        if let Some((column, array)) = any_of(term) {
+            keys.push(Key {
+                column: table_schema.index_of(&column.name).ok()?,
+                values: vec![KeyValue::Elements(array)],
+            });
+            continue;
+        }
         let mut values = Vec::new();
         let column = one_of(term, &mut values)?;
         if values.len() > LOOKUP_VALUES_MAX {
@@ -732,7 +776,13 @@ fn keys(terms: &[&Expr], table: &SundialTable) -> Option<(Vec<Key>, Vec<TimeBoun
     let narrow = match keys.is_empty() {
         true => time.iter().any(|b| b.op == Operator::Eq),
         false => {
-            !keys.iter().all(is_symbol) || (!ranged && keys.iter().all(|k| k.values.len() == 1))
+            let single = |k: &Key| {
+                matches!(
+                    k.values.as_slice(),
+                    [KeyValue::Param(_) | KeyValue::Literal(_)]
+                )
+            };
+            !keys.iter().all(is_symbol) || (!ranged && keys.iter().all(single))
         }
     };
     narrow.then_some((keys, time))
@@ -800,6 +850,30 @@ fn one_of<'a>(term: &'a Expr, values: &mut Vec<&'a Expr>) -> Option<&'a Column> 
             (one_of(right, values)? == column).then_some(column)
         }
         _ => None,
+    }
+}
+
+/// The column and array parameter (zero-based) of `column = ANY($n)`, which DataFusion plans
+/// as `array_has($n, column)`.
+fn any_of(term: &Expr) -> Option<(&Column, usize)> {
+    let Expr::ScalarFunction(f) = term else {
+        return None;
+    };
+    match (f.name(), f.args.as_slice()) {
+        ("array_has", [Expr::Placeholder(p), Expr::Column(c)]) => {
+            Some((c, placeholder_index(&p.id)?))
+        }
+        _ => None,
+    }
+}
+
+/// The elements of an array value (`None` for a NULL array).
+fn elements(array: &ScalarValue) -> Result<Option<ArrayRef>> {
+    match array {
+        ScalarValue::List(list) if list.len() == 1 => Ok((!list.is_null(0)).then(|| list.value(0))),
+        other => Err(QueryError::Invalid(format!(
+            "= ANY() takes an array, not {other}"
+        ))),
     }
 }
 
@@ -1100,6 +1174,12 @@ mod tests {
             .expect("insert");
     }
 
+    /// A `BIGINT[]` parameter.
+    fn longs(values: &[Option<i64>]) -> ScalarValue {
+        let values: Vec<ScalarValue> = values.iter().map(|v| ScalarValue::Int64(*v)).collect();
+        ScalarValue::List(ScalarValue::new_list_nullable(&values, &DataType::Int64))
+    }
+
     fn ts(text: &str) -> ScalarValue {
         ScalarValue::Utf8(Some(text.into()))
             .cast_to(&DataType::Timestamp(TimeUnit::Nanosecond, None))
@@ -1252,6 +1332,32 @@ mod tests {
                 )],
                 "SELECT ts FROM t WHERE ts = '2024-01-01T01:00:00Z'",
             ),
+            (
+                // `= ANY($1)`: an array's elements, repeated and NULL ones too.
+                "SELECT * FROM t WHERE id = ANY($1)",
+                vec![longs(&[Some(3), Some(1), None, Some(3)])],
+                "SELECT * FROM t WHERE id IN (1, 3)",
+            ),
+            (
+                "SELECT name FROM t WHERE id = ANY($1) AND sym = $2 AND ts < $3",
+                vec![
+                    longs(&[Some(1), Some(2)]),
+                    ScalarValue::Utf8(Some("a".into())),
+                    ts("2024-01-03T00:00:00Z"),
+                ],
+                "SELECT name FROM t WHERE id IN (1, 2) AND sym = 'a' \
+                 AND ts < '2024-01-03T00:00:00Z'",
+            ),
+            (
+                "SELECT * FROM t WHERE id = ANY($1)",
+                vec![longs(&[])],
+                "SELECT * FROM t WHERE id = -1",
+            ),
+            (
+                "SELECT * FROM t WHERE id = ANY($1)",
+                vec![ScalarValue::try_from(DataType::new_list(DataType::Int64, true)).unwrap()],
+                "SELECT * FROM t WHERE id = -1",
+            ),
         ];
         // The general path's parallel scan may return rows in any order.
         let sorted = |text: String| {
@@ -1334,6 +1440,49 @@ mod tests {
             .map(|b| b.num_rows())
             .sum();
         assert_eq!(rows, 20_000);
+    }
+
+    /// Arrays longer than an `IN` list a lookup takes are answered by the general plan; with
+    /// SYMBOL keys only, an array is a slice of series the general plan streams.
+    #[tokio::test]
+    async fn long_arrays_and_symbol_arrays_take_the_general_plan() {
+        let (engine, _dir) = engine();
+        trades(&engine).await;
+        let sql = "SELECT name FROM t WHERE id = ANY($1)";
+        let prepared = engine.prepare(sql).await.expect("prepare");
+        assert!(prepared.is_point_lookup());
+        let many: Vec<Option<i64>> = (0..=LOOKUP_VALUES_MAX as i64).map(Some).collect();
+        let params = [longs(&many)];
+        let now = engine.run_lookup_now(&prepared, &params, &crate::Caller::trusted());
+        assert!(now.is_none(), "{} values looked up", many.len());
+        let output = engine
+            .run_prepared(&prepared, params.to_vec())
+            .await
+            .expect("run");
+        let rows: usize = collect(output)
+            .await
+            .expect("collect")
+            .batches
+            .iter()
+            .map(|b| b.num_rows())
+            .sum();
+        assert_eq!(rows, 5);
+        let sql = "SELECT name FROM t WHERE sym = ANY($1)";
+        let prepared = engine.prepare(sql).await.expect("prepare");
+        assert!(!prepared.is_point_lookup());
+        let symbols = ["c", "never", "b"].map(|s| ScalarValue::Utf8(Some(s.into())));
+        let symbols = ScalarValue::List(ScalarValue::new_list_nullable(&symbols, &DataType::Utf8));
+        let output = engine
+            .run_prepared(&prepared, vec![symbols])
+            .await
+            .expect("run");
+        let text = pretty_format_batches(&collect(output).await.expect("collect").batches)
+            .expect("format")
+            .to_string();
+        assert!(
+            text.contains("two") && text.contains("three") && !text.contains("one"),
+            "{text}"
+        );
     }
 
     /// Mapped partitions are reused within a snapshot and mapped again after a commit, which
