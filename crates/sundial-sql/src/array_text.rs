@@ -39,7 +39,7 @@ pub fn split(text: &str) -> Result<Vec<Option<Cow<'_, str>>>, ArrayTextError> {
     if rest.starts_with('[') {
         let eq = rest
             .find('=')
-            .ok_or_else(|| ArrayTextError::Malformed("bounds without '='"))?;
+            .ok_or(ArrayTextError::Malformed("bounds without '='"))?;
         if rest[..eq].matches('[').count() > 1 {
             return Err(ArrayTextError::Multidimensional);
         }
@@ -49,7 +49,7 @@ pub fn split(text: &str) -> Result<Vec<Option<Cow<'_, str>>>, ArrayTextError> {
         .trim_end()
         .strip_prefix('{')
         .and_then(|r| r.strip_suffix('}'))
-        .ok_or_else(|| ArrayTextError::Malformed("an array is written {a,b,...}"))?;
+        .ok_or(ArrayTextError::Malformed("an array is written {a,b,...}"))?;
     let mut elements = Vec::new();
     if body.trim().is_empty() {
         return Ok(elements);
@@ -95,9 +95,10 @@ fn element(body: &str, at: usize) -> Result<(Option<Cow<'_, str>>, usize), Array
                     }
                     Some(b'\\') => {
                         out.push_str(&body[run..i]);
-                        let escaped = body[i + 1..].chars().next().ok_or_else(|| {
-                            ArrayTextError::Malformed("unterminated quoted element")
-                        })?;
+                        let escaped = body[i + 1..]
+                            .chars()
+                            .next()
+                            .ok_or(ArrayTextError::Malformed("unterminated quoted element"))?;
                         out.push(escaped);
                         i += 1 + escaped.len_utf8();
                         run = i;
@@ -125,7 +126,7 @@ fn element(body: &str, at: usize) -> Result<(Option<Cow<'_, str>>, usize), Array
                         let c = body[i + 1..]
                             .chars()
                             .next()
-                            .ok_or_else(|| ArrayTextError::Malformed("unterminated escape"))?;
+                            .ok_or(ArrayTextError::Malformed("unterminated escape"))?;
                         out.push(c);
                         i += 1 + c.len_utf8();
                         run = i;
