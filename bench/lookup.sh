@@ -15,7 +15,14 @@
 #   in10      one multi-get, SELECT * FROM kv WHERE id IN (ten random ids)
 #   range     a key within a time range: id = :id AND ts >= '2024-01-02' AND ts < '2024-01-09'
 #             (about 7 days of rows: a lookup outside it finds nothing)
-# qps counts lookups (keys asked for) per second: ten per transaction for pipeline and in10.
+#   paced     point at a fixed offered rate, PACED_QPS (default 20000) over all clients
+#             (pgbench -R): latency at the same load on both servers, where the other shapes
+#             measure it at each server's own saturation
+#   any10     one multi-get by an array parameter, SELECT * FROM kv WHERE id = ANY($1) with
+#             ten random ids as a binary bigint[], sent by bench/multiget (pgx; pgbench has no
+#             array parameters)
+# qps counts lookups (keys asked for) per second: ten per transaction for pipeline, in10 and
+# any10.
 #
 # Tables: wide is the 7 columns of issue 39 (id LONG, a LONG, b LONG, s VARCHAR, x DOUBLE,
 # t VARCHAR, ts TIMESTAMP; PostgreSQL: bigint, text, double precision, timestamp), narrow is
@@ -38,6 +45,7 @@ TRANSPORTS=${TRANSPORTS:-"plain tls"}
 DURATION_S=${DURATION_S:-8}
 SERVERS=${SERVERS:-"sundial postgres"}
 SHAPES=${SHAPES:-point}
+PACED_QPS=${PACED_QPS:-20000}
 WORK=${WORK:-$(mktemp -d /tmp/sundial-lookup-bench.XXXXXX)}
 # The rows each INSERT ... SELECT loads: a bounded statement, however many rows in all.
 LOAD_ROWS=${LOAD_ROWS:-5000000}
@@ -51,6 +59,9 @@ export SUNDIAL_PG_ADDR
 
 cargo build --release -p sundial-server
 bench/peers/postgres.sh install
+if [[ " $SHAPES " == *" any10 "* ]]; then
+    (cd bench/multiget && go build -mod=readonly -buildvcs=false -o "$WORK/multiget" .)
+fi
 
 die() { echo "lookup.sh: $*" >&2; exit 1; }
 
@@ -139,6 +150,7 @@ script() { # shape rows -> pgbench's script of one transaction; LOOKUPS: keys it
             LOOKUPS=1
             printf '\\set id random(1, %d)\n' "$rows"
             echo "SELECT * FROM kv WHERE id = :id AND ts >= '2024-01-02' AND ts < '2024-01-09';" ;;
+        paced) script point "$rows" ;;
         *) die "unknown shape $shape" ;;
     esac
 }
@@ -146,15 +158,38 @@ script() { # shape rows -> pgbench's script of one transaction; LOOKUPS: keys it
 run_steps() { # server rows width
     local server=$1 rows=$2 width=$3
     for shape in $SHAPES; do
+        if [[ $shape == any10 ]]; then
+            run_multiget "$server" "$rows" "$width"
+            continue
+        fi
         script "$shape" "$rows" >"$WORK/lookup.sql"
         run_shape "$server" "$rows" "$width" "$shape" "$LOOKUPS"
     done
 }
 
+run_multiget() { # server rows width: the any10 shape, by bench/multiget
+    local server=$1 rows=$2 width=$3 port=${SUNDIAL_PG_ADDR##*:}
+    [[ $server == postgres ]] && port=$PG_PORT
+    for transport in $TRANSPORTS; do
+        local sslmode=disable
+        [[ $transport == tls ]] && sslmode=require
+        "$WORK/multiget" -url "postgres://admin:quest@127.0.0.1:$port/qdb?sslmode=$sslmode" \
+            -rows "$rows" -keys 10 -clients "$CLIENTS" -seconds "$DURATION_S" |
+            while read -r line; do
+                local c=${line#clients=}
+                c=${c%% *}
+                local rest=${line#clients=$c }
+                echo "result: server=$server rows=$rows width=$width transport=$transport clients=$c shape=any10 ${rest% rows_per=*}"
+            done
+    done
+}
+
 run_shape() { # server rows width shape lookups-per-transaction
     local server=$1 rows=$2 width=$3 shape=$4 lookups=$5 port=${SUNDIAL_PG_ADDR##*:} tag=
+    local pace=()
     [[ $server == postgres ]] && port=$PG_PORT
     [[ $shape == point ]] || tag=" shape=$shape"
+    [[ $shape == paced ]] && pace=(-R "$PACED_QPS")
     for transport in $TRANSPORTS; do
         local sslmode=disable
         [[ $transport == tls ]] && sslmode=require
@@ -168,7 +203,7 @@ run_shape() { # server rows width shape lookups-per-transaction
             local out
             out=$(cd "$logs" && PGSSLMODE=$sslmode PGPASSWORD=quest pgbench -n -M prepared \
                 -h 127.0.0.1 -p "$port" -U admin -c "$clients" -j "$threads" -T "$DURATION_S" \
-                -l -f "$WORK/lookup.sql" qdb 2>&1) || {
+                "${pace[@]}" -l -f "$WORK/lookup.sql" qdb 2>&1) || {
                 echo "result: server=$server rows=$rows width=$width transport=$transport clients=$clients$tag failed"
                 echo "$out" | tail -5 >&2
                 continue
