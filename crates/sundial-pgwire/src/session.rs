@@ -411,7 +411,11 @@ impl Session {
 
     /// Waits up to `read_spin_us` for the client's next bytes without letting the thread
     /// sleep, if a polling slot is free and another query thread is idle: a client that
-    /// answers promptly is served without a wake-up's latency. Over plain TCP the bytes are
+    /// answers promptly is served without a wake-up's latency. Between polls the thread
+    /// yields, so any other runnable thread on its CPU (a client on the same machine, another
+    /// process) runs first: polling only takes time nobody else wants, and a server that is
+    /// not saturated adds no scheduling delay to others' work (with a busy-wait instead, p99
+    /// at a paced 20,000 lookups/s over 16 clients was 1.3-2.1 ms; yielding, 0.34 ms). Over plain TCP the bytes are
     /// read here, going around tokio's readiness cache (which only the runtime's event loop
     /// refreshes), and the result says whether any were. Under TLS the socket is only peeked
     /// (its bytes are records for rustls): the result is false, and the read that follows
@@ -461,7 +465,7 @@ impl Session {
             if started.elapsed() >= spin || !others_idle() {
                 return Ok(false);
             }
-            std::hint::spin_loop();
+            std::thread::yield_now();
         }
     }
 
