@@ -47,6 +47,7 @@ mod copy_decode;
 mod copy_in;
 mod copy_out;
 mod error;
+mod fair;
 #[doc(hidden)]
 pub mod fuzz;
 mod local;

@@ -466,6 +466,7 @@ impl Session {
                 return Ok(false);
             }
             std::thread::yield_now();
+            crate::fair::yielded();
         }
     }
 
@@ -473,6 +474,7 @@ impl Session {
     async fn send_due(&mut self) -> Result<(), PgError> {
         if self.reply_due {
             self.flush().await?;
+            crate::fair::yield_if_due(self.shared.options.yield_interval);
         }
         Ok(())
     }

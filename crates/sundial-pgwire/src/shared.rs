@@ -9,6 +9,7 @@
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::time::Duration;
 
 use sundial_query::Engine;
 use tokio::sync::watch;
@@ -40,6 +41,10 @@ pub struct PgOptions {
     /// microseconds; catching that saves the wake-up of a sleeping thread, which on a virtual
     /// machine costs about as much again as the round trip itself.
     pub read_spin_us: u64,
+    /// A query thread that has run this long without giving up its CPU yields it after the
+    /// reply it sends (zero: never), so that threads waiting for the CPU behind a saturated
+    /// server wait at most about this long (see `fair`).
+    pub yield_interval: Duration,
     /// The server's certificate: with it, an SSLRequest is answered 'S' and the session
     /// continues over TLS, and a connection opening with a TLS handshake (PostgreSQL 17's
     /// direct TLS) is served too. Without it, SSLRequests are answered 'N'.
@@ -91,6 +96,7 @@ impl Default for PgOptions {
             flush_bytes: 64 << 10,
             statement_timeout_ms: 0,
             read_spin_us: 50,
+            yield_interval: Duration::from_micros(250),
             tls: None,
             tls_require: sundial_tls::TlsRequire::Off,
             parked_workers: None,

@@ -218,6 +218,11 @@ pub struct ServeArgs {
     /// one sessions poll at once, and only while another query thread is idle.
     #[arg(long, env = "SUNDIAL_PG_READ_SPIN_US", default_value_t = 50)]
     pub pg_read_spin_us: u64,
+    /// A query thread that has run this long without giving up its CPU yields it after the
+    /// PostgreSQL reply it sends, in microseconds (0: never), so other threads and processes
+    /// on the machine wait at most about this long behind a saturated server.
+    #[arg(long, env = "SUNDIAL_PG_YIELD_INTERVAL_US", default_value_t = 250)]
+    pub pg_yield_interval_us: u64,
     /// Default statement timeout in milliseconds (0: none), for PostgreSQL sessions (which may
     /// SET their own) and HTTP `/exec` and `/exp` (a `Statement-Timeout` header overrides it).
     #[arg(long, env = "SUNDIAL_STATEMENT_TIMEOUT_MS", default_value_t = 0)]
@@ -793,6 +798,7 @@ fn pg_server(
         message_bytes_max: args.pg_message_bytes_max,
         statement_timeout_ms: args.statement_timeout_ms,
         read_spin_us: args.pg_read_spin_us,
+        yield_interval: std::time::Duration::from_micros(args.pg_yield_interval_us),
         tls: tls.tls.clone(),
         tls_require: tls.require,
         parked_workers: Some(parked_workers),
