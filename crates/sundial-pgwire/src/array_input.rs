@@ -107,10 +107,11 @@ impl<'a> Cursor<'a> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
-    fn binary(dims: &[i32], oid: i32, elements: &[Option<&[u8]>]) -> Vec<u8> {
+    /// An array in binary form: `dims` one length per dimension, then `elements`.
+    pub(crate) fn binary(dims: &[i32], oid: i32, elements: &[Option<&[u8]>]) -> Vec<u8> {
         let mut out = Vec::new();
         out.extend((dims.len() as i32).to_be_bytes());
         out.extend(i32::from(elements.iter().any(Option::is_none)).to_be_bytes());

@@ -1184,26 +1184,9 @@ mod tests {
 
     /// A binary one-dimensional array of `element_oid` with `elements` (`None` for NULL).
     fn binary_array(element_oid: i32, elements: &[Option<Vec<u8>>]) -> Vec<u8> {
-        let mut out = Vec::new();
-        for word in [
-            1,
-            i32::from(elements.iter().any(Option::is_none)),
-            element_oid,
-        ] {
-            out.extend(word.to_be_bytes());
-        }
-        out.extend((elements.len() as i32).to_be_bytes());
-        out.extend(1i32.to_be_bytes());
-        for e in elements {
-            match e {
-                None => out.extend((-1i32).to_be_bytes()),
-                Some(b) => {
-                    out.extend((b.len() as i32).to_be_bytes());
-                    out.extend(b);
-                }
-            }
-        }
-        out
+        let elements: Vec<Option<&[u8]>> = elements.iter().map(Option::as_deref).collect();
+        let dims = [elements.len() as i32];
+        crate::array_input::tests::binary(&dims, element_oid, &elements)
     }
 
     #[test]

@@ -1428,18 +1428,10 @@ mod tests {
         let params = [ScalarValue::Int64(Some(1))];
         let now = engine.run_lookup_now(&prepared, &params, &crate::Caller::trusted());
         assert!(now.is_none(), "20,000 rows read in place");
-        let output = engine
-            .run_prepared(&prepared, params.to_vec())
-            .await
-            .expect("run");
-        let rows: usize = collect(output)
-            .await
-            .expect("collect")
-            .batches
-            .iter()
-            .map(|b| b.num_rows())
-            .sum();
-        assert_eq!(rows, 20_000);
+        assert_eq!(
+            rows_found(&engine, &prepared, params.to_vec()).await,
+            20_000
+        );
     }
 
     /// Arrays longer than an `IN` list a lookup takes are answered by the general plan; with
@@ -1455,18 +1447,7 @@ mod tests {
         let params = [longs(&many)];
         let now = engine.run_lookup_now(&prepared, &params, &crate::Caller::trusted());
         assert!(now.is_none(), "{} values looked up", many.len());
-        let output = engine
-            .run_prepared(&prepared, params.to_vec())
-            .await
-            .expect("run");
-        let rows: usize = collect(output)
-            .await
-            .expect("collect")
-            .batches
-            .iter()
-            .map(|b| b.num_rows())
-            .sum();
-        assert_eq!(rows, 5);
+        assert_eq!(rows_found(&engine, &prepared, params.to_vec()).await, 5);
         let sql = "SELECT name FROM t WHERE sym = ANY($1)";
         let prepared = engine.prepare(sql).await.expect("prepare");
         assert!(!prepared.is_point_lookup());
@@ -1601,10 +1582,16 @@ mod tests {
     }
 
     async fn row_count(engine: &Engine, prepared: &crate::Prepared, id: i64) -> usize {
-        let output = engine
-            .run_prepared(prepared, vec![ScalarValue::Int64(Some(id))])
-            .await
-            .expect("run");
+        rows_found(engine, prepared, vec![ScalarValue::Int64(Some(id))]).await
+    }
+
+    /// The number of rows a prepared statement returns for `params`.
+    async fn rows_found(
+        engine: &Engine,
+        prepared: &crate::Prepared,
+        params: Vec<ScalarValue>,
+    ) -> usize {
+        let output = engine.run_prepared(prepared, params).await.expect("run");
         let collected = collect(output).await.expect("collect");
         collected.batches.iter().map(|b| b.num_rows()).sum()
     }
