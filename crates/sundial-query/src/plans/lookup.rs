@@ -1533,6 +1533,17 @@ mod tests {
             let prepared = engine.prepare(sql).await.expect(sql);
             assert!(!prepared.is_point_lookup(), "{sql}");
         }
+        // An `IN` list up to the bound is a lookup; one value more is a scan.
+        let list = |n: usize| {
+            let values: Vec<String> = (0..n).map(|v| v.to_string()).collect();
+            format!("SELECT name FROM t WHERE id IN ({})", values.join(", "))
+        };
+        let at_bound = engine.prepare(&list(LOOKUP_VALUES_MAX)).await.expect("prepare");
+        assert!(at_bound.is_point_lookup());
+        let past = list(LOOKUP_VALUES_MAX + 1);
+        let prepared = engine.prepare(&past).await.expect("prepare");
+        assert!(!prepared.is_point_lookup());
+        assert_eq!(rows_found(&engine, &prepared, Vec::new()).await, 5);
     }
 
     /// Prepared statements read the newest commit, not the one current when they were planned.
