@@ -1538,7 +1538,10 @@ mod tests {
             let values: Vec<String> = (0..n).map(|v| v.to_string()).collect();
             format!("SELECT name FROM t WHERE id IN ({})", values.join(", "))
         };
-        let at_bound = engine.prepare(&list(LOOKUP_VALUES_MAX)).await.expect("prepare");
+        let at_bound = engine
+            .prepare(&list(LOOKUP_VALUES_MAX))
+            .await
+            .expect("prepare");
         assert!(at_bound.is_point_lookup());
         let past = list(LOOKUP_VALUES_MAX + 1);
         let prepared = engine.prepare(&past).await.expect("prepare");
