@@ -90,17 +90,12 @@ fn element(body: &str, at: usize) -> Result<(Option<Cow<'_, str>>, usize), Array
                 match bytes.get(i) {
                     None => return Err(ArrayTextError::Malformed("unterminated quoted element")),
                     Some(b'"') => {
-                        out.push_str(&body[run..i]);
-                        return Ok((Some(Cow::Owned(out)), i + 1));
+                        let text = finish(body, out, at + 1, run, i);
+                        return Ok((Some(text), i + 1));
                     }
                     Some(b'\\') => {
                         out.push_str(&body[run..i]);
-                        let escaped = body[i + 1..]
-                            .chars()
-                            .next()
-                            .ok_or(ArrayTextError::Malformed("unterminated quoted element"))?;
-                        out.push(escaped);
-                        i += 1 + escaped.len_utf8();
+                        i = escape(body, i, &mut out, "unterminated quoted element")?;
                         run = i;
                     }
                     Some(_) => i += 1,
@@ -112,7 +107,7 @@ fn element(body: &str, at: usize) -> Result<(Option<Cow<'_, str>>, usize), Array
             let mut out = String::new();
             let (mut i, mut run, mut escaped) = (at, at, false);
             // Unescaped whitespace at the end is not part of the element.
-            let mut kept = at;
+            let mut kept = 0;
             while let Some(&b) = bytes.get(i) {
                 match b {
                     b',' | b'}' => break,
@@ -123,12 +118,7 @@ fn element(body: &str, at: usize) -> Result<(Option<Cow<'_, str>>, usize), Array
                     }
                     b'\\' => {
                         out.push_str(&body[run..i]);
-                        let c = body[i + 1..]
-                            .chars()
-                            .next()
-                            .ok_or(ArrayTextError::Malformed("unterminated escape"))?;
-                        out.push(c);
-                        i += 1 + c.len_utf8();
+                        i = escape(body, i, &mut out, "unterminated escape")?;
                         run = i;
                         kept = out.len();
                         escaped = true;
@@ -144,14 +134,44 @@ fn element(body: &str, at: usize) -> Result<(Option<Cow<'_, str>>, usize), Array
             if bytes.get(i) == Some(&b'}') {
                 return Err(ArrayTextError::Malformed("unbalanced '}'"));
             }
+            if !escaped {
+                let text = &body[at..at + kept];
+                if text.eq_ignore_ascii_case("NULL") {
+                    return Ok((None, i));
+                }
+                return Ok((Some(Cow::Borrowed(text)), i));
+            }
             out.push_str(&body[run..i]);
             out.truncate(kept);
-            if !escaped && out.eq_ignore_ascii_case("NULL") {
-                return Ok((None, i));
-            }
             Ok((Some(Cow::Owned(out)), i))
         }
     }
+}
+
+/// Appends the character the backslash at `at` escapes to `out`; returns where the text
+/// goes on.
+fn escape(
+    body: &str,
+    at: usize,
+    out: &mut String,
+    unterminated: &'static str,
+) -> Result<usize, ArrayTextError> {
+    let c = body[at + 1..]
+        .chars()
+        .next()
+        .ok_or(ArrayTextError::Malformed(unterminated))?;
+    out.push(c);
+    Ok(at + 1 + c.len_utf8())
+}
+
+/// A quoted element, `body[start..end]` with its escapes resolved (`out` holds the text
+/// before `run`): borrowed when it had none.
+fn finish(body: &str, mut out: String, start: usize, run: usize, end: usize) -> Cow<'_, str> {
+    if run == start {
+        return Cow::Borrowed(&body[start..end]);
+    }
+    out.push_str(&body[run..end]);
+    Cow::Owned(out)
 }
 
 #[cfg(test)]
@@ -186,6 +206,19 @@ mod tests {
         assert_eq!(text(r"{\NULL}").unwrap(), some(&["NULL"]));
         assert_eq!(text("{é,\"ü\"}").unwrap(), some(&["é", "ü"]));
         assert_eq!(text("[1:2]={7,8}").unwrap(), some(&["7", "8"]));
+        // Elements without escapes are borrowed from the input.
+        let split = split(r#"{ab,"c d",e\f}"#).unwrap();
+        assert!(matches!(split[0], Some(Cow::Borrowed("ab"))));
+        assert!(matches!(split[1], Some(Cow::Borrowed("c d"))));
+        assert!(matches!(split[2], Some(Cow::Owned(_))));
+    }
+
+    #[test]
+    fn arrays_past_the_element_bound_are_refused() {
+        let at_bound = format!("{{{}}}", vec!["1"; ARRAY_ELEMENTS_MAX].join(","));
+        assert_eq!(split(&at_bound).unwrap().len(), ARRAY_ELEMENTS_MAX);
+        let past = format!("{{{}}}", vec!["1"; ARRAY_ELEMENTS_MAX + 1].join(","));
+        assert_eq!(split(&past).unwrap_err(), ArrayTextError::TooMany);
     }
 
     #[test]

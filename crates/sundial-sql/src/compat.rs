@@ -288,9 +288,9 @@ fn rewrite_expr(expr: &mut Expr, catalog: &dyn SystemCatalog) {
     }
 }
 
-/// `make_array('a', 'b', NULL)` for the string `'{a,b,NULL}'`, an array's text form, which a
-/// cast to an array type then converts element by element (`'{1,2}'::int2[]`).
-fn text_array_elements(text: &Expr) -> Option<Expr> {
+/// The elements of `text`, a string literal holding an array's text form (`'{a,NULL}'`), as
+/// string literals (`None` for NULL); `None` if it is not one.
+fn string_array(text: &Expr) -> Option<Vec<Option<Expr>>> {
     let Expr::Value(v) = text else {
         return None;
     };
@@ -298,12 +298,20 @@ fn text_array_elements(text: &Expr) -> Option<Expr> {
         return None;
     };
     let elements = crate::array_text::split(text).ok()?;
-    let elements = elements
+    Some(
+        elements
+            .into_iter()
+            .map(|e| e.map(|e| Expr::value(Value::SingleQuotedString(e.into_owned()))))
+            .collect(),
+    )
+}
+
+/// `make_array('a', 'b', NULL)` for the string `'{a,b,NULL}'`, an array's text form, which a
+/// cast to an array type then converts element by element (`'{1,2}'::int2[]`).
+fn text_array_elements(text: &Expr) -> Option<Expr> {
+    let elements = string_array(text)?
         .into_iter()
-        .map(|e| match e {
-            Some(e) => Expr::value(Value::SingleQuotedString(e.into_owned())),
-            None => Expr::value(Value::Null),
-        })
+        .map(|e| e.unwrap_or_else(|| Expr::value(Value::Null)))
         .collect();
     Some(call("make_array", elements))
 }
@@ -313,19 +321,9 @@ fn text_array_elements(text: &Expr) -> Option<Expr> {
 /// `x`'s type as any literal is. NULL elements make the answer NULL where no element matches
 /// (`OR NULL`; `AND NULL` for `<> ALL`), as in PostgreSQL; an empty array is false (true).
 fn text_array(array: &Expr, x: &Expr, negated: bool) -> Option<Expr> {
-    let Expr::Value(v) = array else {
-        return None;
-    };
-    let Value::SingleQuotedString(text) = &v.value else {
-        return None;
-    };
-    let elements = crate::array_text::split(text).ok()?;
+    let elements = string_array(array)?;
     let has_null = elements.iter().any(Option::is_none);
-    let list: Vec<Expr> = elements
-        .into_iter()
-        .flatten()
-        .map(|e| Expr::value(Value::SingleQuotedString(e.into_owned())))
-        .collect();
+    let list: Vec<Expr> = elements.into_iter().flatten().collect();
     let matched = match list.is_empty() {
         true => boolean(negated),
         false => Expr::InList {
