@@ -827,6 +827,8 @@ mod tests {
                 count: 2,
                 unit: TtlUnit::Day,
             }),
+            kind: Default::default(),
+            definition: None,
         };
         let sql = create_table_sql(&meta);
         let Command::CreateTable(c) = parse(&sql).unwrap() else {
@@ -856,6 +858,8 @@ mod tests {
             next_column_id: 1,
             ttl: None,
             cold_after: None,
+            kind: Default::default(),
+            definition: None,
         };
         assert_eq!(
             create_table_sql(&plain),

@@ -384,6 +384,7 @@ fn copy_table(
         partitions,
         symbol_counts,
         dropped: false,
+        refresh: state.refresh.clone(),
     };
     let slot = copy.encode();
     let (this, other) = if copy.seq.is_multiple_of(2) {

@@ -17,7 +17,7 @@ use crate::files::{DROPPED_PREFIX, remove_trash, sync_dir};
 use crate::partition::PartitionBy;
 use crate::table::{Durability, StorageOptions, Table, check_indexable};
 use crate::ttl::Ttl;
-use crate::txn::{ColumnMeta, TableMeta};
+use crate::txn::{ColumnMeta, DEFINITION_BYTES_MAX, TableKind, TableMeta};
 use crate::types::ColumnType;
 use crate::validate_name;
 
@@ -287,17 +287,58 @@ impl Database {
     /// Creates a table; with `if_not_exists` an existing table of that name is returned instead.
     pub fn create_table(&self, def: TableDef, if_not_exists: bool) -> Result<Arc<Table>> {
         let meta = validate_def(&def)?;
+        self.create(meta, if_not_exists)
+    }
+
+    /// Creates a view or a materialized view named `def.name`, with the columns of `def` and
+    /// its `definition` (the defining statement, kept in its transaction: see [`TableKind`]).
+    /// A view has no partitions, so no designated timestamp settings beyond the column. With
+    /// `if_not_exists`, an existing table or view of that name is returned instead.
+    pub fn create_derived(
+        &self,
+        def: TableDef,
+        kind: TableKind,
+        definition: &str,
+        if_not_exists: bool,
+    ) -> Result<Arc<Table>> {
+        if kind == TableKind::Table {
+            return Err(StorageError::InvalidInput(
+                "create_derived makes views: use create_table".into(),
+            ));
+        }
+        if definition.len() > DEFINITION_BYTES_MAX {
+            return Err(StorageError::InvalidInput(format!(
+                "the definition of {} '{}' has {} bytes; at most {DEFINITION_BYTES_MAX} are kept",
+                kind.name(),
+                def.name,
+                definition.len()
+            )));
+        }
+        let mut meta = validate_def(&def)?;
+        if kind == TableKind::View && (meta.ttl.is_some() || meta.cold_after.is_some()) {
+            return Err(StorageError::InvalidInput(format!(
+                "view '{}' stores no rows: it takes no TTL or COLD AFTER",
+                def.name
+            )));
+        }
+        meta.kind = kind;
+        meta.definition = Some(Arc::from(definition));
+        self.create(meta, if_not_exists)
+    }
+
+    fn create(&self, meta: TableMeta, if_not_exists: bool) -> Result<Arc<Table>> {
         let mut next_id = self
             .ddl
             .lock()
             .map_err(|_| StorageError::Internal("catalog lock poisoned".into()))?;
-        if let Some(existing) = self.table(&def.name) {
+        if let Some(existing) = self.table(&meta.name) {
             if if_not_exists {
                 return Ok(existing);
             }
             return Err(StorageError::AlreadyExists(format!(
-                "table '{}' already exists",
-                def.name
+                "{} '{}' already exists",
+                existing.meta().kind.name(),
+                meta.name
             )));
         }
         let id = *next_id;
@@ -305,8 +346,9 @@ impl Database {
         let sync = self.options.durability == Durability::Sync;
         let tmp = self.root.join(format!("{CREATING_PREFIX}{id}"));
         std::fs::create_dir(&tmp).at(&tmp)?;
+        let name = meta.name.clone();
         Table::create_files(&tmp, meta, sync)?;
-        let path = self.root.join(format!("{}~{id}", def.name));
+        let path = self.root.join(format!("{name}~{id}"));
         std::fs::rename(&tmp, &path).at(&path)?;
         if sync {
             sync_dir(&self.root)?;
@@ -322,7 +364,7 @@ impl Database {
         self.tables
             .write()
             .map_err(|_| StorageError::Internal("catalog lock poisoned".into()))?
-            .insert(catalog_key(&def.name), table.clone());
+            .insert(catalog_key(&name), table.clone());
         Ok(table)
     }
 
@@ -486,6 +528,8 @@ fn validate_def(def: &TableDef) -> Result<TableMeta> {
         partition_by: def.partition_by,
         ttl: def.ttl,
         cold_after: def.cold_after,
+        kind: TableKind::Table,
+        definition: None,
     })
 }
 

@@ -290,6 +290,8 @@ mod tests {
                 next_column_id: 4,
                 ttl: None,
                 cold_after: None,
+                kind: crate::txn::TableKind::Table,
+                definition: None,
             }),
             partitions: vec![
                 partition(0, 2, 5, DAY_NS - 1),
@@ -297,6 +299,7 @@ mod tests {
             ],
             symbol_counts: vec![(3, 2)],
             dropped: false,
+            refresh: None,
         }
     }
 

@@ -39,6 +39,7 @@ mod backup;
 mod bits;
 mod cache;
 mod cells;
+mod changes;
 mod clock;
 mod cold_store;
 mod column;
@@ -66,6 +67,7 @@ mod zone;
 pub use backup::{BACKUP_INCOMPLETE, BACKUP_MANIFEST, BackupReport};
 pub use cache::raise_open_files_limit;
 pub use cells::{Cell, PartRows};
+pub use changes::{CHANGE_LOG_ENTRIES_MAX, Changes};
 pub use clock::WallClock;
 pub use cold_store::ColdStoreOptions;
 pub use column::parse_uuid;
@@ -79,7 +81,9 @@ pub use parquet_file::{
 pub use partition::PartitionBy;
 pub use table::{Durability, Snapshot, StorageOptions, Table, TableWriter};
 pub use ttl::{Ttl, TtlUnit};
-pub use txn::{ColumnMeta, PartFormat, PartitionMeta, TableMeta};
+pub use txn::{
+    ColumnMeta, DEFINITION_BYTES_MAX, PartFormat, PartitionMeta, RefreshState, TableKind, TableMeta,
+};
 pub use types::{ColumnType, SUNDIAL_TYPE_KEY, SymbolValues, arrow_field};
 pub use zone::{ZONE_ROWS, Zone};
 

@@ -19,6 +19,7 @@ use arrow_buffer::{BooleanBuffer, Buffer};
 
 use crate::cache::FileCache;
 use crate::cells::PartRows;
+use crate::changes::{ChangeLog, Changes};
 use crate::cold_store::ColdStore;
 use crate::column::{ColumnBuf, SymbolResolver, Values, from_arrow};
 use crate::dedup;
@@ -35,7 +36,9 @@ use crate::read::{read_array, read_picked};
 use crate::symbol_index::{CommittedSymbols, PublishedSymbols};
 use crate::symbols::{SYMBOL_DIR, SymbolDict};
 use crate::ttl::Ttl;
-use crate::txn::{ColumnMeta, PartFormat, PartitionMeta, TableMeta, TxnState};
+use crate::txn::{
+    ColumnMeta, PartFormat, PartitionMeta, RefreshState, TableKind, TableMeta, TxnState,
+};
 use crate::types::{ColumnType, Layout, SymbolValues};
 use crate::validate_name;
 use crate::zone::{Zone, complete_zones, read_zones, write_zones};
@@ -175,6 +178,11 @@ impl Snapshot {
     }
 
     /// Committed partitions in timestamp order.
+    /// A materialized view's refresh watermark, committed with these rows.
+    pub fn refresh(&self) -> Option<&RefreshState> {
+        self.state.refresh.as_ref()
+    }
+
     pub fn partitions(&self) -> &[PartitionMeta] {
         &self.state.partitions
     }
@@ -447,11 +455,15 @@ impl Snapshot {
 /// A table handle shared by readers and the writer.
 pub struct Table {
     dir: Arc<TableDir>,
+    /// The id in the directory's name: never reused within a data directory.
+    id: u64,
     options: Arc<StorageOptions>,
     current: RwLock<Arc<Snapshot>>,
     writer: Mutex<Option<Box<WriterState>>>,
     writer_returned: Condvar,
     committed_since_sync: Arc<AtomicBool>,
+    /// What each commit since the table was opened changed (see `changes.rs`).
+    changes: Mutex<ChangeLog>,
 }
 
 impl std::fmt::Debug for Table {
@@ -473,6 +485,7 @@ impl Table {
             partitions: Vec::new(),
             symbol_counts: Vec::new(),
             dropped: false,
+            refresh: None,
         };
         let slot = state.encode();
         invariants::debug_check_publishable(dir, &state, &slot, &[]);
@@ -564,10 +577,23 @@ impl Table {
             next_version,
             options: options.clone(),
             future_row_warned_ns: i64::MIN,
+            replacing: None,
+            refresh: None,
+            txn_rows: None,
         };
         let snapshot = writer.snapshot();
+        let id = dir
+            .path
+            .file_name()
+            .and_then(|n| n.to_str())
+            .and_then(|n| n.rsplit_once('~'))
+            .and_then(|(_, id)| id.parse().ok())
+            .unwrap_or(0);
+        let changes = Mutex::new(ChangeLog::after(snapshot.seq()));
         Ok(Some(Arc::new(Table {
             dir,
+            id,
+            changes,
             options,
             current: RwLock::new(Arc::new(snapshot)),
             writer: Mutex::new(Some(Box::new(writer))),
@@ -586,6 +612,28 @@ impl Table {
 
     pub fn name(&self) -> String {
         self.snapshot().meta().name.clone()
+    }
+
+    /// The table's identity: the id in its directory's name, which no other table of the data
+    /// directory ever has (a table dropped and created again gets a new one).
+    pub fn id(&self) -> u64 {
+        self.id
+    }
+
+    /// What the commits after `seq` changed (a superset), or `None` when that is not known:
+    /// `seq` is older than the table's opening (see `changes.rs`).
+    pub fn changes_since(&self, seq: u64) -> Option<Changes> {
+        match self.changes.lock() {
+            Ok(log) => log.since(seq),
+            Err(_) => None,
+        }
+    }
+
+    /// Records what commit `seq` changed.
+    fn record_changes(&self, seq: u64, changes: Changes) {
+        if let Ok(mut log) = self.changes.lock() {
+            log.record(seq, changes);
+        }
     }
 
     /// The table's directory.
@@ -942,6 +990,13 @@ struct WriterState {
     /// The newest row ahead of the wall clock already logged (see
     /// [`TableWriter::warn_of_future_row`]).
     future_row_warned_ns: i64,
+    /// The pending transaction replaces every committed row with a timestamp in `lo..hi`
+    /// (see [`TableWriter::replace_range`]).
+    replacing: Option<(i64, i64)>,
+    /// The refresh state the pending transaction commits (see [`TableWriter::set_refresh`]).
+    refresh: Option<RefreshState>,
+    /// The smallest and largest timestamps the pending transaction writes or replaces.
+    txn_rows: Option<(i64, i64)>,
 }
 
 /// The single writer of a table. Rows appended become visible at `commit`; dropping the writer
@@ -1027,6 +1082,7 @@ impl TableWriter {
         let started = std::time::Instant::now();
         let rows = self.pending_rows();
         let state = self.state()?;
+        let changed = state.txn_rows.take();
         let snapshot = match state.commit() {
             Ok(Some(s)) => s,
             Ok(None) => return Ok(()),
@@ -1038,7 +1094,12 @@ impl TableWriter {
         };
         let meta = snapshot.meta();
         let (ttl, cold_after) = (meta.ttl.is_some(), meta.cold_after.is_some());
+        let seq = snapshot.seq();
         self.table.publish(snapshot);
+        if let Some((min_ts, max_ts)) = changed {
+            self.table
+                .record_changes(seq, Changes::rows(min_ts, max_ts));
+        }
         sundial_metrics::metrics().commit(rows, started.elapsed());
         if ttl || cold_after {
             self.warn_of_future_row();
@@ -1088,10 +1149,82 @@ impl TableWriter {
         }
     }
 
+    /// Starts a transaction that replaces every committed row with a timestamp in `lo..hi`
+    /// (nanoseconds) by the rows appended before the commit, which must all fall in that
+    /// range: a materialized view's refresh of the buckets there. Readers see the old rows
+    /// until the commit and the new ones after it, never a mix. Must come before any append.
+    pub fn replace_range(&mut self, lo: i64, hi: i64) -> Result<()> {
+        let state = self.state()?;
+        let meta = state.committed.meta.clone();
+        if meta.timestamp_index.is_none() {
+            return Err(StorageError::InvalidInput(format!(
+                "table '{}' has no designated timestamp: no time range to replace",
+                meta.name
+            )));
+        }
+        if lo >= hi {
+            return Err(StorageError::InvalidInput(format!(
+                "an empty range to replace: {lo} is not before {hi}"
+            )));
+        }
+        if !state.pending.is_empty() || state.replacing.is_some() {
+            return Err(StorageError::InvalidInput(
+                "a range replacement must start its transaction".into(),
+            ));
+        }
+        // Every partition with a committed row in the range is rewritten, with or without
+        // rows for it, through the out-of-order merge (see `merge_tail`).
+        let keys: Vec<i64> = state
+            .committed
+            .partitions
+            .iter()
+            .filter(|p| p.row_count > 0 && p.min_ts < hi && p.max_ts >= lo)
+            .map(|p| p.key)
+            .collect();
+        state.replacing = Some((lo, hi));
+        state.txn_rows = Some((lo, hi - 1));
+        for key in keys {
+            let result = state.pending_partition(key).map(|p| {
+                p.o3.get_or_insert_with(|| {
+                    meta.columns
+                        .iter()
+                        .map(|c| ColumnBuf::empty(c.column_type))
+                        .collect()
+                });
+            });
+            if let Err(e) = result {
+                state.rollback();
+                return Err(e);
+            }
+        }
+        Ok(())
+    }
+
+    /// Sets the refresh state of a materialized view, committed by the next commit with the
+    /// rows it describes (a commit with no rows commits it alone).
+    pub fn set_refresh(&mut self, refresh: RefreshState) -> Result<()> {
+        let state = self.state()?;
+        if state.committed.meta.kind != TableKind::MaterializedView {
+            return Err(StorageError::InvalidInput(format!(
+                "'{}' is not a materialized view: it has no refresh state",
+                state.committed.meta.name
+            )));
+        }
+        let invalid = refresh.invalid.as_deref().map_or(0, str::len);
+        if invalid > crate::txn::INVALID_REASON_BYTES_MAX {
+            return Err(StorageError::InvalidInput(format!(
+                "a reason of {invalid} bytes; at most {} are kept",
+                crate::txn::INVALID_REASON_BYTES_MAX
+            )));
+        }
+        state.refresh = Some(refresh);
+        Ok(())
+    }
+
     /// Adds a column; existing rows read it as NULL. Commits on its own.
     pub fn add_column(&mut self, name: &str, column_type: ColumnType) -> Result<()> {
         validate_name(name, "column")?;
-        self.change_schema(|state| {
+        self.change_schema(Changes::default(), |state| {
             let meta = &state.meta;
             if meta.column_index(name).is_some() {
                 return Err(StorageError::AlreadyExists(format!(
@@ -1125,7 +1258,8 @@ impl TableWriter {
     /// Removes a column. Its files are deleted when the partition is next rewritten or the
     /// table reopened.
     pub fn drop_column(&mut self, name: &str) -> Result<()> {
-        self.change_schema(|state| {
+        let changed = Changes::schema(format!("column '{name}' was dropped"));
+        self.change_schema(changed, |state| {
             let index = column_or_error(&state.meta, name)?;
             if state.meta.timestamp_index == Some(index) {
                 return Err(StorageError::InvalidInput(format!(
@@ -1154,7 +1288,8 @@ impl TableWriter {
 
     pub fn rename_column(&mut self, from: &str, to: &str) -> Result<()> {
         validate_name(to, "column")?;
-        self.change_schema(|state| {
+        let changed = Changes::schema(format!("column '{from}' was renamed to '{to}'"));
+        self.change_schema(changed, |state| {
             let index = column_or_error(&state.meta, from)?;
             if let Some(other) = state.meta.column_index(to)
                 && other != index
@@ -1173,7 +1308,7 @@ impl TableWriter {
     /// Adds or drops a SYMBOL column's index (`ALTER TABLE ... ALTER COLUMN c ADD/DROP INDEX`).
     /// The flag is all that is stored: indexes are derived from the column's data when read.
     pub fn set_column_indexed(&mut self, name: &str, indexed: bool) -> Result<()> {
-        self.change_schema(|state| {
+        self.change_schema(Changes::default(), |state| {
             let index = column_or_error(&state.meta, name)?;
             let column = &state.meta.columns[index];
             if indexed {
@@ -1197,7 +1332,7 @@ impl TableWriter {
     /// them), or turns deduplication off when `keys` is empty. Rows already stored are not
     /// deduplicated; rows written from the next commit on are.
     pub fn set_dedup_keys(&mut self, keys: &[String]) -> Result<()> {
-        self.change_schema(|state| {
+        self.change_schema(Changes::default(), |state| {
             let mut meta = (*state.meta).clone();
             dedup::set_dedup_keys(&mut meta.columns, meta.timestamp_index, keys)?;
             state.meta = Arc::new(meta);
@@ -1208,7 +1343,7 @@ impl TableWriter {
     /// Sets (or with `None` removes) the table's TTL. Partitions it expires are dropped by the
     /// next commit of rows, or [`TableWriter::drop_expired`], not here.
     pub fn set_ttl(&mut self, ttl: Option<Ttl>) -> Result<()> {
-        self.change_schema(|state| {
+        self.change_schema(Changes::default(), |state| {
             let mut meta = (*state.meta).clone();
             crate::ttl::check(ttl, meta.timestamp_index.is_some(), meta.partition_by)?;
             meta.ttl = ttl;
@@ -1221,7 +1356,7 @@ impl TableWriter {
     /// the newest row (capped at the wall clock) are converted to Parquet by
     /// [`Table::convert_cold`].
     pub fn set_cold_after(&mut self, cold_after: Option<Ttl>) -> Result<()> {
-        self.change_schema(|state| {
+        self.change_schema(Changes::default(), |state| {
             let mut meta = (*state.meta).clone();
             let has_ts = meta.timestamp_index.is_some();
             crate::ttl::check_cold_after(cold_after, has_ts, meta.partition_by)?;
@@ -1247,7 +1382,11 @@ impl TableWriter {
             .iter()
             .map(|k| meta.partition_by.dir_name(*k))
             .collect();
-        let dropped = self.drop_partitions(&expired)?;
+        let expired_rows = Changes {
+            expired: true,
+            ..Changes::default()
+        };
+        let dropped = self.drop_partitions_as(&expired, expired_rows)?;
         tracing::info!(
             "'{}': TTL {ttl} dropped partition(s) {}",
             self.table.name(),
@@ -1258,7 +1397,7 @@ impl TableWriter {
 
     /// Removes every row, keeping the schema and symbol dictionaries.
     pub fn truncate(&mut self) -> Result<()> {
-        self.change_schema(|state| {
+        self.change_schema(Changes::removed("the table was truncated"), |state| {
             state.partitions.clear();
             Ok(())
         })
@@ -1266,8 +1405,13 @@ impl TableWriter {
 
     /// Removes whole partitions by key; returns how many existed.
     pub fn drop_partitions(&mut self, keys: &[i64]) -> Result<usize> {
+        self.drop_partitions_as(keys, Changes::removed("partitions were dropped"))
+    }
+
+    /// [`TableWriter::drop_partitions`], recorded as `changes`.
+    fn drop_partitions_as(&mut self, keys: &[i64], changes: Changes) -> Result<usize> {
         let mut dropped = 0;
-        self.change_schema(|state| {
+        self.change_schema(changes, |state| {
             let before = state.partitions.len();
             state.partitions.retain(|p| !keys.contains(&p.key));
             dropped = before - state.partitions.len();
@@ -1335,7 +1479,8 @@ impl TableWriter {
     }
 
     pub(crate) fn rename_table(&mut self, to: &str) -> Result<()> {
-        self.change_schema(|state| {
+        let changed = Changes::schema(format!("the table was renamed to '{to}'"));
+        self.change_schema(changed, |state| {
             let mut meta = (*state.meta).clone();
             meta.name = to.to_string();
             state.meta = Arc::new(meta);
@@ -1344,7 +1489,7 @@ impl TableWriter {
     }
 
     pub(crate) fn mark_dropped(&mut self) -> Result<()> {
-        self.change_schema(|state| {
+        self.change_schema(Changes::schema("the table was dropped"), |state| {
             state.dropped = true;
             Ok(())
         })?;
@@ -1352,10 +1497,15 @@ impl TableWriter {
         Ok(())
     }
 
-    /// Commits a change of table state that adds no rows. Fails if rows are pending.
-    fn change_schema(&mut self, change: impl FnOnce(&mut TxnState) -> Result<()>) -> Result<()> {
+    /// Commits a change of table state that adds no rows, recorded for materialized views as
+    /// `changes` (see `changes.rs`). Fails if rows are pending.
+    fn change_schema(
+        &mut self,
+        changes: Changes,
+        change: impl FnOnce(&mut TxnState) -> Result<()>,
+    ) -> Result<()> {
         let state = self.state()?;
-        if !state.pending.is_empty() {
+        if !state.pending.is_empty() || state.replacing.is_some() || state.refresh.is_some() {
             return Err(StorageError::InvalidInput(
                 "commit or roll back pending rows before changing the table".into(),
             ));
@@ -1366,7 +1516,9 @@ impl TableWriter {
         // Fsynced in every mode: the directories a schema change leaves unnamed are deleted
         // next, and the previous slot, which names them, must never be taken again.
         let snapshot = state.commit_state(next, Vec::new(), true)?;
+        let seq = snapshot.seq();
         self.table.publish(snapshot);
+        self.table.record_changes(seq, changes);
         Ok(())
     }
 }
@@ -1573,6 +1725,24 @@ impl WriterState {
                 meta.name
             )));
         }
+        match meta.kind {
+            TableKind::Table => {}
+            // Only a refresh writes a materialized view's rows, replacing a range.
+            TableKind::MaterializedView if self.replacing.is_some() => {}
+            TableKind::MaterializedView => {
+                return Err(StorageError::InvalidInput(format!(
+                    "'{}' is a materialized view: its rows come from its query over its base \
+                     table; write to the base table instead",
+                    meta.name
+                )));
+            }
+            TableKind::View => {
+                return Err(StorageError::InvalidInput(format!(
+                    "'{}' is a view: it stores no rows; write to the tables it reads",
+                    meta.name
+                )));
+            }
+        }
         let rows = columns.first().map_or(0, |c| c.rows);
         check_timestamps_in_range(meta, &columns)?;
         let Some(ts_index) = meta.timestamp_index else {
@@ -1720,6 +1890,22 @@ impl WriterState {
         } else {
             (ts[range.start], ts[range.end - 1])
         };
+        if !ts.is_empty() {
+            if let Some((lo, hi)) = self.replacing
+                && (run_min < lo || run_max >= hi)
+            {
+                return Err(StorageError::InvalidInput(format!(
+                    "a row at {} is outside the range {lo}..{hi} being replaced",
+                    if run_min < lo { run_min } else { run_max }
+                )));
+            }
+            self.txn_rows = Some(match self.txn_rows {
+                Some((a, b)) => (a.min(run_min), b.max(run_max)),
+                None => (run_min, run_max),
+            });
+        } else if self.txn_rows.is_none() {
+            self.txn_rows = Some((0, 0));
+        }
         let pending_bytes = self.pending_bytes;
         let pending = self.pending_partition(key)?;
         let rows_so_far = pending.base.row_count + pending.tail_rows;
@@ -1791,16 +1977,23 @@ impl WriterState {
             d.rollback();
         }
         self.pending_bytes = 0;
+        self.replacing = None;
+        self.refresh = None;
+        self.txn_rows = None;
     }
 
     /// Writes the pending rows and the transaction. `Ok(None)` when nothing was pending.
     fn commit(&mut self) -> Result<Option<Snapshot>> {
-        if self.pending.is_empty() {
+        if self.pending.is_empty() && self.refresh.is_none() {
+            self.replacing = None;
             return Ok(None);
         }
         let sync = self.options.durability == Durability::Sync;
         let mut next = self.committed.clone();
         next.seq += 1;
+        if let Some(refresh) = self.refresh.clone() {
+            next.refresh = Some(refresh);
+        }
         let mut adopted = Vec::new();
         let pending = std::mem::take(&mut self.pending);
         let result = (|| -> Result<()> {
@@ -1972,6 +2165,9 @@ impl WriterState {
         self.committed = next;
         self.pending.clear();
         self.pending_bytes = 0;
+        self.replacing = None;
+        self.refresh = None;
+        self.txn_rows = None;
         for d in self.symbols.values_mut() {
             d.mark_committed();
         }
@@ -2030,10 +2226,15 @@ impl WriterState {
         let last = parts.len() - 1;
         parts[last].meta.row_count += p.tail_rows;
         let rows: Vec<u64> = parts.iter().map(|part| part.meta.row_count).collect();
-        let o3_min = p.o3_ts.iter().copied().min().unwrap_or(i64::MAX);
-        // Rows at `o3_min` are merged too when incoming rows may replace them.
+        let mut o3_min = p.o3_ts.iter().copied().min().unwrap_or(i64::MAX);
+        if let Some((lo, _)) = self.replacing {
+            o3_min = o3_min.min(lo);
+        }
+        // Rows at `o3_min` are merged too when incoming rows may replace them, or when the
+        // range replaced starts there.
         let dedup = meta.dedup_keys();
-        let merged_from = |t: i64| t > o3_min || (!dedup.is_empty() && t == o3_min);
+        let inclusive = !dedup.is_empty() || self.replacing.is_some();
+        let merged_from = |t: i64| t > o3_min || (inclusive && t == o3_min);
         // The first part with a row to merge: its last timestamp is known unless it is the last
         // part, which has one (the rows were out of order).
         let first = parts[..last]
@@ -2050,7 +2251,7 @@ impl WriterState {
             let i = row as usize * 8;
             i64::from_le_bytes(ts_bytes[i..i + 8].try_into().unwrap_or([0; 8]))
         };
-        let row = merge::first_row_from(ts_bytes, rows[first], o3_min, !dedup.is_empty());
+        let row = merge::first_row_from(ts_bytes, rows[first], o3_min, inclusive);
         let start = merge::plan(&rows, first, row, p.o3_ts.len() as u64);
         // The start moves to an earlier part only from its first row.
         ensure_invariant!(start.row == 0 || start.part == first, "merge start moved");
@@ -2104,33 +2305,43 @@ impl WriterState {
             let keys = dedup::Keys { keys: &keys };
             order = dedup::keep_last(&order, |i| all_ts[i as usize], &keys);
         }
-        let dir = self.new_partition_dir(key)?;
-        for (i, (c, extra)) in meta.columns.iter().zip(o3).enumerate() {
-            let all = match key_columns.iter().position(|(k, _)| *k == i) {
-                Some(at) => key_columns.swap_remove(at).1,
-                None => read(c, extra)?,
-            };
-            let merged = all.gather(&order);
-            let unsynced = &mut self.unsynced_dirs;
-            let mut files = ColumnFiles::open(dir.cache(), &dir.path, c, 0, unsynced)?;
-            files.append(&merged, 0..merged.rows, unsynced)?;
-            if sync {
-                files.sync()?;
-            }
+        if let Some((lo, hi)) = self.replacing {
+            // Existing rows in the range are replaced by the incoming ones.
+            order.retain(|i| *i as usize >= existing || !(lo..hi).contains(&all_ts[*i as usize]));
         }
-        let tail = PartitionMeta {
-            key,
-            version: version_of(&dir.path)?,
-            row_count: order.len() as u64,
-            min_ts: existing_ts.first().copied().unwrap_or(i64::MAX).min(o3_min),
-            max_ts: existing_ts
-                .last()
-                .copied()
-                .unwrap_or(i64::MIN)
-                .max(p.o3_ts.iter().copied().max().unwrap_or(i64::MIN)),
-            tops: Vec::new(),
-            format: PartFormat::Native,
-        };
+        let merged_ts = |at: Option<&u32>| at.map(|i| all_ts[*i as usize]);
+        // A range replacement may leave no rows from the merge start on: no tail part then.
+        let mut tail = None;
+        if let (Some(min_ts), Some(max_ts)) = (merged_ts(order.first()), merged_ts(order.last())) {
+            let dir = self.new_partition_dir(key)?;
+            for (i, (c, extra)) in meta.columns.iter().zip(o3).enumerate() {
+                let all = match key_columns.iter().position(|(k, _)| *k == i) {
+                    Some(at) => key_columns.swap_remove(at).1,
+                    None => read(c, extra)?,
+                };
+                let merged = all.gather(&order);
+                let unsynced = &mut self.unsynced_dirs;
+                let mut files = ColumnFiles::open(dir.cache(), &dir.path, c, 0, unsynced)?;
+                files.append(&merged, 0..merged.rows, unsynced)?;
+                if sync {
+                    files.sync()?;
+                }
+            }
+            let meta = PartitionMeta {
+                key,
+                version: version_of(&dir.path)?,
+                row_count: order.len() as u64,
+                min_ts,
+                max_ts,
+                tops: Vec::new(),
+                format: PartFormat::Native,
+            };
+            tail = Some(WrittenPart {
+                meta,
+                dir,
+                zones_from: Some(0),
+            });
+        }
         let appended_to_kept_prefix = start.part == last && start.row > 0 && p.tail_rows > 0;
         if appended_to_kept_prefix && sync {
             self.sync_appended(key)?;
@@ -2159,11 +2370,7 @@ impl WriterState {
             self.table_dir.cache.forget_files_under(&prefix.dir.path);
             out.push(prefix);
         }
-        out.push(WrittenPart {
-            meta: tail,
-            dir,
-            zones_from: Some(0),
-        });
+        out.extend(tail);
         Ok(out)
     }
 }

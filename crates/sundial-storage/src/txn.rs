@@ -20,8 +20,13 @@ use crate::types::ColumnType;
 
 const MAGIC: &[u8; 4] = b"SDTX";
 /// Version 2 added a flags byte per column, version 3 the TTL, version 4 each part's storage
-/// format and the `COLD AFTER` setting; older slots are still read.
-pub(crate) const FORMAT_VERSION: u16 = 4;
+/// format and the `COLD AFTER` setting, version 5 the table's kind, definition and refresh
+/// state (views); older slots are still read.
+pub(crate) const FORMAT_VERSION: u16 = 5;
+/// The longest definition (a view's statement) a transaction holds, in bytes.
+pub const DEFINITION_BYTES_MAX: usize = 1 << 20;
+/// The longest reason a materialized view is invalid, in bytes (longer ones are cut).
+pub const INVALID_REASON_BYTES_MAX: usize = 4096;
 /// A part's format code: column files.
 const PART_NATIVE: u8 = 0;
 /// A part's format code: one Parquet file, followed by its length (`u64`).
@@ -63,6 +68,69 @@ pub struct TableMeta {
     /// Partitions older than this, counted back from the newest row, are converted to Parquet
     /// (see `convert.rs`).
     pub cold_after: Option<Ttl>,
+    /// What the table's rows are: written to it, or derived from other tables.
+    pub kind: TableKind,
+    /// For a view or materialized view, the statement that defines it (as the query layer
+    /// wrote it; storage never reads it); `None` for a table.
+    pub definition: Option<Arc<str>>,
+}
+
+/// What a table's rows are.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum TableKind {
+    /// Rows written to it.
+    #[default]
+    Table,
+    /// No rows: a query run when it is read. Its columns are the query's, as of its creation.
+    View,
+    /// Rows a query over a base table computed, replaced range by range as the base changes
+    /// (see [`RefreshState`]); written only by its refresh.
+    MaterializedView,
+}
+
+impl TableKind {
+    fn code(self) -> u8 {
+        match self {
+            TableKind::Table => 0,
+            TableKind::View => 1,
+            TableKind::MaterializedView => 2,
+        }
+    }
+
+    fn from_code(code: u8) -> Option<TableKind> {
+        Some(match code {
+            0 => TableKind::Table,
+            1 => TableKind::View,
+            2 => TableKind::MaterializedView,
+            _ => return None,
+        })
+    }
+
+    /// The kind as `tables()` and error messages name it.
+    pub fn name(self) -> &'static str {
+        match self {
+            TableKind::Table => "table",
+            TableKind::View => "view",
+            TableKind::MaterializedView => "materialized view",
+        }
+    }
+}
+
+/// How far a materialized view's rows follow its base table, committed in the same
+/// transaction as the rows it describes: after any crash the view's rows are the query's
+/// answer over the base table as of commit `base_seq` (see docs/design.md).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RefreshState {
+    /// The base table's identity (its directory's id): a base table dropped and created again
+    /// under the same name is another table.
+    pub base_id: u64,
+    /// The base table's commit the rows reflect.
+    pub base_seq: u64,
+    /// When that refresh committed, nanoseconds since the epoch.
+    pub refreshed_at_ns: i64,
+    /// Why the rows no longer follow the base table (a change refresh cannot follow, such as
+    /// TRUNCATE of the base); a full refresh clears it.
+    pub invalid: Option<String>,
 }
 
 impl TableMeta {
@@ -184,6 +252,9 @@ pub struct TxnState {
     pub symbol_counts: Vec<(u32, u32)>,
     /// Set by DROP TABLE; the directory is deleted once nothing reads it.
     pub dropped: bool,
+    /// A materialized view's refresh watermark (`None` for other tables, and for a view not
+    /// yet refreshed).
+    pub refresh: Option<RefreshState>,
 }
 
 impl TxnState {
@@ -258,6 +329,28 @@ impl TxnState {
                             PART_PARQUET
                         });
                         p.u64(file_bytes);
+                    }
+                }
+            }
+        }
+        if format >= 5 {
+            p.u8(meta.kind.code());
+            if meta.kind != TableKind::Table {
+                p.long_str(meta.definition.as_deref().unwrap_or_default());
+            }
+            match &self.refresh {
+                None => p.u8(0),
+                Some(r) => {
+                    p.u8(1);
+                    p.u64(r.base_id);
+                    p.u64(r.base_seq);
+                    p.i64(r.refreshed_at_ns);
+                    match &r.invalid {
+                        None => p.u8(0),
+                        Some(reason) => {
+                            p.u8(1);
+                            p.long_str(reason);
+                        }
                     }
                 }
             }
@@ -435,6 +528,34 @@ impl TxnState {
                 };
             }
         }
+        let (mut kind, mut definition, mut refresh) = (TableKind::Table, None, None);
+        if format >= 5 {
+            kind = TableKind::from_code(d.u8()?).ok_or_else(|| bad("unknown table kind"))?;
+            if kind != TableKind::Table {
+                definition = Some(Arc::from(d.long_str(DEFINITION_BYTES_MAX)?));
+            }
+            if d.u8()? != 0 {
+                let (base_id, base_seq, refreshed_at_ns) = (d.u64()?, d.u64()?, d.i64()?);
+                let invalid = match d.u8()? {
+                    0 => None,
+                    _ => Some(d.long_str(INVALID_REASON_BYTES_MAX)?),
+                };
+                refresh = Some(RefreshState {
+                    base_id,
+                    base_seq,
+                    refreshed_at_ns,
+                    invalid,
+                });
+            }
+        }
+        if kind == TableKind::View && !partitions.is_empty() {
+            return Err(bad("a view with partitions"));
+        }
+        if refresh.is_some() && kind != TableKind::MaterializedView {
+            return Err(bad(
+                "a refresh state of a table that is not a materialized view",
+            ));
+        }
         if !d.bytes.is_empty() {
             return Err(bad("trailing bytes"));
         }
@@ -448,10 +569,13 @@ impl TxnState {
                 next_column_id,
                 ttl,
                 cold_after,
+                kind,
+                definition,
             }),
             partitions,
             symbol_counts,
             dropped,
+            refresh,
         })
     }
 }
@@ -491,6 +615,11 @@ impl Encoder {
     }
     fn str(&mut self, s: &str) {
         self.u16(s.len() as u16);
+        self.0.extend_from_slice(s.as_bytes());
+    }
+    /// A string longer than a name (bounded by the caller: see [`Decoder::long_str`]).
+    fn long_str(&mut self, s: &str) {
+        self.u32(s.len() as u32);
         self.0.extend_from_slice(s.as_bytes());
     }
 }
@@ -544,6 +673,19 @@ impl<'a> Decoder<'a> {
         String::from_utf8(bytes.to_vec())
             .map_err(|_| StorageError::corrupt(self.path, "name is not UTF-8"))
     }
+    /// A string of at most `bytes_max` bytes written by [`Encoder::long_str`].
+    fn long_str(&mut self, bytes_max: usize) -> Result<String> {
+        let len = self.u32()? as usize;
+        if len > bytes_max {
+            return Err(StorageError::corrupt(
+                self.path,
+                "text longer than its bound",
+            ));
+        }
+        let bytes = self.take(len)?;
+        String::from_utf8(bytes.to_vec())
+            .map_err(|_| StorageError::corrupt(self.path, "text is not UTF-8"))
+    }
 }
 
 #[cfg(test)]
@@ -582,6 +724,8 @@ mod tests {
                     count: 2,
                     unit: TtlUnit::Hour,
                 }),
+                kind: TableKind::Table,
+                definition: None,
             }),
             partitions: vec![
                 PartitionMeta {
@@ -608,7 +752,58 @@ mod tests {
             ],
             symbol_counts: vec![(2, 5)],
             dropped: false,
+            refresh: None,
         }
+    }
+
+    /// `sample()` as a materialized view with a refresh state.
+    fn sample_view() -> TxnState {
+        let mut t = sample();
+        let mut meta = (*t.meta).clone();
+        meta.kind = TableKind::MaterializedView;
+        meta.definition = Some(Arc::from("CREATE MATERIALIZED VIEW v AS (SELECT 1)"));
+        t.meta = Arc::new(meta);
+        t.refresh = Some(RefreshState {
+            base_id: 4,
+            base_seq: 99,
+            refreshed_at_ns: -5,
+            invalid: Some("truncated".into()),
+        });
+        t
+    }
+
+    #[test]
+    fn views_round_trip() {
+        let t = sample_view();
+        assert_eq!(TxnState::decode(&t.encode(), Path::new("x")).unwrap(), t);
+        let mut valid = t.clone();
+        valid.refresh.as_mut().unwrap().invalid = None;
+        assert_eq!(
+            TxnState::decode(&valid.encode(), Path::new("x")).unwrap(),
+            valid
+        );
+        // A view's rows are never stored.
+        let mut view = sample_view();
+        let mut meta = (*view.meta).clone();
+        meta.kind = TableKind::View;
+        view.meta = Arc::new(meta);
+        view.refresh = None;
+        let e = TxnState::decode(&view.encode(), Path::new("x")).unwrap_err();
+        assert!(e.to_string().contains("a view with partitions"), "{e}");
+        view.partitions.clear();
+        assert_eq!(
+            TxnState::decode(&view.encode(), Path::new("x")).unwrap(),
+            view
+        );
+    }
+
+    #[test]
+    fn version_4_slots_read_as_tables() {
+        let t = sample();
+        assert_eq!(
+            TxnState::decode(&t.encode_format(4), Path::new("x")).unwrap(),
+            t
+        );
     }
 
     #[test]
@@ -703,7 +898,7 @@ mod tests {
 
     #[test]
     fn every_flipped_byte_and_truncation_is_detected() {
-        let bytes = sample().encode();
+        let bytes = sample_view().encode();
         for i in 0..bytes.len() {
             let mut b = bytes.clone();
             b[i] ^= 0x40;
