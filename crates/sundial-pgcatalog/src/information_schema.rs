@@ -121,7 +121,8 @@ fn relations(c: &Catalog) -> Vec<Listed> {
                     .iter()
                     .map(|col| (col.name.clone(), pg_type_of(col.column_type).0))
                     .collect();
-                (SCHEMA, meta.name.clone(), false, cols)
+                let is_view = meta.kind == sundial_storage::TableKind::View;
+                (SCHEMA, meta.name.clone(), is_view, cols)
             })
             .collect();
     let ours = |schema: &'static str, rels: &'static [Rel]| {
@@ -223,14 +224,33 @@ fn schemata(_: &Catalog) -> Vec<Row> {
         .collect()
 }
 
-/// Only catalog views: Sundial's tables are all base tables.
-fn views(_: &Catalog) -> Vec<Row> {
+/// Sundial's views, with the query that defines each, then the catalog's own views.
+/// (Materialized views store rows: PostgreSQL lists them in neither `tables` nor `views`;
+/// Sundial lists them as base tables, which they are.)
+fn views(c: &Catalog) -> Vec<Row> {
     let listed = |schema: &'static str, rels: &'static [Rel]| {
         rels.iter()
             .filter(|r| r.view)
             .map(move |r| row!(table_catalog: DATABASE, table_schema: schema, table_name: r.name))
     };
-    listed("pg_catalog", RELATIONS)
+    let sundial = c.db.tables().into_iter().filter_map(|t| {
+        let meta = t.meta();
+        if meta.kind != sundial_storage::TableKind::View {
+            return None;
+        }
+        let definition = match sundial_sql::parse(meta.definition.as_deref().unwrap_or_default()) {
+            Ok(sundial_sql::Command::CreateView(v)) => v.query,
+            _ => String::new(),
+        };
+        Some(row!(
+            table_catalog: DATABASE,
+            table_schema: SCHEMA,
+            table_name: meta.name.clone(),
+            view_definition: definition,
+        ))
+    });
+    sundial
+        .chain(listed("pg_catalog", RELATIONS))
         .chain(listed(INFORMATION_SCHEMA, VIEWS))
         .collect()
 }

@@ -688,11 +688,19 @@ fn pg_class(c: &Catalog) -> Vec<Row> {
             .map(|t| {
                 let meta = t.meta();
                 let oid = table_oid(&meta.name);
+                let view = meta.kind == sundial_storage::TableKind::View;
+                let relkind = match meta.kind {
+                    sundial_storage::TableKind::Table => "r",
+                    sundial_storage::TableKind::View => "v",
+                    sundial_storage::TableKind::MaterializedView => "m",
+                };
                 row!(
                     oid: oid,
                     relname: meta.name.clone(),
                     reltype: row_type_oid(oid),
-                    relfilenode: oid,
+                    relkind: relkind,
+                    relam: if view { 0 } else { 2 },
+                    relfilenode: if view { 0 } else { oid },
                     relnatts: meta.columns.len() as i16,
                     reltuples: t.snapshot().row_count() as f32,
                 )

@@ -1,8 +1,8 @@
 //! Which role a statement needs, and the check that the caller holds it.
 //!
 //! * Sundial's own statements need a role by kind: SHOW and DESCRIBE need read; DDL
-//!   (CREATE/ALTER/DROP/TRUNCATE/RENAME TABLE, partitions), `BACKUP DATABASE` and user
-//!   management need admin — but `ALTER USER <self> WITH PASSWORD` needs no role at all.
+//!   (CREATE/ALTER/DROP/TRUNCATE/RENAME TABLE, partitions, views and materialized views and
+//!   their refresh), `BACKUP DATABASE` and user management need admin — but `ALTER USER <self> WITH PASSWORD` needs no role at all.
 //! * DataFusion's statements need the highest role any node of their logical plan needs,
 //!   subqueries included: an INSERT (or another write) needs write; `COPY (query) TO 'file'`,
 //!   DDL and `CREATE TABLE AS` need admin; queries, SET, transactions need read. `EXPLAIN`
@@ -82,6 +82,11 @@ pub(crate) fn of_command(command: &Command) -> Needed {
         Command::DropTables { .. } => admin("DROP TABLE"),
         Command::Truncate { .. } => admin("TRUNCATE TABLE"),
         Command::Backup { .. } => admin("BACKUP DATABASE"),
+        Command::CreateView(_) => admin("CREATE VIEW"),
+        Command::CreateMaterializedView(_) => admin("CREATE MATERIALIZED VIEW"),
+        Command::DropViews { .. } => admin("DROP VIEW"),
+        Command::RefreshMaterializedView { .. } => admin("REFRESH MATERIALIZED VIEW"),
+        Command::ShowCreateView { .. } => Needed::new(Role::Read, "SHOW"),
         Command::User(user) => match user {
             UserCommand::SetPassword { name, .. } => Needed {
                 own_password: Some(name.clone()),

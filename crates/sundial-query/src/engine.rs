@@ -25,6 +25,7 @@ use sundial_sql::names::{CATALOG, SCHEMA, placeholder_index};
 use sundial_sql::statement::{self as ddl, Command, CreateTable, Statement};
 
 use crate::access::{self, Needed};
+use crate::dialect::{self, Parsed};
 use crate::error::{QueryError, Result};
 use crate::exec::bind;
 use crate::key_index::KeyIndexes;
@@ -86,14 +87,6 @@ pub struct Prepared {
     pub designated_timestamp: Option<String>,
     /// The role running it needs, checked at each run (see `access`).
     needed: Needed,
-}
-
-/// A statement parsed and rewritten (see [`Engine::parse_sql`]).
-struct Parsed {
-    statement: DFStatement,
-    /// Parameters in the SQL text.
-    parameters: usize,
-    designated_timestamp: Option<String>,
 }
 
 /// A physical plan kept for reuse, once the first run has tried to plan one.
@@ -507,12 +500,20 @@ impl Engine {
         let key_indexes = Arc::new(KeyIndexes::new(KEY_INDEX_BYTES_MAX));
         catalog.register_schema(
             SCHEMA,
-            Arc::new(SundialSchema::new(inserts.clone(), key_indexes.clone())),
+            Arc::new(SundialSchema::new(
+                inserts.clone(),
+                key_indexes.clone(),
+                Arc::new(crate::views::ViewPlanner::new(
+                    db.clone(),
+                    ctx.state_weak_ref(),
+                )),
+            )),
         )?;
         sundial_pgcatalog::register(&ctx, db.clone())?;
         crate::functions::register(&ctx);
         crate::partitions::register(&ctx, db.clone());
         crate::meta::register(&ctx, db.clone());
+        crate::matview::register(&ctx, db.clone());
         crate::bounded::install(&ctx, result_bound.clone());
         ctx.register_udf(crate::asof::marker_function());
         ctx.register_udf(crate::latest::marker_function());
@@ -636,7 +637,7 @@ impl Engine {
     }
 
     /// Drops every shared plan, and what texts learned of them.
-    fn forget_shared_plans(&self) {
+    pub(crate) fn forget_shared_plans(&self) {
         self.plans.clear();
         self.text_shapes.clear();
     }
@@ -736,12 +737,30 @@ impl Engine {
             return self.run_datafusion(sql, caller, statements).await;
         }
         self.authorize(caller, &access::of_command(&command))?;
-        self.run_command(command).await
+        self.run_command(command, sql).await
     }
 
     /// Runs one of Sundial's own statements; the caller's role was checked.
-    async fn run_command(&self, command: Command) -> Result<Output> {
+    async fn run_command(&self, command: Command, sql: &str) -> Result<Output> {
+        if let Some((names, allowed)) = crate::matview::applies_to(&command) {
+            for name in names {
+                self.check_kind(name, allowed)?;
+            }
+        }
         match command {
+            Command::CreateView(c) => crate::views::create_view(self, c, sql).await,
+            Command::DropViews {
+                names,
+                if_exists,
+                materialized,
+            } => crate::views::drop_views(self, names, if_exists, materialized).await,
+            Command::ShowCreateView { name, materialized } => {
+                crate::views::show_create_view(self, &name, materialized)
+            }
+            Command::CreateMaterializedView(c) => crate::matview::create(self, c, sql).await,
+            Command::RefreshMaterializedView { name, how } => {
+                crate::matview::refresh_statement(self, &name, how).await
+            }
             Command::Sql => Err(crate::error::internal(
                 "run_command was given a statement for DataFusion".into(),
             )),
@@ -1263,7 +1282,7 @@ impl Engine {
         self.authorize(caller, &prepared.needed)?;
         let values = parameter_values(prepared, &params)?;
         match &prepared.kind {
-            PreparedKind::Own(sql) => Box::pin(self.run_command(ddl::parse(sql)?)).await,
+            PreparedKind::Own(sql) => Box::pin(self.run_command(ddl::parse(sql)?, sql)).await,
             PreparedKind::Session(op) => match op {
                 SessionOp::Prepare {
                     name,
@@ -1427,47 +1446,85 @@ impl Engine {
         Ok(Output::Rows(self.stream(physical)?))
     }
 
-    /// Parses and rewrites the statement into SQL DataFusion plans (see `sundial_sql`). Also
-    /// returns how many parameters the SQL text has (which may exceed the plan's: see
-    /// `sundial_sql::compat::rewrite`).
+    /// Fails when table `name` is of a kind `allowed` leaves out (a statement for tables on a
+    /// view, say); a missing table is left for the statement to report.
+    fn check_kind(&self, name: &str, allowed: &[sundial_storage::TableKind]) -> Result<()> {
+        let Some(t) = self.db.table(name) else {
+            return Ok(());
+        };
+        let meta = t.meta();
+        if allowed.contains(&meta.kind) {
+            return Ok(());
+        }
+        Err(QueryError::Invalid(format!(
+            "'{}' is a {}: this statement applies to tables{}",
+            meta.name,
+            meta.kind.name(),
+            if allowed.contains(&sundial_storage::TableKind::MaterializedView) {
+                " and materialized views"
+            } else {
+                ""
+            }
+        )))
+    }
+
+    /// Plans a query through the dialect, for Sundial's own statements that run one (views,
+    /// materialized views' refreshes): the plan and the result's designated timestamp.
+    pub(crate) async fn plan_query(&self, sql: &str) -> Result<(LogicalPlan, Option<String>)> {
+        let parsed = self.parse_sql(sql)?;
+        if !matches!(&parsed.statement, DFStatement::Statement(s) if matches!(**s, datafusion::sql::sqlparser::ast::Statement::Query(_)))
+        {
+            return Err(QueryError::Invalid(format!(
+                "expected a query (SELECT ...), not: {sql}"
+            )));
+        }
+        let plan = self.plan_statement(parsed.statement).await?;
+        Ok((plan, parsed.designated_timestamp))
+    }
+
+    /// A table (of any kind) by name, or the error saying it does not exist.
+    pub(crate) fn table_or_error(&self, name: &str) -> Result<Arc<Table>> {
+        self.table(name)
+    }
+
+    /// The instant SQL text (`'2025-01-01'`, `now()`) stands for, in nanoseconds.
+    pub(crate) async fn timestamp_of(&self, sql: &str) -> Result<i64> {
+        let (plan, _) = self
+            .plan_query(&format!("SELECT CAST({sql} AS TIMESTAMP) AS t"))
+            .await?;
+        let batches = self.collect_plan(plan).await?;
+        let value = batches
+            .iter()
+            .find(|b| b.num_rows() > 0)
+            .map(|b| ScalarValue::try_from_array(b.column(0), 0))
+            .transpose()?;
+        match value {
+            Some(ScalarValue::TimestampNanosecond(Some(t), _)) => Ok(t),
+            Some(ScalarValue::TimestampMicrosecond(Some(t), _)) => Ok(t.saturating_mul(1_000)),
+            Some(ScalarValue::TimestampMillisecond(Some(t), _)) => Ok(t.saturating_mul(1_000_000)),
+            Some(ScalarValue::TimestampSecond(Some(t), _)) => Ok(t.saturating_mul(1_000_000_000)),
+            _ => Err(QueryError::Invalid(format!("{sql} is not a timestamp"))),
+        }
+    }
+
+    /// Runs a plan [`Engine::plan_query`] made, collecting its rows.
+    pub(crate) async fn collect_plan(&self, plan: LogicalPlan) -> Result<Vec<RecordBatch>> {
+        let physical = self.current().physical_plan(&plan).await?;
+        Ok(datafusion::physical_plan::common::collect(self.stream(physical)?).await?)
+    }
+
+    /// Parses and rewrites the statement into SQL DataFusion plans (see [`dialect::parse`]).
     fn parse_sql(&self, sql: &str) -> Result<Parsed> {
-        let current = self.current();
-        let state = &current.state;
-        let dialect = state.config().options().sql_parser.dialect;
-        // Before anything builds a tree from the text (see `limits`).
-        sundial_sql::limits::check(sql)?;
-        let (sql, clauses) = sundial_sql::questdb::extract(sql)?;
-        let mut statement = state
-            .sql_to_statement(&sql, &dialect)
-            .map_err(|e| QueryError::datafusion(e).at_end_if_unplaced(&sql))?;
-        if let DFStatement::Statement(s) = &statement {
-            sundial_sql::limits::check_select_lists(s)?;
-        }
-        let mut rewritten = sundial_sql::Rewritten::default();
-        if let Some(s) = sql_statement(&mut statement) {
-            rewritten = sundial_sql::rewrite(s, &clauses, self, &sundial_pgcatalog::Names)?;
-        }
-        Ok(Parsed {
-            statement,
-            parameters: rewritten.parameters,
-            designated_timestamp: rewritten.designated_timestamp,
-        })
+        dialect::parse(sql, &self.db, &self.current().state)
     }
 
     async fn plan_statement(&self, statement: DFStatement) -> Result<LogicalPlan> {
-        let plan = self.current().state.statement_to_plan(statement).await?;
-        SQLOptions::new()
-            .with_allow_ddl(false)
-            .verify_plan(&plan)
-            .map_err(|_| {
-                QueryError::NotSupported(
-                    "this DDL statement; Sundial supports CREATE/ALTER/DROP/TRUNCATE/RENAME TABLE"
-                        .into(),
-                )
-            })?;
-        let plan = crate::result_names::questdb_names(plan)?;
-        let plan = crate::pg_results::as_postgres(plan)?;
-        crate::permissions::check(plan, self.sql_file_dir.as_deref(), self.settings)
+        let current = self.current();
+        let rules = dialect::PlanRules {
+            sql_file_dir: self.sql_file_dir.as_deref(),
+            settings: self.settings,
+        };
+        dialect::plan(statement, &current.state, rules).await
     }
 
     async fn run_plan(&self, plan: LogicalPlan) -> Result<Output> {
@@ -1683,73 +1740,14 @@ impl Engine {
     }
 }
 
-/// The SQL statement to rewrite: the statement itself, or the one EXPLAIN explains.
-fn sql_statement(
-    statement: &mut DFStatement,
-) -> Option<&mut datafusion::sql::sqlparser::ast::Statement> {
-    match statement {
-        DFStatement::Statement(s) => Some(s),
-        DFStatement::Explain(explain) => sql_statement(&mut explain.statement),
-        _ => None,
-    }
-}
-
-impl sundial_sql::Catalog for Engine {
-    fn designated_timestamp(&self, table: &str) -> Option<Option<String>> {
-        let table = self.db.table(table)?;
-        let meta = table.meta();
-        Some(meta.timestamp_column().map(|c| c.name.clone()))
-    }
-
-    fn is_aggregate(&self, function: &str) -> bool {
-        self.current()
-            .state
-            .aggregate_functions()
-            .contains_key(function)
-    }
-
-    fn is_symbol(&self, table: &str, column: &str) -> bool {
-        self.db.table(table).is_some_and(|t| {
-            let meta = t.meta();
-            meta.column_index(column)
-                .is_some_and(|i| meta.columns[i].column_type == ColumnType::Symbol)
-        })
-    }
-
-    fn is_timestamp(&self, table: &str, column: &str) -> bool {
-        self.column_type(table, column) == Some(ColumnType::Timestamp)
-    }
-
-    fn has_column(&self, table: &str, column: &str) -> bool {
-        self.column_type(table, column).is_some()
-    }
-
-    fn is_floating(&self, table: &str, column: &str) -> bool {
-        matches!(
-            self.column_type(table, column),
-            Some(ColumnType::Float | ColumnType::Double)
-        )
-    }
-}
-
-impl Engine {
-    /// The type of `column` of `table`, if both exist.
-    fn column_type(&self, table: &str, column: &str) -> Option<ColumnType> {
-        let t = self.db.table(table)?;
-        let meta = t.meta();
-        meta.column_index(column)
-            .map(|i| meta.columns[i].column_type)
-    }
-}
-
-fn done(tag: &str) -> Result<Output> {
+pub(crate) fn done(tag: &str) -> Result<Output> {
     Ok(Output::Done {
         tag: tag.into(),
         rows: None,
     })
 }
 
-fn rows(batch: RecordBatch) -> Result<Output> {
+pub(crate) fn rows(batch: RecordBatch) -> Result<Output> {
     let schema = batch.schema();
     Ok(Output::Rows(Box::pin(MemoryStream::try_new(
         vec![batch],
@@ -1815,7 +1813,7 @@ fn show_create_table(meta: &TableMeta) -> RecordBatch {
 
 /// Runs `work` (which may wait for a table's writer or fsync) on the blocking pool, so that
 /// the query runtime's threads keep serving other statements meanwhile.
-async fn blocking<T: Send + 'static>(
+pub(crate) async fn blocking<T: Send + 'static>(
     work: impl FnOnce() -> Result<T> + Send + 'static,
 ) -> Result<T> {
     tokio::task::spawn_blocking(work)

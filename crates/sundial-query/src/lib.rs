@@ -72,6 +72,7 @@ mod bad_value;
 mod bounded;
 mod column_origin;
 mod date_format;
+mod dialect;
 mod engine;
 mod error;
 mod exec;
@@ -80,6 +81,7 @@ mod functions;
 mod key_index;
 mod latest;
 mod marker;
+mod matview;
 mod memory_use;
 mod messages;
 mod meta;
@@ -97,6 +99,7 @@ mod snapshot;
 mod table_keys;
 pub mod text;
 mod users;
+mod views;
 
 pub use exec::scan;
 pub use sundial_sql::limits;
@@ -122,6 +125,7 @@ pub use engine::{
     conform,
 };
 pub use error::{QueryError, Result, StatementFault};
+pub use matview::refresh_views;
 pub use memory_use::{ServerMemory, query_memory_in_use, spill_disk_manager};
 pub use permissions::Settings;
 pub use plans::lookup::LookupRows;

@@ -27,7 +27,7 @@ use datafusion::error::{DataFusionError, Result};
 use datafusion::execution::context::SessionContext;
 use datafusion::logical_expr::Expr;
 use datafusion::scalar::ScalarValue;
-use sundial_storage::{ColumnType, Database, Snapshot, Table};
+use sundial_storage::{ColumnType, Database, Snapshot, Table, TableKind};
 
 /// QuestDB's index block capacity and symbol capacity for SYMBOL columns (fixed here: Sundial
 /// sizes both itself).
@@ -169,7 +169,11 @@ pub(crate) fn tables(db: &Database) -> RecordBatch {
                     .iter()
                     .map(|m| m.ttl.map_or("HOUR", |ttl| ttl.unit.name(1))),
             )),
-            Arc::new(BooleanArray::from(vec![false; n])),
+            Arc::new(BooleanArray::from_iter(
+                metas
+                    .iter()
+                    .map(|m| Some(m.kind == TableKind::MaterializedView)),
+            )),
             Arc::new(StringArray::from_iter_values(tables.iter().map(|t| {
                 t.path()
                     .file_name()
@@ -178,7 +182,14 @@ pub(crate) fn tables(db: &Database) -> RecordBatch {
             Arc::new(Int32Array::from(vec![None; n])),
             Arc::new(Int64Array::from(vec![None; n])),
             Arc::new(BooleanArray::from(vec![false; n])),
-            Arc::new(StringArray::from(vec!["T"; n])),
+            // QuestDB's letters: T a table, M a materialized view, V a view.
+            Arc::new(StringArray::from_iter_values(metas.iter().map(
+                |m| match m.kind {
+                    TableKind::Table => "T",
+                    TableKind::MaterializedView => "M",
+                    TableKind::View => "V",
+                },
+            ))),
             Arc::new(Int64Array::from_iter_values(
                 snapshots
                     .iter()

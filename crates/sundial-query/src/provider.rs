@@ -1,6 +1,8 @@
 //! DataFusion's view of the database: a schema provider listing Sundial tables, a table provider
 //! per table (scan + insert), and the sink that writes INSERT results through the table sinks
-//! ILP writes through (group commit: concurrent INSERTs share commits).
+//! ILP writes through (group commit: concurrent INSERTs share commits). A view is a table of
+//! kind `View`: its provider is DataFusion's `ViewTable` over the plan of its query, which a
+//! [`ViewSource`] (the layer above: `views`) makes.
 
 use std::fmt;
 use std::sync::Arc;
@@ -8,6 +10,7 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use datafusion::arrow::compute::concat_batches;
 use datafusion::arrow::datatypes::SchemaRef;
+use datafusion::catalog::view::ViewTable;
 use datafusion::catalog::{SchemaProvider, Session, TableProvider};
 use datafusion::common::{DataFusionError, Result as DfResult};
 use datafusion::datasource::TableType;
@@ -15,11 +18,11 @@ use datafusion::datasource::sink::{DataSink, DataSinkExec};
 use datafusion::execution::memory_pool::MemoryConsumer;
 use datafusion::execution::{SendableRecordBatchStream, TaskContext};
 use datafusion::logical_expr::dml::InsertOp;
-use datafusion::logical_expr::{Expr, TableProviderFilterPushDown};
+use datafusion::logical_expr::{Expr, LogicalPlan, TableProviderFilterPushDown};
 use datafusion::physical_plan::{DisplayAs, DisplayFormatType, ExecutionPlan};
 use futures::StreamExt;
 use sundial_ingest::Sinks;
-use sundial_storage::{Database, Snapshot, Table, TableMeta};
+use sundial_storage::{Database, Snapshot, Table, TableKind, TableMeta};
 
 use crate::error::{external, storage_error};
 use crate::exec::scan::{ScanSource, SundialScanExec, is_row_filter, is_time_filter};
@@ -40,20 +43,33 @@ impl fmt::Debug for InsertPath {
     }
 }
 
+/// Plans a view's query when a statement reads the view.
+#[async_trait]
+pub(crate) trait ViewSource: Send + Sync + fmt::Debug {
+    /// The plan of the query that defines `view` (a table of kind `View`).
+    async fn plan(&self, view: &TableMeta) -> DfResult<LogicalPlan>;
+}
+
 /// The `public` schema: every table of the database.
 #[derive(Debug)]
 pub struct SundialSchema {
     db: Arc<Database>,
     inserts: InsertPath,
     indexes: Arc<KeyIndexes>,
+    views: Arc<dyn ViewSource>,
 }
 
 impl SundialSchema {
-    pub(crate) fn new(inserts: InsertPath, indexes: Arc<KeyIndexes>) -> Self {
+    pub(crate) fn new(
+        inserts: InsertPath,
+        indexes: Arc<KeyIndexes>,
+        views: Arc<dyn ViewSource>,
+    ) -> Self {
         SundialSchema {
             db: inserts.sinks.db().clone(),
             inserts,
             indexes,
+            views,
         }
     }
 }
@@ -65,17 +81,85 @@ impl SchemaProvider for SundialSchema {
     }
 
     async fn table(&self, name: &str) -> DfResult<Option<Arc<dyn TableProvider>>> {
-        Ok(self.db.table(name).map(|t| {
-            Arc::new(SundialTable::new(
-                t,
-                self.inserts.clone(),
-                self.indexes.clone(),
-            )) as Arc<dyn TableProvider>
-        }))
+        let Some(t) = self.db.table(name) else {
+            return Ok(None);
+        };
+        let meta = t.meta();
+        if meta.kind == TableKind::View {
+            let plan = self.views.plan(&meta).await?;
+            let definition = meta.definition.as_deref().map(str::to_string);
+            return Ok(Some(Arc::new(SundialView {
+                name: meta.name.clone(),
+                view: ViewTable::new(plan, definition),
+            })));
+        }
+        Ok(Some(Arc::new(SundialTable::new(
+            t,
+            self.inserts.clone(),
+            self.indexes.clone(),
+        ))))
     }
 
     fn table_exist(&self, name: &str) -> bool {
         self.db.table(name).is_some()
+    }
+}
+
+/// A view as DataFusion sees it: DataFusion's view over the plan of its query, which refuses
+/// writes naming the view.
+#[derive(Debug)]
+struct SundialView {
+    name: String,
+    view: ViewTable,
+}
+
+#[async_trait]
+impl TableProvider for SundialView {
+    fn schema(&self) -> SchemaRef {
+        self.view.schema()
+    }
+
+    fn table_type(&self) -> TableType {
+        TableType::View
+    }
+
+    fn get_logical_plan(&self) -> Option<std::borrow::Cow<'_, LogicalPlan>> {
+        self.view.get_logical_plan()
+    }
+
+    fn get_table_definition(&self) -> Option<&str> {
+        self.view.get_table_definition()
+    }
+
+    fn supports_filters_pushdown(
+        &self,
+        filters: &[&Expr],
+    ) -> DfResult<Vec<TableProviderFilterPushDown>> {
+        self.view.supports_filters_pushdown(filters)
+    }
+
+    async fn scan(
+        &self,
+        state: &dyn Session,
+        projection: Option<&Vec<usize>>,
+        filters: &[Expr],
+        limit: Option<usize>,
+    ) -> DfResult<Arc<dyn ExecutionPlan>> {
+        self.view.scan(state, projection, filters, limit).await
+    }
+
+    async fn insert_into(
+        &self,
+        _state: &dyn Session,
+        _input: Arc<dyn ExecutionPlan>,
+        _insert_op: InsertOp,
+    ) -> DfResult<Arc<dyn ExecutionPlan>> {
+        Err(external(sundial_storage::StorageError::InvalidInput(
+            format!(
+                "'{}' is a view: it stores no rows; write to the tables it reads",
+                self.name
+            ),
+        )))
     }
 }
 

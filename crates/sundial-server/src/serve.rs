@@ -366,6 +366,11 @@ pub async fn run(db: Arc<Database>, args: ServeArgs) -> Result<(), String> {
         &mut served,
         stop_rx.clone(),
     )?;
+    // Materialized views refresh on the query runtime, as queries.
+    served.spawn_on(
+        sundial_query::refresh_views(Arc::downgrade(&engine), stop_rx.clone()),
+        queries.handle(),
+    );
     let app = http_app(&args, &access, engine, shared.clone());
     crate::tls::warn_cleartext_http(args.http_addr, access.required, &tls);
     serve_http(

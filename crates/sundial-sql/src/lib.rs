@@ -44,6 +44,7 @@ mod system_catalog;
 mod template;
 mod tokens;
 pub mod users;
+pub mod views;
 
 pub use compat::SystemCatalog;
 pub use error::{Result, SqlError, lower_first, parser_message};
@@ -51,6 +52,7 @@ pub use questdb::{Catalog, Clauses};
 pub use sqlparser;
 pub use statement::{Command, CreateTable, Statement, create_table_sql, parse, split_statements};
 pub use users::{Password, TokenType, UserCommand, UserRole};
+pub use views::{CreateMaterializedView, CreateView, Refresh, RefreshHow};
 
 /// What [`rewrite`] learned of a statement before rewriting it.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

@@ -7,6 +7,7 @@ use sundial_storage::{ColumnType, ConvertTo, PartitionBy, Ttl, TtlUnit};
 use crate::error::{Result, SqlError};
 use crate::tokens::{Parser, offset, tokenize};
 use crate::users::UserCommand;
+use crate::views::{CreateMaterializedView, CreateView, RefreshHow};
 
 /// Words that start a column constraint, which no column takes: they end a column's type.
 const COLUMN_CONSTRAINTS: &[&str] = &[
@@ -113,6 +114,26 @@ pub enum Command {
     /// User management: `CREATE/ALTER/DROP USER`, `GRANT`, `REVOKE`, `SHOW USERS` (see
     /// [`crate::users`]).
     User(UserCommand),
+    /// `CREATE [OR REPLACE] VIEW` (see [`crate::views`]).
+    CreateView(CreateView),
+    /// `CREATE MATERIALIZED VIEW`.
+    CreateMaterializedView(CreateMaterializedView),
+    /// `REFRESH MATERIALIZED VIEW v [FULL | INCREMENTAL | RANGE FROM a TO b]`.
+    RefreshMaterializedView {
+        name: String,
+        how: RefreshHow,
+    },
+    /// `DROP VIEW` or `DROP MATERIALIZED VIEW`.
+    DropViews {
+        names: Vec<String>,
+        if_exists: bool,
+        materialized: bool,
+    },
+    /// `SHOW CREATE VIEW v` or `SHOW CREATE MATERIALIZED VIEW v`.
+    ShowCreateView {
+        name: String,
+        materialized: bool,
+    },
     /// Any other statement, for DataFusion.
     Sql,
 }
@@ -265,10 +286,40 @@ pub fn parse(sql: &str) -> Result<Command> {
         Command::ShowColumns {
             table: p.name("table name")?,
         }
+    } else if p.reset() && p.eat_kw("CREATE") && p.eat_kw("VIEW") {
+        p.create_view(false)?
+    } else if p.reset() && p.eat_kw("CREATE") && p.eat_kw("OR") {
+        p.expect_kw("REPLACE")?;
+        p.expect_kw("VIEW")?;
+        p.create_view(true)?
+    } else if p.reset() && p.eat_kw("CREATE") && p.eat_kw("MATERIALIZED") {
+        p.expect_kw("VIEW")?;
+        p.create_materialized_view()?
+    } else if p.reset() && p.eat_kw("REFRESH") {
+        p.expect_kw("MATERIALIZED")?;
+        p.expect_kw("VIEW")?;
+        p.refresh_materialized_view()?
+    } else if p.reset() && p.eat_kw("DROP") && (p.peek_kw("VIEW") || p.peek_kw("MATERIALIZED")) {
+        let materialized = p.eat_kw("MATERIALIZED");
+        p.expect_kw("VIEW")?;
+        let if_exists = p.if_exists()?;
+        Command::DropViews {
+            names: p.name_list("view name")?,
+            if_exists,
+            materialized,
+        }
     } else if p.reset() && p.eat_kw("SHOW") && p.eat_kw("CREATE") {
-        p.expect_kw("TABLE")?;
-        Command::ShowCreateTable {
-            table: p.name("table name")?,
+        if p.eat_kw("TABLE") {
+            Command::ShowCreateTable {
+                table: p.name("table name")?,
+            }
+        } else {
+            let materialized = p.eat_kw("MATERIALIZED");
+            p.expect_kw("VIEW")?;
+            Command::ShowCreateView {
+                name: p.name("view name")?,
+                materialized,
+            }
         }
     } else if p.reset() && p.eat_kw("SHOW") && p.eat_kw("PARTITIONS") {
         p.expect_from()?;
@@ -521,7 +572,7 @@ impl Parser<'_> {
     }
 
     /// A TTL-like duration after `what` (`example` shows one in an error): `n UNIT`, 0 for none.
-    fn duration(&mut self, what: &str, example: &str) -> Result<Option<Ttl>> {
+    pub(crate) fn duration(&mut self, what: &str, example: &str) -> Result<Option<Ttl>> {
         let count = match self.peek().map(|t| &t.token) {
             Some(Token::Number(n, _)) => match n.parse::<u32>() {
                 Ok(count) => count,

@@ -1258,7 +1258,7 @@ impl TableWriter {
     /// Removes a column. Its files are deleted when the partition is next rewritten or the
     /// table reopened.
     pub fn drop_column(&mut self, name: &str) -> Result<()> {
-        let changed = Changes::schema(format!("column '{name}' was dropped"));
+        let changed = Changes::schema("drop column operation");
         self.change_schema(changed, |state| {
             let index = column_or_error(&state.meta, name)?;
             if state.meta.timestamp_index == Some(index) {
@@ -1288,7 +1288,7 @@ impl TableWriter {
 
     pub fn rename_column(&mut self, from: &str, to: &str) -> Result<()> {
         validate_name(to, "column")?;
-        let changed = Changes::schema(format!("column '{from}' was renamed to '{to}'"));
+        let changed = Changes::schema("rename column operation");
         self.change_schema(changed, |state| {
             let index = column_or_error(&state.meta, from)?;
             if let Some(other) = state.meta.column_index(to)
@@ -1397,7 +1397,7 @@ impl TableWriter {
 
     /// Removes every row, keeping the schema and symbol dictionaries.
     pub fn truncate(&mut self) -> Result<()> {
-        self.change_schema(Changes::removed("the table was truncated"), |state| {
+        self.change_schema(Changes::removed("truncate operation"), |state| {
             state.partitions.clear();
             Ok(())
         })
@@ -1405,7 +1405,7 @@ impl TableWriter {
 
     /// Removes whole partitions by key; returns how many existed.
     pub fn drop_partitions(&mut self, keys: &[i64]) -> Result<usize> {
-        self.drop_partitions_as(keys, Changes::removed("partitions were dropped"))
+        self.drop_partitions_as(keys, Changes::removed("drop partition operation"))
     }
 
     /// [`TableWriter::drop_partitions`], recorded as `changes`.
@@ -1479,7 +1479,7 @@ impl TableWriter {
     }
 
     pub(crate) fn rename_table(&mut self, to: &str) -> Result<()> {
-        let changed = Changes::schema(format!("the table was renamed to '{to}'"));
+        let changed = Changes::schema("rename table operation");
         self.change_schema(changed, |state| {
             let mut meta = (*state.meta).clone();
             meta.name = to.to_string();
@@ -1489,7 +1489,7 @@ impl TableWriter {
     }
 
     pub(crate) fn mark_dropped(&mut self) -> Result<()> {
-        self.change_schema(Changes::schema("the table was dropped"), |state| {
+        self.change_schema(Changes::schema("drop table operation"), |state| {
             state.dropped = true;
             Ok(())
         })?;

@@ -50,6 +50,7 @@ mod order;
 mod sample;
 pub mod stride;
 mod time_join;
+mod view_buckets;
 
 use std::collections::HashSet;
 use std::ops::ControlFlow;
@@ -70,6 +71,7 @@ use clauses::{
 };
 pub(crate) use column_names::name_items as name_unaliased_items;
 pub(crate) use meta_names::quote_meta_columns;
+pub use view_buckets::{Buckets, view_buckets};
 
 use crate::ast::{call, cast};
 use crate::error::{Result, SqlError};
