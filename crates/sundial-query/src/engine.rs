@@ -34,6 +34,7 @@ use crate::plans::mapped::MappedParts;
 use crate::plans::plan_cache::{self, PlanCache, PlannedTables, Shape};
 use crate::plans::text_shape::{Learned, TextShape};
 use crate::provider::{InsertPath, SundialSchema};
+use crate::runner::{Runner, blocking};
 use crate::running::QueryGate;
 use crate::session_statements::{Deallocate, Named, argument_values, parse_deallocate};
 use crate::table_keys::TableKeys;
@@ -748,19 +749,26 @@ impl Engine {
             }
         }
         match command {
-            Command::CreateView(c) => crate::views::create_view(self, c, sql).await,
+            Command::CreateView(c) => {
+                crate::views::create_view(self, c, sql).await?;
+                done("CREATE VIEW")
+            }
             Command::DropViews {
                 names,
                 if_exists,
                 materialized,
-            } => crate::views::drop_views(self, names, if_exists, materialized).await,
+            } => done(crate::views::drop_views(self, names, if_exists, materialized).await?),
             Command::ShowCreateView { name, materialized } => {
-                crate::views::show_create_view(self, &name, materialized)
+                rows(crate::views::show_create_view(self, &name, materialized)?)
             }
-            Command::CreateMaterializedView(c) => crate::matview::create(self, c, sql).await,
-            Command::RefreshMaterializedView { name, how } => {
-                crate::matview::refresh_statement(self, &name, how).await
+            Command::CreateMaterializedView(c) => {
+                crate::matview::create(self, c).await?;
+                done("CREATE MATERIALIZED VIEW")
             }
+            Command::RefreshMaterializedView { name, how } => Ok(Output::Done {
+                tag: "REFRESH MATERIALIZED VIEW".into(),
+                rows: Some(crate::matview::refresh_statement(self, &name, how).await?),
+            }),
             Command::Sql => Err(crate::error::internal(
                 "run_command was given a statement for DataFusion".into(),
             )),
@@ -1446,6 +1454,15 @@ impl Engine {
         Ok(Output::Rows(self.stream(physical)?))
     }
 
+    /// Refreshes materialized views in the background until `stop` turns true or the engine
+    /// is dropped (see `matview`): run it on the runtime queries run on.
+    pub async fn refresh_views(
+        engine: std::sync::Weak<Engine>,
+        stop: tokio::sync::watch::Receiver<bool>,
+    ) {
+        crate::matview::refresh_views(engine, stop).await;
+    }
+
     /// Fails when table `name` is of a kind `allowed` leaves out (a statement for tables on a
     /// view, say); a missing table is left for the statement to report.
     fn check_kind(&self, name: &str, allowed: &[sundial_storage::TableKind]) -> Result<()> {
@@ -1466,51 +1483,6 @@ impl Engine {
                 ""
             }
         )))
-    }
-
-    /// Plans a query through the dialect, for Sundial's own statements that run one (views,
-    /// materialized views' refreshes): the plan and the result's designated timestamp.
-    pub(crate) async fn plan_query(&self, sql: &str) -> Result<(LogicalPlan, Option<String>)> {
-        let parsed = self.parse_sql(sql)?;
-        if !matches!(&parsed.statement, DFStatement::Statement(s) if matches!(**s, datafusion::sql::sqlparser::ast::Statement::Query(_)))
-        {
-            return Err(QueryError::Invalid(format!(
-                "expected a query (SELECT ...), not: {sql}"
-            )));
-        }
-        let plan = self.plan_statement(parsed.statement).await?;
-        Ok((plan, parsed.designated_timestamp))
-    }
-
-    /// A table (of any kind) by name, or the error saying it does not exist.
-    pub(crate) fn table_or_error(&self, name: &str) -> Result<Arc<Table>> {
-        self.table(name)
-    }
-
-    /// The instant SQL text (`'2025-01-01'`, `now()`) stands for, in nanoseconds.
-    pub(crate) async fn timestamp_of(&self, sql: &str) -> Result<i64> {
-        let (plan, _) = self
-            .plan_query(&format!("SELECT CAST({sql} AS TIMESTAMP) AS t"))
-            .await?;
-        let batches = self.collect_plan(plan).await?;
-        let value = batches
-            .iter()
-            .find(|b| b.num_rows() > 0)
-            .map(|b| ScalarValue::try_from_array(b.column(0), 0))
-            .transpose()?;
-        match value {
-            Some(ScalarValue::TimestampNanosecond(Some(t), _)) => Ok(t),
-            Some(ScalarValue::TimestampMicrosecond(Some(t), _)) => Ok(t.saturating_mul(1_000)),
-            Some(ScalarValue::TimestampMillisecond(Some(t), _)) => Ok(t.saturating_mul(1_000_000)),
-            Some(ScalarValue::TimestampSecond(Some(t), _)) => Ok(t.saturating_mul(1_000_000_000)),
-            _ => Err(QueryError::Invalid(format!("{sql} is not a timestamp"))),
-        }
-    }
-
-    /// Runs a plan [`Engine::plan_query`] made, collecting its rows.
-    pub(crate) async fn collect_plan(&self, plan: LogicalPlan) -> Result<Vec<RecordBatch>> {
-        let physical = self.current().physical_plan(&plan).await?;
-        Ok(datafusion::physical_plan::common::collect(self.stream(physical)?).await?)
     }
 
     /// Parses and rewrites the statement into SQL DataFusion plans (see [`dialect::parse`]).
@@ -1740,14 +1712,66 @@ impl Engine {
     }
 }
 
-pub(crate) fn done(tag: &str) -> Result<Output> {
+#[async_trait::async_trait]
+impl Runner for Engine {
+    fn db(&self) -> &Arc<Database> {
+        &self.db
+    }
+
+    /// Plans a query through the dialect, for Sundial's own statements that run one (views,
+    /// materialized views' refreshes): the plan and the result's designated timestamp.
+    async fn plan_query(&self, sql: &str) -> Result<(LogicalPlan, Option<String>)> {
+        let parsed = self.parse_sql(sql)?;
+        if !matches!(&parsed.statement, DFStatement::Statement(s) if matches!(**s, datafusion::sql::sqlparser::ast::Statement::Query(_)))
+        {
+            return Err(QueryError::Invalid(format!(
+                "expected a query (SELECT ...), not: {sql}"
+            )));
+        }
+        let plan = self.plan_statement(parsed.statement).await?;
+        Ok((plan, parsed.designated_timestamp))
+    }
+
+    /// The instant SQL text (`'2025-01-01'`, `now()`) stands for, in nanoseconds.
+    async fn timestamp_of(&self, sql: &str) -> Result<i64> {
+        let (plan, _) = self
+            .plan_query(&format!("SELECT CAST({sql} AS TIMESTAMP) AS t"))
+            .await?;
+        let batches = self.collect_plan(plan).await?;
+        let value = batches
+            .iter()
+            .find(|b| b.num_rows() > 0)
+            .map(|b| ScalarValue::try_from_array(b.column(0), 0))
+            .transpose()?;
+        match value {
+            Some(ScalarValue::TimestampNanosecond(Some(t), _)) => Ok(t),
+            Some(ScalarValue::TimestampMicrosecond(Some(t), _)) => Ok(t.saturating_mul(1_000)),
+            Some(ScalarValue::TimestampMillisecond(Some(t), _)) => Ok(t.saturating_mul(1_000_000)),
+            Some(ScalarValue::TimestampSecond(Some(t), _)) => Ok(t.saturating_mul(1_000_000_000)),
+            _ => Err(QueryError::Invalid(format!("{sql} is not a timestamp"))),
+        }
+    }
+
+    /// Runs a plan [`Engine::plan_query`] made, collecting its rows.
+    async fn collect_plan(&self, plan: LogicalPlan) -> Result<Vec<RecordBatch>> {
+        let physical = self.current().physical_plan(&plan).await?;
+        Ok(datafusion::physical_plan::common::collect(self.stream(physical)?).await?)
+    }
+
+    fn catalog_changed(&self) {
+        self.forget_shared_plans();
+        self.inserts.sinks.forget_dropped();
+    }
+}
+
+fn done(tag: &str) -> Result<Output> {
     Ok(Output::Done {
         tag: tag.into(),
         rows: None,
     })
 }
 
-pub(crate) fn rows(batch: RecordBatch) -> Result<Output> {
+fn rows(batch: RecordBatch) -> Result<Output> {
     let schema = batch.schema();
     Ok(Output::Rows(Box::pin(MemoryStream::try_new(
         vec![batch],
@@ -1809,16 +1833,6 @@ fn show_create_table(meta: &TableMeta) -> RecordBatch {
     let ddl = sundial_sql::create_table_sql(meta);
     RecordBatch::try_new(schema, vec![Arc::new(StringArray::from(vec![ddl]))])
         .unwrap_or_else(|_| RecordBatch::new_empty(Arc::new(Schema::empty())))
-}
-
-/// Runs `work` (which may wait for a table's writer or fsync) on the blocking pool, so that
-/// the query runtime's threads keep serving other statements meanwhile.
-pub(crate) async fn blocking<T: Send + 'static>(
-    work: impl FnOnce() -> Result<T> + Send + 'static,
-) -> Result<T> {
-    tokio::task::spawn_blocking(work)
-        .await
-        .map_err(|e| crate::error::internal(format!("a blocking task failed: {e}")))?
 }
 
 /// Commits the rows of `stream` to `table` through its sink, in commits of about

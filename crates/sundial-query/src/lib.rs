@@ -92,6 +92,7 @@ mod pg_results;
 mod plans;
 mod provider;
 mod result_names;
+mod runner;
 mod running;
 mod session_statements;
 mod shared;
@@ -125,7 +126,6 @@ pub use engine::{
     conform,
 };
 pub use error::{QueryError, Result, StatementFault};
-pub use matview::refresh_views;
 pub use memory_use::{ServerMemory, query_memory_in_use, spill_disk_manager};
 pub use permissions::Settings;
 pub use plans::lookup::LookupRows;

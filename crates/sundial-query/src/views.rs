@@ -26,9 +26,9 @@ use sundial_sql::{Command, CreateView};
 use sundial_storage::{ColumnType, Database, PartitionBy, TableDef, TableKind, TableMeta};
 
 use crate::dialect::{self, PlanRules};
-use crate::engine::{Engine, Output, blocking, done, rows};
 use crate::error::{QueryError, Result};
 use crate::provider::ViewSource;
+use crate::runner::{Runner, blocking};
 
 /// How deep views may read views.
 pub(crate) const VIEW_NESTING_MAX: usize = 16;
@@ -173,11 +173,11 @@ pub(crate) fn describe(
 
 /// `CREATE [OR REPLACE] VIEW`: plans the query (so that a view that cannot run is refused
 /// now) and stores the statement with the query's columns.
-pub(crate) async fn create_view(engine: &Engine, c: CreateView, statement: &str) -> Result<Output> {
+pub(crate) async fn create_view(engine: &dyn Runner, c: CreateView, statement: &str) -> Result<()> {
     let db = engine.db().clone();
     if let Some(existing) = db.table(&c.name) {
         if c.if_not_exists {
-            return done("CREATE VIEW");
+            return Ok(());
         }
         if c.or_replace {
             expect_kind(&existing.meta(), TableKind::View, "CREATE OR REPLACE VIEW")?;
@@ -197,18 +197,18 @@ pub(crate) async fn create_view(engine: &Engine, c: CreateView, statement: &str)
         Ok(())
     })
     .await?;
-    engine.forget_shared_plans();
-    done("CREATE VIEW")
+    engine.catalog_changed();
+    Ok(())
 }
 
 /// `DROP VIEW` (or `DROP MATERIALIZED VIEW`: `materialized`): each name must be a view of
-/// that kind.
+/// that kind. Returns the statement's tag.
 pub(crate) async fn drop_views(
-    engine: &Engine,
+    engine: &dyn Runner,
     names: Vec<String>,
     if_exists: bool,
     materialized: bool,
-) -> Result<Output> {
+) -> Result<&'static str> {
     let (kind, what) = if materialized {
         (TableKind::MaterializedView, "DROP MATERIALIZED VIEW")
     } else {
@@ -238,15 +238,18 @@ pub(crate) async fn drop_views(
         Ok(())
     })
     .await;
-    engine.forget_shared_plans();
-    engine.inserts().sinks.forget_dropped();
+    engine.catalog_changed();
     dropped?;
-    done(what)
+    Ok(what)
 }
 
 /// `SHOW CREATE VIEW v` (or `SHOW CREATE MATERIALIZED VIEW`): the defining statement, in a
 /// column named `ddl` as QuestDB names it.
-pub(crate) fn show_create_view(engine: &Engine, name: &str, materialized: bool) -> Result<Output> {
+pub(crate) fn show_create_view(
+    engine: &dyn Runner,
+    name: &str,
+    materialized: bool,
+) -> Result<RecordBatch> {
     let kind = if materialized {
         TableKind::MaterializedView
     } else {
@@ -262,8 +265,10 @@ pub(crate) fn show_create_view(engine: &Engine, name: &str, materialized: bool) 
     expect_kind(&meta, kind, "SHOW CREATE")?;
     let ddl = format!("{};", meta.definition.as_deref().unwrap_or_default());
     let schema = Arc::new(Schema::new(vec![Field::new("ddl", DataType::Utf8, false)]));
-    let batch = RecordBatch::try_new(schema, vec![Arc::new(StringArray::from(vec![ddl]))])?;
-    rows(batch)
+    Ok(RecordBatch::try_new(
+        schema,
+        vec![Arc::new(StringArray::from(vec![ddl]))],
+    )?)
 }
 
 /// Whether `meta` is of `kind`, or the error naming what it is instead (`what` is the

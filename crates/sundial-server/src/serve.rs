@@ -368,7 +368,7 @@ pub async fn run(db: Arc<Database>, args: ServeArgs) -> Result<(), String> {
     )?;
     // Materialized views refresh on the query runtime, as queries.
     served.spawn_on(
-        sundial_query::refresh_views(Arc::downgrade(&engine), stop_rx.clone()),
+        Engine::refresh_views(Arc::downgrade(&engine), stop_rx.clone()),
         queries.handle(),
     );
     let app = http_app(&args, &access, engine, shared.clone());

@@ -287,18 +287,19 @@ pub fn parse(sql: &str) -> Result<Command> {
             table: p.name("table name")?,
         }
     } else if p.reset() && p.eat_kw("CREATE") && p.eat_kw("VIEW") {
-        p.create_view(false)?
+        Command::CreateView(p.create_view(false)?)
     } else if p.reset() && p.eat_kw("CREATE") && p.eat_kw("OR") {
         p.expect_kw("REPLACE")?;
         p.expect_kw("VIEW")?;
-        p.create_view(true)?
+        Command::CreateView(p.create_view(true)?)
     } else if p.reset() && p.eat_kw("CREATE") && p.eat_kw("MATERIALIZED") {
         p.expect_kw("VIEW")?;
-        p.create_materialized_view()?
+        Command::CreateMaterializedView(p.create_materialized_view()?)
     } else if p.reset() && p.eat_kw("REFRESH") {
         p.expect_kw("MATERIALIZED")?;
         p.expect_kw("VIEW")?;
-        p.refresh_materialized_view()?
+        let (name, how) = p.refresh_materialized_view()?;
+        Command::RefreshMaterializedView { name, how }
     } else if p.reset() && p.eat_kw("DROP") && (p.peek_kw("VIEW") || p.peek_kw("MATERIALIZED")) {
         let materialized = p.eat_kw("MATERIALIZED");
         p.expect_kw("VIEW")?;

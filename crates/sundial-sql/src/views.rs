@@ -1,17 +1,16 @@
 //! Views and materialized views: `CREATE [OR REPLACE] VIEW`, QuestDB's `CREATE MATERIALIZED
-//! VIEW`, `REFRESH MATERIALIZED VIEW`, `DROP [MATERIALIZED] VIEW` and `SHOW CREATE
-//! [MATERIALIZED] VIEW`, parsed from sqlparser's tokens into [`Command`]s.
+//! VIEW` and `REFRESH MATERIALIZED VIEW`, parsed from sqlparser's tokens (`statement` makes
+//! them commands, with `DROP [MATERIALIZED] VIEW` and `SHOW CREATE [MATERIALIZED] VIEW`).
 //!
-//! The statement text itself is what a view keeps as its definition: the engine parses it
-//! again with [`parse`](crate::parse) whenever it needs the query or the refresh settings, so
-//! there is one source of truth, shown as written by `SHOW CREATE`.
+//! A view keeps its defining statement as its definition: the engine parses it again with
+//! [`parse`](crate::parse) whenever it needs the query or the refresh settings, so there is
+//! one source of truth, which `SHOW CREATE` shows.
 
 use sqlparser::tokenizer::Token;
 use sundial_storage::{PartitionBy, Ttl};
 
 use crate::error::{Result, SqlError};
 use crate::questdb::stride::Stride;
-use crate::statement::Command;
 use crate::tokens::Parser;
 
 /// `CREATE [OR REPLACE] VIEW [IF NOT EXISTS] name AS query`.
@@ -74,21 +73,21 @@ pub enum RefreshHow {
 
 impl Parser<'_> {
     /// After `CREATE [OR REPLACE] VIEW`.
-    pub(crate) fn create_view(&mut self, or_replace: bool) -> Result<Command> {
+    pub(crate) fn create_view(&mut self, or_replace: bool) -> Result<CreateView> {
         let if_not_exists = self.if_not_exists()?;
         let name = self.name("view name")?;
         self.expect_kw("AS")?;
         let query = self.view_query(&[])?;
-        Ok(Command::CreateView(CreateView {
+        Ok(CreateView {
             name,
             if_not_exists,
             or_replace,
             query,
-        }))
+        })
     }
 
     /// After `CREATE MATERIALIZED VIEW`.
-    pub(crate) fn create_materialized_view(&mut self) -> Result<Command> {
+    pub(crate) fn create_materialized_view(&mut self) -> Result<CreateMaterializedView> {
         let if_not_exists = self.if_not_exists()?;
         let name = self.name("materialized view name")?;
         let mut view = CreateMaterializedView {
@@ -132,7 +131,7 @@ impl Parser<'_> {
                 break;
             }
         }
-        Ok(Command::CreateMaterializedView(view))
+        Ok(view)
     }
 
     /// `IMMEDIATE | MANUAL | EVERY n [START 'ts'] [TIME ZONE 'tz'] | PERIOD (LENGTH n [TIME
@@ -255,8 +254,8 @@ impl Parser<'_> {
         Ok(text.to_string())
     }
 
-    /// After `REFRESH MATERIALIZED VIEW`.
-    pub(crate) fn refresh_materialized_view(&mut self) -> Result<Command> {
+    /// After `REFRESH MATERIALIZED VIEW`: the view's name and what to refresh.
+    pub(crate) fn refresh_materialized_view(&mut self) -> Result<(String, RefreshHow)> {
         let name = self.name("materialized view name")?;
         let how = if self.eat_kw("FULL") {
             RefreshHow::Full
@@ -273,7 +272,7 @@ impl Parser<'_> {
             self.eat_kw("INCREMENTAL");
             RefreshHow::Incremental
         };
-        Ok(Command::RefreshMaterializedView { name, how })
+        Ok((name, how))
     }
 }
 
@@ -320,8 +319,8 @@ fn strip_parens(text: &str) -> &str {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::parse;
     use crate::questdb::stride::Unit;
+    use crate::{Command, parse};
 
     fn mat(sql: &str) -> CreateMaterializedView {
         match parse(sql).unwrap() {

@@ -40,7 +40,7 @@ use sundial_sql::questdb::{Buckets, extract, view_buckets};
 use sundial_sql::{Command, CreateMaterializedView, Refresh, RefreshHow};
 use sundial_storage::{PartitionBy, RefreshState, Table, TableKind, TableMeta};
 
-use crate::engine::{Engine, Output, blocking, done};
+use crate::runner::{Runner, blocking};
 
 mod listing;
 
@@ -204,14 +204,10 @@ fn scanned_tables(plan: &LogicalPlan) -> Vec<String> {
 
 /// `CREATE MATERIALIZED VIEW`: checks the query, creates the view's table and fills it with
 /// a full refresh (a view whose first refresh fails is not kept).
-pub(crate) async fn create(
-    engine: &Engine,
-    c: CreateMaterializedView,
-    _statement: &str,
-) -> Result<Output> {
+pub(crate) async fn create(engine: &dyn Runner, c: CreateMaterializedView) -> Result<()> {
     let db = engine.db().clone();
     if db.table(&c.name).is_some() && c.if_not_exists {
-        return done("CREATE MATERIALIZED VIEW");
+        return Ok(());
     }
     if matches!(c.refresh, Refresh::Period { .. }) {
         return Err(QueryError::NotSupported(
@@ -313,32 +309,28 @@ pub(crate) async fn create(
         })
         .await?
     };
-    engine.forget_shared_plans();
+    engine.catalog_changed();
     if let Err(e) = refresh(engine, &view, RefreshHow::Full).await {
         drop(view);
         let _ = blocking(move || Ok(db.drop_table(&name)?)).await;
         return Err(e);
     }
-    done("CREATE MATERIALIZED VIEW")
+    Ok(())
 }
 
-/// `REFRESH MATERIALIZED VIEW v [FULL | INCREMENTAL | RANGE FROM a TO b]`.
+/// `REFRESH MATERIALIZED VIEW v [FULL | INCREMENTAL | RANGE FROM a TO b]`: the rows written.
 pub(crate) async fn refresh_statement(
-    engine: &Engine,
+    engine: &dyn Runner,
     name: &str,
     how: RefreshHow,
-) -> Result<Output> {
+) -> Result<u64> {
     let view = engine.table_or_error(name)?;
     crate::views::expect_kind(
         &view.meta(),
         TableKind::MaterializedView,
         "REFRESH MATERIALIZED VIEW",
     )?;
-    let refreshed = refresh(engine, &view, how).await?;
-    Ok(Output::Done {
-        tag: "REFRESH MATERIALIZED VIEW".into(),
-        rows: Some(refreshed),
-    })
+    refresh(engine, &view, how).await
 }
 
 /// What the listing shows of refreshes besides the watermark: kept in memory per view.
@@ -385,7 +377,11 @@ fn now_ns() -> i64 {
 }
 
 /// Refreshes `view` as `how` says; returns the rows written.
-pub(crate) async fn refresh(engine: &Engine, view: &Arc<Table>, how: RefreshHow) -> Result<u64> {
+pub(crate) async fn refresh(
+    engine: &dyn Runner,
+    view: &Arc<Table>,
+    how: RefreshHow,
+) -> Result<u64> {
     let slot = slot(view);
     let _running = slot.lock.lock().await;
     {
@@ -399,7 +395,7 @@ pub(crate) async fn refresh(engine: &Engine, view: &Arc<Table>, how: RefreshHow)
     result
 }
 
-async fn refresh_locked(engine: &Engine, view: &Arc<Table>, how: RefreshHow) -> Result<u64> {
+async fn refresh_locked(engine: &dyn Runner, view: &Arc<Table>, how: RefreshHow) -> Result<u64> {
     let snapshot = view.snapshot();
     let meta = snapshot.meta().clone();
     let def = definition(&meta)?;
@@ -513,7 +509,7 @@ async fn invalidate(view: &Arc<Table>, state: Option<RefreshState>, reason: &str
 /// A full refresh: every row from the whole base table, partition by partition (see the
 /// module docs); the last chunk commits `state`.
 async fn full(
-    engine: &Engine,
+    engine: &dyn Runner,
     view: &Arc<Table>,
     def: &Definition,
     base: &Arc<Table>,
@@ -548,7 +544,7 @@ async fn full(
 /// Recomputes the buckets in `[lo, hi)`: the view's query over the base rows in that range
 /// replaces the view's rows there, in one transaction that commits `state` if given.
 async fn recompute(
-    engine: &Engine,
+    engine: &dyn Runner,
     view: &Arc<Table>,
     def: &Definition,
     base: &Arc<Table>,
@@ -574,7 +570,7 @@ async fn recompute(
     let batches = batches
         .iter()
         .filter(|b| b.num_rows() > 0)
-        .map(|b| crate::engine::conform(b, &meta))
+        .map(|b| Ok(sundial_storage::conform(b, &meta)?))
         .collect::<Result<Vec<_>>>()?;
     let rows: u64 = batches.iter().map(|b| b.num_rows() as u64).sum();
     let view = view.clone();
@@ -629,8 +625,8 @@ fn restrict(plan: LogicalPlan, base: &str, ts: &str, lo: i64, hi: i64) -> Result
 /// after their base table commits (within [`REFRESH_POLL`] plus the refresh), EVERY views on
 /// their timer. Stops too when the engine is dropped. Refresh failures are logged and shown
 /// by `materialized_views()`; the next commit tries again.
-pub async fn refresh_views(
-    engine: std::sync::Weak<Engine>,
+pub(crate) async fn refresh_views<R: Runner + 'static>(
+    engine: std::sync::Weak<R>,
     mut stop: tokio::sync::watch::Receiver<bool>,
 ) {
     let mut timers: HashMap<std::path::PathBuf, i64> = HashMap::new();
@@ -650,8 +646,8 @@ pub async fn refresh_views(
             if meta.kind != TableKind::MaterializedView {
                 continue;
             }
-            if due(&engine, &view, &meta, &mut timers)
-                && let Err(e) = refresh(&engine, &view, RefreshHow::Incremental).await
+            if due(engine.as_ref(), &view, &meta, &mut timers)
+                && let Err(e) = refresh(engine.as_ref(), &view, RefreshHow::Incremental).await
             {
                 tracing::warn!("refreshing materialized view '{}' failed: {e}", meta.name);
             }
@@ -661,7 +657,7 @@ pub async fn refresh_views(
 
 /// Whether `view` should refresh now.
 fn due(
-    engine: &Engine,
+    engine: &dyn Runner,
     view: &Arc<Table>,
     meta: &TableMeta,
     timers: &mut HashMap<std::path::PathBuf, i64>,
