@@ -516,34 +516,38 @@ mod tests {
     #[test]
     fn the_template_holds_no_user_text() {
         let odd = "zz'\"odd";
-        let plan = FillPlan {
-            fills: vec![
-                Fill::Value(format!("'{}'", odd.replace('\'', "''"))),
-                Fill::Linear,
-                Fill::Prev,
-            ],
-            bucket: null(),
-            stride: odd.into(),
-            origin: column(odd),
-            zone: column(odd),
-            from: Some(column(odd)),
-            to: None,
-            bucket_item: Some(0),
-            key_items: vec![1],
-            names: vec![odd.into(); 5],
-            default_order: false,
-            extrapolate: true,
-        };
-        let mut slots = Slots::default();
-        let text = template(&plan, &Shape::of(&plan), &mut slots).unwrap();
-        assert!(!text.contains("zz"), "{text}");
-        // stride, from, origin, zone and the constant
-        assert_eq!(slots.len(), 5);
-        let query = fill_query(&parse_query("SELECT 1").unwrap(), &plan).unwrap();
-        assert_eq!(
-            parse_query(&query.to_string()).unwrap().to_string(),
-            query.to_string()
-        );
-        assert!(outputs(&query).iter().all(|(name, _)| name == odd));
+        // QuestDB's LINEAR, and the gap-fill functions' (kept between present buckets).
+        for extrapolate in [true, false] {
+            let plan = FillPlan {
+                fills: vec![
+                    Fill::Value(format!("'{}'", odd.replace('\'', "''"))),
+                    Fill::Linear,
+                    Fill::Prev,
+                ],
+                bucket: null(),
+                stride: odd.into(),
+                origin: column(odd),
+                zone: column(odd),
+                from: Some(column(odd)),
+                to: None,
+                bucket_item: Some(0),
+                key_items: vec![1],
+                names: vec![odd.into(); 5],
+                default_order: false,
+                extrapolate,
+            };
+            let mut slots = Slots::default();
+            let text = template(&plan, &Shape::of(&plan), &mut slots).unwrap();
+            assert!(!text.contains("zz"), "{text}");
+            assert_eq!(text.contains("__after"), !extrapolate, "{text}");
+            // stride, from, origin, zone and the constant
+            assert_eq!(slots.len(), 5);
+            let query = fill_query(&parse_query("SELECT 1").unwrap(), &plan).unwrap();
+            assert_eq!(
+                parse_query(&query.to_string()).unwrap().to_string(),
+                query.to_string()
+            );
+            assert!(outputs(&query).iter().all(|(name, _)| name == odd));
+        }
     }
 }
