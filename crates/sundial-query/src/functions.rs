@@ -8,7 +8,8 @@
 //! - `to_timezone(ts, tz)`: the wall-clock time in `tz` of the UTC instant `ts`;
 //!   `to_utc(ts, tz)` the inverse.
 //! - `sample_grid(stride, lo, hi, origin, time_zone)`: the starts of every bucket
-//!   `timestamp_floor` cuts `[lo, hi)` into, as a list: the buckets SAMPLE BY ... FILL fills.
+//!   `timestamp_floor` cuts `[lo, hi)` into, as a list: the buckets SAMPLE BY ... FILL (and
+//!   the gap-fill functions, `time_bucket_gapfill` & co.) fill.
 //! - `timestamp_ceil(unit, ts)`: the start of the bucket after `ts`'s (QuestDB 9.3.4 moves a
 //!   timestamp already on a bucket's start to the next one too); for `U` and `n`, `ts` rounded
 //!   up to the unit.
@@ -136,7 +137,8 @@ impl ScalarUDFImpl for SampleGrid {
             if buckets.len() > GRID_BUCKETS_MAX {
                 return Err(error(format!(
                     "FILL would make more than {GRID_BUCKETS_MAX} buckets of '{}'; \
-                     use a longer stride or a narrower FROM ... TO",
+                     use a longer stride or a narrower range (SAMPLE BY's FROM ... TO, or the \
+                     start and finish of time_bucket_gapfill/date_bin_gapfill)",
                     self.floor
                         .constant_text(&a[0], "stride")?
                         .unwrap_or_default()

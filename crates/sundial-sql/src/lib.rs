@@ -17,6 +17,8 @@
 //!                   compat   (PostgreSQL idioms drivers and tools send; empty: SELECTs
 //!                            over catalog relations that never have rows)
 //!                   questdb  (SAMPLE BY, LATEST ON, LIMIT -n, intervals, ASOF JOIN, ...)
+//!                   gapfill  (time_bucket_gapfill, date_bin_gapfill, locf, interpolate:
+//!                            onto SAMPLE BY's FILL, over the WHERE questdb left standard)
 //!        ─▶ standard SQL AST ─▶ engine plans it
 //! ```
 //!
@@ -34,6 +36,7 @@ pub mod copy;
 mod empty;
 mod error;
 mod from_functions;
+mod gapfill;
 pub mod limits;
 pub mod names;
 pub mod questdb;
@@ -82,6 +85,7 @@ pub fn rewrite(
     from_functions::rewrite(statement);
     questdb::quote_meta_columns(statement);
     questdb::rewrite(statement, clauses, tables)?;
+    gapfill::rewrite(statement, tables)?;
     Ok(Rewritten {
         parameters,
         designated_timestamp,

@@ -13,6 +13,9 @@
 //!
 //! The grid runs from FROM (or the first bucket with rows) to TO (or past the last one).
 //! Fills apply to the value items in order; the last one written applies to the rest.
+//! The gap-fill functions (`crate::gapfill`) build the same plan, with LINEAR kept between
+//! buckets with rows (`FillPlan::extrapolate`): `__v` then also counts, in `__after`, the
+//! buckets with rows from this one on.
 //!
 //! The statement is parsed from a template whose text depends only on the plan's shape (how
 //! many items, which of them are the bucket and the keys, each value's fill kind, whether
@@ -55,6 +58,10 @@ pub(crate) struct FillPlan {
     pub names: Vec<String>,
     /// The query had no ORDER BY of its own: order by bucket, then keys.
     pub default_order: bool,
+    /// LINEAR continues the line before a key's first and after its last bucket with rows
+    /// (QuestDB's FILL(LINEAR)); otherwise those buckets stay NULL and only buckets between
+    /// two with rows are interpolated (TimescaleDB's and InfluxDB's `interpolate`).
+    pub extrapolate: bool,
 }
 
 impl FillPlan {
@@ -226,7 +233,14 @@ fn outputs(
     let mut outputs = Vec::with_capacity(plan.names.len());
     for i in 0..plan.names.len() {
         let filled = match shape.values.iter().position(|v| *v == i) {
-            Some(position) => value(i, plan.fill_of(position), shape, slots, &mut ends)?,
+            Some(position) => value(
+                i,
+                plan.fill_of(position),
+                plan.extrapolate,
+                shape,
+                slots,
+                &mut ends,
+            )?,
             None => format!("__f{i}"),
         };
         outputs.push(format!("{filled} AS __o{i}"));
@@ -238,6 +252,7 @@ fn outputs(
 fn value(
     i: usize,
     fill: &Fill,
+    extrapolate: bool,
     shape: &Shape,
     slots: &mut Slots,
     ends: &mut Vec<String>,
@@ -260,11 +275,27 @@ fn value(
             ends.push(prev());
             format!("CASE WHEN __present THEN {value} ELSE __prev{i} END")
         }
-        Fill::Linear => format!(
-            "{FILL_LINEAR_FUNCTION}({value}, __present, CAST({bucket} AS BIGINT)) OVER ({}ORDER \
-             BY {bucket})",
-            shape.partition(None)
-        ),
+        Fill::Linear => {
+            let line = format!(
+                "{FILL_LINEAR_FUNCTION}({value}, __present, CAST({bucket} AS BIGINT)) OVER ({}ORDER \
+                 BY {bucket})",
+                shape.partition(None)
+            );
+            if extrapolate {
+                line
+            } else {
+                let after = format!(
+                    "count(CASE WHEN __present THEN 1 END) OVER ({}ORDER BY {bucket} ROWS \
+                     BETWEEN CURRENT ROW AND UNBOUNDED FOLLOWING) AS __after",
+                    shape.partition(None)
+                );
+                if !ends.contains(&after) {
+                    ends.push(after);
+                }
+                ends.push(format!("{line} AS __line{i}"));
+                format!("CASE WHEN __present OR (__before > 0 AND __after > 0) THEN __line{i} END")
+            }
+        }
     })
 }
 
@@ -485,33 +516,38 @@ mod tests {
     #[test]
     fn the_template_holds_no_user_text() {
         let odd = "zz'\"odd";
-        let plan = FillPlan {
-            fills: vec![
-                Fill::Value(format!("'{}'", odd.replace('\'', "''"))),
-                Fill::Linear,
-                Fill::Prev,
-            ],
-            bucket: null(),
-            stride: odd.into(),
-            origin: column(odd),
-            zone: column(odd),
-            from: Some(column(odd)),
-            to: None,
-            bucket_item: Some(0),
-            key_items: vec![1],
-            names: vec![odd.into(); 5],
-            default_order: false,
-        };
-        let mut slots = Slots::default();
-        let text = template(&plan, &Shape::of(&plan), &mut slots).unwrap();
-        assert!(!text.contains("zz"), "{text}");
-        // stride, from, origin, zone and the constant
-        assert_eq!(slots.len(), 5);
-        let query = fill_query(&parse_query("SELECT 1").unwrap(), &plan).unwrap();
-        assert_eq!(
-            parse_query(&query.to_string()).unwrap().to_string(),
-            query.to_string()
-        );
-        assert!(outputs(&query).iter().all(|(name, _)| name == odd));
+        // QuestDB's LINEAR, and the gap-fill functions' (kept between present buckets).
+        for extrapolate in [true, false] {
+            let plan = FillPlan {
+                fills: vec![
+                    Fill::Value(format!("'{}'", odd.replace('\'', "''"))),
+                    Fill::Linear,
+                    Fill::Prev,
+                ],
+                bucket: null(),
+                stride: odd.into(),
+                origin: column(odd),
+                zone: column(odd),
+                from: Some(column(odd)),
+                to: None,
+                bucket_item: Some(0),
+                key_items: vec![1],
+                names: vec![odd.into(); 5],
+                default_order: false,
+                extrapolate,
+            };
+            let mut slots = Slots::default();
+            let text = template(&plan, &Shape::of(&plan), &mut slots).unwrap();
+            assert!(!text.contains("zz"), "{text}");
+            assert_eq!(text.contains("__after"), !extrapolate, "{text}");
+            // stride, from, origin, zone and the constant
+            assert_eq!(slots.len(), 5);
+            let query = fill_query(&parse_query("SELECT 1").unwrap(), &plan).unwrap();
+            assert_eq!(
+                parse_query(&query.to_string()).unwrap().to_string(),
+                query.to_string()
+            );
+            assert!(outputs(&query).iter().all(|(name, _)| name == odd));
+        }
     }
 }

@@ -65,12 +65,15 @@ use sqlparser::ast::{
 use sqlparser::dialect::GenericDialect;
 use sqlparser::parser::Parser;
 
+pub(crate) use clauses::Fill;
 pub use clauses::{Clauses, extract};
 use clauses::{
     INTERVAL_MARKER, LATEST_MARKER, LIMIT_MARKER, Position, SAMPLE_MARKER, TIME_JOIN_MARKER,
 };
 pub(crate) use column_names::name_items as name_unaliased_items;
+pub(crate) use fill::{FillPlan, fill_query};
 pub(crate) use meta_names::quote_meta_columns;
+pub(crate) use sample::{name_items as name_fill_items, output_names};
 pub use view_buckets::{Buckets, view_buckets};
 
 use crate::ast::{call, cast};
@@ -343,7 +346,8 @@ impl Source {
     }
 }
 
-fn same_name(ident: &Ident, name: &str) -> bool {
+/// Whether `ident` names `name`: exactly when quoted, in any case otherwise.
+pub(crate) fn same_name(ident: &Ident, name: &str) -> bool {
     if ident.quote_style.is_some() {
         ident.value == name
     } else {
@@ -699,14 +703,16 @@ fn order_by(exprs: Vec<Expr>) -> OrderBy {
     }
 }
 
-fn add_filter(select: &mut Select, filter: Expr) {
+/// Adds `filter` to the SELECT's WHERE, as a conjunct.
+pub(crate) fn add_filter(select: &mut Select, filter: Expr) {
     select.selection = Some(match select.selection.take() {
         Some(w) => and(Expr::Nested(Box::new(w)), filter),
         None => filter,
     });
 }
 
-fn is_constant(e: &Expr) -> bool {
+/// Whether `e` refers to no column and holds no subquery.
+pub(crate) fn is_constant(e: &Expr) -> bool {
     let mut constant = true;
     let _ = visit_expressions(e, |e| {
         if matches!(

@@ -130,8 +130,9 @@ impl Rewriter<'_> {
                 to,
                 bucket_item,
                 key_items: key_items.clone(),
-                names: unique_names(select.projection.iter().map(item_name).collect()),
+                names: output_names(select),
                 default_order: true,
+                extrapolate: true,
             };
             name_items(select, &plan);
             Some(plan)
@@ -293,6 +294,11 @@ fn item_name(item: &SelectItem) -> String {
     }
 }
 
+/// The output name of each item of `select` (see [`item_name`]), made unique.
+pub(crate) fn output_names(select: &Select) -> Vec<String> {
+    unique_names(select.projection.iter().map(item_name).collect())
+}
+
 /// `names` with each name already taken by an earlier one given the first free suffix
 /// (`max`, `max1`, ...), as QuestDB does.
 fn unique_names(names: Vec<String>) -> Vec<String> {
@@ -314,7 +320,7 @@ fn unique_names(names: Vec<String>) -> Vec<String> {
 
 /// Names the items `__f<i>` (and adds the bucket as `__fb` when unselected), as
 /// [`fill::fill_query`] refers to them.
-fn name_items(select: &mut Select, plan: &fill::FillPlan) {
+pub(crate) fn name_items(select: &mut Select, plan: &fill::FillPlan) {
     for (i, item) in select.projection.iter_mut().enumerate() {
         let expr = match std::mem::replace(item, SelectItem::Wildcard(Default::default())) {
             SelectItem::ExprWithAlias { expr, .. } | SelectItem::UnnamedExpr(expr) => expr,
