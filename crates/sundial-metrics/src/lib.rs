@@ -189,6 +189,9 @@ pub struct Metrics {
     commit_errors: IntCounter,
     committed_rows: IntCounter,
     commit_seconds: Histogram,
+    /// `sundial_matview_refreshes_total{outcome}`: succeeded, failed.
+    matview_refreshes: [IntCounter; 2],
+    matview_refresh_seconds: Histogram,
     /// `sundial_ingest_pending_rows`, set at scrape time.
     pub pending_rows: IntGauge,
     queries: [[IntCounter; 3]; 2],
@@ -313,6 +316,24 @@ impl Metrics {
         )
         .expect("valid metric definition");
         register(&r, &commit_seconds);
+        let refreshes = counter_vec(
+            &r,
+            "sundial_matview_refreshes_total",
+            "Refreshes of materialized views (background and REFRESH statements), by outcome.",
+            &["outcome"],
+        );
+        let matview_refreshes =
+            ["ok", "failed"].map(|outcome| refreshes.with_label_values(&[outcome]));
+        let matview_refresh_seconds = Histogram::with_opts(
+            HistogramOpts::new(
+                "sundial_matview_refresh_duration_seconds",
+                "Time a materialized view's refresh takes: its query over the base rows changed \
+                 and the commit of the buckets it recomputed.",
+            )
+            .buckets(COMMIT_BUCKETS.to_vec()),
+        )
+        .expect("valid metric definition");
+        register(&r, &matview_refresh_seconds);
         let pending_rows = gauge(
             &r,
             "sundial_ingest_pending_rows",
@@ -432,6 +453,8 @@ impl Metrics {
             commit_errors,
             committed_rows,
             commit_seconds,
+            matview_refreshes,
+            matview_refresh_seconds,
             pending_rows,
             queries,
             query_seconds,
@@ -493,6 +516,12 @@ impl Metrics {
         self.commits.inc();
         self.committed_rows.inc_by(rows);
         self.commit_seconds.observe(elapsed.as_secs_f64());
+    }
+
+    /// Counts a refresh of a materialized view that took `elapsed`.
+    pub fn matview_refresh(&self, ok: bool, elapsed: Duration) {
+        self.matview_refreshes[usize::from(!ok)].inc();
+        self.matview_refresh_seconds.observe(elapsed.as_secs_f64());
     }
 
     /// Counts a failed commit.

@@ -49,6 +49,8 @@ pub(crate) use listing::register;
 
 /// How often the background refresher looks for views to refresh.
 pub(crate) const REFRESH_POLL: Duration = Duration::from_millis(50);
+/// How long the background refresher leaves a view whose refresh failed, in nanoseconds.
+const RETRY_AFTER_FAILURE_NS: i64 = 5_000_000_000;
 
 /// A materialized view's definition, parsed from its stored statement.
 #[derive(Debug, Clone)]
@@ -388,7 +390,9 @@ pub(crate) async fn refresh(
         let mut log = slot.log.lock().unwrap_or_else(|p| p.into_inner());
         log.last_start_ns = Some(now_ns());
     }
+    let started = std::time::Instant::now();
     let result = refresh_locked(engine, view, how).await;
+    sundial_metrics::metrics().matview_refresh(result.is_ok(), started.elapsed());
     let mut log = slot.log.lock().unwrap_or_else(|p| p.into_inner());
     log.last_finish_ns = Some(now_ns());
     log.last_error = result.as_ref().err().map(ToString::to_string);
@@ -670,6 +674,15 @@ fn due(
         return false;
     };
     if state.invalid.is_some() {
+        return false;
+    }
+    // After a failed refresh, the view waits before the next try.
+    let log = slot(view).log();
+    if log.last_error.is_some()
+        && log
+            .last_finish_ns
+            .is_some_and(|t| now_ns().saturating_sub(t) < RETRY_AFTER_FAILURE_NS)
+    {
         return false;
     }
     let behind = engine
