@@ -20,6 +20,9 @@ pub(crate) struct Parsed {
     /// The result's designated timestamp column, when the query keeps one (SAMPLE BY's
     /// bucket, a table's own).
     pub designated_timestamp: Option<String>,
+    /// The rewrite depends on materialized views' freshness: the text's shape must not stand
+    /// for it (see `sundial_sql::rollup`).
+    pub volatile: bool,
 }
 
 /// What the dialect asks of the database: tables' columns and designated timestamps, and
@@ -27,6 +30,8 @@ pub(crate) struct Parsed {
 struct DialectCatalog<'a> {
     db: &'a Database,
     state: &'a SessionState,
+    /// Whether SAMPLE BY queries may be answered from materialized views.
+    rollups: bool,
 }
 
 impl DialectCatalog<'_> {
@@ -68,10 +73,23 @@ impl sundial_sql::Catalog for DialectCatalog<'_> {
             Some(ColumnType::Float | ColumnType::Double)
         )
     }
+
+    fn rollups(&self, table: &str) -> Vec<sundial_sql::questdb::Rollup> {
+        if !self.rollups {
+            return Vec::new();
+        }
+        crate::view_def::rollups(self.db, table)
+    }
 }
 
-/// Parses and rewrites one statement into SQL DataFusion plans (see `sundial_sql`).
-pub(crate) fn parse(sql: &str, db: &Database, state: &SessionState) -> Result<Parsed> {
+/// Parses and rewrites one statement into SQL DataFusion plans (see `sundial_sql`); with
+/// `rollups`, a SAMPLE BY query may read a materialized view of its table.
+pub(crate) fn parse(
+    sql: &str,
+    db: &Database,
+    state: &SessionState,
+    rollups: bool,
+) -> Result<Parsed> {
     let dialect = state.config().options().sql_parser.dialect;
     // Before anything builds a tree from the text (see `limits`).
     sundial_sql::limits::check(sql)?;
@@ -84,13 +102,14 @@ pub(crate) fn parse(sql: &str, db: &Database, state: &SessionState) -> Result<Pa
     }
     let mut rewritten = sundial_sql::Rewritten::default();
     if let Some(s) = sql_statement(&mut statement) {
-        let catalog = DialectCatalog { db, state };
+        let catalog = DialectCatalog { db, state, rollups };
         rewritten = sundial_sql::rewrite(s, &clauses, &catalog, &sundial_pgcatalog::Names)?;
     }
     Ok(Parsed {
         statement,
         parameters: rewritten.parameters,
         designated_timestamp: rewritten.designated_timestamp,
+        volatile: rewritten.volatile,
     })
 }
 

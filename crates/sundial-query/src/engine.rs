@@ -307,6 +307,9 @@ pub struct Engine {
     users: Option<Arc<Users>>,
     /// The gate heavy queries wait at (see `running`; None: they run at once).
     gate: Option<Arc<QueryGate>>,
+    /// Whether SAMPLE BY queries are answered from materialized views where one serves (see
+    /// `sundial_sql::rollup`).
+    rollup_routing: bool,
 }
 
 /// The session as statements plan and run in it.
@@ -534,7 +537,14 @@ impl Engine {
             settings: crate::permissions::Settings::Session,
             users: None,
             gate: None,
+            rollup_routing: true,
         })
+    }
+
+    /// Whether SAMPLE BY queries may be answered from materialized views (on by default).
+    pub fn set_rollup_routing(&mut self, on: bool) {
+        self.rollup_routing = on;
+        self.forget_shared_plans();
     }
 
     /// Lets `COPY ... TO 'path'` write files inside `dir` (and nowhere else); `None` (the
@@ -1114,7 +1124,10 @@ impl Engine {
             statement,
             parameters,
             designated_timestamp,
+            volatile,
         } = self.parse_sql(sql)?;
+        // A text whose rewrite depends on views' freshness is not learned (see `text_shape`).
+        let text = if volatile { None } else { text };
         let shared = if parameters == 0
             && self.plans.is_enabled()
             && let Some(shape) = Shape::of(&statement)
@@ -1487,7 +1500,7 @@ impl Engine {
 
     /// Parses and rewrites the statement into SQL DataFusion plans (see [`dialect::parse`]).
     fn parse_sql(&self, sql: &str) -> Result<Parsed> {
-        dialect::parse(sql, &self.db, &self.current().state)
+        dialect::parse(sql, &self.db, &self.current().state, self.rollup_routing)
     }
 
     async fn plan_statement(&self, statement: DFStatement) -> Result<LogicalPlan> {
@@ -1721,7 +1734,8 @@ impl Runner for Engine {
     /// Plans a query through the dialect, for Sundial's own statements that run one (views,
     /// materialized views' refreshes): the plan and the result's designated timestamp.
     async fn plan_query(&self, sql: &str) -> Result<(LogicalPlan, Option<String>)> {
-        let parsed = self.parse_sql(sql)?;
+        // A view's refresh must read its base table, never a view (itself, say).
+        let parsed = dialect::parse(sql, &self.db, &self.current().state, false)?;
         if !matches!(&parsed.statement, DFStatement::Statement(s) if matches!(**s, datafusion::sql::sqlparser::ast::Statement::Query(_)))
         {
             return Err(QueryError::Invalid(format!(
@@ -1754,7 +1768,10 @@ impl Runner for Engine {
 
     /// Runs a plan [`Engine::plan_query`] made, collecting its rows.
     async fn collect_plan(&self, plan: LogicalPlan) -> Result<Vec<RecordBatch>> {
-        let physical = self.current().physical_plan(&plan).await?;
+        let current = self.current();
+        // Analysed (types coerced) and optimised as every statement's plan is.
+        let plan = current.state.optimize(&plan)?;
+        let physical = current.physical_plan(&plan).await?;
         Ok(datafusion::physical_plan::common::collect(self.stream(physical)?).await?)
     }
 

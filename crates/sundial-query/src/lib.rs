@@ -100,6 +100,7 @@ mod snapshot;
 mod table_keys;
 pub mod text;
 mod users;
+mod view_def;
 mod views;
 
 pub use exec::scan;

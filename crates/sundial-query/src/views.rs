@@ -74,7 +74,7 @@ impl ViewSource for ViewPlanner {
         let name = view.name.clone();
         let planned = VIEW_DEPTH
             .scope(depth + 1, async move {
-                let parsed = dialect::parse(&query, &db, &state)?;
+                let parsed = dialect::parse(&query, &db, &state, true)?;
                 let rules = PlanRules {
                     sql_file_dir: None,
                     settings: crate::permissions::Settings::Fixed,

@@ -223,6 +223,11 @@ pub struct ServeArgs {
     /// on the machine wait at most about this long behind a saturated server.
     #[arg(long, env = "SUNDIAL_PG_YIELD_INTERVAL_US", default_value_t = 250)]
     pub pg_yield_interval_us: u64,
+    /// Answer SAMPLE BY queries from materialized views whose buckets nest in theirs, for the
+    /// buckets the views cover, and from the table for the rest (`true`); `false`: always from
+    /// the table.
+    #[arg(long, env = "SUNDIAL_ROLLUP_ROUTING", default_value_t = true, action = clap::ArgAction::Set)]
+    pub rollup_routing: bool,
     /// Default statement timeout in milliseconds (0: none), for PostgreSQL sessions (which may
     /// SET their own) and HTTP `/exec` and `/exp` (a `Statement-Timeout` header overrides it).
     #[arg(long, env = "SUNDIAL_STATEMENT_TIMEOUT_MS", default_value_t = 0)]
@@ -494,6 +499,7 @@ fn engine(args: &ServeArgs, shared: &Shared, access: &Access) -> Result<Engine, 
         shared.sinks.db().root(),
     )?;
     engine.set_users(access.users.clone());
+    engine.set_rollup_routing(args.rollup_routing);
     // Clients share this engine: each keeps its own settings (PostgreSQL sessions) or none
     // past its request (HTTP).
     engine.set_settings(sundial_query::Settings::Fixed);

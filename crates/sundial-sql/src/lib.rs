@@ -42,6 +42,7 @@ pub mod names;
 pub mod questdb;
 mod repeats;
 pub mod result_timestamp;
+pub mod rollup;
 pub mod statement;
 mod system_catalog;
 mod template;
@@ -65,6 +66,9 @@ pub struct Rewritten {
     pub parameters: usize,
     /// The result column that is its table's designated timestamp, if any.
     pub designated_timestamp: Option<String>,
+    /// The rewrite depends on more than the text: on materialized views' freshness (see
+    /// [`rollup`]), so the text's shape must not stand for its rewrite.
+    pub volatile: bool,
 }
 
 /// Rewrites a parsed statement whose QuestDB clauses [`questdb::extract`] took out into
@@ -84,10 +88,13 @@ pub fn rewrite(
     let parameters = compat::rewrite(statement, system);
     from_functions::rewrite(statement);
     questdb::quote_meta_columns(statement);
+    let (volatile, routed) = rollup::rewrite(statement, clauses, tables)?;
+    let clauses = if routed { &Clauses::default() } else { clauses };
     questdb::rewrite(statement, clauses, tables)?;
     gapfill::rewrite(statement, tables)?;
     Ok(Rewritten {
         parameters,
         designated_timestamp,
+        volatile,
     })
 }

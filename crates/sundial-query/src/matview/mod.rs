@@ -52,40 +52,7 @@ pub(crate) const REFRESH_POLL: Duration = Duration::from_millis(50);
 /// How long the background refresher leaves a view whose refresh failed, in nanoseconds.
 const RETRY_AFTER_FAILURE_NS: i64 = 5_000_000_000;
 
-/// A materialized view's definition, parsed from its stored statement.
-#[derive(Debug, Clone)]
-pub(crate) struct Definition {
-    pub view: CreateMaterializedView,
-    /// The base table (as `WITH BASE` names it; always present in a stored statement).
-    pub base: String,
-    pub buckets: Buckets,
-}
-
-/// The definition of the materialized view `meta`.
-pub(crate) fn definition(meta: &TableMeta) -> Result<Definition> {
-    let text = meta.definition.as_deref().unwrap_or_default();
-    let view = match sundial_sql::parse(text)? {
-        Command::CreateMaterializedView(view) => view,
-        _ => {
-            return Err(QueryError::Invalid(format!(
-                "materialized view '{}' has a definition that is not CREATE MATERIALIZED VIEW",
-                meta.name
-            )));
-        }
-    };
-    let base = view.base.clone().ok_or_else(|| {
-        QueryError::Invalid(format!(
-            "materialized view '{}' has no base table in its definition",
-            meta.name
-        ))
-    })?;
-    let buckets = view_buckets(&extract(&view.query)?.1)?;
-    Ok(Definition {
-        view,
-        base,
-        buckets,
-    })
-}
+pub(crate) use crate::view_def::{Definition, definition};
 
 /// The tables a statement for tables names, and the kinds it applies to; `None` when it
 /// applies to every kind or names none.

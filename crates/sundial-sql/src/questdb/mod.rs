@@ -66,15 +66,15 @@ use sqlparser::dialect::GenericDialect;
 use sqlparser::parser::Parser;
 
 pub(crate) use clauses::Fill;
+pub(crate) use clauses::{Align, SAMPLE_MARKER};
 pub use clauses::{Clauses, extract};
-use clauses::{
-    INTERVAL_MARKER, LATEST_MARKER, LIMIT_MARKER, Position, SAMPLE_MARKER, TIME_JOIN_MARKER,
-};
+use clauses::{INTERVAL_MARKER, LATEST_MARKER, LIMIT_MARKER, Position, TIME_JOIN_MARKER};
 pub(crate) use column_names::name_items as name_unaliased_items;
 pub(crate) use fill::{FillPlan, fill_query};
 pub(crate) use meta_names::quote_meta_columns;
+pub(crate) use sample::offset_ns;
 pub(crate) use sample::{name_items as name_fill_items, output_names};
-pub use view_buckets::{Buckets, view_buckets};
+pub use view_buckets::{Buckets, Rollup, RollupColumn, view_buckets};
 
 use crate::ast::{call, cast};
 use crate::error::{Result, SqlError};
@@ -99,6 +99,11 @@ pub trait Catalog {
     /// sorts above every number; see `nulls`).
     fn is_floating(&self, _table: &str, _column: &str) -> bool {
         false
+    }
+    /// The materialized views a SAMPLE BY query over `table` may be answered from (see
+    /// `rollup`); none unless the engine routes queries to views.
+    fn rollups(&self, _table: &str) -> Vec<Rollup> {
+        Vec::new()
     }
 }
 
@@ -236,7 +241,7 @@ fn marker_argument<'e>(expr: &'e Expr, marker: &str) -> Option<&'e Value> {
     }
 }
 
-fn marker_index(expr: &Expr, marker: &str) -> Option<usize> {
+pub(crate) fn marker_index(expr: &Expr, marker: &str) -> Option<usize> {
     match marker_argument(expr, marker)? {
         Value::Number(n, _) => n.parse().ok(),
         _ => None,

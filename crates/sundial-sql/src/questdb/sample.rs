@@ -359,7 +359,7 @@ fn first_observation(select: &Select, source: &Source) -> Result<Query> {
 }
 
 /// `'hh:mm'` or `'-hh:mm'` in nanoseconds.
-pub(super) fn offset_ns(text: &str) -> Option<i64> {
+pub(crate) fn offset_ns(text: &str) -> Option<i64> {
     let (sign, rest) = match text.trim().strip_prefix('-') {
         Some(r) => (-1, r),
         None => (1, text.trim().strip_prefix('+').unwrap_or(text.trim())),

@@ -80,6 +80,35 @@ pub fn view_buckets(clauses: &Clauses) -> Result<Buckets> {
     })
 }
 
+/// A materialized view a query over its base table may be answered from.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Rollup {
+    pub view: String,
+    pub buckets: Buckets,
+    /// The view's designated timestamp (its buckets' start).
+    pub timestamp: String,
+    /// The base table's columns the view groups by (its columns of the same names).
+    pub keys: Vec<String>,
+    pub aggregates: Vec<RollupColumn>,
+    /// The view holds the query's answer for no bucket before this instant (the base table
+    /// expired older rows); `None`: no such limit.
+    pub fresh_from: Option<i64>,
+    /// The view holds the query's answer for every bucket before this instant; `None`: for
+    /// every bucket.
+    pub fresh_before: Option<i64>,
+}
+
+/// A column of a view that holds an aggregate of the base table.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RollupColumn {
+    /// `sum`, `count`, `min`, `max` (lower case).
+    pub function: String,
+    /// The base column aggregated; `None` for `count(*)`.
+    pub argument: Option<String>,
+    /// The view's column.
+    pub column: String,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
