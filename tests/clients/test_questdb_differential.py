@@ -440,8 +440,9 @@ def sundial(tmp_path_factory):
         srv.kill()
 
 
-def test_questdb_differential(questdb, sundial, data, tmp_path):
-    t0 = time.monotonic()
+@pytest.fixture(scope="module")
+def loaded(questdb, sundial, data):
+    """Loads the corpus's tables into both servers once; the load's differences, if any."""
     qdb_http, qdb_ilp, qdb_root = questdb
 
     def logs() -> str:
@@ -449,8 +450,14 @@ def test_questdb_differential(questdb, sundial, data, tmp_path):
         tail = qlog.read_text(errors="replace")[-3000:] if qlog.exists() else ""
         return f"sundial log:\n{sundial.log()[-3000:]}\nquestdb log tail:\n{tail}"
 
-    missing = load({"questdb": qdb_http, "sundial": sundial.http_port},
-                   {"questdb": qdb_ilp, "sundial": sundial.tcp_port}, data, logs)
+    return load({"questdb": qdb_http, "sundial": sundial.http_port},
+                {"questdb": qdb_ilp, "sundial": sundial.tcp_port}, data, logs)
+
+
+def test_questdb_differential(questdb, sundial, loaded, tmp_path):
+    t0 = time.monotonic()
+    qdb_http = questdb[0]
+    missing = loaded
     loaded = time.monotonic()
     stmts = qc.corpus()
     assert len(stmts) >= 300, len(stmts)
@@ -467,6 +474,88 @@ def test_questdb_differential(questdb, sundial, data, tmp_path):
     print(text.split("\n\n[")[0])
     unexplained = [d for d in diffs if d.explained is None]
     assert not unexplained and not missing, text
+
+
+# Materialized views over the corpus's tables: (name, query, key column).
+MATVIEWS = [
+    ("mv_readings_1h",
+     "SELECT timestamp, name, avg(velocity) AS v, sum(fuel_consumption) AS f, count() AS n, "
+     "min(grade) AS g, max(heading) AS h FROM readings SAMPLE BY 1h", "name"),
+    ("mv_readings_1d",
+     "SELECT timestamp, fleet, max(load_capacity) AS m, count(velocity) AS c FROM readings "
+     "SAMPLE BY 1d", "fleet"),
+    ("mv_diagnostics_15m",
+     "SELECT timestamp, name, avg(current_load) AS c, max(status) AS s FROM diagnostics "
+     "SAMPLE BY 15m", "name"),
+    ("mv_events_1h",
+     "SELECT timestamp, kind, sum(qty) AS q, min(price) AS p, count() AS n FROM events "
+     "SAMPLE BY 1h", "kind"),
+]
+
+
+def wait_views_caught_up(ports: dict[str, int], timeout_s: float = 120) -> None:
+    deadline = time.monotonic() + timeout_s
+    sql = ("SELECT count() FROM materialized_views() WHERE view_status = 'valid' "
+           "AND refresh_base_table_txn = base_table_txn")
+    while True:
+        counts = {k: exec_http(p, sql) for k, p in ports.items()}
+        if all(a.rows == [[len(MATVIEWS)]] for a in counts.values()):
+            return
+        assert time.monotonic() < deadline, f"views not caught up: {counts}"
+        time.sleep(0.2)
+
+
+def test_materialized_views_agree(questdb, sundial, loaded, data):
+    """The same CREATE MATERIALIZED VIEW statements on both servers: the views' rows, their
+    SHOW CREATE text, and materialized_views()'s columns agree, after the load and after more
+    rows (out of order too) arrive while the views refresh IMMEDIATE."""
+    assert not loaded, loaded
+    ports = {"questdb": questdb[0], "sundial": sundial.http_port}
+    ilp = {"questdb": questdb[1], "sundial": sundial.tcp_port}
+    for name, query, _ in MATVIEWS:
+        for server, port in ports.items():
+            a = exec_http(port, f"CREATE MATERIALIZED VIEW {name} AS ({query})")
+            assert a.error is None, (server, name, a.error)
+    diffs: list[Diff] = []
+
+    def compare_views(round_: str) -> None:
+        wait_views_caught_up(ports)
+        for name, query, key in MATVIEWS:
+            stmt = qc.Stmt("matview", f"SELECT * FROM {name} ORDER BY timestamp, {key}", [0, 1])
+            q, s = (exec_http(p, stmt.sql) for p in ports.values())
+            assert q.error is None and s.error is None, (round_, stmt.sql, q.error, s.error)
+            assert len(q.rows) > 0, (round_, name)
+            d = compare(stmt, q, s)
+            if d is not None:
+                diffs.append(d)
+            show = [exec_http(p, f"SHOW CREATE MATERIALIZED VIEW {name}") for p in ports.values()]
+            assert show[0].rows == show[1].rows, (round_, name, show[0], show[1])
+
+    compare_views("after the load")
+    # More rows for every table, some older than the newest (out of order), on both.
+    late: dict[str, list[str]] = {}
+    for table, lines in data.lines.items():
+        late[table] = [shift_line(line, -3600) for line in lines[-200:]]
+    payload = "".join(line + "\n" for lines in late.values() for line in lines).encode()
+    for server in ports:
+        send_ilp(ilp[server], payload)
+    compare_views("after late rows")
+    q, s = (exec_http(p, "SELECT * FROM materialized_views() LIMIT 0") for p in ports.values())
+    same = [
+        qc_ == sc or (qc_[0] == sc[0] and (qc_[1], sc[1]) in TYPE_EQUIVALENT)
+        for qc_, sc in zip(q.columns, s.columns)
+    ]
+    assert len(q.columns) == len(s.columns) and all(same), (q.columns, s.columns)
+    unexplained = [d for d in diffs if d.explained is None]
+    for d in diffs:
+        explain(d)
+    assert not unexplained, "\n".join(f"{d.stmt.sql}: {d.kind}\n{d.detail}" for d in unexplained)
+
+
+def shift_line(line: str, seconds: int) -> str:
+    """An ILP line with its timestamp (the last field, nanoseconds) moved."""
+    head, ts = line.rsplit(" ", 1)
+    return f"{head} {int(ts) + seconds * 1_000_000_000}"
 
 
 # ---------------------------------------------------------------------------------------------
