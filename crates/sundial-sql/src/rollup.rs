@@ -168,6 +168,10 @@ pub(crate) fn rewrite(
     clauses: &Clauses,
     catalog: &dyn Catalog,
 ) -> Result<(bool, bool)> {
+    // Only SAMPLE BY queries are routed: others never depend on views' freshness.
+    if clauses.samples.is_empty() {
+        return Ok((false, false));
+    }
     let Some(plan) = plan(statement, clauses, catalog) else {
         let volatile = source_table(statement).is_some_and(|t| !catalog.rollups(&t).is_empty());
         return Ok((volatile, false));
@@ -564,16 +568,25 @@ fn flipped(op: &BinaryOperator) -> Option<BinaryOperator> {
 /// A timestamp literal in nanoseconds: `'2024-01-01'`, `'2024-01-01T10:00:00[.fff][Z]'`, as
 /// text or cast to TIMESTAMP.
 fn instant(e: &Expr) -> Option<i64> {
-    let text = match e {
+    match e {
         Expr::Value(v) => match &v.value {
-            Value::SingleQuotedString(s) => s.as_str(),
-            _ => return None,
+            Value::SingleQuotedString(s) => instant_of_text(s),
+            _ => None,
         },
-        Expr::Cast { expr, .. } => return instant(expr),
-        Expr::Nested(inner) => return instant(inner),
-        _ => return None,
-    };
-    let text = text.trim();
+        Expr::Cast { expr, .. } => instant(expr),
+        Expr::Nested(inner) => instant(inner),
+        _ => None,
+    }
+}
+
+/// The instant timestamp text names, in nanoseconds: RFC 3339 (`2024-01-01T10:00:00+01:00`),
+/// or a UTC date and time (`2024-01-01T10:00:00[.fff][Z]`, `2024-01-01 10:00:00`,
+/// `2024-01-01`); surrounding single quotes are taken off.
+pub fn instant_of_text(text: &str) -> Option<i64> {
+    let text = text.trim().trim_matches('\'').trim();
+    if let Ok(t) = chrono::DateTime::parse_from_rfc3339(text) {
+        return t.timestamp_nanos_opt();
+    }
     let text = text.strip_suffix('Z').unwrap_or(text);
     let parsed = chrono::NaiveDateTime::parse_from_str(text, "%Y-%m-%dT%H:%M:%S%.f")
         .or_else(|_| chrono::NaiveDateTime::parse_from_str(text, "%Y-%m-%d %H:%M:%S%.f"))

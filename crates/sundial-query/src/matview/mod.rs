@@ -659,22 +659,64 @@ fn due(
     match &def.view.refresh {
         Refresh::Immediate => behind,
         Refresh::Manual | Refresh::Period { .. } => false,
-        Refresh::Every { every, .. } => {
+        Refresh::Every { every, start, .. } => {
             let now = now_ns();
-            let Some(Ok(step)) = every.step().map(|s| match s {
-                sundial_sql::questdb::stride::Step::Nanos(n) => Ok(n),
-                sundial_sql::questdb::stride::Step::Months(m) => Err(m),
-            }) else {
+            let Some(step) = every.step() else {
                 return false;
             };
-            let next = timers
-                .entry(view.path().to_path_buf())
-                .or_insert_with(|| now + step);
+            // Ticks at START + k * interval (from the first check when START is not given).
+            let next = timers.entry(view.path().to_path_buf()).or_insert_with(|| {
+                let origin = start
+                    .as_deref()
+                    .and_then(sundial_sql::rollup::instant_of_text)
+                    .unwrap_or(now);
+                if origin > now {
+                    return origin;
+                }
+                step.floor(now, origin)
+                    .and_then(|t| step.add(t, 1))
+                    .unwrap_or(i64::MAX)
+            });
             if now < *next {
                 return false;
             }
-            *next = now + step;
+            // The next tick after now on the same grid: ticks missed while busy are skipped.
+            *next = step
+                .floor(now, *next)
+                .and_then(|t| step.add(t, 1))
+                .unwrap_or(i64::MAX);
             behind
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn timer_starts_read_as_instants() {
+        let instant = sundial_sql::rollup::instant_of_text;
+        assert_eq!(instant("'2024-01-01'"), Some(1_704_067_200_000_000_000));
+        assert_eq!(
+            instant("'2024-01-01T00:00:01Z'"),
+            Some(1_704_067_201_000_000_000)
+        );
+        assert_eq!(
+            instant("'2024-01-01T01:00:00+01:00'"),
+            Some(1_704_067_200_000_000_000)
+        );
+        assert_eq!(instant("'soon'"), None);
+    }
+
+    #[test]
+    fn queries_default_partitioning_as_questdb_does() {
+        let p = |s: &str| default_partitioning(Stride::parse(s).unwrap());
+        assert_eq!(p("1s"), PartitionBy::Day);
+        assert_eq!(p("1m"), PartitionBy::Day);
+        assert_eq!(p("90s"), PartitionBy::Month);
+        assert_eq!(p("60m"), PartitionBy::Month);
+        assert_eq!(p("61m"), PartitionBy::Year);
+        assert_eq!(p("1M"), PartitionBy::Year);
     }
 }
