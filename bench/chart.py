@@ -25,6 +25,9 @@ with each bar's value, and where both servers have a value the ratio between the
 - udp-*       (bench/udp.sh): share of lines captured per sending rate; Sundial / QuestDB.
 - fairness-*  (bench/fairness.sh): light statements' p50 ms (--metric p99, max) beside heavy
                clients, and heavy queries/s; without (unbounded) and with (default) turns.
+- matviews-*  (bench/matviews.sh): the dashboard's median ms from raw rows and from the view
+               (Sundial's raw rows with routing off, and its raw query routed to the view), and
+               the views' refresh lag p50/p99 ms; medians over rounds; QuestDB / Sundial.
 
 Values that span more than CHART_LOG_SPAN times (smallest to largest) are drawn on a log
 scale unless --linear is given. Writes OUT (default: the results file with .svg for .txt).
@@ -286,7 +289,55 @@ def chart_fairness(records, metric):
                 ratios=[("unbounded", "default", "unbounded ÷ default")])
 
 
+def median(values):
+    values = sorted(v for v in values if v is not None)
+    if not values:
+        return None
+    m = len(values) // 2
+    return values[m] if len(values) % 2 else (values[m - 1] + values[m]) / 2
+
+
+def chart_matviews(records, metric):
+    recs = [r for r in records if r.get("kind") in ("dashboard", "lag") and "server" in r]
+    # (panel, group, series) -> values over rounds
+    found = {}
+
+    def add(panel, group, series, value):
+        found.setdefault((panel, group, series), []).append(number(value))
+    for r in recs:
+        server = r["server"]
+        if r["kind"] == "lag":
+            for stat in ("p50", "p99"):
+                add("refresh lag while loading (100 ms polls)", "%s %s" % (r.get("view"), stat),
+                    server, r.get("%s_ms" % stat))
+            continue
+        panel = "3-day hourly dashboard, %s: median ms" % r.get("query", "?")
+        if server == "sundial_unrouted":
+            add(panel, "raw rows", "sundial", r.get("raw_median_ms"))
+        elif server == "sundial":
+            add(panel, "raw query, routed to the view", "sundial", r.get("raw_median_ms"))
+            add(panel, "from the view", "sundial", r.get("view_median_ms"))
+        else:
+            add(panel, "raw rows", server, r.get("raw_median_ms"))
+            add(panel, "from the view", server, r.get("view_median_ms"))
+    panels = {}
+    for (panel, group, series), values in found.items():
+        panels.setdefault(panel, {}).setdefault(group, {})[series] = median(values)
+    return dict(kind="matviews", higher=False, unit="ms",
+                title="Materialized views under TSBS load (bench/matviews.sh): ms "
+                      "(lower is better)",
+                note="Ratio: QuestDB ÷ Sundial (above 1: Sundial is faster). Sundial's raw "
+                     "query is answered from the view (rollup routing); its raw rows are "
+                     "timed with --rollup-routing false.",
+                series=series_order(r["server"] for r in recs
+                                    if r["server"] != "sundial_unrouted"),
+                panels=[(p, list(g.items())) for p, g in panels.items()],
+                ratios=[("questdb", "sundial", "QuestDB ÷ Sundial")])
+
+
 KINDS = [  # (name, test on one record, builder): the first kind any record passes wins
+    ("matviews", lambda r: r.get("kind") in ("dashboard", "lag") and "server" in r,
+     chart_matviews),
     ("fairness", lambda r: r.get("bench") in ("latency_ms", "heavy") and "mode" in r,
      chart_fairness),
     ("tsbs", lambda r: "type" in r and "protocol" in r and "label" in r, chart_tsbs),

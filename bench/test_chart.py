@@ -171,6 +171,29 @@ def test_lookup():
     check("PostgreSQL: 600" in bars(doc), "p99 drawn: %s" % bars(doc))
 
 
+MATVIEWS = """\
+# bench/matviews.sh 2026-12-07T21:52:23Z: cpu-s200-3d.ilp (5184000 rows)
+result: server=sundial kind=ingest run=1 views=0 rows=5184000 rows_per_s=1256727
+result: server=sundial kind=lag run=1 view=cpu_1m txns=38 p50_ms=102 p99_ms=208 max_ms=208
+result: server=sundial kind=lag run=2 view=cpu_1m txns=38 p50_ms=100 p99_ms=300 max_ms=300
+result: server=questdb kind=lag run=1 view=cpu_1m txns=30 p50_ms=104 p99_ms=416 max_ms=416
+result: server=sundial kind=dashboard run=1 query=all-hosts raw_median_ms=7.00 view_median_ms=2.00
+result: server=sundial_unrouted kind=dashboard run=1 query=all-hosts raw_median_ms=22.00 view_median_ms=2.50
+result: server=questdb kind=dashboard run=1 query=all-hosts raw_median_ms=154.00 view_median_ms=6.00
+"""
+
+
+def test_matviews():
+    status, doc, _ = run(MATVIEWS)
+    check(status == 0, "matviews: exit 0")
+    b, t = bars(doc), texts(doc)
+    # Medians over rounds: the lag p99 of rounds 1 and 2 (208, 300) is 254.
+    check("Sundial: 254" in b, "median over rounds: %s" % b)
+    check("Sundial: 22.0" in b and "QuestDB: 154" in b, "raw rows: %s" % b)
+    check("7.00x" in t and "3.00x" in t, "raw and view ratios: %s" % t)
+    check(any("routed to the view" in x for x in t), "the routed raw query is its own group")
+
+
 def test_refuses():
     status, doc, err = run("protocol type\n# nothing measured\n")
     check(status == 1 and doc is None and "no `result:` lines" in err, "refused: %r" % err)
