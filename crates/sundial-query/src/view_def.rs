@@ -78,7 +78,11 @@ pub(crate) fn rollups(db: &Database, table: &str) -> Vec<Rollup> {
         let Some(state) = snapshot.refresh() else {
             continue;
         };
-        if state.invalid.is_some() || state.base_id != base.id() {
+        // A watermark past the base table's last commit (a restored backup) proves nothing.
+        if state.invalid.is_some()
+            || state.base_id != base.id()
+            || state.base_seq > base_snapshot.seq()
+        {
             continue;
         }
         let fresh_before = if state.base_seq == base_snapshot.seq() {

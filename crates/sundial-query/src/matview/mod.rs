@@ -410,8 +410,14 @@ async fn refresh_locked(engine: &dyn Runner, view: &Arc<Table>, how: RefreshHow)
                 invalidate(view, Some(state), "base table is dropped").await?;
                 return Ok(0);
             }
-            if state.base_seq >= base_seq {
+            if state.base_seq == base_seq {
                 return Ok(0);
+            }
+            if state.base_seq > base_seq {
+                // The view reflects commits the base table no longer has (both restored from
+                // a backup that copied the view after a later refresh): its rows are not
+                // known to be the query's over this base.
+                return full(engine, view, &def, &base, fresh_state).await;
             }
             let Some(changes) = base.changes_since(state.base_seq) else {
                 return full(engine, view, &def, &base, fresh_state).await;
