@@ -90,6 +90,22 @@ pub fn call(name: &str, args: Vec<Expr>) -> Expr {
     })
 }
 
+/// The conjuncts of `e`'s top-level ANDs, through parentheses, appended to `out`.
+pub fn split_and<'e>(e: &'e Expr, out: &mut Vec<&'e Expr>) {
+    match e {
+        Expr::BinaryOp {
+            left,
+            op: BinaryOperator::And,
+            right,
+        } => {
+            split_and(left, out);
+            split_and(right, out);
+        }
+        Expr::Nested(inner) => split_and(inner, out),
+        other => out.push(other),
+    }
+}
+
 /// `expr AS alias`, the alias quoted.
 pub fn aliased(expr: Expr, alias: &str) -> SelectItem {
     SelectItem::ExprWithAlias {

@@ -414,7 +414,7 @@ fn bounds(call: &Call, selection: Option<&Expr>) -> Result<(Expr, Expr)> {
     let (mut lows, mut highs) = (Vec::new(), Vec::new());
     if let Some(selection) = selection {
         let mut conjuncts = Vec::new();
-        split_and(selection, &mut conjuncts);
+        crate::ast::split_and(selection, &mut conjuncts);
         for c in conjuncts {
             where_bound(c, &call.time, &mut lows, &mut highs);
         }
@@ -455,22 +455,6 @@ fn bounds(call: &Call, selection: Option<&Expr>) -> Result<(Expr, Expr)> {
                 ),
             }))
         }
-    }
-}
-
-/// The conjuncts of `e`'s top-level ANDs, through parentheses.
-fn split_and<'e>(e: &'e Expr, out: &mut Vec<&'e Expr>) {
-    match e {
-        Expr::BinaryOp {
-            left,
-            op: BinaryOperator::And,
-            right,
-        } => {
-            split_and(left, out);
-            split_and(right, out);
-        }
-        Expr::Nested(inner) => split_and(inner, out),
-        other => out.push(other),
     }
 }
 

@@ -355,7 +355,7 @@ fn plan(statement: &Statement, clauses: &Clauses, catalog: &dyn Catalog) -> Opti
     let (mut lo, mut hi): (Option<i64>, Option<i64>) = (None, None);
     if let Some(selection) = &select.selection {
         let mut conjuncts = Vec::new();
-        split_and(selection, &mut conjuncts);
+        crate::ast::split_and(selection, &mut conjuncts);
         for c in conjuncts {
             let c = unqualified(c, &column_of)?;
             let mut columns = Vec::new();
@@ -508,21 +508,6 @@ fn unqualified(e: &Expr, column_of: &dyn Fn(&Expr) -> Option<String>) -> Option<
         ControlFlow::<()>::Continue(())
     });
     (!foreign).then_some(out)
-}
-
-fn split_and<'e>(e: &'e Expr, out: &mut Vec<&'e Expr>) {
-    match e {
-        Expr::BinaryOp {
-            left,
-            op: BinaryOperator::And,
-            right,
-        } => {
-            split_and(left, out);
-            split_and(right, out);
-        }
-        Expr::Nested(inner) => split_and(inner, out),
-        other => out.push(other),
-    }
 }
 
 /// The bounds `[lo, hi)` a conjunct on the timestamp alone puts on it, if it is a comparison

@@ -32,6 +32,17 @@ fn refresh(base_seq: u64) -> RefreshState {
     }
 }
 
+/// A materialized view `v`, partitioned by hour, of the model's columns.
+fn view(db: &Database) -> std::sync::Arc<sundial_storage::Table> {
+    db.create_derived(
+        def("v", PartitionBy::Hour),
+        TableKind::MaterializedView,
+        "CREATE MATERIALIZED VIEW v AS (SELECT 1)",
+        false,
+    )
+    .unwrap()
+}
+
 /// Replaces `lo..hi` by `rows` in the table and in the model.
 fn replace(w: &mut TableWriter, model: &mut Vec<Row>, lo: i64, hi: i64, rows: &[Row]) {
     w.replace_range(lo, hi).unwrap();
@@ -114,14 +125,7 @@ fn random_replacements_match_the_model_across_reopens() {
 fn an_uncommitted_replacement_changes_nothing() {
     let dir = tempfile::tempdir().unwrap();
     let db = Database::open(dir.path(), options()).unwrap();
-    let table = db
-        .create_derived(
-            def("v", PartitionBy::Hour),
-            TableKind::MaterializedView,
-            "CREATE MATERIALIZED VIEW v AS (SELECT 1)",
-            false,
-        )
-        .unwrap();
+    let table = view(&db);
     let mut rng = Rng(5);
     let base = 1_451_606_400_000_000_000i64;
     let rows: Vec<Row> = (0..100).map(|i| random_row(&mut rng, base, i)).collect();
@@ -209,14 +213,7 @@ fn the_change_log_reports_rows_removals_and_schema_changes() {
 fn only_a_refresh_writes_a_view() {
     let dir = tempfile::tempdir().unwrap();
     let db = Database::open(dir.path(), options()).unwrap();
-    let view = db
-        .create_derived(
-            def("v", PartitionBy::Hour),
-            TableKind::MaterializedView,
-            "CREATE MATERIALIZED VIEW v AS (SELECT 1)",
-            false,
-        )
-        .unwrap();
+    let view = view(&db);
     let mut rng = Rng(3);
     let row = random_row(&mut rng, 1_451_606_400_000_000_000, 1);
     let mut w = view.writer().unwrap();
