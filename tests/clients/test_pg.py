@@ -329,6 +329,41 @@ def test_psql_catalog_commands(server):
     assert "List of databases" in out and "UTF8" in out, out
 
 
+def test_views_and_materialized_views_through_drivers(server):
+    r"""Views and materialized views as psql's catalog commands and psycopg see them: \dv
+    lists views, \dm materialized views, \d describes a view's columns; both are read like
+    tables, refresh through the driver, and writes to them fail with the reason."""
+    with psycopg.connect(server.dsn, autocommit=True) as conn:
+        conn.execute("CREATE TABLE readings (ts TIMESTAMP, site SYMBOL, temp DOUBLE) "
+                     "TIMESTAMP(ts) PARTITION BY DAY")
+        conn.execute("INSERT INTO readings VALUES ('2024-01-01T00:10:00Z', 'a', 1.5), "
+                     "('2024-01-01T00:40:00Z', 'a', 2.5), ('2024-01-01T01:10:00Z', 'b', 4.0)")
+        conn.execute("CREATE VIEW warm AS (SELECT ts, site, temp FROM readings WHERE temp > 2)")
+        conn.execute("CREATE MATERIALIZED VIEW hourly REFRESH MANUAL AS "
+                     "(SELECT ts, site, avg(temp) AS temp FROM readings SAMPLE BY 1h)")
+        cur = conn.execute("SELECT site, temp FROM warm ORDER BY ts")
+        assert cur.fetchall() == [("a", 2.5), ("b", 4.0)]
+        assert [d.name for d in cur.description] == ["site", "temp"]
+        conn.execute("INSERT INTO readings VALUES ('2024-01-01T01:20:00Z', 'b', 6.0)")
+        conn.execute("REFRESH MATERIALIZED VIEW hourly")
+        cur = conn.execute("SELECT ts, site, temp FROM hourly ORDER BY ts, site")
+        assert cur.fetchall() == [(dt.datetime(2024, 1, 1, 0, 0), "a", 2.0),
+                                  (dt.datetime(2024, 1, 1, 1, 0), "b", 5.0)]
+        with pytest.raises(psycopg.Error, match="is a view"):
+            conn.execute("INSERT INTO warm VALUES ('2024-01-02T00:00:00Z', 'c', 9.0)")
+        with pytest.raises(psycopg.Error, match="is a materialized view"):
+            conn.execute("INSERT INTO hourly VALUES ('2024-01-02T00:00:00Z', 'c', 9.0)")
+    out = psql(server, "-c", r"\dv").stdout
+    assert "warm" in out and "view" in out and "hourly" not in out, out
+    out = psql(server, "-c", r"\dm").stdout
+    assert "hourly" in out and "materialized view" in out, out
+    out = psql(server, "-c", r"\d warm").stdout
+    for column, type_name in [("ts", "timestamp without time zone"), ("site", "character varying"),
+                              ("temp", "double precision")]:
+        assert any(line.split("|")[0].strip() == column and line.split("|")[1].strip() == type_name
+                   for line in out.splitlines() if "|" in line), (column, type_name, out)
+
+
 def test_psql_copy_from_file_stdin_and_to_file(server, tmp_path):
     psql(server, "-c", "CREATE TABLE c (ts TIMESTAMP, sym SYMBOL, price DOUBLE, qty LONG, ok BOOLEAN, "
                        "note VARCHAR) TIMESTAMP(ts) PARTITION BY DAY")
