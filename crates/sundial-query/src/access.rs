@@ -86,6 +86,7 @@ pub(crate) fn of_command(command: &Command) -> Needed {
         Command::CreateMaterializedView(_) => admin("CREATE MATERIALIZED VIEW"),
         Command::DropViews { .. } => admin("DROP VIEW"),
         Command::RefreshMaterializedView { .. } => admin("REFRESH MATERIALIZED VIEW"),
+        Command::AlterMaterializedView { .. } => admin("ALTER MATERIALIZED VIEW"),
         Command::ShowCreateView { .. } => Needed::new(Role::Read, "SHOW"),
         Command::User(user) => match user {
             UserCommand::SetPassword { name, .. } => Needed {

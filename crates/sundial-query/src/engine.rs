@@ -775,6 +775,10 @@ impl Engine {
                 crate::matview::create(self, c).await?;
                 done("CREATE MATERIALIZED VIEW")
             }
+            Command::AlterMaterializedView { name, change } => {
+                crate::matview::alter(self, &name, change).await?;
+                done("ALTER MATERIALIZED VIEW")
+            }
             Command::RefreshMaterializedView { name, how } => Ok(Output::Done {
                 tag: "REFRESH MATERIALIZED VIEW".into(),
                 rows: Some(crate::matview::refresh_statement(self, &name, how).await?),

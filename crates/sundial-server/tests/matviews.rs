@@ -50,9 +50,23 @@ const VIEWS: [(&str, &str); 2] = [
     ),
 ];
 
-/// Waits until every view's watermark is the base table's last commit, and then compares.
+/// Waits until the rows sent are all committed (the row count holds still), then until every
+/// view's watermark is the base table's last commit, and then compares.
 fn assert_views_follow(server: &Server, context: &str) {
     let started = Instant::now();
+    let mut last = String::new();
+    loop {
+        let count = dataset(&exec_ok(server, "SELECT count(*) FROM cpu"));
+        if count == last {
+            break;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "{context}: rows kept arriving"
+        );
+        last = count;
+        std::thread::sleep(Duration::from_millis(300));
+    }
     loop {
         let body = exec_ok(
             server,
@@ -125,6 +139,13 @@ fn immediate_views_follow_ilp_rows_and_kill_9() {
         VIEWS[1].1
     );
     assert!(shown.contains(&want), "{shown}");
+    // ALTER rewrites the statement SHOW CREATE shows.
+    exec_ok(&server, "ALTER MATERIALIZED VIEW cpu_1h SET TTL 52 WEEKS");
+    let shown = exec_ok(&server, "SHOW CREATE MATERIALIZED VIEW cpu_1h");
+    assert!(
+        shown.contains(") PARTITION BY MONTH TTL 52 WEEK"),
+        "{shown}"
+    );
     let mut seed = 0x9e37_79b9_7f4a_7c15u64;
     let mut minute = 0i64;
     for round in 0..4 {

@@ -56,7 +56,7 @@ pub use questdb::{Catalog, Clauses};
 pub use sqlparser;
 pub use statement::{Command, CreateTable, Statement, create_table_sql, parse, split_statements};
 pub use users::{Password, TokenType, UserCommand, UserRole};
-pub use views::{CreateMaterializedView, CreateView, Refresh, RefreshHow};
+pub use views::{AlterView, CreateMaterializedView, CreateView, Refresh, RefreshHow};
 
 /// What [`rewrite`] learned of a statement before rewriting it.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

@@ -7,7 +7,7 @@ use sundial_storage::{ColumnType, ConvertTo, PartitionBy, Ttl, TtlUnit};
 use crate::error::{Result, SqlError};
 use crate::tokens::{Parser, offset, tokenize};
 use crate::users::UserCommand;
-use crate::views::{CreateMaterializedView, CreateView, RefreshHow};
+use crate::views::{AlterView, CreateMaterializedView, CreateView, RefreshHow};
 
 /// Words that start a column constraint, which no column takes: they end a column's type.
 const COLUMN_CONSTRAINTS: &[&str] = &[
@@ -122,6 +122,11 @@ pub enum Command {
     RefreshMaterializedView {
         name: String,
         how: RefreshHow,
+    },
+    /// `ALTER MATERIALIZED VIEW v SET TTL n UNIT | SET REFRESH ...`.
+    AlterMaterializedView {
+        name: String,
+        change: AlterView,
     },
     /// `DROP VIEW` or `DROP MATERIALIZED VIEW`.
     DropViews {
@@ -259,6 +264,10 @@ pub fn parse(sql: &str) -> Result<Command> {
     let mut p = Parser::new(sql)?;
     let command = if p.eat_kw("CREATE") && p.eat_kw("TABLE") {
         Command::CreateTable(p.create_table()?)
+    } else if p.reset() && p.eat_kw("ALTER") && p.eat_kw("MATERIALIZED") {
+        p.expect_kw("VIEW")?;
+        let (name, change) = p.alter_materialized_view()?;
+        Command::AlterMaterializedView { name, change }
     } else if p.reset() && p.eat_kw("ALTER") && p.eat_kw("TABLE") {
         p.alter_table()?
     } else if p.reset() && p.eat_kw("DROP") && p.eat_kw("TABLE") {

@@ -60,6 +60,15 @@ pub enum Refresh {
     },
 }
 
+/// What `ALTER MATERIALIZED VIEW` changes.
+#[derive(Debug, Clone, PartialEq)]
+pub enum AlterView {
+    /// `SET TTL n UNIT` (`None`: `TTL 0 ...`, no TTL).
+    Ttl(Option<Ttl>),
+    /// `SET REFRESH IMMEDIATE | MANUAL | EVERY ...`.
+    Refresh(Refresh),
+}
+
 /// What `REFRESH MATERIALIZED VIEW` recomputes.
 #[derive(Debug, Clone, PartialEq)]
 pub enum RefreshHow {
@@ -252,6 +261,20 @@ impl Parser<'_> {
             return self.error("expected a query");
         }
         Ok(text.to_string())
+    }
+
+    /// After `ALTER MATERIALIZED VIEW`: the view's name and the change.
+    pub(crate) fn alter_materialized_view(&mut self) -> Result<(String, AlterView)> {
+        let name = self.name("materialized view name")?;
+        self.expect_kw("SET")?;
+        let change = if self.eat_kw("TTL") {
+            AlterView::Ttl(self.duration("TTL", "TTL 30 DAYS")?)
+        } else if self.eat_kw("REFRESH") {
+            AlterView::Refresh(self.refresh()?)
+        } else {
+            return self.error("expected SET TTL <n> <unit> or SET REFRESH <mode>");
+        };
+        Ok((name, change))
     }
 
     /// After `REFRESH MATERIALIZED VIEW`: the view's name and what to refresh.

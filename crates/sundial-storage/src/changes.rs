@@ -7,6 +7,9 @@
 //! both commits with the union of their changes. Every answer is therefore a superset of what
 //! changed, which is safe: recomputing a bucket that did not change rewrites the same rows.
 //!
+//! A commit's changes are recorded before its snapshot is published, so a reader that saw a
+//! commit's snapshot finds its changes here.
+//!
 //! Invariant: the log knows every commit after `known_after` (the sequence number the table
 //! was opened at). [`ChangeLog::since`] answers `None` for an older sequence number: after a
 //! restart a view whose watermark is older than the table's open refreshes fully.

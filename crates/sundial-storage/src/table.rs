@@ -1094,12 +1094,13 @@ impl TableWriter {
         };
         let meta = snapshot.meta();
         let (ttl, cold_after) = (meta.ttl.is_some(), meta.cold_after.is_some());
-        let seq = snapshot.seq();
-        self.table.publish(snapshot);
+        // Recorded before it is published: whoever sees this commit's snapshot finds its
+        // changes in the log (a view's refresh reads the snapshot first, then the log).
         if let Some((min_ts, max_ts)) = changed {
             self.table
-                .record_changes(seq, Changes::rows(min_ts, max_ts));
+                .record_changes(snapshot.seq(), Changes::rows(min_ts, max_ts));
         }
+        self.table.publish(snapshot);
         sundial_metrics::metrics().commit(rows, started.elapsed());
         if ttl || cold_after {
             self.warn_of_future_row();
@@ -1366,6 +1367,30 @@ impl TableWriter {
         })
     }
 
+    /// Replaces a view's or materialized view's defining statement (`ALTER MATERIALIZED
+    /// VIEW`); its rows and refresh state stay. Commits on its own.
+    pub fn set_definition(&mut self, definition: &str) -> Result<()> {
+        if definition.len() > crate::txn::DEFINITION_BYTES_MAX {
+            return Err(StorageError::InvalidInput(format!(
+                "a definition of {} bytes; at most {} are kept",
+                definition.len(),
+                crate::txn::DEFINITION_BYTES_MAX
+            )));
+        }
+        self.change_schema(Changes::default(), |state| {
+            if state.meta.kind == TableKind::Table {
+                return Err(StorageError::InvalidInput(format!(
+                    "'{}' is a table: it has no definition",
+                    state.meta.name
+                )));
+            }
+            let mut meta = (*state.meta).clone();
+            meta.definition = Some(Arc::from(definition));
+            state.meta = Arc::new(meta);
+            Ok(())
+        })
+    }
+
     /// Drops the partitions the table's TTL has expired (see `ttl.rs`); returns how many.
     pub fn drop_expired(&mut self) -> Result<usize> {
         let state = self.state()?;
@@ -1516,9 +1541,9 @@ impl TableWriter {
         // Fsynced in every mode: the directories a schema change leaves unnamed are deleted
         // next, and the previous slot, which names them, must never be taken again.
         let snapshot = state.commit_state(next, Vec::new(), true)?;
-        let seq = snapshot.seq();
+        // Recorded before it is published (see `commit`).
+        self.table.record_changes(snapshot.seq(), changes);
         self.table.publish(snapshot);
-        self.table.record_changes(seq, changes);
         Ok(())
     }
 }

@@ -37,7 +37,7 @@ use datafusion::logical_expr::{Expr, Filter, LogicalPlan, lit};
 use datafusion::scalar::ScalarValue;
 use sundial_sql::questdb::stride::{Stride, Unit};
 use sundial_sql::questdb::{Buckets, extract, view_buckets};
-use sundial_sql::{Command, CreateMaterializedView, Refresh, RefreshHow};
+use sundial_sql::{AlterView, Command, CreateMaterializedView, Refresh, RefreshHow};
 use sundial_storage::{PartitionBy, RefreshState, Table, TableKind, TableMeta};
 
 use crate::runner::{Runner, blocking};
@@ -285,6 +285,44 @@ pub(crate) async fn create(engine: &dyn Runner, c: CreateMaterializedView) -> Re
         return Err(e);
     }
     Ok(())
+}
+
+/// `ALTER MATERIALIZED VIEW v SET TTL ... | SET REFRESH ...`: the setting changes, and the
+/// stored statement with it (SHOW CREATE shows the view as it now is).
+pub(crate) async fn alter(engine: &dyn Runner, name: &str, change: AlterView) -> Result<()> {
+    let view = engine.table_or_error(name)?;
+    let meta = view.meta();
+    crate::views::expect_kind(
+        &meta,
+        TableKind::MaterializedView,
+        "ALTER MATERIALIZED VIEW",
+    )?;
+    let mut def = definition(&meta)?;
+    let ttl = match change {
+        AlterView::Ttl(ttl) => {
+            def.view.ttl = ttl;
+            Some(ttl)
+        }
+        AlterView::Refresh(Refresh::Period { .. }) => {
+            return Err(QueryError::NotSupported(
+                "REFRESH PERIOD (not yet): use IMMEDIATE, MANUAL or EVERY".into(),
+            ));
+        }
+        AlterView::Refresh(refresh) => {
+            def.view.refresh = refresh;
+            None
+        }
+    };
+    let statement = normalised(&def.view, &def.base, meta.partition_by);
+    blocking(move || {
+        let mut w = view.writer()?;
+        if let Some(ttl) = ttl {
+            w.set_ttl(ttl)?;
+            w.drop_expired()?;
+        }
+        Ok(w.set_definition(&statement)?)
+    })
+    .await
 }
 
 /// `REFRESH MATERIALIZED VIEW v [FULL | INCREMENTAL | RANGE FROM a TO b]`: the rows written.
