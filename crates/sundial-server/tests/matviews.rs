@@ -15,22 +15,6 @@ const MINUTE_NS: i64 = 60_000_000_000;
 /// 2024-01-01T00:00:00Z.
 const BASE_NS: i64 = 1_704_067_200_000_000_000;
 
-fn exec(server: &Server, query: &str) -> (u16, String) {
-    http(
-        server.http,
-        "GET",
-        &format!("/exec?query={}", encode(query)),
-        &[],
-        b"",
-    )
-}
-
-fn exec_ok(server: &Server, query: &str) -> String {
-    let (status, body) = exec(server, query);
-    assert_eq!(status, 200, "{query}: {body}");
-    body
-}
-
 /// The `dataset` of an /exec answer.
 fn dataset(body: &str) -> String {
     let at = body.find("\"dataset\":").expect("a dataset");
@@ -173,26 +157,20 @@ fn immediate_views_follow_ilp_rows_and_kill_9() {
         assert_views_follow(&server, &format!("after kill -9 in round {round}"));
     }
     // A full refresh gives the same rows.
-    let before: Vec<String> = VIEWS
-        .iter()
-        .map(|(v, _)| {
-            dataset(&exec_ok(
-                &server,
-                &format!("SELECT * FROM {v} ORDER BY ts, host"),
-            ))
-        })
-        .collect();
+    let rows = |server: &Server| -> Vec<String> {
+        VIEWS
+            .iter()
+            .map(|(v, _)| {
+                dataset(&exec_ok(
+                    server,
+                    &format!("SELECT * FROM {v} ORDER BY ts, host"),
+                ))
+            })
+            .collect()
+    };
+    let before = rows(&server);
     exec_ok(&server, "REFRESH MATERIALIZED VIEW cpu_1m FULL");
     exec_ok(&server, "REFRESH MATERIALIZED VIEW cpu_1h FULL");
-    let after: Vec<String> = VIEWS
-        .iter()
-        .map(|(v, _)| {
-            dataset(&exec_ok(
-                &server,
-                &format!("SELECT * FROM {v} ORDER BY ts, host"),
-            ))
-        })
-        .collect();
-    assert_eq!(before, after);
+    assert_eq!(before, rows(&server));
     stop(server);
 }

@@ -23,23 +23,6 @@ fn now_ns() -> i64 {
     i64::try_from(since.as_nanos()).unwrap()
 }
 
-/// `query` over /exec: status and body.
-fn exec(server: &Server, query: &str) -> (u16, String) {
-    http(
-        server.http,
-        "GET",
-        &format!("/exec?query={}", encode(query)),
-        &[],
-        b"",
-    )
-}
-
-fn exec_ok(server: &Server, query: &str) -> String {
-    let (status, body) = exec(server, query);
-    assert_eq!(status, 200, "{query}: {body}");
-    body
-}
-
 /// ILP over HTTP: status and body.
 fn write(server: &Server, lines: &str) -> (u16, String) {
     http(server.http, "POST", "/write", &[], lines.as_bytes())

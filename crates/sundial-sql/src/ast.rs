@@ -6,7 +6,7 @@
 use sqlparser::ast::{
     BinaryOperator, CastKind, DataType, Expr, Function, FunctionArg, FunctionArgExpr,
     FunctionArgumentList, FunctionArguments, GroupByExpr, Ident, ObjectName, Query, SelectItem,
-    SetExpr, Statement, Value,
+    SetExpr, Statement, TableFactor, Value,
 };
 use sqlparser::dialect::GenericDialect;
 use sqlparser::parser::Parser;
@@ -103,6 +103,22 @@ pub fn split_and<'e>(e: &'e Expr, out: &mut Vec<&'e Expr>) {
         }
         Expr::Nested(inner) => split_and(inner, out),
         other => out.push(other),
+    }
+}
+
+/// The table `name` as a FROM item, without alias or anything else.
+pub fn table(name: ObjectName) -> TableFactor {
+    TableFactor::Table {
+        name,
+        alias: None,
+        args: None,
+        with_hints: Vec::new(),
+        version: None,
+        with_ordinality: false,
+        partitions: Vec::new(),
+        json_path: None,
+        sample: None,
+        index_hints: Vec::new(),
     }
 }
 

@@ -317,18 +317,10 @@ fn make_empty(select: &mut Select, columns: Option<Vec<Column>>, catalog: &dyn S
     let relation = empty_relation(&select.from, catalog);
     select.from = relation
         .map(|rel| TableWithJoins {
-            relation: TableFactor::Table {
-                name: ObjectName::from(vec![Ident::new("pg_catalog"), Ident::new(rel)]),
-                alias: None,
-                args: None,
-                with_hints: Vec::new(),
-                version: None,
-                with_ordinality: false,
-                partitions: Vec::new(),
-                json_path: None,
-                sample: None,
-                index_hints: Vec::new(),
-            },
+            relation: crate::ast::table(ObjectName::from(vec![
+                Ident::new("pg_catalog"),
+                Ident::new(rel),
+            ])),
             joins: Vec::new(),
         })
         .into_iter()

@@ -791,18 +791,10 @@ fn build(query: &Query, plan: Plan) -> Result<Query> {
             ));
         }
     };
-    let view = TableFactor::Table {
-        name: ObjectName::from(vec![Ident::with_quote('"', &plan.rollup.view)]),
-        alias: None,
-        args: None,
-        with_hints: Vec::new(),
-        version: None,
-        with_ordinality: false,
-        partitions: Vec::new(),
-        json_path: None,
-        sample: None,
-        index_hints: Vec::new(),
-    };
+    let view = crate::ast::table(ObjectName::from(vec![Ident::with_quote(
+        '"',
+        &plan.rollup.view,
+    )]));
     let _ = sqlparser::ast::VisitMut::visit(
         &mut routed,
         &mut Tables {

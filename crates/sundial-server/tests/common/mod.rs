@@ -322,6 +322,23 @@ pub fn memory_kib(pid: u32) -> (u64, u64) {
     (field("VmRSS:"), field("VmHWM:"))
 }
 
+/// `query` over /exec: status and body.
+fn exec(server: &Server, query: &str) -> (u16, String) {
+    http(
+        server.http,
+        "GET",
+        &format!("/exec?query={}", encode(query)),
+        &[],
+        b"",
+    )
+}
+
+fn exec_ok(server: &Server, query: &str) -> String {
+    let (status, body) = exec(server, query);
+    assert_eq!(status, 200, "{query}: {body}");
+    body
+}
+
 /// Waits until the server's log has a line containing `text`.
 pub fn wait_for_log(server: &Server, text: &str, within: Duration) -> bool {
     let started = Instant::now();
