@@ -323,7 +323,7 @@ pub fn memory_kib(pid: u32) -> (u64, u64) {
 }
 
 /// `query` over /exec: status and body.
-fn exec(server: &Server, query: &str) -> (u16, String) {
+pub fn exec(server: &Server, query: &str) -> (u16, String) {
     http(
         server.http,
         "GET",
@@ -333,7 +333,7 @@ fn exec(server: &Server, query: &str) -> (u16, String) {
     )
 }
 
-fn exec_ok(server: &Server, query: &str) -> String {
+pub fn exec_ok(server: &Server, query: &str) -> String {
     let (status, body) = exec(server, query);
     assert_eq!(status, 200, "{query}: {body}");
     body
