@@ -537,8 +537,17 @@ def test_materialized_views_agree(questdb, sundial, loaded, data):
     for table, lines in data.lines.items():
         late[table] = [shift_line(line, -3600) for line in lines[-200:]]
     payload = "".join(line + "\n" for lines in late.values() for line in lines).encode()
+    before = {server: table_counts(port, late) for server, port in ports.items()}
     for server in ports:
         send_ilp(ilp[server], payload)
+    # ILP over TCP commits in batches: the views are compared only once every late row is
+    # committed, or a view caught up with a partial commit would differ.
+    for server, port in ports.items():
+        want = {t: n + len(late[t]) for t, n in before[server].items()}
+        deadline = time.monotonic() + 60
+        while (got := table_counts(port, late)) != want:
+            assert time.monotonic() < deadline, (server, got, want)
+            time.sleep(0.2)
     compare_views("after late rows")
     q, s = (exec_http(p, "SELECT * FROM materialized_views() LIMIT 0") for p in ports.values())
     same = [
@@ -550,6 +559,16 @@ def test_materialized_views_agree(questdb, sundial, loaded, data):
     for d in diffs:
         explain(d)
     assert not unexplained, "\n".join(f"{d.stmt.sql}: {d.kind}\n{d.detail}" for d in unexplained)
+
+
+def table_counts(port: int, tables) -> dict[str, int]:
+    """Each table's committed row count on the server at `port`."""
+    counts = {}
+    for table in tables:
+        a = exec_http(port, f"SELECT count() FROM {table}")
+        assert a.error is None, (table, a.error)
+        counts[table] = a.rows[0][0]
+    return counts
 
 
 def shift_line(line: str, seconds: int) -> str:
