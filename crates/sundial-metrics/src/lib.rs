@@ -192,6 +192,13 @@ pub struct Metrics {
     /// `sundial_matview_refreshes_total{outcome}`: succeeded, failed.
     matview_refreshes: [IntCounter; 2],
     matview_refresh_seconds: Histogram,
+    /// `sundial_last_value_cache_lookups_total{outcome}`: answered from a cache, or not
+    /// (the cache was over its budget or behind a change it cannot follow in place).
+    last_value_lookups: [IntCounter; 2],
+    /// `sundial_last_value_cache_bytes`: memory the last-value caches hold.
+    pub last_value_bytes: IntGauge,
+    /// `sundial_last_value_cache_keys`: keys the last-value caches hold.
+    pub last_value_keys: IntGauge,
     /// `sundial_ingest_pending_rows`, set at scrape time.
     pub pending_rows: IntGauge,
     queries: [[IntCounter; 3]; 2],
@@ -334,6 +341,25 @@ impl Metrics {
         )
         .expect("valid metric definition");
         register(&r, &matview_refresh_seconds);
+        let lookups = counter_vec(
+            &r,
+            "sundial_last_value_cache_lookups_total",
+            "Queries (LATEST ON, SELECT DISTINCT key, last_cache()) a last-value cache covered, by \
+             outcome: served from the cache, or read from the table instead.",
+            &["outcome"],
+        );
+        let last_value_lookups =
+            ["hit", "miss"].map(|outcome| lookups.with_label_values(&[outcome]));
+        let last_value_bytes = gauge(
+            &r,
+            "sundial_last_value_cache_bytes",
+            "Memory the last-value caches hold, in bytes (bounded by the engine's budget).",
+        );
+        let last_value_keys = gauge(
+            &r,
+            "sundial_last_value_cache_keys",
+            "Keys (rows) the last-value caches hold.",
+        );
         let pending_rows = gauge(
             &r,
             "sundial_ingest_pending_rows",
@@ -455,6 +481,9 @@ impl Metrics {
             commit_seconds,
             matview_refreshes,
             matview_refresh_seconds,
+            last_value_lookups,
+            last_value_bytes,
+            last_value_keys,
             pending_rows,
             queries,
             query_seconds,
@@ -519,6 +548,11 @@ impl Metrics {
     }
 
     /// Counts a refresh of a materialized view that took `elapsed`.
+    /// A query a last-value cache covered: `hit` if the cache answered it.
+    pub fn last_value_lookup(&self, hit: bool) {
+        self.last_value_lookups[usize::from(!hit)].inc();
+    }
+
     pub fn matview_refresh(&self, ok: bool, elapsed: Duration) {
         self.matview_refreshes[usize::from(!ok)].inc();
         self.matview_refresh_seconds.observe(elapsed.as_secs_f64());
@@ -651,6 +685,9 @@ mod tests {
             "sundial_committed_rows_total",
             "sundial_commit_duration_seconds",
             "sundial_ingest_pending_rows",
+            "sundial_last_value_cache_lookups_total",
+            "sundial_last_value_cache_bytes",
+            "sundial_last_value_cache_keys",
             "sundial_queries_total",
             "sundial_query_duration_seconds",
             "sundial_connections_active",

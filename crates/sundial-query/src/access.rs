@@ -88,6 +88,8 @@ pub(crate) fn of_command(command: &Command) -> Needed {
         Command::RefreshMaterializedView { .. } => admin("REFRESH MATERIALIZED VIEW"),
         Command::AlterMaterializedView { .. } => admin("ALTER MATERIALIZED VIEW"),
         Command::ShowCreateView { .. } => Needed::new(Role::Read, "SHOW"),
+        Command::CreateLastValueCache(_) => admin("CREATE LAST VALUE CACHE"),
+        Command::DropLastValueCache { .. } => admin("DROP LAST VALUE CACHE"),
         Command::User(user) => match user {
             UserCommand::SetPassword { name, .. } => Needed {
                 own_password: Some(name.clone()),

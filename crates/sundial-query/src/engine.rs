@@ -29,6 +29,7 @@ use crate::dialect::{self, Parsed};
 use crate::error::{QueryError, Result};
 use crate::exec::bind;
 use crate::key_index::KeyIndexes;
+use crate::last_values::LastValues;
 use crate::plans::lookup::{Lookup, LookupRows, PointLookup};
 use crate::plans::mapped::MappedParts;
 use crate::plans::plan_cache::{self, PlanCache, PlannedTables, Shape};
@@ -285,6 +286,8 @@ pub struct Engine {
     current: RwLock<Arc<Current>>,
     /// Key indexes for point lookups and indexed symbols, shared by all sessions.
     key_indexes: Arc<KeyIndexes>,
+    /// The tables' last-value caches, shared by all sessions.
+    last_values: Arc<LastValues>,
     /// Whole-table key indexes of point lookups by integer keys, shared by all sessions.
     table_keys: Arc<TableKeys>,
     /// Partitions' columns mapped for point lookups, per table (see `plans::mapped`).
@@ -437,6 +440,9 @@ pub const INSERT_PENDING_ROWS_MAX: usize = 400_000;
 /// Query shapes whose plans are kept (see `plan_cache`).
 const PLAN_CACHE_ENTRIES_MAX: usize = 1024;
 
+/// Memory the last-value caches may hold together (see `last_values`).
+const LAST_VALUE_CACHE_BYTES_MAX: usize = 1 << 30;
+
 /// Memory the per-partition key indexes (symbol indexes, lookups a whole-table index does
 /// not answer) may take.
 const KEY_INDEX_BYTES_MAX: usize = 256 << 20;
@@ -481,6 +487,7 @@ impl Engine {
                 // Casts the dialect writes to PostgreSQL types (`names::PG_TYPE_QUALIFIER`).
                 .with_type_planner(Arc::new(sundial_pgcatalog::PgTypePlanner))
                 .with_analyzer_rule(Arc::new(crate::latest::LatestRule))
+                .with_optimizer_rule(Arc::new(crate::distinct_keys::DistinctKeysRule))
                 .with_physical_optimizer_rule(Arc::new(crate::exec::scan_agg::FuseScanAggregates))
                 .with_physical_optimizer_rule(Arc::new(
                     crate::exec::bucket_agg::FuseBucketAggregates,
@@ -502,11 +509,12 @@ impl Engine {
             .catalog(CATALOG)
             .ok_or_else(|| QueryError::Invalid("default catalog missing".into()))?;
         let key_indexes = Arc::new(KeyIndexes::new(KEY_INDEX_BYTES_MAX));
+        let last_values = Arc::new(LastValues::new(LAST_VALUE_CACHE_BYTES_MAX));
         catalog.register_schema(
             SCHEMA,
             Arc::new(SundialSchema::new(
                 inserts.clone(),
-                key_indexes.clone(),
+                (key_indexes.clone(), last_values.clone()),
                 Arc::new(crate::views::ViewPlanner::new(
                     db.clone(),
                     ctx.state_weak_ref(),
@@ -518,6 +526,7 @@ impl Engine {
         crate::partitions::register(&ctx, db.clone());
         crate::meta::register(&ctx, db.clone());
         crate::matview::register(&ctx, db.clone());
+        crate::last_values::functions::register(&ctx, db.clone(), last_values.clone());
         crate::bounded::install(&ctx, result_bound.clone());
         ctx.register_udf(crate::asof::marker_function());
         ctx.register_udf(crate::latest::marker_function());
@@ -527,6 +536,7 @@ impl Engine {
             current: RwLock::new(Current::of(&ctx)),
             ctx,
             key_indexes,
+            last_values,
             table_keys: Arc::new(TableKeys::new(TABLE_KEYS_BYTES_MAX)),
             mapped_parts: Arc::default(),
             memory: Default::default(),
@@ -855,6 +865,40 @@ impl Engine {
                 })
                 .await?;
                 done("ALTER TABLE")
+            }
+            Command::CreateLastValueCache(c) => {
+                let t = self.table(&c.table)?;
+                let exists = t
+                    .meta()
+                    .last_value_caches
+                    .iter()
+                    .any(|d| d.name.eq_ignore_ascii_case(&c.name));
+                if !(exists && c.if_not_exists) {
+                    blocking(move || {
+                        let mut w = t.writer()?;
+                        Ok(w.add_last_value_cache(&c.name, &c.keys, c.ignore_nulls)?)
+                    })
+                    .await?;
+                }
+                done("CREATE LAST VALUE CACHE")
+            }
+            Command::DropLastValueCache {
+                name,
+                table,
+                if_exists,
+            } => {
+                let t = self.table(&table)?;
+                let found = blocking({
+                    let name = name.clone();
+                    move || Ok(t.writer()?.drop_last_value_cache(&name)?)
+                })
+                .await?;
+                if !found && !if_exists {
+                    return Err(QueryError::Invalid(format!(
+                        "'{table}' has no last value cache named '{name}'"
+                    )));
+                }
+                done("DROP LAST VALUE CACHE")
             }
             Command::SetDedup { table, keys } => {
                 let t = self.table(&table)?;
@@ -1477,7 +1521,18 @@ impl Engine {
         engine: std::sync::Weak<Engine>,
         stop: tokio::sync::watch::Receiver<bool>,
     ) {
-        crate::matview::refresh_views(engine, stop).await;
+        let caches = {
+            let engine = engine.clone();
+            move || {
+                engine
+                    .upgrade()
+                    .map(|e| (e.db.clone(), e.last_values.clone()))
+            }
+        };
+        tokio::join!(
+            crate::matview::refresh_views(engine, stop.clone()),
+            crate::last_values::keep_up(caches, stop),
+        );
     }
 
     /// Fails when table `name` is of a kind `allowed` leaves out (a statement for tables on a

@@ -102,7 +102,11 @@ fn latest_input(input: &LogicalPlan, keys: &[Expr], filter: Option<Expr>) -> DfR
                 .map(|k| symbol_column(k, meta))
                 .collect::<DfResult<Vec<_>>>()?;
             let latest = LatestTable::new(
-                (table.table().clone(), table.indexes().clone()),
+                (
+                    table.table().clone(),
+                    table.indexes().clone(),
+                    table.last_values().clone(),
+                ),
                 meta.clone(),
                 keys,
                 filter,

@@ -11,7 +11,8 @@
 //!     │
 //!  asof, latest  planner extensions: ASOF/LT/SPLICE JOIN (analyzer rule, logical node,
 //!  shared        planner); LATEST ON over SYMBOL keys (analyzer rule to a LatestTable
-//!     │          scan); subqueries read more than once computed once (shared)
+//!  distinct_keys scan); subqueries read more than once computed once (shared); DISTINCT
+//!     │          keys from a last-value cache (distinct_keys)
 //!  permissions   plan checks: file writes, session settings; access: the role each
 //!     │          statement needs, checked at every run (users: CREATE USER, GRANT, ...);
 //!     │          column_origin: the table and column each result column reads
@@ -22,6 +23,7 @@
 //!     │          merge, cooperative yielding, rebinding kept plans to a run's values
 //!  snapshot      the storage seam: newest snapshot of a planned table, symbol lookup
 //!  key_index     per-partition hash indexes of keys, for point lookups and index scans
+//!  last_values   last-value caches: the newest row per key, kept up with the commits
 //!  table_keys    whole-table hash indexes of integer keys: a point lookup probes once
 //!  functions     QuestDB's time functions (date_format: its timestamp patterns;
 //!                fill_linear: SAMPLE BY's FILL(LINEAR) as a window function);
@@ -73,12 +75,14 @@ mod bounded;
 mod column_origin;
 mod date_format;
 mod dialect;
+mod distinct_keys;
 mod engine;
 mod error;
 mod exec;
 mod fill_linear;
 mod functions;
 mod key_index;
+mod last_values;
 mod latest;
 mod marker;
 mod matview;

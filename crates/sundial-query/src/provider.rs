@@ -27,6 +27,7 @@ use sundial_storage::{Database, Snapshot, Table, TableKind, TableMeta};
 use crate::error::{external, storage_error};
 use crate::exec::scan::{ScanSource, SundialScanExec, is_row_filter, is_time_filter};
 use crate::key_index::KeyIndexes;
+use crate::last_values::LastValues;
 use crate::snapshot::newest_snapshot;
 
 /// Where INSERTs write: the table sinks shared with the ILP receivers.
@@ -56,19 +57,21 @@ pub struct SundialSchema {
     db: Arc<Database>,
     inserts: InsertPath,
     indexes: Arc<KeyIndexes>,
+    last_values: Arc<LastValues>,
     views: Arc<dyn ViewSource>,
 }
 
 impl SundialSchema {
     pub(crate) fn new(
         inserts: InsertPath,
-        indexes: Arc<KeyIndexes>,
+        (indexes, last_values): (Arc<KeyIndexes>, Arc<LastValues>),
         views: Arc<dyn ViewSource>,
     ) -> Self {
         SundialSchema {
             db: inserts.sinks.db().clone(),
             inserts,
             indexes,
+            last_values,
             views,
         }
     }
@@ -96,7 +99,7 @@ impl SchemaProvider for SundialSchema {
         Ok(Some(Arc::new(SundialTable::new(
             t,
             self.inserts.clone(),
-            self.indexes.clone(),
+            (self.indexes.clone(), self.last_values.clone()),
         ))))
     }
 
@@ -176,10 +179,16 @@ pub struct SundialTable {
     inserts: InsertPath,
     /// Symbol indexes, shared with point lookups.
     indexes: Arc<KeyIndexes>,
+    /// The engine's last-value caches (`LATEST ON` and `SELECT DISTINCT` read them).
+    last_values: Arc<LastValues>,
 }
 
 impl SundialTable {
-    pub(crate) fn new(table: Arc<Table>, inserts: InsertPath, indexes: Arc<KeyIndexes>) -> Self {
+    pub(crate) fn new(
+        table: Arc<Table>,
+        inserts: InsertPath,
+        (indexes, last_values): (Arc<KeyIndexes>, Arc<LastValues>),
+    ) -> Self {
         let planned = table.meta();
         let schema = planned.arrow_schema();
         SundialTable {
@@ -188,7 +197,13 @@ impl SundialTable {
             schema,
             inserts,
             indexes,
+            last_values,
         }
+    }
+
+    /// The engine's last-value caches.
+    pub(crate) fn last_values(&self) -> &Arc<LastValues> {
+        &self.last_values
     }
 
     pub(crate) fn table(&self) -> &Arc<Table> {

@@ -26,7 +26,7 @@ pub(crate) fn newest_snapshot(table: &Table, planned: &Arc<TableMeta>) -> DfResu
 
 /// Whether `now` starts with the columns of `planned` (same ids, names and types).
 /// Adding or dropping a symbol index changes no column a plan reads.
-fn same_columns(planned: &[ColumnMeta], now: &[ColumnMeta]) -> bool {
+pub(crate) fn same_columns(planned: &[ColumnMeta], now: &[ColumnMeta]) -> bool {
     let same = |a: &ColumnMeta, b: &ColumnMeta| {
         (a.id, &a.name, a.column_type) == (b.id, &b.name, b.column_type)
     };

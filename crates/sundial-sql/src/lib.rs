@@ -26,7 +26,8 @@
 //! text pass, [`questdb::extract`], works on tokens because QuestDB's clauses are not SQL the
 //! parser knows. [`names`] holds the names of the engine functions the rewrites call.
 //! [`copy`] parses PostgreSQL's `COPY ... FROM STDIN / TO STDOUT` for the wire protocol;
-//! [`users`] parses user management (`CREATE USER`, `GRANT`, ...). Both Sundial's own
+//! [`users`] parses user management (`CREATE USER`, `GRANT`, ...), [`last_value_cache`] the
+//! last-value caches' DDL. Both Sundial's own
 //! statements and user management are parsed over one token cursor (`tokens`).
 
 pub mod array_text;
@@ -37,6 +38,7 @@ mod empty;
 mod error;
 mod from_functions;
 mod gapfill;
+pub mod last_value_cache;
 pub mod limits;
 pub mod names;
 pub mod questdb;
@@ -52,6 +54,7 @@ pub mod views;
 
 pub use compat::SystemCatalog;
 pub use error::{Result, SqlError, lower_first, parser_message};
+pub use last_value_cache::CreateLastValueCache;
 pub use questdb::{Catalog, Clauses};
 pub use sqlparser;
 pub use statement::{Command, CreateTable, Statement, create_table_sql, parse, split_statements};

@@ -5,6 +5,7 @@ use sqlparser::tokenizer::{Location, Token};
 use sundial_storage::{ColumnType, ConvertTo, PartitionBy, Ttl, TtlUnit};
 
 use crate::error::{Result, SqlError};
+use crate::last_value_cache::CreateLastValueCache;
 use crate::tokens::{Parser, offset, tokenize};
 use crate::users::UserCommand;
 use crate::views::{AlterView, CreateMaterializedView, CreateView, RefreshHow};
@@ -138,6 +139,14 @@ pub enum Command {
     ShowCreateView {
         name: String,
         materialized: bool,
+    },
+    /// `CREATE LAST VALUE CACHE` (see [`crate::last_value_cache`]).
+    CreateLastValueCache(CreateLastValueCache),
+    /// `DROP LAST VALUE CACHE [IF EXISTS] name ON table`.
+    DropLastValueCache {
+        name: String,
+        table: String,
+        if_exists: bool,
     },
     /// Any other statement, for DataFusion.
     Sql,
@@ -294,6 +303,15 @@ pub fn parse(sql: &str) -> Result<Command> {
         p.expect_from()?;
         Command::ShowColumns {
             table: p.name("table name")?,
+        }
+    } else if p.reset() && p.eat_kw("CREATE") && p.eat_last_value_cache()? {
+        Command::CreateLastValueCache(p.create_last_value_cache()?)
+    } else if p.reset() && p.eat_kw("DROP") && p.eat_last_value_cache()? {
+        let (name, table, if_exists) = p.drop_last_value_cache()?;
+        Command::DropLastValueCache {
+            name,
+            table,
+            if_exists,
         }
     } else if p.reset() && p.eat_kw("CREATE") && p.eat_kw("VIEW") {
         Command::CreateView(p.create_view(false)?)
@@ -890,6 +908,7 @@ mod tests {
             }),
             kind: Default::default(),
             definition: None,
+            last_value_caches: Vec::new(),
         };
         let sql = create_table_sql(&meta);
         let Command::CreateTable(c) = parse(&sql).unwrap() else {
@@ -921,6 +940,7 @@ mod tests {
             cold_after: None,
             kind: Default::default(),
             definition: None,
+            last_value_caches: Vec::new(),
         };
         assert_eq!(
             create_table_sql(&plain),

@@ -530,6 +530,7 @@ fn validate_def(def: &TableDef) -> Result<TableMeta> {
         cold_after: def.cold_after,
         kind: TableKind::Table,
         definition: None,
+        last_value_caches: Vec::new(),
     })
 }
 

@@ -292,6 +292,7 @@ mod tests {
                 cold_after: None,
                 kind: crate::txn::TableKind::Table,
                 definition: None,
+                last_value_caches: Vec::new(),
             }),
             partitions: vec![
                 partition(0, 2, 5, DAY_NS - 1),

@@ -82,7 +82,8 @@ pub use partition::PartitionBy;
 pub use table::{Durability, Snapshot, StorageOptions, Table, TableWriter};
 pub use ttl::{Ttl, TtlUnit};
 pub use txn::{
-    ColumnMeta, DEFINITION_BYTES_MAX, PartFormat, PartitionMeta, RefreshState, TableKind, TableMeta,
+    ColumnMeta, DEFINITION_BYTES_MAX, LAST_VALUE_CACHE_KEYS_MAX, LAST_VALUE_CACHES_MAX,
+    LastValueCacheDef, PartFormat, PartitionMeta, RefreshState, TableKind, TableMeta,
 };
 pub use types::{ColumnType, SUNDIAL_TYPE_KEY, SymbolValues, arrow_field};
 pub use zone::{ZONE_ROWS, Zone};

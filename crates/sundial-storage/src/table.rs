@@ -1267,6 +1267,19 @@ impl TableWriter {
                     "cannot drop the designated timestamp column '{name}'"
                 )));
             }
+            let id = state.meta.columns[index].id;
+            if let Some(cache) = state
+                .meta
+                .last_value_caches
+                .iter()
+                .find(|c| c.keys.contains(&id))
+            {
+                return Err(StorageError::InvalidInput(format!(
+                    "cannot drop column '{name}': last value cache '{}' is keyed by it; drop \
+                     the cache first (DROP LAST VALUE CACHE {} ON {})",
+                    cache.name, cache.name, state.meta.name
+                )));
+            }
             if state.meta.columns[index].dedup_key {
                 return Err(StorageError::InvalidInput(format!(
                     "cannot drop column '{name}': it is a DEDUP UPSERT KEY; change the keys \
@@ -1389,6 +1402,92 @@ impl TableWriter {
             state.meta = Arc::new(meta);
             Ok(())
         })
+    }
+
+    /// Adds a last-value cache (`CREATE LAST VALUE CACHE`): `keys` are SYMBOL column names.
+    /// Commits on its own; the rows are the query layer's to keep.
+    pub fn add_last_value_cache(
+        &mut self,
+        name: &str,
+        keys: &[String],
+        ignore_nulls: bool,
+    ) -> Result<()> {
+        validate_name(name, "last value cache")?;
+        self.change_schema(Changes::default(), |state| {
+            let meta = &state.meta;
+            if meta.kind == TableKind::View || meta.timestamp_index.is_none() {
+                return Err(StorageError::InvalidInput(format!(
+                    "'{}' has no designated timestamp: a last value cache keeps the newest \
+                     row per key by it",
+                    meta.name
+                )));
+            }
+            if meta
+                .last_value_caches
+                .iter()
+                .any(|c| c.name.eq_ignore_ascii_case(name))
+            {
+                return Err(StorageError::AlreadyExists(format!(
+                    "last value cache '{name}' already exists on '{}'",
+                    meta.name
+                )));
+            }
+            if meta.last_value_caches.len() >= crate::txn::LAST_VALUE_CACHES_MAX {
+                return Err(StorageError::InvalidInput(format!(
+                    "'{}' has {} last value caches, the most a table has",
+                    meta.name,
+                    meta.last_value_caches.len()
+                )));
+            }
+            if keys.is_empty() || keys.len() > crate::txn::LAST_VALUE_CACHE_KEYS_MAX {
+                return Err(StorageError::InvalidInput(format!(
+                    "a last value cache has 1 to {} key columns, not {}",
+                    crate::txn::LAST_VALUE_CACHE_KEYS_MAX,
+                    keys.len()
+                )));
+            }
+            let mut ids = Vec::with_capacity(keys.len());
+            for key in keys {
+                let column = &meta.columns[column_or_error(meta, key)?];
+                if column.column_type != ColumnType::Symbol {
+                    return Err(StorageError::InvalidInput(format!(
+                        "column '{}' is {}: a last value cache's keys are SYMBOL columns",
+                        column.name,
+                        column.column_type.name()
+                    )));
+                }
+                if ids.contains(&column.id) {
+                    return Err(StorageError::InvalidInput(format!(
+                        "column '{}' is named twice among the keys",
+                        column.name
+                    )));
+                }
+                ids.push(column.id);
+            }
+            let mut meta = (**meta).clone();
+            meta.last_value_caches.push(crate::txn::LastValueCacheDef {
+                name: name.to_string(),
+                keys: ids,
+                ignore_nulls,
+            });
+            state.meta = Arc::new(meta);
+            Ok(())
+        })
+    }
+
+    /// Drops the last-value cache `name`; `Ok(false)` if the table has none of that name.
+    pub fn drop_last_value_cache(&mut self, name: &str) -> Result<bool> {
+        let named = |c: &crate::txn::LastValueCacheDef| c.name.eq_ignore_ascii_case(name);
+        if !self.meta().last_value_caches.iter().any(named) {
+            return Ok(false);
+        }
+        self.change_schema(Changes::default(), |state| {
+            let mut meta = (*state.meta).clone();
+            meta.last_value_caches.retain(|c| !named(c));
+            state.meta = Arc::new(meta);
+            Ok(())
+        })?;
+        Ok(true)
     }
 
     /// Drops the partitions the table's TTL has expired (see `ttl.rs`); returns how many.

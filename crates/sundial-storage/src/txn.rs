@@ -21,8 +21,12 @@ use crate::types::ColumnType;
 const MAGIC: &[u8; 4] = b"SDTX";
 /// Version 2 added a flags byte per column, version 3 the TTL, version 4 each part's storage
 /// format and the `COLD AFTER` setting, version 5 the table's kind, definition and refresh
-/// state (views); older slots are still read.
-pub(crate) const FORMAT_VERSION: u16 = 5;
+/// state (views), version 6 the last-value caches; older slots are still read.
+pub(crate) const FORMAT_VERSION: u16 = 6;
+/// The most last-value caches a table has.
+pub const LAST_VALUE_CACHES_MAX: usize = 16;
+/// The most key columns a last-value cache has.
+pub const LAST_VALUE_CACHE_KEYS_MAX: usize = 4;
 /// The longest definition (a view's statement) a transaction holds, in bytes.
 pub const DEFINITION_BYTES_MAX: usize = 1 << 20;
 /// The longest reason a materialized view is invalid, in bytes (longer ones are cut).
@@ -73,6 +77,22 @@ pub struct TableMeta {
     /// For a view or materialized view, the statement that defines it (as the query layer
     /// wrote it; storage never reads it); `None` for a table.
     pub definition: Option<Arc<str>>,
+    /// The table's last-value caches (`CREATE LAST VALUE CACHE`). Storage keeps only their
+    /// definitions; the query layer keeps the rows in memory.
+    pub last_value_caches: Vec<LastValueCacheDef>,
+}
+
+/// A last-value cache: the newest row per key of a table, kept in memory by the query layer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LastValueCacheDef {
+    /// Unique among the table's caches (a column-like name).
+    pub name: String,
+    /// The ids of its key columns (SYMBOL columns, 1 to [`LAST_VALUE_CACHE_KEYS_MAX`]), in the
+    /// order given.
+    pub keys: Vec<u32>,
+    /// InfluxDB 3's semantics: per key, each column's newest non-NULL value, rather than the
+    /// newest row.
+    pub ignore_nulls: bool,
 }
 
 /// What a table's rows are.
@@ -355,6 +375,17 @@ impl TxnState {
                 }
             }
         }
+        if format >= 6 {
+            p.u8(meta.last_value_caches.len() as u8);
+            for cache in &meta.last_value_caches {
+                p.str(&cache.name);
+                p.u8(cache.keys.len() as u8);
+                for id in &cache.keys {
+                    p.u32(*id);
+                }
+                p.u8(u8::from(cache.ignore_nulls));
+            }
+        }
         let payload = p.0;
         let mut out = Vec::with_capacity(HEADER_BYTES + payload.len() + 4);
         out.extend_from_slice(MAGIC);
@@ -548,6 +579,36 @@ impl TxnState {
                 });
             }
         }
+        let mut last_value_caches = Vec::new();
+        if format >= 6 {
+            let count = usize::from(d.u8()?);
+            if count > LAST_VALUE_CACHES_MAX {
+                return Err(bad("too many last-value caches"));
+            }
+            for _ in 0..count {
+                let name = d.str()?;
+                let key_count = usize::from(d.u8()?);
+                if key_count == 0 || key_count > LAST_VALUE_CACHE_KEYS_MAX {
+                    return Err(bad("a last-value cache's key count"));
+                }
+                let keys = (0..key_count)
+                    .map(|_| d.u32())
+                    .collect::<Result<Vec<_>>>()?;
+                if !keys.iter().all(|id| columns.iter().any(|c| c.id == *id)) {
+                    return Err(bad("a last-value cache keyed by a missing column"));
+                }
+                let ignore_nulls = match d.u8()? {
+                    0 => false,
+                    1 => true,
+                    _ => return Err(bad("a last-value cache's flags")),
+                };
+                last_value_caches.push(LastValueCacheDef {
+                    name,
+                    keys,
+                    ignore_nulls,
+                });
+            }
+        }
         if kind == TableKind::View && !partitions.is_empty() {
             return Err(bad("a view with partitions"));
         }
@@ -571,6 +632,7 @@ impl TxnState {
                 cold_after,
                 kind,
                 definition,
+                last_value_caches,
             }),
             partitions,
             symbol_counts,
@@ -726,6 +788,7 @@ mod tests {
                 }),
                 kind: TableKind::Table,
                 definition: None,
+                last_value_caches: Vec::new(),
             }),
             partitions: vec![
                 PartitionMeta {
@@ -795,6 +858,40 @@ mod tests {
             TxnState::decode(&view.encode(), Path::new("x")).unwrap(),
             view
         );
+    }
+
+    #[test]
+    fn last_value_caches_round_trip() {
+        let t = sample();
+        let mut cached = t.clone();
+        let mut meta = (*cached.meta).clone();
+        meta.last_value_caches = vec![
+            LastValueCacheDef {
+                name: "last_host".into(),
+                keys: vec![2],
+                ignore_nulls: true,
+            },
+            LastValueCacheDef {
+                name: "by_host_and_ts".into(),
+                keys: vec![2, 0],
+                ignore_nulls: false,
+            },
+        ];
+        cached.meta = Arc::new(meta.clone());
+        assert_eq!(
+            TxnState::decode(&cached.encode(), Path::new("x")).unwrap(),
+            cached
+        );
+        // A version 5 slot has none.
+        assert_eq!(
+            TxnState::decode(&cached.encode_format(5), Path::new("x")).unwrap(),
+            t
+        );
+        // A cache keyed by a column the table lacks is corruption.
+        meta.last_value_caches[1].keys = vec![7];
+        cached.meta = Arc::new(meta);
+        let e = TxnState::decode(&cached.encode(), Path::new("x")).unwrap_err();
+        assert!(e.to_string().contains("missing column"), "{e}");
     }
 
     #[test]

@@ -47,7 +47,9 @@ use std::sync::atomic::{AtomicUsize, Ordering as AtomicOrdering};
 
 use async_trait::async_trait;
 use datafusion::arrow::array::{Array, AsArray, Int32Array, RecordBatch};
-use datafusion::arrow::compute::concat_batches;
+use datafusion::arrow::compute::{
+    concat_batches, filter_record_batch, sort_to_indices, take_record_batch,
+};
 use datafusion::arrow::datatypes::{Int32Type, SchemaRef};
 use datafusion::catalog::Session;
 use datafusion::common::stats::Precision;
@@ -78,6 +80,7 @@ use super::kernel_filter::{FilterColumns, compile, select};
 use super::scan::{Frame, TimeBounds, ranges, time_bounds};
 use crate::error::external;
 use crate::key_index::{IndexRows, KeyIndexes};
+use crate::last_values::{LastValues, Slot};
 use crate::snapshot::newest_snapshot;
 
 /// Most rows read per step of the backward scan (the step doubles up to it, so a search that
@@ -104,6 +107,7 @@ const FIRST_PROBED_ROWS: usize = 8;
 pub(crate) struct LatestTable {
     table: Arc<Table>,
     indexes: Arc<KeyIndexes>,
+    last_values: Arc<LastValues>,
     /// The metadata planned against (not the snapshot: see `SundialTable`).
     planned: Arc<TableMeta>,
     schema: SchemaRef,
@@ -120,7 +124,7 @@ impl LatestTable {
 
     /// The latest rows per `keys` (SYMBOL columns) of `table` among those `filter` keeps.
     pub(crate) fn new(
-        (table, indexes): (Arc<Table>, Arc<KeyIndexes>),
+        (table, indexes, last_values): (Arc<Table>, Arc<KeyIndexes>, Arc<LastValues>),
         planned: Arc<TableMeta>,
         keys: Vec<usize>,
         filter: Option<Expr>,
@@ -135,6 +139,7 @@ impl LatestTable {
             schema: planned.arrow_schema(),
             table,
             indexes,
+            last_values,
             planned,
             filter,
             keys,
@@ -194,9 +199,19 @@ impl TableProvider for LatestTable {
             .iter()
             .map(|&k| snapshot.symbols(k).map_or(0, |s| s.len()).saturating_add(1))
             .fold(1usize, usize::saturating_mul);
+        // A last-value cache keyed by exactly these columns answers when the filter, if any,
+        // reads only the keys: the newest row passing it is then its key's newest row.
+        let cacheable = self.filter.as_ref().is_none_or(|f| {
+            f.column_refs().iter().all(|c| {
+                self.planned
+                    .column_index(&c.name)
+                    .is_some_and(|i| self.keys.contains(&i))
+            })
+        });
         Ok(Arc::new(LatestExec {
             table: self.table.clone(),
             indexes: self.indexes.clone(),
+            last_values: cacheable.then(|| self.last_values.clone()),
             planned: self.planned.clone(),
             keys: self.keys.clone(),
             filter,
@@ -221,6 +236,8 @@ impl TableProvider for LatestTable {
 pub(crate) struct LatestExec {
     table: Arc<Table>,
     indexes: Arc<KeyIndexes>,
+    /// The caches to ask first, when one may answer (see [`LatestTable::scan`]).
+    last_values: Option<Arc<LastValues>>,
     /// The metadata planned against.
     planned: Arc<TableMeta>,
     keys: Vec<usize>,
@@ -246,7 +263,23 @@ impl DisplayAs for LatestExec {
             self.filter
                 .as_ref()
                 .map_or("none".to_string(), |e| e.to_string())
-        )
+        )?;
+        if let Some(slot) = self.cache() {
+            write!(f, ", last_value_cache={}", slot.name())?;
+        }
+        Ok(())
+    }
+}
+
+impl LatestExec {
+    /// The last-value cache that may answer, if any.
+    fn cache(&self) -> Option<Arc<Slot>> {
+        let ids: Vec<u32> = self
+            .keys
+            .iter()
+            .map(|&k| self.planned.columns[k].id)
+            .collect();
+        self.last_values.as_ref()?.for_latest(&self.table, &ids)
     }
 }
 
@@ -308,6 +341,10 @@ impl ExecutionPlan for LatestExec {
             snapshot: newest_snapshot(&self.table, &self.planned)?,
             table: self.table.clone(),
             indexes: self.indexes.clone(),
+            cache: self
+                .cache()
+                .zip(self.last_values.clone())
+                .map(|(slot, all)| (all, slot, self.planned.clone())),
             keys: self.keys.clone(),
             filter: self.filter.clone(),
             bounds: self.bounds,
@@ -333,6 +370,8 @@ struct Search {
     snapshot: Arc<Snapshot>,
     table: Arc<Table>,
     indexes: Arc<KeyIndexes>,
+    /// The last-value cache to answer from, if it can, and the metadata planned against.
+    cache: Option<(Arc<LastValues>, Arc<Slot>, Arc<TableMeta>)>,
     keys: Vec<usize>,
     filter: Option<Arc<dyn PhysicalExpr>>,
     bounds: TimeBounds,
@@ -342,6 +381,42 @@ struct Search {
     /// Threads a long search is split between: the session's target partitions, at most
     /// the processors there are.
     threads: usize,
+}
+
+impl Search {
+    /// The answer from the last-value cache, if there is one and it holds the planned
+    /// columns: its rows through the filter, oldest first, as the search returns them.
+    fn cached_rows(&self) -> DfResult<Option<RecordBatch>> {
+        let Some((caches, slot, planned)) = &self.cache else {
+            return Ok(None);
+        };
+        let Some((meta, rows)) = caches
+            .rows(slot, &self.table, &self.snapshot)
+            .map_err(DataFusionError::from)?
+        else {
+            return Ok(None);
+        };
+        if !crate::snapshot::same_columns(&planned.columns, &meta.columns) {
+            return Ok(None);
+        }
+        // The planned columns come first among the cache's.
+        let schema = planned.arrow_schema();
+        let columns = rows.columns()[..schema.fields().len()].to_vec();
+        let mut batch = RecordBatch::try_new(schema, columns)?;
+        if let Some(filter) = &self.filter {
+            let keep = filter.evaluate(&batch)?.into_array(batch.num_rows())?;
+            batch = filter_record_batch(&batch, keep.as_boolean())?;
+        }
+        if let Some(ts) = planned.timestamp_index {
+            let order = sort_to_indices(batch.column(ts), None, None)?;
+            batch = take_record_batch(&batch, &order)?;
+        }
+        let batch = batch.project(&self.projection)?;
+        Ok(Some(RecordBatch::try_new(
+            self.output.clone(),
+            batch.columns().to_vec(),
+        )?))
+    }
 }
 
 /// A key: the SYMBOL codes of a row, `-1` for NULL.
@@ -500,6 +575,9 @@ impl SeenKeys {
 
 impl Search {
     fn run(&self) -> DfResult<RecordBatch> {
+        if let Some(batch) = self.cached_rows()? {
+            return Ok(batch);
+        }
         let allowed = self.allowed_codes();
         if allowed
             .iter()

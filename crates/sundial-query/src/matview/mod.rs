@@ -69,7 +69,9 @@ pub(crate) fn applies_to(command: &Command) -> Option<(Vec<&str>, &'static [Tabl
         Command::SetTtl { table, .. }
         | Command::SetColdAfter { table, .. }
         | Command::SetIndexed { table, .. }
-        | Command::ConvertPartitions { table, .. } => (vec![table.as_str()], STORED),
+        | Command::ConvertPartitions { table, .. }
+        | Command::DropLastValueCache { table, .. } => (vec![table.as_str()], STORED),
+        Command::CreateLastValueCache(c) => (vec![c.table.as_str()], STORED),
         Command::RenameTable { from, .. } => (vec![from.as_str()], TABLES),
         Command::DropTables { names, .. } => (names.iter().map(String::as_str).collect(), TABLES),
         Command::Truncate { tables } => (tables.iter().map(String::as_str).collect(), TABLES),
