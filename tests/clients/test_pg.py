@@ -364,6 +364,39 @@ def test_views_and_materialized_views_through_drivers(server):
                    for line in out.splitlines() if "|" in line), (column, type_name, out)
 
 
+def test_last_value_cache_through_psycopg(server):
+    """A last-value cache used through the driver as dashboards use it: a template variable's
+    SELECT DISTINCT, LATEST ON with a bound key (extended protocol), and last_cache() with
+    IGNORE NULLS; each answers what the table answers without the cache."""
+    with psycopg.connect(server.dsn, autocommit=True) as conn:
+        conn.execute("CREATE TABLE meters (ts TIMESTAMP, site SYMBOL, kw DOUBLE, note VARCHAR) "
+                     "TIMESTAMP(ts) PARTITION BY DAY")
+        conn.execute("INSERT INTO meters VALUES ('2024-01-01T00:00:00Z', 'a', 1.5, 'x'), "
+                     "('2024-01-01T00:10:00Z', 'b', 2.5, NULL), "
+                     "('2024-01-02T00:00:00Z', 'a', NULL, 'y'), "
+                     "('2024-01-01T12:00:00Z', 'b', 3.0, 'z')")
+        plain = {
+            "distinct": conn.execute("SELECT DISTINCT site FROM meters ORDER BY site").fetchall(),
+            "latest": conn.execute("SELECT ts, site, kw FROM meters WHERE site = %s "
+                                   "LATEST ON ts PARTITION BY site", ("b",)).fetchall(),
+        }
+        conn.execute("CREATE LAST VALUE CACHE by_site ON meters (site)")
+        conn.execute("CREATE LAST VALUE CACHE non_null ON meters (site) IGNORE NULLS")
+        assert conn.execute("SELECT DISTINCT site FROM meters ORDER BY site").fetchall() \
+            == plain["distinct"] == [("a",), ("b",)]
+        assert conn.execute("SELECT ts, site, kw FROM meters WHERE site = %s "
+                            "LATEST ON ts PARTITION BY site", ("b",)).fetchall() \
+            == plain["latest"] == [(dt.datetime(2024, 1, 1, 12, 0), "b", 3.0)]
+        cur = conn.execute("SELECT ts, site, kw, note FROM last_cache('meters', 'non_null') "
+                           "ORDER BY site")
+        assert cur.fetchall() == [(dt.datetime(2024, 1, 2, 0, 0), "a", 1.5, "y"),
+                                  (dt.datetime(2024, 1, 1, 12, 0), "b", 3.0, "z")]
+        cur = conn.execute("SELECT cache_name, key_columns, ignore_nulls, status, keys "
+                           "FROM last_value_caches() ORDER BY cache_name")
+        assert cur.fetchall() == [("by_site", "site", False, "ready", 2),
+                                  ("non_null", "site", True, "ready", 2)]
+
+
 def test_psql_copy_from_file_stdin_and_to_file(server, tmp_path):
     psql(server, "-c", "CREATE TABLE c (ts TIMESTAMP, sym SYMBOL, price DOUBLE, qty LONG, ok BOOLEAN, "
                        "note VARCHAR) TIMESTAMP(ts) PARTITION BY DAY")

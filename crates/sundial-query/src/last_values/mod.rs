@@ -65,7 +65,6 @@ pub(crate) struct LastValues {
 #[derive(Debug)]
 pub(crate) struct Slot {
     def: LastValueCacheDef,
-    table_name: Mutex<String>,
     state: Mutex<State>,
 }
 
@@ -116,7 +115,6 @@ impl LastValues {
         }
         let slot = Arc::new(Slot {
             def: def.clone(),
-            table_name: Mutex::new(table.name()),
             state: Mutex::default(),
         });
         if let Some(old) = slots.insert(id, slot.clone()) {
@@ -284,7 +282,6 @@ impl LastValues {
             for def in &meta.last_value_caches {
                 let slot = self.slot(&table, def);
                 let snapshot = table.snapshot();
-                *slot.table_name.lock().unwrap_or_else(|p| p.into_inner()) = meta.name.clone();
                 let mut state = slot.lock();
                 if let Err(e) = self.catch_up(&slot, &mut state, &table, &snapshot) {
                     tracing::warn!("last value cache '{}': {e}", def.name);
@@ -416,5 +413,65 @@ impl Slot {
 
     pub(crate) fn name(&self) -> &str {
         &self.def.name
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use sundial_storage::{Durability, StorageOptions};
+
+    use super::*;
+    use crate::Engine;
+
+    /// A table `t` with rows of three hosts over two days, and a cache `c` by host.
+    async fn table() -> (tempfile::TempDir, Arc<Database>) {
+        let dir = tempfile::tempdir().unwrap();
+        let options = StorageOptions {
+            durability: Durability::None,
+            ..StorageOptions::default()
+        };
+        let db = Database::open(dir.path(), options).unwrap();
+        let engine = Engine::new(db.clone()).unwrap();
+        for sql in [
+            "CREATE TABLE t (ts TIMESTAMP, host SYMBOL, v DOUBLE) TIMESTAMP(ts) PARTITION BY DAY",
+            "INSERT INTO t VALUES ('2024-01-01T00:00:00Z', 'a', 1), ('2024-01-01T01:00:00Z', 'b', 2), \
+             ('2024-01-02T00:00:00Z', 'a', 3), ('2024-01-02T00:00:01Z', NULL, 4)",
+            "CREATE LAST VALUE CACHE c ON t (host)",
+        ] {
+            engine.run(sql).await.unwrap();
+        }
+        (dir, db)
+    }
+
+    #[tokio::test]
+    async fn a_cache_past_the_budget_is_given_up() {
+        let (_dir, db) = table().await;
+        let t = db.table("t").unwrap();
+        let id = t.meta().columns[1].id;
+        let caches = LastValues::new(64);
+        let slot = caches.for_latest(&t, &[id]).unwrap();
+        assert!(caches.rows(&slot, &t, &t.snapshot()).unwrap().is_none());
+        assert_eq!(caches.bytes.load(Ordering::Relaxed), 0);
+        let listed = caches.listing(&db);
+        assert!(
+            listed[0]
+                .failed
+                .as_deref()
+                .is_some_and(|f| f.contains("over their budget of 64 bytes")),
+            "{:?}",
+            listed[0].failed
+        );
+        // Within the budget, the same cache holds a row per key, NULL included, and counts it.
+        let caches = LastValues::new(1 << 30);
+        let slot = caches.for_latest(&t, &[id]).unwrap();
+        let (_, rows) = caches.rows(&slot, &t, &t.snapshot()).unwrap().unwrap();
+        assert_eq!(rows.num_rows(), 3);
+        let held = caches.bytes.load(Ordering::Relaxed);
+        assert!(held > 0);
+        // A cache no longer defined is forgotten, its memory uncounted.
+        t.writer().unwrap().drop_last_value_cache("c").unwrap();
+        caches.upkeep(&db);
+        assert_eq!(caches.bytes.load(Ordering::Relaxed), 0);
+        assert!(caches.listing(&db).is_empty());
     }
 }
