@@ -106,6 +106,9 @@ async fn plan_text(engine: &Engine, sql: &str) -> String {
     text
 }
 
+/// Counts the rows made, for their timestamps' nanoseconds.
+static UNIQUE: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(1);
+
 /// Random rows: hosts, NULLs, a few seconds apart over two days, some out of order.
 fn rows(rng: &mut StdRng, from_s: i64, n: usize) -> String {
     let values: Vec<String> = (0..n)
@@ -127,10 +130,13 @@ fn rows(rng: &mut StdRng, from_s: i64, n: usize) -> String {
             } else {
                 rng.random_range(-1000..1000).to_string()
             };
-            let ts = chrono::DateTime::from_timestamp(ts, 0).unwrap();
+            // Unique timestamps: first and last pick one row of several at the same instant
+            // arbitrarily.
+            let unique = UNIQUE.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            let ts = chrono::DateTime::from_timestamp(ts, unique % 1_000_000_000).unwrap();
             format!(
                 "('{}', '{host}', '{}', {usage}, {n})",
-                ts.format("%Y-%m-%dT%H:%M:%S"),
+                ts.format("%Y-%m-%dT%H:%M:%S%.9f"),
                 ["x", "y"][i % 2]
             )
         })
@@ -159,6 +165,10 @@ fn query(rng: &mut StdRng) -> String {
         "count(*)",
         "avg(n)",
         "count(n)",
+        "first(usage)",
+        "last(usage)",
+        "first(n)",
+        "last(n)",
     ];
     for _ in 0..rng.random_range(1..4) {
         items.push(aggregates[rng.random_range(0..aggregates.len())].to_string());
@@ -228,12 +238,12 @@ fn routed_queries_answer_as_the_table_does() {
         for sql in [
             "CREATE TABLE cpu (ts TIMESTAMP, host SYMBOL, tag VARCHAR, usage DOUBLE, n LONG) TIMESTAMP(ts) PARTITION BY HOUR",
             &rows(&mut rng, 0, 3_000),
-            "CREATE MATERIALIZED VIEW cpu_1m REFRESH MANUAL AS (SELECT ts, host, sum(usage) AS su, count(usage) AS cu, count() AS c, min(usage) AS mnu, max(usage) AS mxu, sum(n) AS sn, count(n) AS cn, min(n) AS mnn, max(n) AS mxn FROM cpu SAMPLE BY 1m)",
+            "CREATE MATERIALIZED VIEW cpu_1m REFRESH MANUAL AS (SELECT ts, host, sum(usage) AS su, count(usage) AS cu, count() AS c, min(usage) AS mnu, max(usage) AS mxu, sum(n) AS sn, count(n) AS cn, min(n) AS mnn, max(n) AS mxn, first(usage) AS fu, last(usage) AS lu, first(n) AS fnn, last(n) AS lnn FROM cpu SAMPLE BY 1m)",
             "CREATE MATERIALIZED VIEW cpu_1h REFRESH MANUAL AS (SELECT ts, host, sum(usage) AS su, count(usage) AS cu, count() AS c FROM cpu SAMPLE BY 1h)",
         ] {
             routed.run(sql).await.unwrap_or_else(|e| panic!("{sql}: {e}"));
         }
-        let mut served = 0;
+        let (mut served, mut served_picks) = (0, 0);
         for round in 0..4 {
             // Round 0: fresh views; then rows the views have not seen (some out of order), and
             // last an invalid view (which must not serve).
@@ -275,11 +285,15 @@ fn routed_queries_answer_as_the_table_does() {
                 }
                 if plan_text(&routed, &sql).await.contains("cpu_1") {
                     served += 1;
+                    if sql.contains("first(") || sql.contains("last(") {
+                        served_picks += 1;
+                    }
                 }
             }
         }
         // Most queries qualify; the invalid round must route none through cpu_1m.
         assert!(served > cases, "only {served} queries were served by views");
+        assert!(served_picks > 0, "no first() or last() was served by a view");
         let sql = "SELECT ts, host, sum(usage) FROM cpu SAMPLE BY 1h";
         let text = plan_text(&routed, sql).await;
         assert!(!text.contains("cpu_1m"), "an invalid view served: {text}");
@@ -300,18 +314,26 @@ fn explain_shows_the_view_and_routing_can_be_turned_off() {
         for sql in [
             "CREATE TABLE t (ts TIMESTAMP, k SYMBOL, v DOUBLE) TIMESTAMP(ts) PARTITION BY DAY",
             "INSERT INTO t VALUES ('2024-01-01T00:00:10Z', 'a', 1.0), ('2024-01-01T01:00:10Z', 'a', 2.0)",
-            "CREATE MATERIALIZED VIEW t_1m AS (SELECT ts, k, max(v) AS m FROM t SAMPLE BY 1m)",
+            "CREATE MATERIALIZED VIEW t_1m AS (SELECT ts, k, max(v) AS m, first(v) AS f FROM t SAMPLE BY 1m)",
         ] {
             engine.run(sql).await.unwrap();
         }
         let sql = "SELECT ts, k, max(v) FROM t SAMPLE BY 1h";
         assert!(plan_text(&engine, sql).await.contains("t_1m"));
+        assert!(
+            plan_text(&engine, "SELECT ts, k, first(v) FROM t SAMPLE BY 1h")
+                .await
+                .contains("t_1m")
+        );
         // Not served: an aggregate the view lacks, a filter on a value, a FILL.
         for other in [
             "SELECT ts, k, min(v) FROM t SAMPLE BY 1h",
             "SELECT ts, k, max(v) FROM t WHERE v > 1 SAMPLE BY 1h",
             "SELECT ts, k, max(v) FROM t SAMPLE BY 1h FILL(PREV)",
             "SELECT ts, k, max(v) FROM t SAMPLE BY 30s",
+            // first/last need the view's keys exactly: per sub-bucket, which key's row came
+            // first is not in the view.
+            "SELECT ts, first(v) FROM t SAMPLE BY 1h",
         ] {
             assert!(!plan_text(&engine, other).await.contains("t_1m"), "{other}");
         }

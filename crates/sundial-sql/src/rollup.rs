@@ -17,12 +17,15 @@
 //!
 //! The query qualifies when it is one SELECT from one table with one SAMPLE BY aligned to the
 //! calendar in UTC (no FILL, FROM/TO, time zone or other QuestDB clause), selecting the
-//! timestamp, key columns and `sum`, `count`, `min`, `max` or `avg` of columns (or `count(*)`),
+//! timestamp, key columns and `sum`, `count`, `min`, `max`, `avg`, `first` or `last` of columns
+//! (or `count(*)`),
 //! with a WHERE of conjuncts on the keys and literal bounds on the timestamp. A view serves it
 //! when its buckets nest in the query's (its stride divides the query's, on the same origin),
 //! it groups by every key the query does (and filters nothing), and it has a column for each
 //! aggregate: `sum`, `count`, `min` and `max` of the same column roll up by `sum`, `sum`, `min`
-//! and `max`; `avg` needs the view's `sum` and `count` of the column. Of several views the
+//! and `max`; `avg` needs the view's `sum` and `count` of the column; `first` and `last` roll up
+//! by the first (last) sub-bucket's value, so only from a view grouped by exactly the query's
+//! keys (a view row per sub-bucket and key, ordered by the sub-bucket). Of several views the
 //! coarsest serves. Both branches give partial aggregates that the outer GROUP BY combines, so
 //! a query bucket that only part of the view covers comes out whole.
 //!
@@ -112,7 +115,7 @@ fn aggregate_of(expr: &Expr) -> Option<(String, Option<String>)> {
         return None;
     }
     let name = f.name.to_string().to_ascii_lowercase();
-    if !["sum", "count", "min", "max", "avg"].contains(&name.as_str()) {
+    if !["sum", "count", "min", "max", "avg", "first", "last"].contains(&name.as_str()) {
         return None;
     }
     let args = match &f.args {
@@ -383,6 +386,11 @@ fn plan(statement: &Statement, clauses: &Clauses, catalog: &dyn Catalog) -> Opti
             }
         }
     }
+    // `first` and `last` roll up only over the view's own keys: a view row per sub-bucket and
+    // key, ordered by the sub-bucket, so the order within a query bucket is total.
+    let picks = items
+        .iter()
+        .any(|i| matches!(i, Item::Aggregate(f, _) if f == "first" || f == "last"));
     // The coarsest view that serves.
     let mut best: Option<Rollup> = None;
     for r in rollups {
@@ -390,6 +398,7 @@ fn plan(statement: &Statement, clauses: &Clauses, catalog: &dyn Catalog) -> Opti
             || !keys
                 .iter()
                 .all(|k| r.keys.iter().any(|v| v.eq_ignore_ascii_case(k)))
+            || (picks && r.keys.len() != keys.len())
         {
             continue;
         }
@@ -680,6 +689,16 @@ fn build(query: &Query, plan: Plan) -> Result<Query> {
                     }
                     "min" => format!("min({})", part(&columns[0], "min")),
                     "max" => format!("max({})", part(&columns[0], "max")),
+                    // Per query bucket and key, the view's rows are one per sub-bucket: the
+                    // first sub-bucket's first value is the bucket's (see `plan`).
+                    "first" => format!(
+                        "first_value({} ORDER BY __r.__ts)",
+                        part(&columns[0], "first")
+                    ),
+                    "last" => format!(
+                        "last_value({} ORDER BY __r.__ts)",
+                        part(&columns[0], "last")
+                    ),
                     f => format!("sum({})", part(&columns[0], f)),
                 });
             }
