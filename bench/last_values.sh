@@ -7,10 +7,13 @@
 # RUNS times after WARMUP, the queries taking turns:
 #   lastpoint:  SELECT * FROM cpu LATEST ON timestamp PARTITION BY hostname   (TSBS lastpoint)
 #   hosts:      SELECT DISTINCT hostname FROM cpu      (Grafana's template variable query)
-#   three:      SELECT * FROM cpu WHERE hostname IN ('host_1','host_2','host_3')
+#   three:      SELECT * FROM cpu WHERE hostname IN ('host_1','retired_3','host_7')
 #               LATEST ON timestamp PARTITION BY hostname
 #   filtered:   SELECT * FROM cpu WHERE usage_user > 90 LATEST ON timestamp PARTITION BY hostname
 #               (a filter on a value: never from the cache, for comparison)
+# then again (`_retired`) after RETIRED hosts that stopped reporting at the start of the data
+# get one row each at 2016-01-01 (INSERT): their newest rows are the table's oldest, which a
+# search from the newest rows back only finds at the end of the table.
 # Sundial answers them without the cache (first load) and with it (second load); QuestDB has
 # no such cache. The table shows median ms per query and server, the speed-up the cache gives
 # and the Sundial/QuestDB ratios, and the ingest rates with and without the cache.
@@ -18,7 +21,8 @@
 #   bench/last_values.sh
 #   SCALE=50 NO_BUILD=1 bench/last_values.sh          # a quick try
 #
-# Environment (defaults): SCALE=200 DAYS=3 WORKERS=2 RUNS=50 WARMUP=3 SERVERS="sundial questdb"
+# Environment (defaults): SCALE=200 DAYS=3 WORKERS=2 RUNS=50 WARMUP=3 RETIRED=10
+#   SERVERS="sundial questdb"
 #   NO_BUILD= TSBS_BIN=../shared/tsbs/bin DATA_DIR=/tmp/sundial-analytics-data WORK=
 # Figures go to bench/results/last_values-<time>.txt.
 set -euo pipefail
@@ -31,6 +35,7 @@ WORKERS=${WORKERS:-2}
 RUNS=${RUNS:-50}
 WARMUP=${WARMUP:-3}
 SERVERS=${SERVERS:-"sundial questdb"}
+RETIRED=${RETIRED:-10}
 NO_BUILD=${NO_BUILD:-}
 KEEP_WORK=${WORK:+1}
 WORK=${WORK:-$(mktemp -d /tmp/sundial-last-values-bench.XXXXXX)}
@@ -60,11 +65,11 @@ exec_sql() { # http statement
     printf '%s\n' "$body"
 }
 
-wait_rows() { # http
-    local waited=0 n
+wait_rows() { # http [rows]
+    local waited=0 n want=${2:-$ROWS}
     while :; do
         n=$(count "$1" cpu)
-        [[ ${n:-0} -ge $ROWS ]] && return 0
+        [[ ${n:-0} -ge $want ]] && return 0
         (( waited++ < 60000 )) || { echo "${n:-0} of $ROWS rows after 600 s" >&2; return 1; }
         sleep 0.01
     done
@@ -89,13 +94,30 @@ load() { # server cache http ilp
         printf "result: server=%s kind=ingest cache=%d rows=%d rows_per_s=%d\n", s, c, r, r / ((t1 - t0) / 1000) }'
 }
 
-queries() { # server cache http
+queries() { # server cache http suffix
     (cd bench && python3 last_values.py time "$3" --runs "$RUNS" --warmup "$WARMUP" \
-        "lastpoint=SELECT * FROM cpu LATEST ON timestamp PARTITION BY hostname" \
-        "hosts=SELECT DISTINCT hostname FROM cpu" \
-        "three=SELECT * FROM cpu WHERE hostname IN ('host_1','host_2','host_3') LATEST ON timestamp PARTITION BY hostname" \
-        "filtered=SELECT * FROM cpu WHERE usage_user > 90 LATEST ON timestamp PARTITION BY hostname") |
+        "lastpoint$4=SELECT * FROM cpu LATEST ON timestamp PARTITION BY hostname" \
+        "hosts$4=SELECT DISTINCT hostname FROM cpu" \
+        "three$4=SELECT * FROM cpu WHERE hostname IN ('host_1','retired_3','host_7') LATEST ON timestamp PARTITION BY hostname" \
+        "filtered$4=SELECT * FROM cpu WHERE usage_user > 90 LATEST ON timestamp PARTITION BY hostname") |
         sed "s/^/result: server=$1 kind=query cache=$2 /"
+}
+
+# Hosts that stopped reporting at the start of the data: their newest rows are the oldest,
+# so a search from the newest row back reads the whole table to find them.
+retire() { # http
+    local i
+    for i in $(seq 0 $((RETIRED - 1))); do
+        exec_sql "$1" "INSERT INTO cpu (timestamp, hostname, usage_user) VALUES ('2016-01-01T00:00:0$((i % 10)).000000Z', 'retired_$i', 1.0)" >/dev/null
+    done
+    wait_rows "$1" $((ROWS + RETIRED))
+}
+
+# All queries on a loaded server: as loaded, then with retired hosts.
+measure() { # server cache http
+    queries "$1" "$2" "$3" ""
+    retire "$3"
+    queries "$1" "$2" "$3" "_retired"
 }
 
 run_sundial() {
@@ -104,7 +126,7 @@ run_sundial() {
         rm -rf "$root"
         bench/peers/sundial.sh start "$root" >/dev/null
         load sundial "$cache" 127.0.0.1:29000 127.0.0.1:29009
-        queries sundial "$cache" 127.0.0.1:29000
+        measure sundial "$cache" 127.0.0.1:29000
         if [[ $cache == 1 ]]; then
             echo "# sundial last_value_caches(): $(exec_sql 127.0.0.1:29000 "SELECT cache_name, status, keys, memory_bytes FROM last_value_caches()" | sed -n 's/.*"dataset":\(\[.*\]\).*/\1/p')"
         fi
@@ -117,7 +139,7 @@ run_questdb() {
     rm -rf "$root"
     bench/peers/questdb.sh start "$root" >/dev/null
     load questdb 0 127.0.0.1:$QDB_HTTP_PORT 127.0.0.1:$QDB_ILP_PORT
-    queries questdb 0 127.0.0.1:$QDB_HTTP_PORT
+    measure questdb 0 127.0.0.1:$QDB_HTTP_PORT
     bench/peers/questdb.sh stop "$root"
 }
 
@@ -132,7 +154,7 @@ table() {
         }
         END {
             printf "%-26s %14s %14s %10s %10s %10s\n", "metric", "sundial", "sundial+cache", "questdb", "cache x", "+cache/qdb"
-            n = split("ingest rows/s,lastpoint (median ms),hosts (median ms),three (median ms),filtered (median ms)", m, ",")
+            n = split("ingest rows/s,lastpoint (median ms),hosts (median ms),three (median ms),filtered (median ms),lastpoint_retired (median ms),hosts_retired (median ms),three_retired (median ms),filtered_retired (median ms)", m, ",")
             for (i = 1; i <= n; i++) {
                 a = v[m[i], "sundial_plain"]; b = v[m[i], "sundial_cache"]; c = v[m[i], "questdb"]
                 x = (a != "" && b + 0 > 0) ? sprintf("%.2f", i == 1 ? b / a : a / b) : "-"

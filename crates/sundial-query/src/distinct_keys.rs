@@ -16,33 +16,24 @@
 //! scan too, and runs it instead when the cache cannot answer (it failed, or was dropped after
 //! planning). Filters written above the DISTINCT stay above it: the provider accepts none.
 
-use std::fmt;
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use datafusion::arrow::array::RecordBatch;
 use datafusion::arrow::datatypes::SchemaRef;
 use datafusion::catalog::Session;
-use datafusion::common::tree_node::{Transformed, TreeNodeRecursion};
-use datafusion::common::{DataFusionError, Result as DfResult};
+use datafusion::common::Result as DfResult;
+use datafusion::common::tree_node::Transformed;
 use datafusion::datasource::{TableProvider, TableType, provider_as_source, source_as_provider};
-use datafusion::execution::{SendableRecordBatchStream, TaskContext};
 use datafusion::logical_expr::{
     Aggregate, Expr, LogicalPlan, Projection, TableProviderFilterPushDown, TableScan,
 };
 use datafusion::optimizer::{OptimizerConfig, OptimizerRule};
-use datafusion::physical_expr::{EquivalenceProperties, PhysicalExpr};
-use datafusion::physical_plan::execution_plan::{Boundedness, EmissionType};
-use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
-use datafusion::physical_plan::{
-    DisplayAs, DisplayFormatType, ExecutionPlan, ExecutionPlanProperties, Partitioning,
-    PlanProperties, ReplaceChildrenOptions,
-};
+use datafusion::physical_plan::ExecutionPlan;
 use sundial_storage::{Table, TableMeta};
 
+use crate::exec::distinct_keys::DistinctKeysExec;
 use crate::last_values::LastValues;
 use crate::provider::SundialTable;
-use crate::snapshot::newest_snapshot;
 
 /// Puts [`DistinctKeys`] under aggregates without aggregate functions over a table's cache
 /// keys.
@@ -190,124 +181,11 @@ impl TableProvider for DistinctKeys {
             .cloned()
             .unwrap_or_else(|| (0..self.inner.schema().fields().len()).collect());
         let output = Arc::new(self.inner.schema().project(&projection)?);
-        let partitions = fallback.output_partitioning().partition_count();
-        Ok(Arc::new(DistinctKeysExec {
-            table: self.table.clone(),
-            planned: self.planned.clone(),
-            caches: self.caches.clone(),
-            columns: self.columns.clone(),
-            projection,
-            properties: Arc::new(PlanProperties::new(
-                EquivalenceProperties::new(output.clone()),
-                Partitioning::UnknownPartitioning(partitions),
-                EmissionType::Incremental,
-                Boundedness::Bounded,
-            )),
-            output,
+        Ok(Arc::new(DistinctKeysExec::new(
+            (self.table.clone(), self.planned.clone()),
+            self.caches.clone(),
+            (self.columns.clone(), projection, output),
             fallback,
-        }))
-    }
-}
-
-/// The cache's rows (projected) in partition 0, or the table scan planned beside it.
-#[derive(Debug)]
-struct DistinctKeysExec {
-    table: Arc<Table>,
-    planned: Arc<TableMeta>,
-    caches: Arc<LastValues>,
-    columns: Vec<u32>,
-    projection: Vec<usize>,
-    output: SchemaRef,
-    properties: Arc<PlanProperties>,
-    fallback: Arc<dyn ExecutionPlan>,
-}
-
-impl DistinctKeysExec {
-    /// The cache's rows, projected, if a cache answers.
-    fn cached_rows(&self) -> DfResult<Option<RecordBatch>> {
-        let Some(slot) = self.caches.for_distinct(&self.table, &self.columns) else {
-            return Ok(None);
-        };
-        let snapshot = newest_snapshot(&self.table, &self.planned)?;
-        let Some((meta, rows)) = self
-            .caches
-            .rows(&slot, &self.table, &snapshot)
-            .map_err(DataFusionError::from)?
-        else {
-            return Ok(None);
-        };
-        if !crate::snapshot::same_columns(&self.planned.columns, &meta.columns) {
-            return Ok(None);
-        }
-        let columns = self
-            .projection
-            .iter()
-            .map(|&i| rows.column(i).clone())
-            .collect();
-        Ok(Some(RecordBatch::try_new(self.output.clone(), columns)?))
-    }
-}
-
-impl DisplayAs for DistinctKeysExec {
-    fn fmt_as(&self, _t: DisplayFormatType, f: &mut fmt::Formatter) -> fmt::Result {
-        let cache = self.caches.for_distinct(&self.table, &self.columns);
-        write!(
-            f,
-            "DistinctKeysExec: table={}, last_value_cache={}",
-            self.planned.name,
-            cache.as_ref().map_or("none", |s| s.name())
-        )
-    }
-}
-
-impl ExecutionPlan for DistinctKeysExec {
-    fn name(&self) -> &'static str {
-        "DistinctKeysExec"
-    }
-
-    fn properties(&self) -> &Arc<PlanProperties> {
-        &self.properties
-    }
-
-    fn children(&self) -> Vec<&Arc<dyn ExecutionPlan>> {
-        vec![]
-    }
-
-    fn apply_expressions(
-        &self,
-        _f: &mut dyn FnMut(&Arc<dyn PhysicalExpr>) -> DfResult<TreeNodeRecursion>,
-    ) -> DfResult<TreeNodeRecursion> {
-        Ok(TreeNodeRecursion::Continue)
-    }
-
-    fn replace_children(
-        self: Arc<Self>,
-        _: Vec<Arc<dyn ExecutionPlan>>,
-        _: ReplaceChildrenOptions,
-    ) -> DfResult<Arc<dyn ExecutionPlan>> {
-        Ok(self)
-    }
-
-    with_new_children_recomputing!();
-
-    fn execute(
-        &self,
-        partition: usize,
-        context: Arc<TaskContext>,
-    ) -> DfResult<SendableRecordBatchStream> {
-        match self.cached_rows()? {
-            Some(rows) => {
-                let rows = if partition == 0 {
-                    rows
-                } else {
-                    RecordBatch::new_empty(self.output.clone())
-                };
-                Ok(Box::pin(RecordBatchStreamAdapter::new(
-                    self.output.clone(),
-                    futures::stream::once(async move { Ok(rows) }),
-                )))
-            }
-            None => self.fallback.execute(partition, context),
-        }
+        )))
     }
 }

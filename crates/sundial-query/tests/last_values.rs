@@ -182,6 +182,9 @@ async fn caches_answer_as_the_table_does() {
         }
     }
     assert!(made.iter().all(|&n| n > 0), "{made:?}");
+    // A DISTINCT from a cache is kept like a scan: its shape's plan is made once.
+    let prepared = format!("{:?}", engine.prepare(PAIRS[3].0).await.unwrap());
+    assert!(prepared.contains("KeptPhysical(kept"), "{prepared}");
     let listing = text(
         &engine,
         "SELECT cache_name, status FROM last_value_caches() ORDER BY cache_name",

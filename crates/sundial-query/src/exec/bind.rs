@@ -25,6 +25,7 @@ use datafusion::physical_plan::empty::EmptyExec;
 use datafusion::physical_plan::execution_plan::{ChildrenPropertiesMode, ReplaceChildrenOptions};
 use datafusion::physical_plan::placeholder_row::PlaceholderRowExec;
 
+use super::distinct_keys::DistinctKeysExec;
 use super::latest::LatestExec;
 use super::scan::SundialScanExec;
 pub(crate) use super::values::plan_for_reuse;
@@ -37,6 +38,9 @@ pub(crate) fn is_reusable(plan: &Arc<dyn ExecutionPlan>) -> bool {
     }
     plan.downcast_ref::<SundialScanExec>().is_some()
         || plan.downcast_ref::<LatestExec>().is_some()
+        || plan
+            .downcast_ref::<DistinctKeysExec>()
+            .is_some_and(|d| is_reusable(d.fallback()))
         || plan.downcast_ref::<EmptyExec>().is_some()
         || plan.downcast_ref::<PlaceholderRowExec>().is_some()
 }
@@ -53,6 +57,12 @@ pub(crate) fn bind(
         return Ok(scan
             .bound(values)?
             .map(|s| Arc::new(s) as Arc<dyn ExecutionPlan>));
+    }
+    if let Some(distinct) = plan.downcast_ref::<DistinctKeysExec>() {
+        let Some(fallback) = bind(distinct.fallback(), values)? else {
+            return Ok(None);
+        };
+        return Ok(Some(Arc::new(distinct.with_fallback(fallback))));
     }
     let children = plan.children();
     let node = if children.is_empty() {

@@ -7,7 +7,9 @@
 //!        ├─ claims     pieces taken one at a time by the partitions of an order-free fold
 //!        ├─ index_scan rows picked through symbol indexes
 //!        └─ in_order   one partition where a merge by timestamp would recombine them
-//!  latest              LatestExec: newest row per key, reading partitions backwards
+//!  latest              LatestExec: newest row per key, reading partitions backwards (or
+//!                      from a last-value cache)
+//!  distinct_keys       DistinctKeysExec: a table's distinct keys from a last-value cache
 //!  bucket_agg ┐        BucketAggregateExec: time-bucket aggregates in scan order, no hash
 //!  scan_agg ──┴ partial_agg  ScanAggregateExec: aggregates folded over a scan's selected
 //!   └ kernel_filter    rows, grouped by SYMBOL codes; filters compiled into kernels
@@ -39,6 +41,7 @@ mod bucket_fn;
 mod bucket_states;
 mod claims;
 pub(crate) mod cooperative;
+pub(crate) mod distinct_keys;
 mod frame;
 pub(crate) mod gather;
 pub(crate) mod in_order;
