@@ -90,3 +90,45 @@ async fn a_watermark_past_the_base_refreshes_fully() {
     let plan = text(&engine, &format!("EXPLAIN {sql}")).await;
     assert!(plan.contains("t_1h"), "routed again once refreshed: {plan}");
 }
+
+/// A full refresh over many base partitions is one commit of the view: a reader sees the view
+/// before or after it, never some buckets recomputed and others not.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_full_refresh_is_one_commit() {
+    let dir = tempfile::tempdir().unwrap();
+    let options = StorageOptions {
+        durability: Durability::None,
+        ..StorageOptions::default()
+    };
+    let db = Database::open(dir.path(), options).unwrap();
+    let engine = Engine::new(db.clone()).unwrap();
+    for sql in [
+        "CREATE TABLE t (ts TIMESTAMP, k SYMBOL, v DOUBLE) TIMESTAMP(ts) PARTITION BY HOUR",
+        "INSERT INTO t SELECT to_timestamp_seconds(1704067200 + value * 600), 'k' || (value % 3), \
+         value FROM generate_series(0, 599)",
+        "CREATE MATERIALIZED VIEW t_1h REFRESH MANUAL AS (SELECT ts, k, sum(v) AS s FROM t SAMPLE BY 1h)",
+        "INSERT INTO t VALUES ('2024-01-01T00:30:00Z', 'k9', 1.0), ('2024-01-04T03:30:00Z', 'k9', 2.0)",
+    ] {
+        engine
+            .run(sql)
+            .await
+            .unwrap_or_else(|e| panic!("{sql}: {e}"));
+    }
+    let base = db.table("t").unwrap();
+    assert!(base.snapshot().partitions().len() > 50);
+    let view = db.table("t_1h").unwrap();
+    let before = view.snapshot().seq();
+    engine
+        .run("REFRESH MATERIALIZED VIEW t_1h FULL")
+        .await
+        .unwrap();
+    assert_eq!(view.snapshot().seq(), before + 1);
+    assert_eq!(
+        text(&engine, "SELECT ts, k, s FROM t_1h ORDER BY ts, k").await,
+        text(
+            &engine,
+            "SELECT ts, k, sum(v) AS s FROM t SAMPLE BY 1h ORDER BY ts, k"
+        )
+        .await
+    );
+}

@@ -35,6 +35,8 @@ const NULL_CODE: i32 = -1;
 const NO_CELL: (u32, u32) = (u32::MAX, u32::MAX);
 /// The stamp of an empty cell: older than any designated timestamp.
 const NO_STAMP: i64 = i64::MIN;
+/// Rows of a batch picked (ascending), and per cell taken the place of its row among them.
+type Picks = (Vec<u32>, Vec<(usize, u32)>);
 /// Merges past this many segments gather them into one.
 const SEGMENTS_MAX: usize = 64;
 
@@ -219,7 +221,9 @@ impl Cached {
         Ok(())
     }
 
-    /// Merges rows `rows` of partition `p`, [`READ_ROWS`] at a time.
+    /// Merges rows `rows` of partition `p`, [`READ_ROWS`] at a time. Whole rows are picked by
+    /// their keys and timestamps alone, and only the rows picked are read whole; per-column
+    /// values (`IGNORE NULLS`) need every column's NULLs, so every column is read.
     fn read_part(
         &mut self,
         snapshot: &Snapshot,
@@ -227,24 +231,64 @@ impl Cached {
         rows: std::ops::Range<u64>,
     ) -> Result<(), Fault> {
         let all: Vec<usize> = (0..self.meta.columns.len()).collect();
+        let read: Vec<usize> = if self.ignore_nulls {
+            all.clone()
+        } else {
+            let mut read = self.keys.clone();
+            read.push(self.ts);
+            read.sort_unstable();
+            read.dedup();
+            read
+        };
         let mut start = rows.start;
         while start < rows.end {
             let end = rows.end.min(start + READ_ROWS);
-            let batch = snapshot.read_batch(p, &all, start..end)?;
-            self.merge(&batch)?;
+            let batch = snapshot.read_batch(p, &read, start..end)?;
+            let (picked, picks) = self.pick(&batch, &read)?;
+            if !picked.is_empty() {
+                let segment = if self.ignore_nulls {
+                    take_record_batch(&batch, &UInt32Array::from(picked))?
+                } else {
+                    let rows = picked
+                        .iter()
+                        .map(|&i| u32::try_from(start + u64::from(i)))
+                        .collect::<Result<Vec<u32>, _>>()
+                        .map_err(|_| {
+                            Fault::Read(QueryError::Invalid(
+                                "a partition of more than 2^32 rows".into(),
+                            ))
+                        })?;
+                    snapshot.read_batch_picked(p, &all, &rows)?
+                };
+                self.add_segment(segment, picks)?;
+            }
             start = end;
         }
         Ok(())
     }
 
-    /// Merges `batch` (the table's columns as of `meta`, oldest row first).
-    fn merge(&mut self, batch: &RecordBatch) -> Result<(), Fault> {
+    /// The column of `batch` (whose columns are the table's `read`) that is table column `c`.
+    fn column<'a>(
+        &self,
+        batch: &'a RecordBatch,
+        read: &[usize],
+        c: usize,
+    ) -> Result<&'a ArrayRef, Fault> {
+        read.iter()
+            .position(|&r| r == c)
+            .map(|at| batch.column(at))
+            .ok_or_else(|| Fault::Read(QueryError::Invalid(format!("column {c} was not read"))))
+    }
+
+    /// Picks, from `batch` (oldest row first; its columns are the table's `read`), the rows
+    /// whose values take a cell: the rows (ascending), and per cell taken the place of its row
+    /// among them.
+    fn pick(&mut self, batch: &RecordBatch, read: &[usize]) -> Result<Picks, Fault> {
         let codes = self
             .keys
             .iter()
             .map(|&k| {
-                batch
-                    .column(k)
+                self.column(batch, read, k)?
                     .as_dictionary_opt::<Int32Type>()
                     .ok_or_else(|| {
                         Fault::Read(QueryError::Invalid(format!(
@@ -254,16 +298,16 @@ impl Cached {
                     })
             })
             .collect::<Result<Vec<_>, Fault>>()?;
-        let ts = batch
-            .column(self.ts)
+        let ts = self
+            .column(batch, read, self.ts)?
             .as_primitive_opt::<TimestampNanosecondType>()
             .ok_or_else(|| {
                 Fault::Read(QueryError::Invalid("timestamps are not timestamps".into()))
             })?
             .values();
-        // Batch rows picked for some cell, and the cells that point at them.
         let mut picked: Vec<u32> = Vec::new();
         let mut picks: Vec<(usize, u32)> = Vec::new();
+        // With IGNORE NULLS every column was read, in order.
         let columns: Vec<&ArrayRef> = batch.columns().iter().collect();
         for (i, &t) in ts.iter().enumerate() {
             let mut key: Key = [UNUSED; LAST_VALUE_CACHE_KEYS_MAX];
@@ -303,10 +347,11 @@ impl Cached {
                 picked.push(i as u32);
             }
         }
-        if picked.is_empty() {
-            return Ok(());
-        }
-        let segment = take_record_batch(batch, &UInt32Array::from(picked))?;
+        Ok((picked, picks))
+    }
+
+    /// Adds `segment` (the table's columns), whose rows `picks` point cells at.
+    fn add_segment(&mut self, segment: RecordBatch, picks: Vec<(usize, u32)>) -> Result<(), Fault> {
         let at = self.segments.len() as u32;
         self.segments.push(segment);
         for (cell, row) in picks {

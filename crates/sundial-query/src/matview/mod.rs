@@ -24,13 +24,17 @@
 //! * refreshes of one view never overlap (a lock per view).
 //!
 //! When the base table's change log does not reach back to the watermark (after a restart),
-//! the refresh is a full one, in chunks of base partitions (each its own transaction; the
-//! watermark moves with the last).
+//! the refresh is a full one: the query runs over a chunk of base partitions at a time, and the
+//! rows of all chunks are committed in one transaction with the new watermark, so readers see
+//! the whole view before or after it. Only a view whose rows pass [`FULL_REFRESH_TXN_BYTES`]
+//! is committed chunk by chunk (the watermark moving with the last), bounding the memory a
+//! refresh holds; between those commits a reader sees older buckets already recomputed.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
+use datafusion::arrow::array::RecordBatch;
 use datafusion::common::tree_node::Transformed;
 use datafusion::common::{Column, TableReference};
 use datafusion::logical_expr::{Expr, Filter, LogicalPlan, lit};
@@ -51,6 +55,9 @@ pub(crate) use listing::register;
 pub(crate) const REFRESH_POLL: Duration = Duration::from_millis(50);
 /// How long the background refresher leaves a view whose refresh failed, in nanoseconds.
 const RETRY_AFTER_FAILURE_NS: i64 = 5_000_000_000;
+/// A full refresh whose rows take more memory than this commits them chunk by chunk rather
+/// than in one transaction (see the module docs).
+const FULL_REFRESH_TXN_BYTES: usize = 256 << 20;
 
 pub(crate) use crate::view_def::{Definition, definition};
 
@@ -523,8 +530,9 @@ async fn invalidate(view: &Arc<Table>, state: Option<RefreshState>, reason: &str
     .await
 }
 
-/// A full refresh: every row from the whole base table, partition by partition (see the
-/// module docs); the last chunk commits `state`.
+/// A full refresh: every row from the whole base table, a chunk of base partitions at a time
+/// (see the module docs), committed with `state` in one transaction unless the rows pass
+/// [`FULL_REFRESH_TXN_BYTES`].
 async fn full(
     engine: &dyn Runner,
     view: &Arc<Table>,
@@ -549,11 +557,22 @@ async fn full(
     cuts[0] = i64::MIN;
     cuts.push(i64::MAX);
     let mut rows = 0;
+    let (mut held, mut held_from, mut held_bytes) = (Vec::new(), i64::MIN, 0usize);
     let chunks = cuts.len() - 1;
     for (i, range) in cuts.windows(2).enumerate() {
+        let batches = compute(engine, view, def, base, range[0], range[1]).await?;
+        held_bytes += batches
+            .iter()
+            .map(RecordBatch::get_array_memory_size)
+            .sum::<usize>();
+        held.extend(batches);
         let last = i + 1 == chunks;
-        let state = last.then(|| state.clone());
-        rows += recompute(engine, view, def, base, range[0], range[1], state).await?;
+        if last || held_bytes > FULL_REFRESH_TXN_BYTES {
+            let state = last.then(|| state.clone());
+            let to = range[1];
+            rows += commit_rows(view, held_from, to, std::mem::take(&mut held), state).await?;
+            (held_from, held_bytes) = (to, 0);
+        }
     }
     Ok(rows)
 }
@@ -569,6 +588,20 @@ async fn recompute(
     hi: i64,
     state: Option<RefreshState>,
 ) -> Result<u64> {
+    let batches = compute(engine, view, def, base, lo, hi).await?;
+    commit_rows(view, lo, hi, batches, state).await
+}
+
+/// The view's rows for the buckets in `[lo, hi)`: its query over the base rows there, in the
+/// view's columns.
+async fn compute(
+    engine: &dyn Runner,
+    view: &Arc<Table>,
+    def: &Definition,
+    base: &Arc<Table>,
+    lo: i64,
+    hi: i64,
+) -> Result<Vec<RecordBatch>> {
     let base_meta = base.meta();
     let ts = base_meta
         .timestamp_column()
@@ -584,11 +617,22 @@ async fn recompute(
     let plan = restrict(plan, &def.base, &ts, lo, hi)?;
     let batches = engine.collect_plan(plan).await?;
     let meta = view.meta();
-    let batches = batches
+    batches
         .iter()
         .filter(|b| b.num_rows() > 0)
         .map(|b| Ok(sundial_storage::conform(b, &meta)?))
-        .collect::<Result<Vec<_>>>()?;
+        .collect()
+}
+
+/// Replaces the view's rows in `[lo, hi)` by `batches`, committing `state` with them if given;
+/// returns the rows written.
+async fn commit_rows(
+    view: &Arc<Table>,
+    lo: i64,
+    hi: i64,
+    batches: Vec<RecordBatch>,
+    state: Option<RefreshState>,
+) -> Result<u64> {
     let rows: u64 = batches.iter().map(|b| b.num_rows() as u64).sum();
     let view = view.clone();
     blocking(move || {
