@@ -22,7 +22,7 @@
 #   SCALE=50 NO_BUILD=1 bench/last_values.sh          # a quick try
 #
 # Environment (defaults): SCALE=200 DAYS=3 WORKERS=2 RUNS=50 WARMUP=3 RETIRED=10
-#   SERVERS="sundial questdb"
+#   SERVERS="sundial questdb" REPEATS=1 (rounds; the table shows medians over them)
 #   NO_BUILD= TSBS_BIN=../shared/tsbs/bin DATA_DIR=/tmp/sundial-analytics-data WORK=
 # Figures go to bench/results/last_values-<time>.txt.
 set -euo pipefail
@@ -36,6 +36,7 @@ RUNS=${RUNS:-50}
 WARMUP=${WARMUP:-3}
 SERVERS=${SERVERS:-"sundial questdb"}
 RETIRED=${RETIRED:-10}
+REPEATS=${REPEATS:-1}
 NO_BUILD=${NO_BUILD:-}
 KEEP_WORK=${WORK:+1}
 WORK=${WORK:-$(mktemp -d /tmp/sundial-last-values-bench.XXXXXX)}
@@ -121,8 +122,10 @@ measure() { # server cache http
 }
 
 run_sundial() {
-    local root=$WORK/sundial cache
-    for cache in 0 1; do
+    local root=$WORK/sundial cache order="0 1"
+    # Rounds take turns on which load goes first: the machine's drift falls on both.
+    (( RUN % 2 )) || order="1 0"
+    for cache in $order; do
         rm -rf "$root"
         bench/peers/sundial.sh start "$root" >/dev/null
         load sundial "$cache" 127.0.0.1:29000 127.0.0.1:29009
@@ -145,14 +148,22 @@ run_questdb() {
 
 table() {
     awk '
+        function add(k, c, x) { L[k, c] = ((k, c) in L) ? L[k, c] " " x : x }
+        function median(list,    a, m, i, j, t) {
+            m = split(list, a, " ")
+            for (i = 2; i <= m; i++)
+                for (j = i; j > 1 && a[j - 1] + 0 > a[j] + 0; j--) { t = a[j]; a[j] = a[j - 1]; a[j - 1] = t }
+            return m % 2 ? a[(m + 1) / 2] : (a[m / 2] + a[m / 2 + 1]) / 2
+        }
         /^result: / {
             delete f
             for (i = 2; i <= NF; i++) { split($i, kv, "="); f[kv[1]] = kv[2] }
             col = f["server"] (f["server"] == "sundial" ? (f["cache"] ? "_cache" : "_plain") : "")
-            if (f["kind"] == "ingest") v["ingest rows/s", col] = f["rows_per_s"]
-            if (f["kind"] == "query") { v[f["query"] " (median ms)", col] = f["median_ms"]; q[f["query"]] = 1 }
+            if (f["kind"] == "ingest") add("ingest rows/s", col, f["rows_per_s"])
+            if (f["kind"] == "query") add(f["query"] " (median ms)", col, f["median_ms"])
         }
         END {
+            for (k in L) { x = median(L[k]); v[k] = x >= 1000 ? sprintf("%d", x + 0.5) : x }
             printf "%-26s %14s %14s %10s %10s %10s\n", "metric", "sundial", "sundial+cache", "questdb", "cache x", "+cache/qdb"
             n = split("ingest rows/s,lastpoint (median ms),hosts (median ms),three (median ms),filtered (median ms),lastpoint_retired (median ms),hosts_retired (median ms),three_retired (median ms),filtered_retired (median ms)", m, ",")
             for (i = 1; i <= n; i++) {
@@ -168,8 +179,10 @@ table() {
 {
     echo "# bench/last_values.sh $(date -u +%FT%TZ): $(basename "$FILE") ($ROWS rows), tsbs_load_questdb --workers=$WORKERS; $RUNS runs after $WARMUP warm-ups per query"
     echo "# sundial $(git rev-parse --short HEAD 2>/dev/null), binary of $(date -u -r target/release/sundial +%FT%TZ 2>/dev/null || echo '(missing)'); questdb $(basename "$(bench/peers/questdb.sh jar)" .jar)"
-    for server in $SERVERS; do
-        "run_$server"
+    for ((RUN = 1; RUN <= REPEATS; RUN++)); do
+        for server in $SERVERS; do
+            "run_$server"
+        done
     done
 } | tee "$OUT.raw"
 table <"$OUT.raw" | tee "$OUT"
