@@ -180,8 +180,7 @@ impl LastValues {
         snapshot: &Snapshot,
     ) -> Result<Option<(Arc<TableMeta>, RecordBatch)>> {
         let mut state = slot.lock();
-        let result = self.catch_up(slot, &mut state, table, snapshot);
-        result?;
+        self.catch_up(slot, &mut state, table, snapshot)?;
         let answer = match &mut *state {
             State::Ready(cached) => {
                 let rows = cached.rows()?;

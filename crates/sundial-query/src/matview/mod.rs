@@ -39,7 +39,7 @@ use datafusion::common::tree_node::Transformed;
 use datafusion::common::{Column, TableReference};
 use datafusion::logical_expr::{Expr, Filter, LogicalPlan, lit};
 use datafusion::scalar::ScalarValue;
-use sundial_sql::questdb::stride::{Stride, Unit};
+use sundial_sql::questdb::stride::{Step, Stride, Unit};
 use sundial_sql::questdb::{Buckets, extract, view_buckets};
 use sundial_sql::{AlterView, Command, CreateMaterializedView, Refresh, RefreshHow};
 use sundial_storage::{PartitionBy, RefreshState, Table, TableKind, TableMeta};
@@ -187,11 +187,7 @@ pub(crate) async fn create(engine: &dyn Runner, c: CreateMaterializedView) -> Re
     if db.table(&c.name).is_some() && c.if_not_exists {
         return Ok(());
     }
-    if matches!(c.refresh, Refresh::Period { .. }) {
-        return Err(QueryError::NotSupported(
-            "REFRESH PERIOD (not yet): use IMMEDIATE, MANUAL or EVERY".into(),
-        ));
-    }
+    check_refresh(&c.refresh)?;
     let buckets = view_buckets(&extract(&c.query)?.1)?;
     let (plan, timestamp) = engine.plan_query(&c.query).await?;
     let scanned = scanned_tables(&plan);
@@ -296,6 +292,35 @@ pub(crate) async fn create(engine: &dyn Runner, c: CreateMaterializedView) -> Re
     Ok(())
 }
 
+/// Refuses refresh settings Sundial cannot follow: PERIOD, a START that is not a timestamp, an
+/// unknown TIME ZONE.
+fn check_refresh(refresh: &Refresh) -> Result<()> {
+    match refresh {
+        Refresh::Period { .. } => Err(QueryError::NotSupported(
+            "REFRESH PERIOD (not yet): use IMMEDIATE, MANUAL or EVERY".into(),
+        )),
+        Refresh::Every {
+            start, time_zone, ..
+        } => {
+            if let Some(start) = start
+                && sundial_sql::rollup::instant_of_text(start).is_none()
+            {
+                return Err(QueryError::Invalid(format!(
+                    "REFRESH EVERY ... START {start}: not a timestamp such as \
+                     '2025-01-01T00:00:00Z'"
+                )));
+            }
+            if let Some(zone) = time_zone {
+                sundial_sql::questdb::stride::parse_zone(zone).map_err(|e| {
+                    QueryError::Invalid(format!("REFRESH EVERY ... TIME ZONE: {e}"))
+                })?;
+            }
+            Ok(())
+        }
+        Refresh::Immediate | Refresh::Manual => Ok(()),
+    }
+}
+
 /// `ALTER MATERIALIZED VIEW v SET TTL ... | SET REFRESH ...`: the setting changes, and the
 /// stored statement with it (SHOW CREATE shows the view as it now is).
 pub(crate) async fn alter(engine: &dyn Runner, name: &str, change: AlterView) -> Result<()> {
@@ -312,12 +337,8 @@ pub(crate) async fn alter(engine: &dyn Runner, name: &str, change: AlterView) ->
             def.view.ttl = ttl;
             Some(ttl)
         }
-        AlterView::Refresh(Refresh::Period { .. }) => {
-            return Err(QueryError::NotSupported(
-                "REFRESH PERIOD (not yet): use IMMEDIATE, MANUAL or EVERY".into(),
-            ));
-        }
         AlterView::Refresh(refresh) => {
+            check_refresh(&refresh)?;
             def.view.refresh = refresh;
             None
         }
@@ -749,40 +770,118 @@ fn due(
     match &def.view.refresh {
         Refresh::Immediate => behind,
         Refresh::Manual | Refresh::Period { .. } => false,
-        Refresh::Every { every, start, .. } => {
+        Refresh::Every {
+            every,
+            start,
+            time_zone,
+        } => {
             let now = now_ns();
             let Some(step) = every.step() else {
                 return false;
             };
+            let zone = time_zone
+                .as_deref()
+                .and_then(|z| sundial_sql::questdb::stride::parse_zone(z).ok());
             // Ticks at START + k * interval (from the first check when START is not given).
             let next = timers.entry(view.path().to_path_buf()).or_insert_with(|| {
                 let origin = start
                     .as_deref()
                     .and_then(sundial_sql::rollup::instant_of_text)
                     .unwrap_or(now);
-                if origin > now {
-                    return origin;
-                }
-                step.floor(now, origin)
-                    .and_then(|t| step.add(t, 1))
-                    .unwrap_or(i64::MAX)
+                next_tick(step, origin, zone, now).unwrap_or(i64::MAX)
             });
             if now < *next {
                 return false;
             }
             // The next tick after now on the same grid: ticks missed while busy are skipped.
-            *next = step
-                .floor(now, *next)
-                .and_then(|t| step.add(t, 1))
-                .unwrap_or(i64::MAX);
+            *next = next_tick(step, *next, zone, now).unwrap_or(i64::MAX);
             behind
         }
     }
 }
 
+/// The first tick after `now` (or `origin` itself, if later) of a timer ticking every `step`
+/// from `origin`: on the wall clock of `zone` when given, so that a daily timer keeps its local
+/// time across daylight-saving changes (a local time a change skips ticks at the first minute
+/// after it; one it repeats, at its first occurrence), else in UTC.
+fn next_tick(step: Step, origin: i64, zone: Option<chrono_tz::Tz>, now: i64) -> Option<i64> {
+    if origin > now {
+        return Some(origin);
+    }
+    let Some(zone) = zone else {
+        return step.add(step.floor(now, origin)?, 1);
+    };
+    use chrono::{Duration as Span, TimeZone};
+    // Wall-clock times, as nanoseconds of a timeline without changes.
+    let wall = |t: i64| {
+        chrono::DateTime::from_timestamp_nanos(t)
+            .with_timezone(&zone)
+            .naive_local()
+            .and_utc()
+            .timestamp_nanos_opt()
+    };
+    let (origin_wall, now_wall) = (wall(origin)?, wall(now)?);
+    let mut tick = step.add(step.floor(now_wall, origin_wall)?, 1)?;
+    // A few ticks at most: one a change repeats may fall before `now`.
+    for _ in 0..4 {
+        let naive = chrono::DateTime::from_timestamp_nanos(tick).naive_utc();
+        let instant = (0..=180)
+            .find_map(|m| {
+                zone.from_local_datetime(&(naive + Span::minutes(m)))
+                    .earliest()
+            })?
+            .timestamp_nanos_opt()?;
+        if instant > now {
+            return Some(instant);
+        }
+        tick = step.add(tick, 1)?;
+    }
+    None
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn timers_tick_on_the_zone_s_wall_clock() {
+        let ns = |s: &str| sundial_sql::rollup::instant_of_text(s).unwrap();
+        let day = Stride::parse("1d").unwrap().step().unwrap();
+        let hour = Stride::parse("1h").unwrap().step().unwrap();
+        let london = Some(sundial_sql::questdb::stride::parse_zone("Europe/London").unwrap());
+        // Daily at 02:00 London time, across the change to summer time (2024-03-31 01:00 UTC).
+        let origin = ns("2024-03-29T02:00:00Z");
+        let after = |now: &str, zone| next_tick(day, origin, zone, ns(now));
+        assert_eq!(
+            after("2024-03-30T03:00:00Z", london),
+            Some(ns("2024-03-31T01:00:00Z"))
+        );
+        assert_eq!(
+            after("2024-03-31T01:00:00Z", london),
+            Some(ns("2024-04-01T01:00:00Z"))
+        );
+        // In UTC the tick stays at 02:00 UTC.
+        assert_eq!(
+            after("2024-03-31T01:00:00Z", None),
+            Some(ns("2024-03-31T02:00:00Z"))
+        );
+        // Before START: START.
+        assert_eq!(after("2024-03-01T00:00:00Z", london), Some(origin));
+        // Hourly from 00:30 London: 01:30 is skipped on the change day, the tick comes at
+        // 02:00 summer time (01:00 UTC).
+        let origin = ns("2024-03-31T00:30:00Z");
+        assert_eq!(
+            next_tick(hour, origin, london, ns("2024-03-31T00:45:00Z")),
+            Some(ns("2024-03-31T01:00:00Z"))
+        );
+        // Hourly across the change back (2024-10-27 01:00 UTC): 01:30 local comes twice; the
+        // timer never goes back.
+        let origin = ns("2024-10-26T23:30:00Z");
+        let first = next_tick(hour, origin, london, ns("2024-10-26T23:45:00Z")).unwrap();
+        assert_eq!(first, ns("2024-10-27T00:30:00Z"));
+        let second = next_tick(hour, origin, london, first).unwrap();
+        assert!(second > first);
+    }
 
     #[test]
     fn timer_starts_read_as_instants() {

@@ -177,7 +177,6 @@ fn add_months(t: NaiveDateTime, months: i64) -> Option<NaiveDateTime> {
     }
 }
 
-/// Nanoseconds since the epoch of an RFC 3339 instant, for tests.
 /// An IANA time zone name (`Europe/Berlin`) or `UTC`.
 pub fn parse_zone(name: &str) -> Result<chrono_tz::Tz, String> {
     name.trim()
@@ -185,6 +184,7 @@ pub fn parse_zone(name: &str) -> Result<chrono_tz::Tz, String> {
         .map_err(|_| format!("unknown time zone '{name}'"))
 }
 
+/// Nanoseconds since the epoch of an RFC 3339 instant, for tests.
 #[cfg(test)]
 pub fn ns(s: &str) -> i64 {
     s.parse::<DateTime<chrono::Utc>>()
