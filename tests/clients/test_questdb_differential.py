@@ -490,6 +490,10 @@ MATVIEWS = [
     ("mv_events_1h",
      "SELECT timestamp, kind, sum(qty) AS q, min(price) AS p, count() AS n FROM events "
      "SAMPLE BY 1h", "kind"),
+    # Buckets on a time zone's calendar: New York's days.
+    ("mv_readings_ny",
+     "SELECT timestamp, fleet, max(load_capacity) AS m, count() AS n FROM readings "
+     "SAMPLE BY 1d ALIGN TO CALENDAR TIME ZONE 'America/New_York'", "fleet"),
 ]
 
 

@@ -22,7 +22,7 @@
 
 use std::sync::Arc;
 
-use chrono::{DateTime, Offset, TimeZone};
+use chrono::DateTime;
 use chrono_tz::Tz;
 use std::ops::Range;
 
@@ -37,7 +37,7 @@ use datafusion::logical_expr::{
 };
 use datafusion::prelude::SessionContext;
 
-use sundial_sql::questdb::stride::{Step, Stride, Unit, parse_zone};
+use sundial_sql::questdb::stride::{Step, Stride, Unit, local_to_utc, parse_zone, utc_offset_ns};
 
 use crate::date_format::Pattern;
 
@@ -629,27 +629,6 @@ fn constant_pattern(function: &str, v: &ColumnarValue) -> DfResult<Pattern> {
     };
     let text = text.ok_or_else(|| error("the pattern is NULL"))?;
     Pattern::compile(text).map_err(|m| error(&m))
-}
-
-/// `zone`'s offset from UTC at the instant `t`, in nanoseconds.
-fn utc_offset_ns(zone: &Tz, t: i64) -> i64 {
-    let utc = DateTime::from_timestamp_nanos(t).naive_utc();
-    let seconds = zone.offset_from_utc_datetime(&utc).fix().local_minus_utc();
-    i64::from(seconds) * 1_000_000_000
-}
-
-/// The instant at which `zone`'s clocks show `local`; in a gap (clocks jumping forward), the
-/// instant the gap starts; when clocks show it twice, the first.
-fn local_to_utc(zone: &Tz, local: i64) -> Option<i64> {
-    let naive = DateTime::from_timestamp_nanos(local).naive_utc();
-    let offset = match zone.offset_from_local_datetime(&naive).earliest() {
-        Some(o) => o.fix().local_minus_utc(),
-        None => zone
-            .offset_from_utc_datetime(&naive)
-            .fix()
-            .local_minus_utc(),
-    };
-    local.checked_sub(i64::from(offset) * 1_000_000_000)
 }
 
 /// Whole `unit`s between `a` and `b`, always ≥ 0.

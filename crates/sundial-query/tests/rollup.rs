@@ -337,6 +337,13 @@ fn explain_shows_the_view_and_routing_can_be_turned_off() {
         ] {
             assert!(!plan_text(&engine, other).await.contains("t_1m"), "{other}");
         }
+        // A view on a time zone's calendar serves nothing: routing is on UTC's calendar.
+        engine
+            .run("CREATE MATERIALIZED VIEW t_berlin AS (SELECT ts, k, max(v) AS m FROM t SAMPLE BY 1m ALIGN TO CALENDAR TIME ZONE 'Europe/Berlin')")
+            .await
+            .unwrap();
+        engine.run("DROP MATERIALIZED VIEW t_1m").await.unwrap();
+        assert!(!plan_text(&engine, sql).await.contains("t_berlin"));
         engine.set_rollup_routing(false);
         assert!(!plan_text(&engine, sql).await.contains("t_1m"));
     });

@@ -25,7 +25,8 @@
 //! aggregate: `sum`, `count`, `min` and `max` of the same column roll up by `sum`, `sum`, `min`
 //! and `max`; `avg` needs the view's `sum` and `count` of the column; `first` and `last` roll up
 //! by the first (last) sub-bucket's value, so only from a view grouped by exactly the query's
-//! keys (a view row per sub-bucket and key, ordered by the sub-bucket). Of several views the
+//! keys (a view row per sub-bucket and key, ordered by the sub-bucket). A view on a time
+//! zone's calendar serves nothing. Of several views the
 //! coarsest serves. Both branches give partial aggregates that the outer GROUP BY combines, so
 //! a query bucket that only part of the view covers comes out whole.
 //!
@@ -394,7 +395,9 @@ fn plan(statement: &Statement, clauses: &Clauses, catalog: &dyn Catalog) -> Opti
     // The coarsest view that serves.
     let mut best: Option<Rollup> = None;
     for r in rollups {
-        if !nests(&r.buckets, step, query_origin)
+        // Views on a time zone's calendar serve no query (routing is on UTC's calendar).
+        if r.buckets.zone.is_some()
+            || !nests(&r.buckets, step, query_origin)
             || !keys
                 .iter()
                 .all(|k| r.keys.iter().any(|v| v.eq_ignore_ascii_case(k)))
@@ -894,6 +897,7 @@ mod tests {
             stride: Stride::parse("1m").unwrap(),
             step: Step::Nanos(60_000_000_000),
             origin: 0,
+            zone: None,
         };
         assert!(nests(&minute, Step::Nanos(3_600_000_000_000), 0));
         assert!(nests(&minute, Step::Months(1), 0));

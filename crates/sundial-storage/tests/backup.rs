@@ -170,7 +170,7 @@ fn backups_taken_while_committing_open_at_one_commit_per_table() {
         assert!(to.join(BACKUP_MANIFEST).exists());
         assert!(!to.join(BACKUP_INCOMPLETE).exists());
         let manifest = std::fs::read_to_string(to.join(BACKUP_MANIFEST)).unwrap();
-        assert!(manifest.contains("\"transaction_format\": 5"), "{manifest}");
+        assert!(manifest.contains("\"transaction_format\": 6"), "{manifest}");
         let before = listing(&to);
         let copy = Database::open(&to, options()).unwrap();
         let t = copy.table("t").unwrap();

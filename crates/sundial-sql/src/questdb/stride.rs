@@ -177,6 +177,30 @@ fn add_months(t: NaiveDateTime, months: i64) -> Option<NaiveDateTime> {
     }
 }
 
+/// `zone`'s offset from UTC at the instant `t`, in nanoseconds.
+pub fn utc_offset_ns(zone: &chrono_tz::Tz, t: i64) -> i64 {
+    use chrono::{Offset, TimeZone};
+    let utc = DateTime::from_timestamp_nanos(t).naive_utc();
+    let seconds = zone.offset_from_utc_datetime(&utc).fix().local_minus_utc();
+    i64::from(seconds) * 1_000_000_000
+}
+
+/// The instant at which `zone`'s clocks show `local` (nanoseconds of wall-clock time); in a
+/// gap (clocks jumping forward), the instant the gap starts; when clocks show it twice, the
+/// first.
+pub fn local_to_utc(zone: &chrono_tz::Tz, local: i64) -> Option<i64> {
+    use chrono::{Offset, TimeZone};
+    let naive = DateTime::from_timestamp_nanos(local).naive_utc();
+    let offset = match zone.offset_from_local_datetime(&naive).earliest() {
+        Some(o) => o.fix().local_minus_utc(),
+        None => zone
+            .offset_from_utc_datetime(&naive)
+            .fix()
+            .local_minus_utc(),
+    };
+    local.checked_sub(i64::from(offset) * 1_000_000_000)
+}
+
 /// An IANA time zone name (`Europe/Berlin`) or `UTC`.
 pub fn parse_zone(name: &str) -> Result<chrono_tz::Tz, String> {
     name.trim()
