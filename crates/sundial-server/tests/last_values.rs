@@ -15,13 +15,6 @@ use common::*;
 const BASE_NS: i64 = 1_704_067_200_000_000_000;
 const SECOND_NS: i64 = 1_000_000_000;
 
-/// The `dataset` of an /exec answer.
-fn dataset(body: &str) -> String {
-    let at = body.find("\"dataset\":").expect("a dataset");
-    let rest = &body[at..];
-    rest[..rest.find(",\"count\"").unwrap_or(rest.len())].to_string()
-}
-
 /// Questions with the cache and the same without it (no cache answers the second).
 const PAIRS: [(&str, &str); 2] = [
     (

@@ -15,13 +15,6 @@ const MINUTE_NS: i64 = 60_000_000_000;
 /// 2024-01-01T00:00:00Z.
 const BASE_NS: i64 = 1_704_067_200_000_000_000;
 
-/// The `dataset` of an /exec answer.
-fn dataset(body: &str) -> String {
-    let at = body.find("\"dataset\":").expect("a dataset");
-    let rest = &body[at..];
-    rest[..rest.find(",\"count\"").unwrap_or(rest.len())].to_string()
-}
-
 /// What the view's query answers over the base table, and what the view holds.
 const VIEWS: [(&str, &str); 2] = [
     (

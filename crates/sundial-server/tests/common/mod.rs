@@ -360,3 +360,10 @@ pub fn sql(dir: &Path, query: &str) -> String {
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     String::from_utf8(o.stdout).unwrap()
 }
+
+/// The `dataset` of an /exec answer.
+pub fn dataset(body: &str) -> String {
+    let at = body.find("\"dataset\":").expect("a dataset");
+    let rest = &body[at..];
+    rest[..rest.find(",\"count\"").unwrap_or(rest.len())].to_string()
+}
