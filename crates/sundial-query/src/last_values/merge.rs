@@ -93,6 +93,8 @@ pub(crate) struct Cached {
     /// A one-row batch of NULLs, the source of cells with no value.
     nulls: RecordBatch,
     bytes: usize,
+    /// Whether `segments` is one segment of a row per slot that every cell points into.
+    gathered: bool,
     /// The bytes the registry counts for it (`LastValues::admit`).
     pub(super) counted: usize,
 }
@@ -142,6 +144,7 @@ impl Cached {
             segments: Vec::new(),
             nulls,
             bytes: 0,
+            gathered: false,
             counted: 0,
         };
         let parts = snapshot.partitions();
@@ -354,6 +357,7 @@ impl Cached {
     fn add_segment(&mut self, segment: RecordBatch, picks: Vec<(usize, u32)>) -> Result<(), Fault> {
         let at = self.segments.len() as u32;
         self.segments.push(segment);
+        self.gathered = false;
         for (cell, row) in picks {
             self.cells[cell] = (at, row);
         }
@@ -369,15 +373,7 @@ impl Cached {
     /// Gathers every cell's value into one segment of a row per slot.
     fn gather(&mut self) -> Result<(), Fault> {
         let slots = self.index.len();
-        let materialized = self.segments.len() == 1
-            && self.segments[0].num_rows() == slots
-            && (0..slots).all(|s| {
-                (0..self.width).all(|c| {
-                    let cell = self.cells[s * self.width + c];
-                    cell == (0, s as u32) || cell == NO_CELL
-                })
-            });
-        if !materialized {
+        if !self.gathered {
             let nulls_at = self.segments.len();
             let mut columns = Vec::with_capacity(self.meta.columns.len());
             for c in 0..self.meta.columns.len() {
@@ -414,6 +410,7 @@ impl Cached {
         if self.segments.is_empty() {
             self.segments.push(self.nulls.slice(0, 0));
         }
+        self.gathered = true;
         self.count_bytes();
         Ok(())
     }
